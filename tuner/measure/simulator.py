@@ -1,0 +1,137 @@
+"""A calibrated performance model of one Sunway core group, used as a measurement backend.
+
+Time of a kernel = spawn/join + the busiest CPE's time (+ host-side padding of a conv input).
+The busiest CPE walks its output tiles; per (tile, reduction chunk) step it waits for the DMA of the
+operands it does not double-buffer, then for max(compute, DMA of the double-buffered ones) -- the
+double-buffered fetch of the next chunk overlaps this chunk's compute. After the last chunk it puts
+the output tile. DMA times come from the fitted request model (``tuner.measure.dma_model``) with the
+bandwidth shared by every active CPE; compute comes from the analysis (SIMD lanes, register
+blocking, packing, horizontal reductions); sharing tiles over the mesh adds register-communication
+(RLC) or RMA latency. Deterministic for a seed; optional multiplicative noise per repeat.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from typing import Sequence
+
+import numpy as np
+
+from tuner.measure.base import OK, MeasureResult
+from tuner.measure.dma_model import request_cycles
+from tuner.space.analysis import REASONS, Analysis, BufferPlan
+from tuner.space.space import Config, ScheduleSpace, config_hash
+from tuner.targets import Target, get_target
+from tuner.workloads import Workload
+
+
+def dma_time(target: "Target | str", op: str, block_bytes: float, n_blocks: float = 1, gap_bytes: float = 0,
+             active_cpes: float = 64, host_offset: float = 0) -> float:
+    """Modelled seconds for one DMA request of ``n_blocks`` blocks of ``block_bytes`` (gap between
+    blocks ``gap_bytes``) issued at the same time by ``active_cpes`` CPEs. ``op`` is "get" or "put"."""
+    tgt = get_target(target)
+    cycles = request_cycles(tgt.dma, op, block_bytes, n_blocks=n_blocks, gap_bytes=gap_bytes,
+                            active_cpes=active_cpes, host_offset=host_offset)
+    return float(cycles) / tgt.clock_hz
+
+
+def _transfer_cycles(target: Target, op: str, plan: BufferPlan, active: np.ndarray) -> np.ndarray:
+    """Cycles the busiest CPE spends on all its requests for one buffer."""
+    per_request = request_cycles(
+        target.dma, op,
+        np.maximum(plan.block_bytes, 1.0),
+        n_blocks=np.maximum(plan.blocks_per_request, 1.0),
+        gap_bytes=0.0,
+        active_cpes=np.maximum(active, 1.0),
+        host_offset=np.where(plan.aligned, 0.0, 4.0),
+    )
+    return plan.requests * per_request
+
+
+def kernel_cycles(target: Target, a: Analysis) -> dict[str, np.ndarray]:
+    """Cycle breakdown of the busiest CPE (arrays over configs)."""
+    steps = np.maximum(a.steps_per_cpe, 1.0)
+    get_a = _transfer_cycles(target, "get", a.a, a.active_cpes)
+    get_b = _transfer_cycles(target, "get", a.b, a.active_cpes)
+    put_c = _transfer_cycles(target, "put", a.c, a.active_cpes)
+    dma_a_step, dma_b_step = get_a / steps, get_b / steps
+    overlapped = np.where(a.double_buffer_a, dma_a_step, 0.0) + np.where(a.double_buffer_b, dma_b_step, 0.0)
+    exposed = np.where(a.double_buffer_a, 0.0, dma_a_step) + np.where(a.double_buffer_b, 0.0, dma_b_step)
+    compute = a.compute_cycles_per_step + a.share_cycles_per_step
+    step = exposed + np.maximum(compute, overlapped)
+    prologue = overlapped  # the first double-buffered fetch has nothing to hide behind
+    tiles = a.tiles_per_cpe * target.tile_overhead_cycles
+    total = steps * step + put_c + tiles + prologue
+    return {"total": total, "get_a": get_a, "get_b": get_b, "put_c": put_c,
+            "compute": steps * compute, "exposed_dma": steps * exposed + prologue}
+
+
+def simulate(space: ScheduleSpace, index: np.ndarray, analysis: Analysis | None = None) -> np.ndarray:
+    """Noise-free modelled kernel seconds for each config row; ``inf`` for invalid configs."""
+    a = analysis if analysis is not None else space.analyze(index)
+    target = space.target
+    cycles = kernel_cycles(target, a)["total"]
+    seconds = target.spawn_join_s + cycles / target.clock_hz
+    seconds = seconds + space.geometry.prepass_bytes / target.mpe_copy_Bps
+    return np.where(a.valid, seconds, np.inf)
+
+
+class Simulator:
+    """Measurement backend over the model. ``noise`` is the relative std-dev of each repeat."""
+
+    source = "simulator"
+
+    def __init__(self, noise: float = 0.0, repeats: int = 3, seed: int = 0) -> None:
+        if noise < 0 or repeats < 1:
+            raise ValueError("noise must be >= 0 and repeats >= 1")
+        self.noise, self.repeats, self.seed = noise, repeats, seed
+        self._spaces: dict[tuple[str, str], ScheduleSpace] = {}
+
+    def space(self, workload: Workload, target: Target) -> ScheduleSpace:
+        key = (workload.key, target.name)
+        if key not in self._spaces:
+            self._spaces[key] = ScheduleSpace(workload, target)
+        return self._spaces[key]
+
+    def _rng(self, workload: Workload, config: Config) -> np.random.Generator:
+        # Seeded by (seed, workload, config): a config measures the same whatever batch it is in.
+        digest = hashlib.sha1(f"{self.seed}:{workload.key}:{config_hash(config)}".encode()).digest()
+        return np.random.default_rng(int.from_bytes(digest[:8], "little"))
+
+    def measure(self, workload: Workload, target: "Target | str", configs: Sequence[Config]) -> list[MeasureResult]:
+        target = get_target(target)
+        space = self.space(workload, target)
+        results: list[MeasureResult | None] = [None] * len(configs)
+        rows: list[np.ndarray] = []
+        positions: list[int] = []
+        for i, config in enumerate(configs):
+            try:
+                rows.append(space.encode(config))
+                positions.append(i)
+            except ValueError as exc:
+                results[i] = MeasureResult(config=dict(config), status="invalid_config", error=str(exc),
+                                           source=self.source)
+        if rows:
+            index = np.stack(rows)
+            analysis = space.analyze(index)
+            seconds = simulate(space, index, analysis)
+            for row, i in enumerate(positions):
+                config = dict(configs[i])
+                if not analysis.valid[row]:
+                    reason = REASONS[int(analysis.reason[row])]
+                    status = "ldm_overflow" if reason == "ldm_overflow" else "invalid_config"
+                    results[i] = MeasureResult(
+                        config=config, status=status, source=self.source,
+                        error=f"{reason}: LDM {int(analysis.ldm_total[row])} B, budget {target.ldm_budget_bytes} B",
+                    )
+                    continue
+                base = float(seconds[row])
+                factors = np.ones(self.repeats)
+                if self.noise > 0:
+                    factors = np.clip(1.0 + self.noise * self._rng(workload, config).standard_normal(self.repeats),
+                                      0.5, 2.0)
+                results[i] = MeasureResult(
+                    config=config, status=OK, times=tuple(float(base * f) for f in factors), source=self.source,
+                    details={"model_seconds": base, "ldm_bytes": int(analysis.ldm_total[row])},
+                )
+        return [r for r in results if r is not None]

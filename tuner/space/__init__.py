@@ -1,0 +1,7 @@
+"""Sunway schedule spaces: knobs per operator and their vectorized analysis."""
+
+from tuner.space.analysis import REASONS, Analysis
+from tuner.space.knobs import Knob
+from tuner.space.space import Config, ScheduleSpace, config_hash
+
+__all__ = ["REASONS", "Analysis", "Config", "Knob", "ScheduleSpace", "config_hash"]

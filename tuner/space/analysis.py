@@ -1,0 +1,309 @@
+"""Closed-form, numpy-vectorized analysis of schedule configs: LDM, DMA plan, compute, balance.
+
+One call analyses many configs (rows of an index matrix) without Python loops over configs. It is
+the hot path of search: validity, the simulator and the cost-model features all read it. Figures are
+per CPE for the busiest CPE unless named ``total_``; tile extents are averaged over ragged tiles,
+which keeps totals (bytes, blocks, flops) exact because a tile grid is a product of per-axis tilings.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, fields
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from tuner.space.ops import AxisTiles, Dim, axis_tiles
+
+if TYPE_CHECKING:
+    from tuner.space.space import ScheduleSpace
+
+LINE = 128  # DRAM line bytes: DMA moves whole lines
+PACK_CYCLES_PER_ELEM = 1.0  # [A] a load and a store per element on the memory pipe, dual-issued
+DMA_BSIZE_MAX = (1 << 20) - 1  # 20-bit block-size field of a DMA descriptor [P] dma.h
+DMA_LEN_MAX = (1 << 24) - 1  # 24-bit size field
+
+SHARE_NONE, SHARE_BCAST, SHARE_MESH = 0, 1, 2  # "mesh" = register communication (RLC) or RMA
+DMA_STRIDED, DMA_ROWS = 0, 1
+
+# Reasons a config is invalid, in the order they are checked (the first that applies is reported).
+REASONS = ("ok", "ldm_overflow", "sharing_needs_mesh_grid", "rlc_needs_square_grid",
+           "operand_not_shareable", "put_lines_unaligned", "dma_descriptor_limit")
+
+
+@dataclass
+class BufferPlan:
+    """DMA plan of one tensor per CPE: how many requests of what shape, and the bytes moved."""
+
+    ldm_bytes: np.ndarray  # one LDM copy of the tile (x2 when double-buffered is in Analysis.ldm_*)
+    loads: np.ndarray  # tile transfers issued by the busiest CPE over the kernel
+    requests: np.ndarray  # DMA requests issued by the busiest CPE
+    bytes: np.ndarray  # main-memory bytes moved by the busiest CPE
+    block_bytes: np.ndarray  # contiguous block size of one request (mean over tiles)
+    blocks_per_request: np.ndarray
+    aligned: np.ndarray  # blocks start on 128-B lines and are whole lines
+    total_requests: np.ndarray  # over the whole mesh (exact when every CPE walks the same loops)
+    total_bytes: np.ndarray
+
+
+@dataclass
+class Analysis:
+    """Everything the validity check, the simulator and the cost model need, one entry per config."""
+
+    valid: np.ndarray
+    reason: np.ndarray  # index into REASONS
+    ldm_a: np.ndarray
+    ldm_b: np.ndarray
+    ldm_c: np.ndarray
+    ldm_pack: np.ndarray
+    ldm_total: np.ndarray
+    a: BufferPlan
+    b: BufferPlan
+    c: BufferPlan
+    pr: np.ndarray
+    pc: np.ndarray
+    active_cpes: np.ndarray
+    tiles_per_cpe: np.ndarray
+    steps_per_cpe: np.ndarray  # (output tile, reduction chunk) pairs of the busiest CPE
+    chunks_per_tile: np.ndarray
+    imbalance: np.ndarray  # busiest CPE's tiles over the mean of the active CPEs
+    macs_per_cpe: np.ndarray
+    flops_per_cpe: np.ndarray
+    simd_width: np.ndarray
+    simd_fraction: np.ndarray  # share of MACs that run vectorized
+    kernel_efficiency: np.ndarray  # issue efficiency of the inner loop (1 = one vector FMA per cycle)
+    compute_cycles_per_step: np.ndarray
+    share_cycles_per_step: np.ndarray  # register-communication / RMA cost not hidden by compute
+    double_buffer_a: np.ndarray
+    double_buffer_b: np.ndarray
+    share_mode: np.ndarray
+    dma_mode: np.ndarray
+    arithmetic_intensity: np.ndarray  # flops per main-memory byte of the busiest CPE
+
+    def __len__(self) -> int:
+        return len(self.valid)
+
+    def row(self, i: int) -> dict[str, float]:
+        """A flat dict of one config's figures (for reports and tests)."""
+        out: dict[str, float] = {}
+        for f in fields(self):
+            value = getattr(self, f.name)
+            if isinstance(value, BufferPlan):
+                for g in fields(value):
+                    out[f"{f.name}_{g.name}"] = float(getattr(value, g.name)[i])
+            else:
+                out[f.name] = float(value[i])
+        return out
+
+
+def _block_geometry(dims: list[Dim]) -> tuple[np.ndarray, ...]:
+    """Contiguous blocks of a row-major tensor box.
+
+    Trailing dimensions the box covers completely merge into one contiguous block; the dimension
+    before them is the strided one (uniform gap), the ones before that need separate descriptors.
+    Returns (block elems of the full box, mean block elems, blocks per box (mean), strided
+    descriptors per box (mean), box covers its innermost dim completely, row pitch elems).
+    """
+    n = len(dims)
+    block_full = dims[-1].full.copy()
+    block_mean = dims[-1].mean.copy()
+    merging = np.ones_like(block_full, dtype=bool)
+    outer_mean = np.ones_like(block_full)  # product of means of dims outside the block
+    desc_mean = np.ones_like(block_full)
+    last_outer = np.ones_like(block_full)  # mean extent of the strided dim
+    for j in range(n - 2, -1, -1):
+        covered = merging & (dims[j + 1].full >= dims[j + 1].extent)
+        block_full = np.where(covered, block_full * dims[j].full, block_full)
+        block_mean = np.where(covered, block_mean * dims[j].mean, block_mean)
+        # first dim outside the block is the strided one; later ones multiply descriptors
+        first_outside = merging & ~covered
+        desc_mean = np.where(~merging, desc_mean * dims[j].mean, desc_mean)
+        last_outer = np.where(first_outside, dims[j].mean, last_outer)
+        outer_mean = np.where(covered, outer_mean, outer_mean * dims[j].mean)
+        merging = covered
+    inner_full = dims[-1].full >= dims[-1].extent
+    pitch = np.full_like(block_full, dims[-1].extent, dtype=np.float64)
+    return block_full, block_mean, outer_mean, desc_mean, inner_full, pitch, last_outer
+
+
+def _plan(dims: list[Dim], dtype_bytes: int, loads: np.ndarray, split: np.ndarray, dma_mode: np.ndarray,
+          mesh_scale: np.ndarray, put_lines: np.ndarray | None = None
+          ) -> tuple[BufferPlan, np.ndarray, np.ndarray]:
+    """DMA plan of one tensor, plus (line rule holds, descriptor limits hold) per config."""
+    block_full, block_mean, blocks, descs, inner_full, pitch, _ = _block_geometry(dims)
+    box_full = np.ones_like(block_full)
+    box_mean = np.ones_like(block_full)
+    for d in dims:
+        box_full = box_full * d.full
+        box_mean = box_mean * d.mean
+    block_bytes_full = block_full * dtype_bytes
+    # A block starts on a line only if both its size and the tensor's row pitch are whole lines.
+    aligned = (block_bytes_full % LINE == 0) & ((pitch * dtype_bytes) % LINE == 0)
+    ldm = box_full * dtype_bytes
+    line_ok = np.ones_like(aligned)
+    bytes_per_load = box_mean * dtype_bytes
+    block_bytes = block_mean * dtype_bytes
+    if put_lines is not None:
+        # Line-aligned puts: the output's rows are padded to whole lines (in LDM and in memory, the
+        # host ignores the pad). Valid when every tile row starts on a line: its bytes are whole
+        # lines or it is the only tile along the row.
+        row_bytes = dims[-1].full * dtype_bytes
+        line_ok = (row_bytes % LINE == 0) | inner_full
+        grow = np.ceil(row_bytes / LINE) * LINE / row_bytes
+        use = put_lines.astype(bool)
+        ldm = np.where(use, ldm * grow, ldm)
+        bytes_per_load = np.where(use, bytes_per_load * grow, bytes_per_load)
+        block_bytes = np.where(use, block_bytes * grow, block_bytes)
+        aligned = aligned | use
+    strided = dma_mode == DMA_STRIDED
+    reqs_per_load = np.where(strided, descs, blocks)
+    blocks_per_req = np.where(strided, blocks / descs, 1.0)
+    # A shared tile is fetched once per mesh row/column; the CPEs there split its requests.
+    my_loads = loads / split
+    plan = BufferPlan(
+        ldm_bytes=ldm,
+        loads=my_loads,
+        requests=my_loads * reqs_per_load,
+        bytes=my_loads * bytes_per_load,
+        block_bytes=block_bytes,
+        blocks_per_request=blocks_per_req,
+        aligned=aligned,
+        total_requests=my_loads * reqs_per_load * mesh_scale,
+        total_bytes=my_loads * bytes_per_load * mesh_scale,
+    )
+    limit_ok = (block_bytes_full <= DMA_BSIZE_MAX) & (ldm <= DMA_LEN_MAX)
+    return plan, line_ok, limit_ok
+
+
+def analyze(space: "ScheduleSpace", index: np.ndarray) -> Analysis:
+    """Analyse configs given as an (n, n_knobs) matrix of choice indices."""
+    index = np.atleast_2d(np.asarray(index, dtype=np.int64))
+    geo, target, wl = space.geometry, space.target, space.workload
+    v = {k.name: space.codes[j][index[:, j]] for j, k in enumerate(space.knobs)}
+    n = index.shape[0]
+    ds = wl.dtype_bytes
+    t: dict[str, AxisTiles] = {a.name: axis_tiles(a.extent, v[f"tile_{a.name}"]) for a in geo.axes}
+    pr, pc = space.grid_rows[index[:, space.knob_index["grid"]]], space.grid_cols[index[:, space.knob_index["grid"]]]
+    share, dma_mode = v["share"], v["dma"]
+    db_a, db_b = v["db_a"].astype(bool), v["db_b"].astype(bool)
+
+    rows_total = np.ones(n)
+    cols_total = np.ones(n)
+    out_mean = np.ones(n)
+    for a in geo.axes:
+        if a.role == "row":
+            rows_total = rows_total * t[a.name].count
+        elif a.role == "col":
+            cols_total = cols_total * t[a.name].count
+        if a.role != "red":
+            out_mean = out_mean * t[a.name].mean
+    red = t[geo.red_axis.name]
+
+    rows_cpe, cols_cpe = np.ceil(rows_total / pr), np.ceil(cols_total / pc)
+    tiles_cpe = rows_cpe * cols_cpe
+    active = np.minimum(pr, rows_total) * np.minimum(pc, cols_total)
+    imbalance = tiles_cpe * active / (rows_total * cols_total)
+
+    # Sharing: a is shared along a mesh row (pc CPEs), b along a column (pr CPEs).
+    on_mesh = (pr <= target.mesh_rows) & (pc <= target.mesh_cols)
+    a_ok, b_ok = geo.a_shareable(t, pr), geo.b_shareable(t, pr)
+    sharing = share != SHARE_NONE
+    a_shared = sharing & a_ok & (pc > 1)
+    b_shared = sharing & b_ok & (pr > 1)
+    mesh = share == SHARE_MESH
+    kf = np.where(mesh, pr, 1.0)  # with RLC/RMA a row's CPEs each hold a slice of a kf*tk chunk
+    chunks = np.ceil(geo.red_axis.extent / (red.full * kf))
+    steps = tiles_cpe * chunks
+
+    tensors = geo.tensors(t)
+    # Loads of a and b per CPE. Without a reduction split, consecutive tiles of one CPE reuse the
+    # operand that the traversal order keeps fixed (row order keeps a, column order keeps b).
+    single_chunk = chunks == 1
+    row_order = v["tile_order"] == 0
+    a_loads = np.where(single_chunk & row_order, rows_cpe, steps)
+    b_loads = np.where(single_chunk & ~row_order, cols_cpe, steps)
+    a_split = np.where(a_shared & (share == SHARE_BCAST), np.minimum(pc, cols_total), 1.0)
+    b_split = np.where(b_shared & (share == SHARE_BCAST), np.minimum(pr, rows_total), 1.0)
+    mesh_scale = rows_total * cols_total / tiles_cpe  # busiest CPE -> whole mesh
+    plan_a, _, limit_a = _plan(tensors["a"], ds, a_loads, a_split, dma_mode, mesh_scale)
+    plan_b, _, limit_b = _plan(tensors["b"], ds, b_loads, b_split, dma_mode, mesh_scale)
+    plan_c, lines_c, limit_c = _plan(tensors["c"], ds, tiles_cpe, np.ones(n), dma_mode, mesh_scale,
+                                     put_lines=v["put_lines"])
+
+    # Inner loop: SIMD, register blocking (unroll), packing of strided operands.
+    w = v["simd"]
+    inner_code = v["inner"].astype(np.int64)
+    a_gather = np.zeros(n, dtype=bool)
+    b_gather = np.zeros(n, dtype=bool)
+    reduction = np.zeros(n, dtype=bool)
+    inner_ext = np.ones(n)
+    for code, name in enumerate(geo.inner_axes):
+        sel = inner_code == code
+        if not sel.any():
+            continue
+        acc = geo.inner_access(name, t)
+        a_gather = np.where(sel, acc.a_gather, a_gather)
+        b_gather = np.where(sel, acc.b_gather, b_gather)
+        reduction = np.where(sel, acc.reduction, reduction)
+        inner_ext = np.where(sel, acc.extent, inner_ext)
+    vector = w > 1
+    simd_fraction = np.where(vector, np.floor(inner_ext / w) * w / inner_ext, 0.0)
+    pack_a, pack_b = vector & a_gather, vector & b_gather
+    ldm_pack = np.where(pack_a, plan_a.ldm_bytes, 0.0) + np.where(pack_b, plan_b.ldm_bytes, 0.0)
+
+    out_tile_full = np.ones(n)
+    for a in geo.axes:
+        if a.role != "red":
+            out_tile_full = out_tile_full * t[a.name].full
+    lanes_used = np.where(reduction, 1.0, w)
+    u = np.minimum(v["unroll"], np.maximum(1.0, np.floor(out_tile_full / lanes_used)))
+    a_blk = 2.0 ** np.floor(np.log2(u) / 2)
+    loads_per_iter = a_blk + u / a_blk
+    cycles_per_iter = np.maximum(np.maximum(u, loads_per_iter), target.fp_latency_cycles) + target.loop_overhead_cycles
+    efficiency = u / cycles_per_iter
+
+    macs_tile = out_mean * geo.red_axis.extent * geo.red_fixed
+    macs_step = macs_tile / chunks
+    lane_cost = simd_fraction / np.maximum(w, 1) + (1.0 - simd_fraction)
+    inner_runs = macs_step / np.maximum(inner_ext, 1.0)
+    hred = np.where(reduction & vector, inner_runs * 2.0 * np.log2(np.maximum(w, 1)), 0.0)
+    pack = (np.where(pack_a, plan_a.loads / np.maximum(steps, 1) * plan_a.ldm_bytes / ds, 0.0)
+            + np.where(pack_b, plan_b.loads / np.maximum(steps, 1) * plan_b.ldm_bytes / ds, 0.0)) * PACK_CYCLES_PER_ELEM
+    compute = macs_step * lane_cost / efficiency + inner_runs / u * 2 * target.loop_overhead_cycles + hred + pack
+
+    # Register communication / RMA: the row (column) bus carries the row's whole a (b) chunk.
+    piece_a = plan_a.ldm_bytes
+    piece_b = plan_b.ldm_bytes
+    bus = np.maximum(piece_a, piece_b) * kf / target.share_bytes_per_cycle
+    share_cost = np.where(mesh, kf * target.share_latency_cycles + np.maximum(0.0, bus - compute), 0.0)
+
+    ldm_a = plan_a.ldm_bytes * np.where(db_a, 2, 1)
+    ldm_b = plan_b.ldm_bytes * np.where(db_b, 2, 1)
+    ldm_c = plan_c.ldm_bytes
+    ldm_total = ldm_a + ldm_b + ldm_c + ldm_pack
+
+    reason = np.zeros(n, dtype=np.int64)
+
+    def fail(code: int, bad: np.ndarray) -> None:
+        np.putmask(reason, (reason == 0) & bad, code)
+
+    fail(1, ldm_total > target.ldm_budget_bytes)
+    fail(2, sharing & (~on_mesh | ((pr == 1) & (pc == 1))))
+    fail(3, mesh & ((pr != pc) | (pr < 2)))
+    fail(4, (mesh & ~(a_ok & b_ok)) | (sharing & ~a_shared & ~b_shared))
+    fail(5, v["put_lines"].astype(bool) & ~lines_c)
+    fail(6, ~(limit_a & limit_b & limit_c))
+
+    macs_cpe = tiles_cpe * macs_tile
+    mem_bytes = plan_a.bytes + plan_b.bytes + plan_c.bytes
+    return Analysis(
+        valid=reason == 0, reason=reason,
+        ldm_a=ldm_a, ldm_b=ldm_b, ldm_c=ldm_c, ldm_pack=ldm_pack, ldm_total=ldm_total,
+        a=plan_a, b=plan_b, c=plan_c,
+        pr=pr, pc=pc, active_cpes=active, tiles_per_cpe=tiles_cpe, steps_per_cpe=steps,
+        chunks_per_tile=chunks, imbalance=imbalance, macs_per_cpe=macs_cpe, flops_per_cpe=2 * macs_cpe,
+        simd_width=w, simd_fraction=simd_fraction, kernel_efficiency=efficiency,
+        compute_cycles_per_step=compute, share_cycles_per_step=share_cost,
+        double_buffer_a=db_a, double_buffer_b=db_b, share_mode=share, dma_mode=dma_mode,
+        arithmetic_intensity=2 * macs_cpe / np.maximum(mem_bytes, 1.0),
+    )

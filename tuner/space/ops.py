@@ -1,0 +1,243 @@
+"""Per-operator geometry: tiled axes, the tensors' tile boxes, and how the inner loop touches them.
+
+Every operator is scheduled the same way (output-stationary implicit GEMM): output tiles over the
+*row* axes and *col* axes are spread over the CPE mesh, a tiled *reduction* axis is walked in chunks,
+and per chunk each CPE fetches an ``a`` tile (depends on row axes: data / A) and a ``b`` tile
+(depends on col axes: weights / B), then puts its ``c`` (output) tile when the reduction is done.
+An op only has to say which axes it has and which box of each tensor a tile needs; the analysis does
+the rest. Arrays here are numpy arrays over many configs at once.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from tuner.workloads import BatchMatmul, Conv2d, Dense, Workload
+
+
+@dataclass(frozen=True)
+class TileAxis:
+    name: str
+    extent: int
+    role: str  # "row" | "col" | "red"
+    choices: tuple[int, ...]
+
+
+@dataclass(frozen=True)
+class AxisTiles:
+    """Vectorized per-axis tiling: full tile size, number of tiles and mean tile extent (ragged last)."""
+
+    full: np.ndarray
+    count: np.ndarray
+    mean: np.ndarray
+
+
+@dataclass(frozen=True)
+class Dim:
+    """One dimension of a tensor tile: the LDM box extent, its mean over tiles, the tensor's extent."""
+
+    full: np.ndarray
+    mean: np.ndarray
+    extent: int
+
+
+@dataclass(frozen=True)
+class InnerAccess:
+    """How the innermost compute loop walks the operands (decides SIMD, packing and reductions)."""
+
+    a_gather: np.ndarray  # a is strided along the inner axis: vectorizing needs a packed copy
+    b_gather: np.ndarray
+    reduction: bool  # the inner axis is a reduction: lanes are summed at the end of each run
+    extent: np.ndarray  # full tile extent of the inner axis
+
+
+def tile_choices(extent: int, limit: int = 16) -> tuple[int, ...]:
+    """Tile sizes for an axis: powers of two, divisors and the extent itself (ragged tiles allowed).
+
+    Divisors avoid ragged tiles, powers of two match SIMD and 128-B lines; when an axis has many of
+    both, the list is thinned to keep the space searchable.
+    """
+    candidates = {extent}
+    p = 1
+    while p < extent:
+        candidates.add(p)
+        p *= 2
+    candidates.update(d for d in range(1, extent + 1) if extent % d == 0)
+    values = sorted(candidates)
+    if len(values) > limit:
+        keep = {values[0], values[-1]}
+        keep.update(v for v in values if v & (v - 1) == 0)  # powers of two first
+        rest = [v for v in values if v not in keep]
+        while len(keep) < limit and rest:
+            keep.add(rest.pop(len(rest) // 2))
+        values = sorted(keep)[: max(limit, 2)] if len(keep) > limit else sorted(keep)
+        if extent not in values:
+            values[-1] = extent
+    return tuple(values)
+
+
+def axis_tiles(extent: int, full: np.ndarray) -> AxisTiles:
+    full = np.minimum(full, extent)
+    count = np.ceil(extent / full)
+    return AxisTiles(full=full, count=count, mean=extent / count)
+
+
+def _ones(t: AxisTiles) -> np.ndarray:
+    return np.ones_like(t.full)
+
+
+class OpGeometry:
+    """Base: subclasses set ``axes``, ``inner_axes`` and implement the tensor boxes."""
+
+    workload: Workload
+    axes: tuple[TileAxis, ...]
+    inner_axes: tuple[str, ...]
+    red_fixed: int = 1  # untiled reduction extent (a conv's R*S)
+    prepass_bytes: int = 0  # host-side work before the spawn (padding a conv input)
+
+    def tensors(self, t: dict[str, AxisTiles]) -> dict[str, list[Dim]]:
+        raise NotImplementedError
+
+    def inner_access(self, inner: str, t: dict[str, AxisTiles]) -> InnerAccess:
+        raise NotImplementedError
+
+    def a_shareable(self, t: dict[str, AxisTiles], pr: np.ndarray) -> np.ndarray:
+        """Whether CPEs of one mesh row (same row tile, different col tiles) need the same ``a`` tile."""
+        return np.ones_like(pr, dtype=bool)
+
+    def b_shareable(self, t: dict[str, AxisTiles], pr: np.ndarray) -> np.ndarray:
+        return np.ones_like(pr, dtype=bool)
+
+    @property
+    def red_axis(self) -> TileAxis:
+        return next(a for a in self.axes if a.role == "red")
+
+
+class GemmGeometry(OpGeometry):
+    """dense and batch_matmul: a[(b),m,k], b[(b),n,k], c[(b),m,n]."""
+
+    def __init__(self, workload: Dense | BatchMatmul) -> None:
+        self.workload = workload
+        w = workload
+        batch = (TileAxis("b", w.b, "row", tile_choices(w.b)),) if isinstance(w, BatchMatmul) else ()
+        self.axes = batch + (
+            TileAxis("m", w.m, "row", tile_choices(w.m)),
+            TileAxis("n", w.n, "col", tile_choices(w.n)),
+            TileAxis("k", w.k, "red", tile_choices(w.k)),
+        )
+        self.inner_axes = ("n", "k", "m")
+
+    def _batch(self, t: dict[str, AxisTiles]) -> list[Dim]:
+        if "b" not in t:
+            return []
+        return [Dim(t["b"].full, t["b"].mean, self.workload.b)]  # type: ignore[attr-defined]
+
+    def tensors(self, t: dict[str, AxisTiles]) -> dict[str, list[Dim]]:
+        w = self.workload
+        m = Dim(t["m"].full, t["m"].mean, w.m)  # type: ignore[attr-defined]
+        n = Dim(t["n"].full, t["n"].mean, w.n)  # type: ignore[attr-defined]
+        k = Dim(t["k"].full, t["k"].mean, w.k)  # type: ignore[attr-defined]
+        return {"a": self._batch(t) + [m, k], "b": self._batch(t) + [n, k], "c": self._batch(t) + [m, n]}
+
+    def inner_access(self, inner: str, t: dict[str, AxisTiles]) -> InnerAccess:
+        yes, no = np.ones_like(t["k"].full, dtype=bool), np.zeros_like(t["k"].full, dtype=bool)
+        k_is_one = t["k"].full == 1
+        if inner == "n":  # a broadcast (loade), b[n,k] strided by tk along n
+            return InnerAccess(no, ~k_is_one, False, t["n"].full)
+        if inner == "k":  # both contiguous along k, lanes reduced at the end
+            return InnerAccess(no, no, True, t["k"].full)
+        return InnerAccess(~k_is_one, no, False, t["m"].full)  # inner m: a strided by tk
+        del yes
+
+    def b_shareable(self, t: dict[str, AxisTiles], pr: np.ndarray) -> np.ndarray:
+        if "b" not in t:
+            return np.ones_like(pr, dtype=bool)
+        # CPEs of one mesh column work on row tiles w*pr .. w*pr+pr-1 at once; they need the same
+        # b tile only if those row tiles share the batch index, i.e. pr divides the m-tile count.
+        return np.mod(t["m"].count, pr) == 0
+
+
+class Conv2dGeometry(OpGeometry):
+    """conv2d NCHW: a = padded data[N, G, C/G, Hp, Wp], b = weight[K, C/G, R, S], c = out[N, K, OH, OW]."""
+
+    def __init__(self, workload: Conv2d) -> None:
+        self.workload = w = workload
+        kpg = w.k // w.groups
+        k_choices = tuple(
+            c for c in tile_choices(w.k, limit=20) if (c <= kpg and kpg % c == 0) or (c > kpg and c % kpg == 0)
+        )
+        self.axes = (
+            TileAxis("n", w.n, "row", tile_choices(w.n)),
+            TileAxis("oh", w.oh, "row", tile_choices(w.oh)),
+            TileAxis("ow", w.ow, "row", tile_choices(w.ow)),
+            TileAxis("k", w.k, "col", k_choices),
+            TileAxis("c", w.c // w.groups, "red", tile_choices(w.c // w.groups)),
+        )
+        self.inner_axes = ("ow", "k", "c")
+        self.red_fixed = w.r * w.s
+        padded = w.pad_h > 0 or w.pad_w > 0
+        hp, wp = w.h + 2 * w.pad_h, w.w + 2 * w.pad_w
+        # The host pads the input once (as swDNN does): read the input, write the padded copy.
+        self.prepass_bytes = (w.n * w.c * (w.h * w.w + hp * wp) * w.dtype_bytes) if padded else 0
+
+    def _input_dim(self, out: AxisTiles, stride: int, span: int, extent: int) -> Dim:
+        full = (out.full - 1) * stride + span
+        mean = stride * (out.mean - 1) + span  # exact: sum over tiles of (len-1)*stride+span, / count
+        return Dim(np.minimum(full, extent), np.minimum(mean, extent), extent)
+
+    def _groups_per_k_tile(self, t: dict[str, AxisTiles]) -> tuple[np.ndarray, np.ndarray]:
+        w = self.workload
+        kpg = w.k // w.groups
+        full = np.maximum(1.0, t["k"].full / kpg)
+        mean = np.where(t["k"].full > kpg, w.groups / t["k"].count, 1.0)
+        return full, mean
+
+    def tensors(self, t: dict[str, AxisTiles]) -> dict[str, list[Dim]]:
+        w = self.workload
+        g_full, g_mean = self._groups_per_k_tile(t)
+        ones = _ones(t["n"])
+        a = [
+            Dim(t["n"].full, t["n"].mean, w.n),
+            Dim(g_full, g_mean, w.groups),
+            Dim(t["c"].full, t["c"].mean, w.c // w.groups),
+            self._input_dim(t["oh"], w.stride_h, w.span_h, w.h + 2 * w.pad_h),
+            self._input_dim(t["ow"], w.stride_w, w.span_w, w.w + 2 * w.pad_w),
+        ]
+        b = [
+            Dim(t["k"].full, t["k"].mean, w.k),
+            Dim(t["c"].full, t["c"].mean, w.c // w.groups),
+            Dim(ones * w.r, ones * w.r, w.r),
+            Dim(ones * w.s, ones * w.s, w.s),
+        ]
+        c = [
+            Dim(t["n"].full, t["n"].mean, w.n),
+            Dim(t["k"].full, t["k"].mean, w.k),
+            Dim(t["oh"].full, t["oh"].mean, w.oh),
+            Dim(t["ow"].full, t["ow"].mean, w.ow),
+        ]
+        return {"a": a, "b": b, "c": c}
+
+    def inner_access(self, inner: str, t: dict[str, AxisTiles]) -> InnerAccess:
+        w = self.workload
+        no = np.zeros_like(t["k"].full, dtype=bool)
+        if inner == "ow":  # data row contiguous only at stride 1; weights broadcast
+            return InnerAccess(no | (w.stride_w != 1), no, False, t["ow"].full)
+        if inner == "k":  # data broadcast; weights strided by tc*R*S
+            return InnerAccess(no, (t["c"].full * w.r * w.s) != 1, False, t["k"].full)
+        ih = (t["oh"].full - 1) * w.stride_h + w.span_h
+        iw = (t["ow"].full - 1) * w.stride_w + w.span_w
+        return InnerAccess((ih * iw) != 1, no | (w.r * w.s != 1), True, t["c"].full)
+
+    def a_shareable(self, t: dict[str, AxisTiles], pr: np.ndarray) -> np.ndarray:
+        # With groups, different k tiles read different input channels.
+        return np.full_like(pr, self.workload.groups == 1, dtype=bool)
+
+
+def geometry_for(workload: Workload) -> OpGeometry:
+    if isinstance(workload, Conv2d):
+        return Conv2dGeometry(workload)
+    if isinstance(workload, (Dense, BatchMatmul)):
+        return GemmGeometry(workload)
+    raise TypeError(f"no schedule space for {type(workload).__name__}")

@@ -1,0 +1,197 @@
+"""The schedule space of one (workload, target): knobs, encoding, validity, sampling, neighbours.
+
+A config is a dict ``{knob name: choice}``; its integer encoding is the vector of choice indices
+(what search strategies and the vectorized analysis work on). Only configs the analysis finds valid
+(fitting the LDM budget and the hardware's other rules) are ever sampled or proposed.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+from functools import cached_property
+from typing import Any
+
+import numpy as np
+
+from tuner.errors import InvalidConfigError
+from tuner.space.analysis import REASONS, Analysis, analyze
+from tuner.space.knobs import Knob
+from tuner.space.ops import geometry_for
+from tuner.targets import Target, get_target
+from tuner.workloads import Workload
+
+Config = dict[str, Any]
+
+# Mesh grids (rows x cols of CPEs) the output tiles are spread over: every 2-D grid that fits the
+# 8x8 mesh (fewer CPEs for small work) plus 1-D layouts over all 64 CPEs.
+GRIDS = tuple(f"{r}x{c}" for r in (1, 2, 4, 8) for c in (1, 2, 4, 8)) + ("64x1", "1x64", "16x4", "4x16")
+SHARE_CHOICES = ("none", "bcast", "mesh")  # mesh = register communication (SW26010) / RMA (Pro)
+DMA_CHOICES = ("strided", "rows")
+ORDER_CHOICES = ("row", "col")
+UNROLL_CHOICES = (1, 2, 4, 8, 16)
+
+
+def config_hash(config: Config) -> str:
+    """Stable identity of a config (same dict in any key order, same hash)."""
+    return hashlib.sha1(json.dumps(config, sort_keys=True, separators=(",", ":")).encode()).hexdigest()[:20]
+
+
+class ScheduleSpace:
+    """All schedules of one workload on one target."""
+
+    def __init__(self, workload: Workload, target: "Target | str") -> None:
+        self.workload = workload
+        self.target = get_target(target)
+        self.geometry = geometry_for(workload)
+        knobs = [
+            Knob(f"tile_{a.name}", a.choices, doc=f"tile size of axis {a.name} ({a.role}, extent {a.extent})")
+            for a in self.geometry.axes
+        ]
+        knobs += [
+            Knob("grid", GRIDS, ordered=False, doc="CPE grid the output tiles are spread over"),
+            Knob("share", SHARE_CHOICES, ordered=False, doc="tile sharing across the mesh"),
+            Knob("dma", DMA_CHOICES, ordered=False, doc="one strided descriptor per tile, or one request per row"),
+            Knob("put_lines", (0, 1), ordered=False, doc="pad output rows so puts write whole 128-B lines"),
+            Knob("db_a", (0, 1), ordered=False, doc="double-buffer the a (data) tile"),
+            Knob("db_b", (0, 1), ordered=False, doc="double-buffer the b (weight) tile"),
+            Knob("tile_order", ORDER_CHOICES, ordered=False, doc="traversal of a CPE's output tiles"),
+            Knob("inner", self.geometry.inner_axes, ordered=False, doc="innermost compute loop axis"),
+            Knob("simd", self.target.simd_widths[workload.dtype], doc="vector lanes (1 = scalar)"),
+            Knob("unroll", UNROLL_CHOICES, doc="independent accumulators (register block)"),
+        ]
+        self.knobs: tuple[Knob, ...] = tuple(knobs)
+        self.knob_index = {k.name: i for i, k in enumerate(self.knobs)}
+        self.codes = [k.codes for k in self.knobs]
+        self.sizes = np.array([len(k) for k in self.knobs], dtype=np.int64)
+        self.ordered = np.array([k.ordered for k in self.knobs], dtype=bool)
+        self.grid_rows = np.array([int(g.split("x")[0]) for g in GRIDS], dtype=np.float64)
+        self.grid_cols = np.array([int(g.split("x")[1]) for g in GRIDS], dtype=np.float64)
+
+    # --- encoding -----------------------------------------------------------------------------
+    @property
+    def names(self) -> tuple[str, ...]:
+        return tuple(k.name for k in self.knobs)
+
+    @cached_property
+    def size(self) -> int:
+        """Number of knob combinations (valid or not)."""
+        return math.prod(int(s) for s in self.sizes)
+
+    def encode(self, config: Config) -> np.ndarray:
+        unknown = set(config) - set(self.knob_index)
+        missing = set(self.knob_index) - set(config)
+        if unknown or missing:
+            raise InvalidConfigError(
+                f"config does not match the {self.workload.op} space: "
+                f"unknown knobs {sorted(unknown)}, missing knobs {sorted(missing)}"
+            )
+        try:
+            return np.array([k.index(config[k.name]) for k in self.knobs], dtype=np.int64)
+        except ValueError as exc:
+            raise InvalidConfigError(str(exc)) from None
+
+    def decode(self, vector: np.ndarray) -> Config:
+        vector = np.asarray(vector, dtype=np.int64)
+        if vector.shape != (len(self.knobs),) or (vector < 0).any() or (vector >= self.sizes).any():
+            raise InvalidConfigError(f"index vector {vector.tolist()} is outside the space")
+        return {k.name: k.choices[int(i)] for k, i in zip(self.knobs, vector)}
+
+    def normalized(self, index: np.ndarray) -> np.ndarray:
+        """Index matrix scaled to [0, 1] per knob (a workload-independent view for the cost model)."""
+        return np.atleast_2d(index) / np.maximum(self.sizes - 1, 1)
+
+    # --- analysis and validity ----------------------------------------------------------------
+    def analyze(self, index: np.ndarray) -> Analysis:
+        return analyze(self, index)
+
+    def is_valid(self, index: np.ndarray) -> np.ndarray:
+        return analyze(self, index).valid
+
+    def check(self, config: Config) -> np.ndarray:
+        """Encode a config and raise InvalidConfigError (with the rule it breaks) if it is invalid."""
+        vector = self.encode(config)
+        result = analyze(self, vector[None, :])
+        if not result.valid[0]:
+            raise InvalidConfigError(f"config breaks the rule {REASONS[int(result.reason[0])]!r}: "
+                                     f"LDM {int(result.ldm_total[0])} B of {self.target.ldm_budget_bytes} B")
+        return vector
+
+    # --- sampling -----------------------------------------------------------------------------
+    def _repair(self, index: np.ndarray, rng: np.random.Generator, rounds: int = 12) -> np.ndarray:
+        """Shrink tile sizes of LDM-overflowing configs; tight spaces then still sample fast."""
+        tile_cols = [i for i, k in enumerate(self.knobs) if k.name.startswith("tile_")]
+        index = index.copy()
+        for _ in range(rounds):
+            res = analyze(self, index)
+            over = res.reason == REASONS.index("ldm_overflow")
+            if not over.any():
+                break
+            rows = np.flatnonzero(over)
+            cols = rng.choice(tile_cols, size=rows.size)
+            index[rows, cols] = np.maximum(0, index[rows, cols] - 1 - rng.integers(0, 2, rows.size))
+        return index
+
+    def sample(self, n: int, rng: np.random.Generator | int | None = None, max_rounds: int = 50) -> np.ndarray:
+        """``n`` valid configs drawn uniformly over knobs (then repaired), as an index matrix.
+
+        Returns fewer rows only if the space has fewer valid configs than asked for after
+        ``max_rounds`` batches (tiny spaces); never loops forever.
+        """
+        rng = np.random.default_rng(rng)
+        found: list[np.ndarray] = []
+        have = 0
+        for _ in range(max_rounds):
+            batch = max(256, 2 * (n - have))
+            cand = rng.integers(0, self.sizes, size=(batch, len(self.sizes)))
+            cand = self._repair(cand, rng)
+            cand = cand[analyze(self, cand).valid]
+            found.append(cand)
+            have += len(cand)
+            if have >= n:
+                break
+        out = np.concatenate(found) if found else np.empty((0, len(self.sizes)), dtype=np.int64)
+        return out[:n]
+
+    def neighbours(self, index: np.ndarray, rng: np.random.Generator, n_moves: int = 1) -> np.ndarray:
+        """One random move per row: ordered knobs step +-1 (sometimes +-2), categorical ones jump.
+
+        Rows whose move lands on an invalid config keep their original values.
+        """
+        index = np.atleast_2d(index)
+        out = index.copy()
+        rows = np.arange(len(index))
+        for _ in range(n_moves):
+            movable = np.flatnonzero(self.sizes > 1)
+            cols = rng.choice(movable, size=len(index))
+            step = rng.choice([-2, -1, 1, 2], size=len(index), p=[0.15, 0.35, 0.35, 0.15])
+            ordered_val = np.clip(out[rows, cols] + step, 0, self.sizes[cols] - 1)
+            jump = (out[rows, cols] + rng.integers(1, np.maximum(self.sizes[cols], 2))) % self.sizes[cols]
+            out[rows, cols] = np.where(self.ordered[cols], ordered_val, jump)
+        ok = analyze(self, out).valid
+        return np.where(ok[:, None], out, index)
+
+    def enumerate(self, limit: int = 2_000_000, chunk: int = 200_000) -> np.ndarray | None:
+        """Every valid config, or None when the space has more than ``limit`` combinations."""
+        if self.size > limit:
+            return None
+        valid: list[np.ndarray] = []
+        for start in range(0, self.size, chunk):
+            flat = np.arange(start, min(start + chunk, self.size))
+            idx = np.stack(np.unravel_index(flat, tuple(self.sizes)), axis=1).astype(np.int64)
+            valid.append(idx[analyze(self, idx).valid])
+        return np.concatenate(valid)
+
+    # --- named configs ------------------------------------------------------------------------
+    def naive_config(self) -> Config:
+        """An OpenACC-like schedule: element-wise DMA, no LDM reuse, no double buffering, one CPE row."""
+        cfg: Config = {}
+        for a in self.geometry.axes:
+            cfg[f"tile_{a.name}"] = a.choices[0]  # every tile axis 1: element-wise transfers
+        cfg.update(grid="1x8", share="none", dma="rows", put_lines=0, db_a=0, db_b=0, tile_order="row",
+                   inner=self.geometry.inner_axes[0], simd=1, unroll=1)
+        return cfg
+
+    def __repr__(self) -> str:
+        return f"ScheduleSpace({self.workload.key}, {self.target.name}, {len(self.knobs)} knobs, {self.size:.3g} points)"

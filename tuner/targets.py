@@ -1,0 +1,123 @@
+"""Sunway target presets: every hardware figure the analysis and the simulator use, in one place.
+
+Figures come from ../shared/sunway/FACTS.md; the tag after each says how sure it is:
+[P] primary source, [S] secondary, [D] derived, [A] an assumption of ours where FACTS marks the
+figure unverified (kept explicit so a later measurement can replace it). DMA parameters are fitted to
+the calibration data by ``benchmarks/fit_dma.py`` and live in ``tuner.measure.dma_model.FITTED``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+from tuner.errors import UnknownTargetError
+
+if TYPE_CHECKING:
+    from tuner.measure.dma_model import DmaParams
+
+
+@dataclass(frozen=True)
+class Target:
+    """One core group of a Sunway processor (the unit a kernel is spawned on)."""
+
+    name: str
+    description: str
+    clock_hz: float  # CPE clock
+    mesh_rows: int
+    mesh_cols: int
+    ldm_bytes: int  # physical LDM per CPE
+    ldm_budget_bytes: int  # usable for tiles (stack, reply words and runtime take the rest)
+    simd_widths: dict[str, tuple[int, ...]]  # vector lanes available per dtype (1 = scalar)
+    fp_latency_cycles: int  # dependent FMA latency: bounds short accumulator chains
+    loop_overhead_cycles: float  # branch + address update per inner-loop iteration
+    tile_overhead_cycles: float  # per output tile: loop setup, zeroing bookkeeping, reply waits
+    spawn_join_s: float  # athread_spawn + athread_join
+    mem_bandwidth_Bps: float  # theoretical DRAM bandwidth of the core group
+    mpe_copy_Bps: float  # MPE memcpy rate, used for host-side padding of conv inputs
+    sharing: str  # how CPEs share tiles: "rlc" (register communication) or "rma" (remote LDM access)
+    share_latency_cycles: float  # one register/RMA message, sender to receiver
+    share_bytes_per_cycle: float  # row/column bus (RLC) or per-flow RMA bandwidth
+    dma_put_line_bytes: int = 128  # DRAM is accessed in whole lines
+    extra: dict[str, str] = field(default_factory=dict)  # provenance notes shown by `swtune targets`
+
+    @property
+    def cpes(self) -> int:
+        return self.mesh_rows * self.mesh_cols
+
+    def max_simd(self, dtype: str) -> int:
+        return max(self.simd_widths[dtype])
+
+    def peak_flops_per_cpe_cycle(self, dtype: str) -> float:
+        """One vector FMA per cycle on the floating-point pipe: 2 flops per lane."""
+        return 2.0 * self.max_simd(dtype)
+
+    def peak_flops(self, dtype: str) -> float:
+        """Core-group peak in flop/s (CPEs only, as published peaks count them)."""
+        return self.peak_flops_per_cpe_cycle(dtype) * self.clock_hz * self.cpes
+
+    @property
+    def dma(self) -> "DmaParams":
+        from tuner.measure.dma_model import FITTED  # local: keeps targets import-light
+
+        return FITTED[self.name]
+
+
+SW26010 = Target(
+    name="sw26010",
+    description="SW26010 (Sunway TaihuLight), one core group: 1 MPE + 8x8 CPEs, 64 KB LDM",
+    clock_hz=1.45e9,  # [S] Dongarra report
+    mesh_rows=8,
+    mesh_cols=8,
+    ldm_bytes=64 * 1024,  # [P]
+    ldm_budget_bytes=56 * 1024,  # [P] swDNN kernels use 55296-57344 B
+    # floatv4 has 4 lanes like doublev4, so SP peak = DP peak [D]
+    simd_widths={"float32": (1, 4), "float64": (1, 4)},
+    fp_latency_cycles=7,  # [S] Chips and Cheese
+    loop_overhead_cycles=1.0,  # [A] one branch slot on the integer pipe per iteration
+    tile_overhead_cycles=200.0,  # [A] loop setup and reply-word waits per tile
+    spawn_join_s=30e-6,  # [D] swCandle BCAST minimum kernel time
+    mem_bandwidth_Bps=34.1e9,  # [S] 136.51 GB/s per chip / 4
+    mpe_copy_Bps=8e9,  # [A] MPE streaming copy through its caches
+    sharing="rlc",
+    share_latency_cycles=10.0,  # [A] FACTS 2.4: about 10 cycles is quoted but unverified
+    share_bytes_per_cycle=32.0,  # [A] one 256-bit register per cycle per row/column bus (FACTS 2.4)
+    extra={"dgemm_reference": "88.7-95% of CG peak with RLC sharing (ICPP'17)"},
+)
+
+SW26010_PRO = Target(
+    name="sw26010-pro",
+    description="SW26010-Pro (new Sunway), one core group: 1 MPE + 8x8 CPEs, 256 KB LDM",
+    clock_hz=2.25e9,  # [P] cpuinfo
+    mesh_rows=8,
+    mesh_cols=8,
+    ldm_bytes=256 * 1024,  # [S]
+    ldm_budget_bytes=210 * 1024,  # [P] swops: >220 KB faults, uses <= 210 KB
+    # 512-bit SIMD: doublev8 and floatv8; doublev4/floatv4 also exist. FP32 = FP64 lanes [D][A]
+    simd_widths={"float32": (1, 4, 8), "float64": (1, 4, 8)},
+    fp_latency_cycles=7,  # [A] carried over from SW26010
+    loop_overhead_cycles=1.0,  # [A]
+    tile_overhead_cycles=200.0,  # [A]
+    spawn_join_s=30e-6,  # [A] carried over from SW26010
+    mem_bandwidth_Bps=51.2e9,  # [S] DDR4-3200 x 128 bit
+    mpe_copy_Bps=12e9,  # [A]
+    sharing="rma",
+    share_latency_cycles=108.0,  # [P] sw_test RMA median one-way latency, 8 B
+    share_bytes_per_cycle=24.5,  # [P] sw_test single-flow RMA bandwidth, 64 KiB
+    extra={"fp32_peak": "FP32 peak conflicting (27.6 vs 14.0 TF); we assume FP32 lanes = FP64 lanes"},
+)
+
+TARGETS: dict[str, Target] = {t.name: t for t in (SW26010, SW26010_PRO)}
+
+
+def get_target(target: "str | Target") -> Target:
+    """Resolve a preset name (or pass a Target through)."""
+    if isinstance(target, Target):
+        return target
+    key = str(target).lower().replace("_", "-")
+    if key in ("sw26010p", "sw26010pro"):
+        key = "sw26010-pro"
+    try:
+        return TARGETS[key]
+    except KeyError:
+        raise UnknownTargetError(f"unknown target {target!r}; expected one of {sorted(TARGETS)}") from None

@@ -1,0 +1,217 @@
+"""Operator workloads (conv2d incl. depthwise, dense, batch_matmul): validation, canonical JSON and keys.
+
+A workload is one operator instance: op, shapes and dtype. Its canonical JSON (sorted keys, no
+spaces) is what the tuning log stores, and its key is a readable, stable string that names it in
+URLs and lookups. Layouts follow TVM's topi defaults: conv2d NCHW data with OIHW weights, dense
+``data[M,K] x weight[N,K]^T``, batch_matmul ``A[B,M,K] x B[B,N,K]^T``.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import MISSING, asdict, dataclass, fields
+from typing import Any, ClassVar
+
+from tuner.errors import InvalidWorkloadError
+
+DTYPE_BYTES = {"float32": 4, "float64": 8}
+
+
+def _positive(name: str, value: Any) -> int:
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise InvalidWorkloadError(f"{name} must be an integer, got {value!r}")
+    if value <= 0:
+        raise InvalidWorkloadError(f"{name} must be positive, got {value}")
+    return value
+
+
+def _check_dtype(dtype: Any) -> None:
+    if dtype not in DTYPE_BYTES:
+        raise InvalidWorkloadError(f"unsupported dtype {dtype!r}; expected one of {sorted(DTYPE_BYTES)}")
+
+
+@dataclass(frozen=True)
+class Workload:
+    """Base of every workload; subclasses are frozen dataclasses with integer shape fields."""
+
+    op: ClassVar[str] = ""
+
+    @property
+    def dtype_bytes(self) -> int:
+        return DTYPE_BYTES[self.dtype]  # type: ignore[attr-defined]
+
+    @property
+    def flops(self) -> int:
+        """Floating-point operations (a multiply-add counts as two)."""
+        raise NotImplementedError
+
+    def to_json(self) -> dict[str, Any]:
+        return {"op": self.op, **asdict(self)}
+
+    def canonical_json(self) -> str:
+        return json.dumps(self.to_json(), sort_keys=True, separators=(",", ":"))
+
+    @property
+    def key(self) -> str:
+        """Readable and unique: every field is in it, in a fixed order."""
+        parts = [f"{f.name}{getattr(self, f.name)}" for f in fields(self) if f.name != "dtype"]
+        return f"{self.op}-{'-'.join(parts)}-{self.dtype}"  # type: ignore[attr-defined]
+
+    def __str__(self) -> str:
+        return self.key
+
+
+@dataclass(frozen=True)
+class Conv2d(Workload):
+    """2-D convolution, NCHW data and OIHW (K, C/groups, R, S) weights."""
+
+    op: ClassVar[str] = "conv2d"
+    n: int
+    c: int
+    h: int
+    w: int
+    k: int
+    r: int
+    s: int
+    stride_h: int = 1
+    stride_w: int = 1
+    pad_h: int = 0
+    pad_w: int = 0
+    dil_h: int = 1
+    dil_w: int = 1
+    groups: int = 1
+    dtype: str = "float32"
+
+    def __post_init__(self) -> None:
+        for name in ("n", "c", "h", "w", "k", "r", "s", "stride_h", "stride_w", "dil_h", "dil_w", "groups"):
+            _positive(name, getattr(self, name))
+        for name in ("pad_h", "pad_w"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+                raise InvalidWorkloadError(f"{name} must be a non-negative integer, got {value!r}")
+        _check_dtype(self.dtype)
+        if self.c % self.groups or self.k % self.groups:
+            raise InvalidWorkloadError(
+                f"groups={self.groups} must divide both input channels c={self.c} and output channels k={self.k}"
+            )
+        if self.span_h > self.h + 2 * self.pad_h or self.span_w > self.w + 2 * self.pad_w:
+            raise InvalidWorkloadError(
+                f"dilated kernel {self.span_h}x{self.span_w} is larger than the padded input "
+                f"{self.h + 2 * self.pad_h}x{self.w + 2 * self.pad_w}"
+            )
+
+    @property
+    def span_h(self) -> int:
+        return (self.r - 1) * self.dil_h + 1
+
+    @property
+    def span_w(self) -> int:
+        return (self.s - 1) * self.dil_w + 1
+
+    @property
+    def oh(self) -> int:
+        return (self.h + 2 * self.pad_h - self.span_h) // self.stride_h + 1
+
+    @property
+    def ow(self) -> int:
+        return (self.w + 2 * self.pad_w - self.span_w) // self.stride_w + 1
+
+    @property
+    def is_depthwise(self) -> bool:
+        return self.groups > 1 and self.groups == self.c
+
+    @property
+    def flops(self) -> int:
+        return 2 * self.n * self.k * self.oh * self.ow * (self.c // self.groups) * self.r * self.s
+
+
+@dataclass(frozen=True)
+class Dense(Workload):
+    """out[M,N] = data[M,K] x weight[N,K]^T (TVM's dense; matmul with a transposed weight)."""
+
+    op: ClassVar[str] = "dense"
+    m: int
+    n: int
+    k: int
+    dtype: str = "float32"
+
+    def __post_init__(self) -> None:
+        for name in ("m", "n", "k"):
+            _positive(name, getattr(self, name))
+        _check_dtype(self.dtype)
+
+    @property
+    def flops(self) -> int:
+        return 2 * self.m * self.n * self.k
+
+
+@dataclass(frozen=True)
+class BatchMatmul(Workload):
+    """out[B,M,N] = a[B,M,K] x b[B,N,K]^T (TVM's batch_matmul with transpose_b)."""
+
+    op: ClassVar[str] = "batch_matmul"
+    b: int
+    m: int
+    n: int
+    k: int
+    dtype: str = "float32"
+
+    def __post_init__(self) -> None:
+        for name in ("b", "m", "n", "k"):
+            _positive(name, getattr(self, name))
+        _check_dtype(self.dtype)
+
+    @property
+    def flops(self) -> int:
+        return 2 * self.b * self.m * self.n * self.k
+
+
+WORKLOAD_TYPES: dict[str, type[Workload]] = {cls.op: cls for cls in (Conv2d, Dense, BatchMatmul)}
+# Friendly spellings accepted on input; the canonical form always uses the names above.
+_ALIASES = {"matmul": "dense", "depthwise_conv2d": "conv2d", "bmm": "batch_matmul"}
+
+
+def _pairs(spec: dict[str, Any]) -> dict[str, Any]:
+    """Accept TVM-style stride/padding/dilation given as an int or an (h, w) pair."""
+    out = dict(spec)
+    for short, (hk, wk) in {"stride": ("stride_h", "stride_w"), "padding": ("pad_h", "pad_w"),
+                            "dilation": ("dil_h", "dil_w")}.items():
+        if short in out:
+            value = out.pop(short)
+            if isinstance(value, (list, tuple)):
+                if len(value) != 2:
+                    raise InvalidWorkloadError(f"{short} must be an int or a pair, got {value!r}")
+                out[hk], out[wk] = value
+            else:
+                out[hk] = out[wk] = value
+    return out
+
+
+def workload_from_json(spec: dict[str, Any] | str) -> Workload:
+    """Build and validate a workload from its JSON form (a dict or a JSON string)."""
+    if isinstance(spec, str):
+        try:
+            spec = json.loads(spec)
+        except json.JSONDecodeError as exc:
+            raise InvalidWorkloadError(f"workload is not valid JSON: {exc}") from None
+    if not isinstance(spec, dict):
+        raise InvalidWorkloadError(f"a workload must be a JSON object, got {type(spec).__name__}")
+    spec = dict(spec)
+    op = _ALIASES.get(spec.get("op", ""), spec.pop("op", None))
+    spec.pop("op", None)
+    if op not in WORKLOAD_TYPES:
+        raise InvalidWorkloadError(f"unknown op {op!r}; expected one of {sorted(WORKLOAD_TYPES)}")
+    cls = WORKLOAD_TYPES[op]
+    if cls is Conv2d:
+        spec = _pairs(spec)
+    names = {f.name for f in fields(cls)}
+    unknown = set(spec) - names
+    if unknown:
+        raise InvalidWorkloadError(f"unknown fields for {op}: {sorted(unknown)}")
+    missing = {f.name for f in fields(cls) if f.default is MISSING and f.name not in spec}
+    if missing:
+        raise InvalidWorkloadError(f"missing fields for {op}: {sorted(missing)}")
+    try:
+        return cls(**spec)
+    except TypeError as exc:
+        raise InvalidWorkloadError(str(exc)) from None
