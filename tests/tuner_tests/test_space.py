@@ -184,7 +184,7 @@ def test_neighbours_stay_valid_and_close(small_workload):
 
 
 def test_enumeration_of_a_small_space_is_complete_and_valid():
-    space = ScheduleSpace(Dense(4, 4, 4, "float32"), "sw26010")
+    space = ScheduleSpace(Dense(4, 4, 4, "float32"), "sw26010", restrict={"unroll": [1, 4], "dma": ["rows"]})
     every = space.enumerate()
     assert every is not None and space.is_valid(every).all()
     raw = np.stack(np.unravel_index(np.arange(space.size), tuple(space.sizes)), axis=1)
@@ -212,3 +212,15 @@ def test_conv_halo_bytes_are_exact():
     # oh tiles 4,4,1 -> input rows 6,6,3 of width 11, 4 channels
     assert r["a_total_bytes"] == pytest.approx((6 + 6 + 3) * 11 * 4 * 4)
     assert r["b_total_bytes"] == pytest.approx(3 * 8 * 4 * 9 * 4)  # weights once per output tile
+
+
+def test_restricted_space_keeps_the_meaning_of_each_choice():
+    full = ScheduleSpace(GEMM, "sw26010")
+    cut = ScheduleSpace(GEMM, "sw26010", restrict={"grid": ["4x4", "64x1"], "share": ["mesh", "none"]})
+    cfg = {**BASE, "grid": "4x4", "share": "mesh"}
+    assert cut.analyze(cut.encode(cfg)[None]).row(0) == full.analyze(full.encode(cfg)[None]).row(0)
+    assert cut.size * 15 == full.size  # grid 20 -> 2 choices, share 3 -> 2
+    with pytest.raises(InvalidConfigError):
+        ScheduleSpace(GEMM, "sw26010", restrict={"grid": ["9x9"]})
+    with pytest.raises(InvalidConfigError):
+        ScheduleSpace(GEMM, "sw26010", restrict={"warp": [1]})

@@ -21,6 +21,7 @@ class Knob:
     choices: tuple[Any, ...]
     ordered: bool = True
     doc: str = ""
+    category_codes: tuple[int, ...] | None = None  # codes of a restricted categorical knob (original indices)
 
     def __post_init__(self) -> None:
         if not self.choices:
@@ -35,6 +36,8 @@ class Knob:
     def codes(self) -> np.ndarray:
         if all(isinstance(c, (int, float)) and not isinstance(c, bool) for c in self.choices):
             return np.asarray(self.choices, dtype=np.float64)
+        if self.category_codes is not None:
+            return np.asarray(self.category_codes, dtype=np.float64)
         return np.arange(len(self.choices), dtype=np.float64)
 
     def index(self, value: Any) -> int:

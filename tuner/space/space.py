@@ -11,7 +11,7 @@ import hashlib
 import json
 import math
 from functools import cached_property
-from typing import Any
+from typing import Any, Mapping, Sequence
 
 import numpy as np
 
@@ -41,7 +41,9 @@ def config_hash(config: Config) -> str:
 class ScheduleSpace:
     """All schedules of one workload on one target."""
 
-    def __init__(self, workload: Workload, target: "Target | str") -> None:
+    def __init__(self, workload: Workload, target: "Target | str",
+                 restrict: Mapping[str, Sequence[Any]] | None = None) -> None:
+        """``restrict`` narrows knobs to some of their choices (pinning a knob, a user's sub-space)."""
         self.workload = workload
         self.target = get_target(target)
         self.geometry = geometry_for(workload)
@@ -61,13 +63,37 @@ class ScheduleSpace:
             Knob("simd", self.target.simd_widths[workload.dtype], doc="vector lanes (1 = scalar)"),
             Knob("unroll", UNROLL_CHOICES, doc="independent accumulators (register block)"),
         ]
+        if restrict:
+            knobs = self._restricted(knobs, restrict)
         self.knobs: tuple[Knob, ...] = tuple(knobs)
         self.knob_index = {k.name: i for i, k in enumerate(self.knobs)}
         self.codes = [k.codes for k in self.knobs]
         self.sizes = np.array([len(k) for k in self.knobs], dtype=np.int64)
         self.ordered = np.array([k.ordered for k in self.knobs], dtype=bool)
-        self.grid_rows = np.array([int(g.split("x")[0]) for g in GRIDS], dtype=np.float64)
-        self.grid_cols = np.array([int(g.split("x")[1]) for g in GRIDS], dtype=np.float64)
+        grids = self.knobs[self.knob_index["grid"]].choices
+        self.grid_rows = np.array([int(g.split("x")[0]) for g in grids], dtype=np.float64)
+        self.grid_cols = np.array([int(g.split("x")[1]) for g in grids], dtype=np.float64)
+
+    @staticmethod
+    def _restricted(knobs: list[Knob], restrict: Mapping[str, Sequence[Any]]) -> list[Knob]:
+        names = {k.name for k in knobs}
+        unknown = set(restrict) - names
+        if unknown:
+            raise InvalidConfigError(f"cannot restrict unknown knobs {sorted(unknown)}")
+        out = []
+        for knob in knobs:
+            if knob.name not in restrict:
+                out.append(knob)
+                continue
+            allowed = list(restrict[knob.name])
+            bad = [v for v in allowed if v not in knob.choices]
+            if bad or not allowed:
+                raise InvalidConfigError(f"restriction of {knob.name} to {allowed} leaves choices outside "
+                                         f"{list(knob.choices)}")
+            keep = [i for i, c in enumerate(knob.choices) if c in allowed]
+            out.append(Knob(knob.name, tuple(knob.choices[i] for i in keep), knob.ordered, knob.doc,
+                            category_codes=tuple(int(knob.codes[i]) for i in keep)))
+        return out
 
     # --- encoding -----------------------------------------------------------------------------
     @property

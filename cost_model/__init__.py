@@ -1,0 +1,6 @@
+"""Cost models that rank schedule configs from their features (numpy arrays in, scores out)."""
+
+from cost_model.base import CostModel, throughput_labels
+from cost_model.xgb import XGBoostCostModel
+
+__all__ = ["CostModel", "XGBoostCostModel", "throughput_labels"]

@@ -1,0 +1,64 @@
+"""The FastAPI app factory: settings, database, auth, metrics, body limit, routes, and the tuning
+driver started by the lifespan (when enabled)."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from contextlib import asynccontextmanager
+from typing import Any, AsyncIterator
+
+from fastapi import FastAPI
+
+from db.engine import Database
+from service import errors
+from service.auth import TokenCache
+from service.driver import TuningDriver
+from service.limits import BodySizeLimit
+from service.metrics import Metrics, MetricsMiddleware, StateCollector
+from service.notify import JobSignal
+from service.routes import health, jobs, records, schedules, tasks
+from service.routes.schedules import LookupCache
+from service.settings import Settings
+
+log = logging.getLogger(__name__)
+
+
+def create_app(settings: Settings | None = None, *, db: Database | None = None) -> FastAPI:
+    settings = settings or Settings()
+    db = db or Database(settings.database_url)
+    signal = JobSignal()
+    driver = TuningDriver(db, settings, on_enqueue=signal.notify) if settings.driver_enabled else None
+
+    @asynccontextmanager
+    async def lifespan(_app: FastAPI) -> AsyncIterator[None]:
+        signal.bind(asyncio.get_running_loop())
+        if driver is not None:
+            driver.start()
+        try:
+            yield
+        finally:
+            if driver is not None:
+                await asyncio.to_thread(driver.stop)
+            db.dispose()
+
+    app = FastAPI(title="swtune", version="1", lifespan=lifespan,
+                  description="Autotuning service for deep-learning operators on Sunway processors")
+    metrics = Metrics()
+    metrics.add_collector(StateCollector(db, lambda: driver.stats if driver is not None else None))
+    state: Any = app.state
+    state.settings = settings
+    state.db = db
+    state.driver = driver
+    state.job_signal = signal
+    state.metrics = metrics
+    state.token_cache = TokenCache(settings.token_cache_seconds)
+    state.lookup_cache = LookupCache(settings.lookup_cache_seconds)
+
+    errors.install(app)
+    for module in (health, tasks, jobs, schedules, records):
+        app.include_router(module.router)
+    app.add_middleware(BodySizeLimit, max_bytes=settings.max_body_bytes,
+                       overrides={"/api/v1/records/import": settings.max_import_bytes})
+    app.add_middleware(MetricsMiddleware, metrics=metrics)
+    return app

@@ -1,0 +1,75 @@
+"""The `swtune` command line (typer): tuning in-process, and the service's commands."""
+
+from __future__ import annotations
+
+import json
+from typing import Annotated, Optional
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+app = typer.Typer(no_args_is_help=True, help="Autotune deep-learning operators for Sunway processors.")
+console = Console()
+
+DEFAULT_WORKLOAD = '{"op": "conv2d", "n": 1, "c": 64, "h": 27, "w": 27, "k": 192, "r": 5, "s": 5, "padding": 2}'
+
+
+@app.command()
+def tune(
+    workload: Annotated[Optional[list[str]], typer.Option("--workload", "-w", help="workload JSON (repeatable)")] = None,
+    model: Annotated[Optional[str], typer.Option(help="tune every layer of a model: alexnet, vgg19, resnet18")] = None,
+    target: Annotated[str, typer.Option(help="sw26010 or sw26010-pro")] = "sw26010",
+    trials: Annotated[int, typer.Option(help="measurements per workload")] = 200,
+    strategy: Annotated[str, typer.Option(help="search strategy")] = "model",
+    batch: Annotated[int, typer.Option(help="configs measured per round")] = 32,
+    seed: Annotated[int, typer.Option()] = 0,
+    noise: Annotated[float, typer.Option(help="relative measurement noise of the simulator")] = 0.0,
+    json_out: Annotated[bool, typer.Option("--json", help="print the results as JSON lines")] = False,
+) -> None:
+    """Tune workloads in-process on the simulator and print the best config, its time and GFLOPS."""
+    from tuner.errors import SwtuneError
+    from tuner.models import model_layers
+    from tuner.tune import tune_workloads
+    from tuner.workloads import workload_from_json
+
+    try:
+        if model:
+            layers = model_layers(model)
+            names = [layer.name for layer in layers]
+            workloads = [layer.workload for layer in layers]
+        else:
+            workloads = [workload_from_json(w) for w in (workload or [DEFAULT_WORKLOAD])]
+            names = [w.op for w in workloads]
+        results = tune_workloads(workloads, target, trials=trials, strategy=strategy, batch=batch, seed=seed,
+                                 noise=noise, console=None if json_out else console)
+    except (SwtuneError, ValueError) as exc:
+        console.print(f"[red]error:[/red] {exc}")
+        raise typer.Exit(2) from None
+    if json_out:
+        for name, r in zip(names, results):
+            print(json.dumps({"name": name, "workload": r.workload.key, "best_time_s": r.best_time,
+                              "gflops": r.gflops, "trials": r.trials, "best_config": r.best_config}))
+        return
+    table = Table(title=f"swtune on {target} (simulator)")
+    for col in ("layer", "workload", "trials", "best time (ms)", "GFLOPS"):
+        table.add_column(col, justify="right" if col not in ("layer", "workload") else "left")
+    for name, r in zip(names, results):
+        table.add_row(name, r.workload.key, str(r.trials), f"{r.best_time * 1e3:.4f}", f"{r.gflops:.1f}")
+    console.print(table)
+    for name, r in zip(names, results):
+        console.print(f"[bold]{name}[/bold] best config: {json.dumps(r.best_config)}")
+
+
+@app.command()
+def targets() -> None:
+    """List the target presets and their main figures."""
+    from tuner.targets import TARGETS
+
+    table = Table()
+    for col in ("name", "clock GHz", "LDM budget KB", "fp64 peak GFLOPS", "mem GB/s", "sharing"):
+        table.add_column(col)
+    for t in TARGETS.values():
+        table.add_row(t.name, f"{t.clock_hz / 1e9:.2f}", f"{t.ldm_budget_bytes // 1024}",
+                      f"{t.peak_flops('float64') / 1e9:.1f}", f"{t.mem_bandwidth_Bps / 1e9:.1f}", t.sharing)
+    console.print(table)

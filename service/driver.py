@@ -1,0 +1,262 @@
+"""The tuning driver: keeps every active task's job queue filled from its search strategy.
+
+Runs as a background thread of the API process (started by the app's lifespan) or standalone
+(``python -m service.driver``). All of its state lives in the database: after a restart each
+task's strategy is rebuilt by telling it every stored measurement of the task's (workload, target)
+and marking every queued job in flight, so nothing is measured twice and no budget is exceeded.
+
+Budget rule: a task's trials are its jobs that are done, failed or still queued; the driver never
+queues more than ``budget - that``, and a task is done when done + failed reaches its budget (or its
+space is exhausted). Strategies ask (and train) here, never in a request handler.
+
+Replicas: on PostgreSQL a task's refill runs under a session advisory lock
+(``pg_try_advisory_lock``), so two service replicas never refill the same task at once; the
+budget is re-checked under a row lock of the task, and the unique (workload, target, config_hash)
+constraint on jobs is the last line: a config is never queued twice whatever happens.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import threading
+import time
+from dataclasses import dataclass, field
+from typing import Callable, Iterator
+
+from sqlalchemy import text
+from sqlalchemy.exc import OperationalError
+
+from db import jobs as jobs_db
+from db import measurements as measurements_db
+from db import tasks as tasks_db
+from db.engine import Database
+from service.settings import Settings
+from service.strategies import available
+from tuner.errors import InvalidConfigError
+from tuner.measure.base import MeasureResult
+from tuner.search import SearchStrategy, create_strategy
+from tuner.space.space import ScheduleSpace
+
+log = logging.getLogger(__name__)
+# Keyed by (schema, task): test schemas and deployments sharing one PostgreSQL do not collide.
+_LOCK_KEY = "hashtext('swtune.refill.' || current_schema()), CAST(:t AS integer)"
+_TRY_LOCK = text(f"SELECT pg_try_advisory_lock({_LOCK_KEY})")
+_UNLOCK = text(f"SELECT pg_advisory_unlock({_LOCK_KEY})")
+
+
+@dataclass
+class DriverStats:
+    rounds: int = 0
+    enqueued: int = 0
+    conflicts: int = 0  # proposals the unique constraint refused (queued elsewhere meanwhile)
+    lock_skips: int = 0  # refills skipped because another replica held the task's lock
+    finished: int = 0
+    reclaimed: int = 0
+    errors: int = 0
+
+
+@dataclass
+class _TaskState:
+    """A task's strategy and what of the database it has already been told."""
+
+    strategy: SearchStrategy
+    told: set[int] = field(default_factory=set)  # measurement ids
+    last_job_id: int = 0
+
+
+class TuningDriver:
+    def __init__(self, db: Database, settings: Settings | None = None, *, queue_depth: int | None = None,
+                 on_enqueue: Callable[[], None] | None = None) -> None:
+        self.db = db
+        self.on_enqueue = on_enqueue  # e.g. wakes long-polling lease requests
+        self.settings = settings or Settings()
+        self.queue_depth = queue_depth or self.settings.queue_depth
+        self.stats = DriverStats()
+        self._states: dict[int, _TaskState] = {}
+        self._wake = threading.Event()
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    # --- running ------------------------------------------------------------------------------
+    def wake(self) -> None:
+        """Refill soon (a result was stored, a task submitted)."""
+        self._wake.set()
+
+    def start(self) -> None:
+        if self._thread is None:
+            self._stop.clear()
+            self._thread = threading.Thread(target=self.run_forever, name="swtune-driver", daemon=True)
+            self._thread.start()
+
+    def stop(self, timeout: float = 10.0) -> None:
+        self._stop.set()
+        self._wake.set()
+        if self._thread is not None:
+            self._thread.join(timeout)
+            self._thread = None
+
+    def run_forever(self) -> None:
+        while not self._stop.is_set():
+            try:
+                self.run_once()
+            except OperationalError as exc:  # database away: keep trying, it may come back
+                self.stats.errors += 1
+                log.warning("driver: database unavailable: %s", exc)
+                self._stop.wait(2.0)
+            except Exception:  # noqa: BLE001 - the driver thread must survive any single failure
+                self.stats.errors += 1
+                log.exception("driver round failed")
+                self._stop.wait(1.0)
+            self._wake.wait(self.settings.driver_interval_seconds)
+            self._wake.clear()
+
+    # --- one round ----------------------------------------------------------------------------
+    def run_once(self) -> int:
+        """Reclaim expired leases, finish used-up tasks, refill the others. Returns jobs queued."""
+        self.stats.rounds += 1
+        with self.db.session() as s:
+            back, failed = jobs_db.reclaim_expired(s)
+            self.stats.reclaimed += back + failed
+        with self.db.session() as s:
+            tasks = tasks_db.active_tasks(s)
+            counts = tasks_db.job_counts(s, [t.id for t in tasks])
+        active = {t.id for t in tasks}
+        for task_id in list(self._states):
+            if task_id not in active:
+                del self._states[task_id]  # done or cancelled: free its strategy
+        queued = 0
+        for task in tasks:
+            if self._stop.is_set():
+                break
+            try:
+                queued += self._refill(task, counts[task.id])
+            except OperationalError:
+                raise
+            except Exception:  # noqa: BLE001 - one broken task must not starve the others
+                self.stats.errors += 1
+                log.exception("driver: refill of task %s failed", task.id)
+        return queued
+
+    def _room(self, task: tasks_db.TaskSpec, counts: dict[str, int]) -> tuple[int, int, int]:
+        """(trials used, jobs queued, jobs to add now). Refills wait until the queue is down to half
+        its depth, so a model-guided strategy asks (and searches its model) in batches, not per result."""
+        used = counts["done"] + counts["failed"]
+        queued = counts["pending"] + counts["leased"]
+        if queued > self.queue_depth // 2:
+            return used, queued, 0
+        want = min(task.trial_budget - used - queued, self.queue_depth - queued)
+        return used, queued, want
+
+    def _refill(self, task: tasks_db.TaskSpec, counts: dict[str, int]) -> int:
+        used, queued, want = self._room(task, counts)
+        if used >= task.trial_budget:
+            self._finish(task.id)
+            return 0
+        if want <= 0:
+            return 0
+        with self._task_lock(task.id) as locked:
+            if not locked:
+                self.stats.lock_skips += 1
+                return 0
+            state = self._state(task)
+            with self.db.session() as s:
+                self._sync(s, task, state)
+                counts = tasks_db.job_counts(s, [task.id])[task.id]
+            used, queued, want = self._room(task, counts)
+            if want <= 0:
+                return 0
+            configs = state.strategy.ask(want)  # may train a model: outside any transaction
+            if not configs:
+                if queued == 0:
+                    log.info("task %s: search space exhausted after %s trials", task.id, used)
+                    self._finish(task.id)
+                return 0
+            with self.db.session() as s:
+                if tasks_db.lock_task(s, task.id) != "active":
+                    return 0  # cancelled meanwhile
+                counts = tasks_db.job_counts(s, [task.id])[task.id]
+                _, _, room = self._room(task, counts)
+                inserted = jobs_db.enqueue(s, task.id, task.workload_id, task.target_id, configs[:max(room, 0)],
+                                           self.settings.max_attempts)
+            self.stats.enqueued += len(inserted)
+            if inserted and self.on_enqueue is not None:
+                self.on_enqueue()
+            self.stats.conflicts += max(min(room, len(configs)), 0) - len(inserted)
+            return len(inserted)
+
+    def _finish(self, task_id: int) -> None:
+        with self.db.session() as s:
+            if tasks_db.finish_task(s, task_id):
+                self.stats.finished += 1
+                log.info("task %s done", task_id)
+        self._states.pop(task_id, None)
+
+    # --- strategy state -----------------------------------------------------------------------
+    def _state(self, task: tasks_db.TaskSpec) -> _TaskState:
+        state = self._states.get(task.id)
+        if state is None:
+            name = task.strategy if task.strategy in available() else "random"
+            if name != task.strategy:
+                log.warning("task %s: strategy %r is not registered here; using random", task.id, task.strategy)
+            space = ScheduleSpace(task.workload, task.target)
+            state = self._states[task.id] = _TaskState(create_strategy(name, space, seed=task.seed))
+        return state
+
+    def _sync(self, session, task: tasks_db.TaskSpec, state: _TaskState) -> None:  # type: ignore[no-untyped-def]
+        """Tell the strategy new measurements of its (workload, target), then mark new jobs in flight."""
+        space = state.strategy.space
+        configs, results = [], []
+        for mid, config, status, times in measurements_db.measurements_of(session, task.workload_id, task.target_id,
+                                                                          state.told):
+            state.told.add(mid)
+            try:
+                space.encode(config)
+            except InvalidConfigError:
+                continue  # e.g. imported from a site whose space had other knobs
+            configs.append(config)
+            results.append(MeasureResult(config=config, status=status, times=tuple(times), source="host"))
+        if configs:
+            state.strategy.tell(configs, results)
+        new_jobs = jobs_db.jobs_of_workload(session, task.workload_id, task.target_id, state.last_job_id)
+        in_flight = []
+        for job_id, _state, config in new_jobs:
+            state.last_job_id = max(state.last_job_id, job_id)
+            try:
+                space.encode(config)
+                in_flight.append(config)
+            except InvalidConfigError:
+                continue
+        if in_flight:
+            state.strategy.mark_in_flight(in_flight)  # queued, measured or given up: never propose again
+
+    @contextlib.contextmanager
+    def _task_lock(self, task_id: int) -> Iterator[bool]:
+        """A PostgreSQL session advisory lock per (schema, task); always granted on SQLite."""
+        if self.db.dialect != "postgresql":
+            yield True
+            return
+        with self.db.engine.connect() as conn:
+            locked = bool(conn.execute(_TRY_LOCK, {"t": task_id}).scalar())
+            conn.commit()
+            try:
+                yield locked
+            finally:
+                if locked:
+                    conn.execute(_UNLOCK, {"t": task_id})
+                    conn.commit()
+
+
+def main() -> None:
+    """Run the driver on its own (e.g. next to API replicas started with SWTUNE_DRIVER_ENABLED=false)."""
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    settings = Settings()
+    driver = TuningDriver(Database(settings.database_url), settings)
+    try:
+        driver.run_forever()
+    except KeyboardInterrupt:
+        pass
+
+
+if __name__ == "__main__":
+    main()

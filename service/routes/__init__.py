@@ -1,0 +1,1 @@
+"""HTTP routes, one small module per resource; each calls model functions of the db package."""

@@ -1,0 +1,181 @@
+"""Wire schemas of the REST API (pydantic v2): what clients send and receive under /api/v1."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from tuner.measure.base import SOURCES, STATUSES
+
+Status = Literal[STATUSES]  # type: ignore[valid-type]
+Source = Literal[SOURCES]  # type: ignore[valid-type]
+# NaN, infinities, zero and negative times are refused at the door (422) and nothing is stored.
+Seconds = Annotated[float, Field(gt=0, allow_inf_nan=False)]
+WorkerName = Annotated[str, Field(min_length=1, max_length=128, pattern=r"^[A-Za-z0-9_.:@-]+$")]
+LeaseToken = Annotated[str, Field(min_length=8, max_length=64)]
+
+
+class _In(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+# --- tasks ------------------------------------------------------------------------------------
+class TaskCreate(_In):
+    workloads: list[dict[str, Any]] = Field(min_length=1, max_length=1000,
+                                            description="workload specs, e.g. {'op': 'dense', 'm': 1, 'n': 4096, 'k': 9216}")
+    labels: list[Annotated[str, Field(max_length=128)]] | None = Field(None, description="one per workload, e.g. layer names")
+    target: str = Field(description="sw26010 or sw26010-pro")
+    trials: int = Field(ge=1, le=1_000_000, description="trial budget per workload")
+    strategy: str | None = Field(None, description="search strategy; default: model if available, else random")
+    seed: int = Field(0, ge=0, le=2**31 - 1)
+
+
+class TaskCreated(BaseModel):
+    task_ids: list[int]
+    workload_keys: list[str]
+    batch: str
+    strategy: str
+
+
+class TaskOut(BaseModel):
+    id: int
+    state: str
+    workload_key: str
+    workload: dict[str, Any]
+    target: str
+    label: str
+    batch: str
+    strategy: str
+    seed: int
+    trial_budget: int
+    trials_done: int = Field(description="jobs done or failed: trials used for good")
+    failed: int
+    pending: int
+    leased: int
+    best_time: float | None
+    best_gflops: float | None
+    best_config: dict[str, Any] | None
+    curve: list[tuple[int, float]] = Field(description="(trial, best time so far) per finished trial")
+    submitter: str
+    created_at: datetime | None
+    updated_at: datetime | None
+
+
+# --- workers ----------------------------------------------------------------------------------
+class LeaseRequest(_In):
+    worker: WorkerName
+    target: str
+    max_jobs: int = Field(8, ge=1, le=512)
+    wait_seconds: float = Field(0.0, ge=0, le=120, description="long-poll: wait up to this long for work")
+    backend: str = Field("", max_length=32)
+
+
+class JobOut(BaseModel):
+    id: int
+    task_id: int
+    workload: dict[str, Any]
+    workload_key: str
+    target: str
+    config: dict[str, Any]
+    config_hash: str
+    attempt: int
+
+
+class LeaseOut(BaseModel):
+    lease_token: str
+    lease_seconds: float
+    jobs: list[JobOut]
+
+
+class HeartbeatIn(_In):
+    lease_token: LeaseToken
+    worker: WorkerName
+
+
+class HeartbeatOut(BaseModel):
+    job_ids: list[int]
+    lease_seconds: float
+
+
+class ReleaseIn(_In):
+    lease_token: LeaseToken
+    worker: WorkerName
+    job_ids: list[int] | None = Field(None, description="default: every job of the lease")
+
+
+class ReleaseOut(BaseModel):
+    released: list[int]
+
+
+class ResultFields(_In):
+    status: Status
+    times: list[Seconds] = Field(default_factory=list, max_length=1000)
+    error: str = Field("", max_length=20_000)
+    source: Source
+    details: dict[str, Any] = Field(default_factory=dict)
+
+
+class ResultPost(ResultFields):
+    lease_token: LeaseToken
+    worker: WorkerName
+
+
+class ResultItem(ResultFields):
+    job_id: int
+
+
+class ResultsPost(_In):
+    lease_token: LeaseToken
+    worker: WorkerName
+    results: list[ResultItem] = Field(min_length=1, max_length=1024)
+
+
+class ResultOut(BaseModel):
+    job_id: int
+    outcome: Literal["stored", "duplicate", "lease_lost", "forbidden", "not_found"]
+    measurement_id: int | None = None
+
+
+class ResultsOut(BaseModel):
+    results: list[ResultOut]
+
+
+class WorkerOut(BaseModel):
+    name: str
+    target: str
+    backend: str
+    jobs_leased: int
+    created_at: datetime | None
+    last_seen_at: datetime | None
+
+
+# --- compile-time lookup ----------------------------------------------------------------------
+class BestOut(BaseModel):
+    workload_key: str
+    target: str
+    config: dict[str, Any]
+    config_hash: str
+    mean_time: float
+    times: list[float]
+    gflops: float
+    source: str
+    worker: str
+    measured_at: datetime | None
+
+
+class BestBatchIn(_In):
+    target: str
+    workload_keys: list[str] = Field(min_length=1, max_length=2000)
+
+
+class BestBatchOut(BaseModel):
+    target: str
+    found: dict[str, BestOut]
+    missing: list[str]
+
+
+class ImportOut(BaseModel):
+    imported: int
+    skipped: int

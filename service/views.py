@@ -1,0 +1,28 @@
+"""Domain values (db.domain) to wire schemas (service.schemas)."""
+
+from __future__ import annotations
+
+import math
+
+from db.domain import BestConfig, Job, TaskInfo
+from service.schemas import BestOut, JobOut, TaskOut
+
+
+def task_out(t: TaskInfo) -> TaskOut:
+    gflops = t.workload.flops / t.best_time / 1e9 if t.best_time and math.isfinite(t.best_time) else None
+    return TaskOut(id=t.id, state=t.state, workload_key=t.workload_key, workload=t.workload.to_json(),
+                   target=t.target, label=t.label, batch=t.batch, strategy=t.strategy, seed=t.seed,
+                   trial_budget=t.trial_budget, trials_done=t.trials_done, failed=t.failed, pending=t.pending,
+                   leased=t.leased, best_time=t.best_time, best_gflops=gflops, best_config=t.best_config,
+                   curve=list(t.curve), submitter=t.submitter, created_at=t.created_at, updated_at=t.updated_at)
+
+
+def job_out(j: Job) -> JobOut:
+    return JobOut(id=j.id, task_id=j.task_id, workload=j.workload.to_json(), workload_key=j.workload.key,
+                  target=j.target, config=j.config, config_hash=j.config_hash, attempt=j.attempts)
+
+
+def best_out(b: BestConfig) -> BestOut:
+    return BestOut(workload_key=b.workload_key, target=b.target, config=b.config, config_hash=b.config_hash,
+                   mean_time=b.mean_time, times=list(b.times), gflops=b.gflops, source=b.source, worker=b.worker,
+                   measured_at=b.measured_at)

@@ -1,0 +1,260 @@
+"""The worker agent: lease jobs over HTTP, measure them, heartbeat, post results, and on SIGTERM
+post what is measured, hand the rest back and exit.
+
+It talks to the service through ``service.client`` only (httpx): no db, fastapi, sqlalchemy or
+xgboost is imported here, so it runs on a Sunway login node or a bare container. Backends:
+``simulator`` (the calibrated model, source "simulator") and ``sunway`` (codegen + sw5cc/swgcc +
+bsub, source "hardware"; see service.sunway_backend).
+
+    python -m service.worker --server http://127.0.0.1:8000 --target sw26010 --backend simulator
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import os
+import secrets
+import signal
+import socket
+import sys
+import threading
+import time
+from typing import Any, Callable, Sequence
+
+import httpx
+
+from service.client import ForbiddenError, LeaseLostError, ServiceClient, ServiceError
+from tuner.measure.base import MeasureResult
+from tuner.workloads import workload_from_json
+
+log = logging.getLogger("swtune.worker")
+
+
+def default_name() -> str:
+    return f"{socket.gethostname()}-{os.getpid()}-{secrets.token_hex(2)}"
+
+
+def _result_json(job_id: int, m: MeasureResult) -> dict[str, Any]:
+    details = json.loads(json.dumps(m.details, default=float))  # numpy scalars -> plain JSON
+    return {"job_id": job_id, "status": m.status, "times": list(m.times), "error": m.error,
+            "source": m.source, "details": details}
+
+
+class _Heartbeat(threading.Thread):
+    """Extends the lease every ``interval`` seconds while a batch is being measured."""
+
+    def __init__(self, client: ServiceClient, token: str, worker: str, interval: float) -> None:
+        super().__init__(name="swtune-heartbeat", daemon=True)
+        self.client, self.token, self.worker, self.interval = client, token, worker, interval
+        self.lost = threading.Event()
+        self._done = threading.Event()
+
+    def run(self) -> None:
+        while not self._done.wait(self.interval):
+            try:
+                self.client.heartbeat(self.token, self.worker)
+            except (LeaseLostError, ForbiddenError) as exc:
+                log.warning("lease lost while measuring: %s", exc)
+                self.lost.set()
+                return
+            except (ServiceError, httpx.HTTPError) as exc:
+                log.warning("heartbeat failed (will retry): %s", exc)
+
+    def stop(self) -> None:
+        self._done.set()
+
+
+class Worker:
+    def __init__(self, client: ServiceClient, target: str, backend: Any, *, name: str | None = None,
+                 backend_name: str = "simulator", batch: int = 8, wait_seconds: float = 10.0,
+                 max_jobs: int | None = None, idle_exit: float | None = None, latency: float = 0.0) -> None:
+        self.client = client
+        self.target = target
+        self.backend = backend
+        self.backend_name = backend_name
+        self.name = name or default_name()
+        self.batch = batch
+        self.wait_seconds = wait_seconds
+        self.max_jobs = max_jobs
+        self.idle_exit = idle_exit
+        self.latency = latency  # extra seconds per config: lets tests stop a worker mid-measurement
+        self.stopping = threading.Event()
+        self.fatal: str | None = None
+        self.counts = {"leased": 0, "posted": 0, "released": 0, "refused": 0}
+
+    def stop(self, *_: Any) -> None:
+        self.stopping.set()
+
+    def install_signal_handlers(self) -> None:
+        signal.signal(signal.SIGTERM, self.stop)
+        signal.signal(signal.SIGINT, self.stop)
+
+    def run(self) -> int:
+        """Lease and measure until stopped; 0 on a clean stop, 2 when the backend cannot measure,
+        3 when the service refuses the token."""
+        idle_since = time.monotonic()
+        log.info("worker %s: %s backend, target %s", self.name, self.backend_name, self.target)
+        while not self.stopping.is_set() and self.fatal is None:
+            try:
+                lease = self.client.lease(self.name, self.target, self.batch, self.wait_seconds, self.backend_name)
+            except ServiceError as exc:
+                if exc.status in (401, 403):
+                    log.error("the service refuses this worker: %s", exc)
+                    return 3
+                log.warning("lease failed: %s", exc)
+                self.stopping.wait(1.0)
+                continue
+            except httpx.HTTPError as exc:  # the client already retried with backoff
+                log.warning("service unreachable: %s", exc)
+                self.stopping.wait(1.0)
+                continue
+            if not lease["jobs"]:
+                if self.idle_exit is not None and time.monotonic() - idle_since > self.idle_exit:
+                    log.info("idle for %.0f s: exiting", self.idle_exit)
+                    break
+                continue
+            idle_since = time.monotonic()
+            self.counts["leased"] += len(lease["jobs"])
+            self._process(lease)
+            if self.max_jobs is not None and self.counts["posted"] >= self.max_jobs:
+                break
+        if self.fatal is not None:
+            log.error("%s", self.fatal)
+            return 2
+        return 0
+
+    def _process(self, lease: dict[str, Any]) -> None:
+        token = lease["lease_token"]
+        pending = {j["id"]: j for j in lease["jobs"]}
+        beat = _Heartbeat(self.client, token, self.name, max(0.5, float(lease["lease_seconds"]) / 3))
+        beat.start()
+        results: list[dict[str, Any]] = []
+        try:
+            by_workload: dict[str, list[dict[str, Any]]] = {}
+            for job in lease["jobs"]:
+                by_workload.setdefault(job["workload_key"], []).append(job)
+            chunk = max(1, int(getattr(self.backend, "chunk", 64)))
+            for jobs in by_workload.values():
+                workload = workload_from_json(jobs[0]["workload"])
+                for start in range(0, len(jobs), chunk):
+                    if self.stopping.is_set() or beat.lost.is_set() or self.fatal:
+                        break
+                    part = jobs[start:start + chunk]
+                    if self.latency:
+                        time.sleep(self.latency * len(part))
+                    measured = self._measure(workload, part)
+                    for job, m in zip(part, measured):
+                        if m.details.get("infrastructure"):
+                            self.fatal = f"backend {self.backend_name} cannot measure: {m.error}"
+                            continue  # not a property of the config: the job goes back
+                        results.append(_result_json(job["id"], m))
+                        pending.pop(job["id"], None)
+        finally:
+            beat.stop()
+        if results and not beat.lost.is_set():
+            self._post(token, results)
+        if pending and not beat.lost.is_set():
+            try:
+                released = self.client.release(token, self.name, list(pending))
+                self.counts["released"] += len(released)
+            except (ServiceError, httpx.HTTPError) as exc:
+                log.warning("could not hand back %d jobs (their lease will expire): %s", len(pending), exc)
+
+    def _measure(self, workload: Any, jobs: Sequence[dict[str, Any]]) -> list[MeasureResult]:
+        configs = [j["config"] for j in jobs]
+        try:
+            return self.backend.measure(workload, self.target, configs)
+        except Exception as exc:  # noqa: BLE001 - a backend crash is ours, not the config's: hand back
+            log.exception("backend crashed on %s", workload)
+            self.fatal = f"backend {self.backend_name} crashed: {exc}"
+            return [MeasureResult(config=c, status="runtime_error", error=str(exc), source="host",
+                                  details={"infrastructure": True}) for c in configs]
+
+    def _post(self, token: str, results: list[dict[str, Any]]) -> None:
+        try:
+            outcomes = self.client.post_results(token, self.name, results)
+        except (ServiceError, httpx.HTTPError) as exc:
+            log.warning("posting %d results failed (their jobs will be retried): %s", len(results), exc)
+            return
+        for o in outcomes:
+            if o["outcome"] in ("stored", "duplicate"):
+                self.counts["posted"] += 1
+            else:
+                self.counts["refused"] += 1
+                log.warning("result of job %s refused: %s", o["job_id"], o["outcome"])
+
+
+def make_backend(kind: str, target: str, *, noise: float = 0.0, seed: int = 0, compile_cmd: str = "",
+                 run_cmd: str = "", queue: str = "q_sw_expr", time_pattern: str = "") -> Any:
+    if kind == "simulator":
+        from tuner.measure.simulator import Simulator
+
+        sim = Simulator(noise=noise, seed=seed)
+        sim.chunk = 16  # type: ignore[attr-defined]  # check for SIGTERM every 16 configs
+        return sim
+    if kind == "sunway":
+        from service.sunway_backend import DEFAULT_RUN, DEFAULT_TIME_PATTERN, SunwayBackend
+
+        return SunwayBackend(target=target, compile_cmd=compile_cmd, run_cmd=run_cmd or DEFAULT_RUN, queue=queue,
+                             time_pattern=time_pattern or DEFAULT_TIME_PATTERN)
+    raise ValueError(f"unknown backend {kind!r}; expected simulator or sunway")
+
+
+def run_worker(server: str, target: str, backend: str = "simulator", *, token: str | None = None, batch: int = 8,
+               name: str | None = None, wait_seconds: float = 10.0, max_jobs: int | None = None,
+               idle_exit: float | None = None, latency: float = 0.0, noise: float = 0.0, seed: int = 0,
+               compile_cmd: str = "", run_cmd: str = "", queue: str = "q_sw_expr", time_pattern: str = "",
+               on_start: Callable[[Worker], None] | None = None) -> int:
+    """What `swtune worker` and `python -m service.worker` run; returns the exit code."""
+    measure = make_backend(backend, target, noise=noise, seed=seed, compile_cmd=compile_cmd, run_cmd=run_cmd,
+                           queue=queue, time_pattern=time_pattern)
+    if hasattr(measure, "preflight"):
+        try:
+            measure.preflight()
+        except Exception as exc:  # noqa: BLE001 - say why and stop before leasing anything
+            log.error("backend %s unavailable: %s", backend, exc)
+            return 2
+    client = ServiceClient(server, token or os.environ.get("SWTUNE_TOKEN") or None)
+    worker = Worker(client, target, measure, name=name, backend_name=backend, batch=batch,
+                    wait_seconds=wait_seconds, max_jobs=max_jobs, idle_exit=idle_exit, latency=latency)
+    worker.install_signal_handlers()
+    if on_start is not None:
+        on_start(worker)
+    try:
+        return worker.run()
+    finally:
+        client.close()
+        log.info("worker %s stopped: %s", worker.name, worker.counts)
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="python -m service.worker", description=__doc__.splitlines()[0])
+    p.add_argument("--server", required=True)
+    p.add_argument("--target", default="sw26010")
+    p.add_argument("--backend", choices=("simulator", "sunway"), default="simulator")
+    p.add_argument("--token", default=None, help="bearer token (default: $SWTUNE_TOKEN)")
+    p.add_argument("--batch", type=int, default=8, help="jobs per lease")
+    p.add_argument("--name", default=None)
+    p.add_argument("--wait", type=float, default=10.0, help="long-poll seconds per lease request")
+    p.add_argument("--max-jobs", type=int, default=None, help="exit after posting this many results")
+    p.add_argument("--idle-exit", type=float, default=None, help="exit after this many idle seconds")
+    p.add_argument("--latency", type=float, default=0.0, help=argparse.SUPPRESS)
+    p.add_argument("--noise", type=float, default=0.0, help="simulator measurement noise (relative)")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--compile-cmd", default="", help="sunway: compile command template")
+    p.add_argument("--run-cmd", default="", help="sunway: run command template")
+    p.add_argument("--queue", default="q_sw_expr", help="sunway: bsub queue")
+    p.add_argument("--time-pattern", default="", help="sunway: regex with one group: kernel seconds")
+    p.add_argument("--log-level", default="INFO")
+    a = p.parse_args(argv)
+    logging.basicConfig(level=a.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    return run_worker(a.server, a.target, a.backend, token=a.token, batch=a.batch, name=a.name,
+                      wait_seconds=a.wait, max_jobs=a.max_jobs, idle_exit=a.idle_exit, latency=a.latency,
+                      noise=a.noise, seed=a.seed, compile_cmd=a.compile_cmd, run_cmd=a.run_cmd, queue=a.queue,
+                      time_pattern=a.time_pattern)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,119 @@
+"""Every search strategy on the simulator: finds the optimum of small spaces, never repeats itself."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from tuner.measure.simulator import Simulator, simulate
+from tuner.search import create_strategy, strategy_names
+from tuner.search.scheduler import GradientScheduler
+from tuner.space import ScheduleSpace, config_hash
+from tuner.tune import tune_workloads
+from tuner.workloads import Conv2d, Dense
+
+SMALL = Dense(64, 64, 64, "float32")
+# A real-sized GEMM whose space is cut down until it can be enumerated: tiles and mapping stay free.
+SMALL_RESTRICT = dict(grid=["8x8", "4x4", "2x8", "64x1"], put_lines=[0], tile_order=["row"], unroll=[4, 16],
+                      db_b=[1], inner=["n", "k"])
+
+
+@pytest.fixture(scope="module")
+def small_space():
+    space = ScheduleSpace(SMALL, "sw26010", restrict=SMALL_RESTRICT)
+    every = space.enumerate()
+    assert every is not None and 100 < len(every) < 1_000_000
+    return space, every
+
+
+@pytest.mark.parametrize("name", strategy_names())
+def test_strategy_finds_the_optimum_of_a_small_space(name, small_space):
+    space, every = small_space
+    optimum = simulate(space, every).min()
+    search = create_strategy(name, space, seed=0)
+    sim = Simulator()
+    budget = len(every) if name == "random" else 600
+    while search.n_measured < budget:
+        configs = search.ask(256 if name == "random" else 32)
+        if not configs:
+            break
+        search.tell(configs, sim.measure(SMALL, space.target, configs))
+        if search.best_time <= optimum * 1.0000001:
+            break
+    assert search.best_time == pytest.approx(optimum, rel=1e-9)
+
+
+@pytest.mark.parametrize("name", strategy_names())
+def test_strategy_never_proposes_measured_or_in_flight_configs(name):
+    space = ScheduleSpace(Conv2d(1, 16, 14, 14, 32, 3, 3, pad_h=1, pad_w=1), "sw26010")
+    search = create_strategy(name, space, seed=1)
+    sim = Simulator()
+    seen: set[str] = set()
+    in_flight = search.ask(16)  # never told: must stay excluded
+    seen.update(config_hash(c) for c in in_flight)
+    for _ in range(6):
+        configs = search.ask(24)
+        hashes = [config_hash(c) for c in configs]
+        assert len(set(hashes)) == len(hashes) and not seen & set(hashes)
+        assert space.is_valid(np.stack([space.encode(c) for c in configs])).all()
+        seen.update(hashes)
+        search.tell(configs, sim.measure(space.workload, space.target, configs))
+    assert search.n_measured == 6 * 24
+
+
+def test_model_guided_beats_random_on_a_big_space():
+    space = ScheduleSpace(Conv2d(1, 64, 27, 27, 192, 5, 5, pad_h=2, pad_w=2), "sw26010")
+    sim = Simulator()
+    best = {}
+    for name in ("random", "model"):
+        search = create_strategy(name, space, seed=3)
+        while search.n_measured < 160:
+            configs = search.ask(16)
+            search.tell(configs, sim.measure(space.workload, space.target, configs))
+        best[name] = search.best_time
+    assert best["model"] < best["random"]
+
+
+def test_restarted_strategy_resumes_without_repeats():
+    space = ScheduleSpace(Dense(64, 64, 64, "float32"), "sw26010")
+    sim = Simulator()
+    first = create_strategy("model", space, seed=0)
+    measured = first.ask(40)
+    results = sim.measure(space.workload, space.target, measured)
+    first.tell(measured, results)
+    queued = first.ask(8)
+    again = create_strategy("model", space, seed=0)  # a fresh process: told what the log holds
+    again.tell(measured, results)
+    again.mark_in_flight(queued)
+    proposed = {config_hash(c) for c in again.ask(32)}
+    assert not proposed & {config_hash(c) for c in measured + queued}
+
+
+def test_unknown_strategy_is_a_clear_error():
+    with pytest.raises(ValueError, match="unknown search strategy"):
+        create_strategy("nope", ScheduleSpace(SMALL, "sw26010"))
+
+
+def test_scheduler_gives_more_trials_to_the_heavier_task():
+    heavy, light = Dense(64, 256, 256, "float32"), Dense(64, 256, 256, "float32")
+    results = tune_workloads([heavy, light], "sw26010", trials=400, strategy="random", batch=16,
+                             weights=[10.0, 1.0], total_trials=320)
+    assert results[0].trials > 1.5 * results[1].trials
+
+
+def test_scheduler_warms_up_every_task_and_stops_early():
+    sched = GradientScheduler([1.0, 1.0], [100, 100], early_stop=20)
+    first, second = sched.next_task(), None
+    sched.record(first, 10, 1.0)
+    second = sched.next_task()
+    assert {first, second} == {0, 1}
+    sched.record(second, 10, 1.0)
+    sched.record(first, 30, 1.0)  # 20 trials with no improvement
+    assert sched.tasks[first].stopped and sched.next_task() == second
+
+
+def test_tune_reports_best_config_and_curve():
+    (result,) = tune_workloads([Dense(32, 32, 32, "float32")], "sw26010", trials=48, strategy="model", batch=16)
+    assert result.trials == 48 and len(result.curve) == 48
+    assert result.curve[-1] == result.best_time and all(np.diff(result.curve) <= 0)
+    assert result.gflops > 0 and result.best_config is not None

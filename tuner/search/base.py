@@ -1,0 +1,139 @@
+"""The ask/tell interface of search strategies, and their registry.
+
+A strategy proposes configs of one space (``ask``) and learns from their measurements (``tell``).
+It never proposes a config it has already seen measured or still has in flight, so a driver can
+ask again while earlier proposals are being measured, and a restarted driver resumes by telling a
+fresh strategy every stored measurement and marking queued jobs with ``mark_in_flight``.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from typing import Any, Callable, Sequence
+
+import numpy as np
+
+from tuner.measure.base import MeasureResult
+from tuner.space.space import Config, ScheduleSpace
+
+
+class SearchStrategy(ABC):
+    """Base class: bookkeeping of measured and in-flight configs, best so far."""
+
+    name = "base"
+
+    def __init__(self, space: ScheduleSpace, seed: int = 0) -> None:
+        self.space = space
+        self.rng = np.random.default_rng(seed)
+        self._seen: set[bytes] = set()  # measured or in flight, as index-vector bytes
+        self._in_flight: set[bytes] = set()
+        self.measured_index: list[np.ndarray] = []
+        self.measured_time: list[float] = []  # seconds, inf for failed configs
+        self.best_time = np.inf
+        self.best_config: Config | None = None
+
+    @staticmethod
+    def _key(row: np.ndarray) -> bytes:
+        return np.asarray(row, dtype=np.int64).tobytes()
+
+    def is_new(self, row: np.ndarray) -> bool:
+        return self._key(row) not in self._seen
+
+    def _fresh(self, rows: np.ndarray, limit: int) -> list[np.ndarray]:
+        """Up to ``limit`` rows that are neither measured, in flight nor repeated in ``rows``."""
+        picked: list[np.ndarray] = []
+        keys: set[bytes] = set()
+        for row in rows:
+            key = self._key(row)
+            if key in self._seen or key in keys:
+                continue
+            keys.add(key)
+            picked.append(row)
+            if len(picked) == limit:
+                break
+        return picked
+
+    def ask(self, n: int) -> list[Config]:
+        """Propose up to ``n`` new valid configs (fewer only when the space is exhausted)."""
+        rows = self._propose(n)
+        for row in rows:
+            key = self._key(row)
+            self._seen.add(key)
+            self._in_flight.add(key)
+        return [self.space.decode(r) for r in rows]
+
+    def mark_in_flight(self, configs: Sequence[Config]) -> None:
+        """Configs queued elsewhere (e.g. before a restart): never propose them again."""
+        for config in configs:
+            key = self._key(self.space.encode(config))
+            self._seen.add(key)
+            self._in_flight.add(key)
+
+    def tell(self, configs: Sequence[Config], results: Sequence[MeasureResult]) -> None:
+        """Record measurements; failed configs count as infinitely slow."""
+        for config, result in zip(configs, results, strict=True):
+            row = self.space.encode(config)
+            key = self._key(row)
+            if key in self._in_flight:
+                self._in_flight.discard(key)
+            elif key in self._seen:
+                continue  # a duplicate report: count each config once
+            self._seen.add(key)
+            self.measured_index.append(row)
+            self.measured_time.append(result.mean_time)
+            if result.mean_time < self.best_time:
+                self.best_time, self.best_config = result.mean_time, dict(config)
+        self._observe()
+
+    @property
+    def n_measured(self) -> int:
+        return len(self.measured_time)
+
+    @abstractmethod
+    def _propose(self, n: int) -> list[np.ndarray]:
+        """Index rows of new configs."""
+
+    def _observe(self) -> None:
+        """Hook: learn from the measurements told so far."""
+
+
+class RandomSearch(SearchStrategy):
+    """Uniform sampling of valid configs (the baseline every tuner is compared against)."""
+
+    name = "random"
+
+    def _propose(self, n: int) -> list[np.ndarray]:
+        picked: list[np.ndarray] = []
+        for _ in range(20):
+            candidates = self.space.sample(max(2 * n, 64), self.rng)
+            if len(candidates) == 0:
+                break
+            for row in self._fresh(candidates, n - len(picked)):
+                self._seen.add(self._key(row))  # keep later rounds from re-picking it
+                picked.append(row)
+            if len(picked) >= n:
+                break
+        for row in picked:
+            self._seen.discard(self._key(row))  # ask() re-adds them as in flight
+        return picked
+
+
+_REGISTRY: dict[str, Callable[..., SearchStrategy]] = {}
+
+
+def register(name: str, factory: Callable[..., SearchStrategy]) -> None:
+    _REGISTRY[name] = factory
+
+
+def create_strategy(name: str, space: ScheduleSpace, **options: Any) -> SearchStrategy:
+    """Create a registered strategy by name ("random", "model", ...)."""
+    if name not in _REGISTRY:
+        raise ValueError(f"unknown search strategy {name!r}; expected one of {sorted(_REGISTRY)}")
+    return _REGISTRY[name](space, **options)
+
+
+def strategy_names() -> list[str]:
+    return sorted(_REGISTRY)
+
+
+register("random", RandomSearch)

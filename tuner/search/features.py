@@ -1,0 +1,68 @@
+"""Cost-model features of configs: the analysis figures plus workload-independent knob values.
+
+Every op yields the same columns (tile knobs are summarised per role: row, col, reduction), so one
+model can learn across workloads of a target and transfer to a new one. Sizes go in as log2.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from tuner.space.analysis import Analysis
+from tuner.space.space import ScheduleSpace
+
+_OPS = ("conv2d", "dense", "batch_matmul")
+
+
+def _log(x: np.ndarray) -> np.ndarray:
+    return np.log2(np.maximum(np.asarray(x, dtype=np.float64), 0.0) + 1.0)
+
+
+def feature_names() -> list[str]:
+    names = ["ldm_a", "ldm_b", "ldm_c", "ldm_pack", "ldm_fill"]
+    for buf in ("a", "b", "c"):
+        names += [f"{buf}_requests", f"{buf}_bytes", f"{buf}_block", f"{buf}_blocks_per_req", f"{buf}_aligned"]
+    names += ["active_cpes", "tiles", "steps", "chunks", "imbalance", "macs", "simd", "simd_fraction",
+              "kernel_eff", "compute_step", "share_step", "db_a", "db_b", "share_none", "share_bcast", "share_mesh",
+              "dma_rows", "intensity", "dma_per_compute_a", "dma_per_compute_b", "pr", "pc",
+              "row_tile", "row_fraction", "col_tile", "col_fraction", "red_tile", "red_fraction",
+              "put_lines", "tile_order", "inner", "unroll", "valid"]
+    names += [f"op_{op}" for op in _OPS] + ["log_flops"]
+    return names
+
+
+def features(space: ScheduleSpace, index: np.ndarray, analysis: Analysis | None = None) -> np.ndarray:
+    """Feature matrix (n_configs x len(feature_names())) for index rows of ``space``."""
+    index = np.atleast_2d(index)
+    a = analysis if analysis is not None else space.analyze(index)
+    n = len(index)
+    budget = space.target.ldm_budget_bytes
+    cols: list[np.ndarray] = [_log(a.ldm_a), _log(a.ldm_b), _log(a.ldm_c), _log(a.ldm_pack), a.ldm_total / budget]
+    for plan in (a.a, a.b, a.c):
+        cols += [_log(plan.requests), _log(plan.bytes), _log(plan.block_bytes), _log(plan.blocks_per_request),
+                 plan.aligned.astype(np.float64)]
+    compute = np.maximum(a.compute_cycles_per_step, 1.0)
+    steps = np.maximum(a.steps_per_cpe, 1.0)
+    cols += [a.active_cpes / space.target.cpes, _log(a.tiles_per_cpe), _log(a.steps_per_cpe), _log(a.chunks_per_tile),
+             a.imbalance, _log(a.macs_per_cpe), a.simd_width / space.target.max_simd(space.workload.dtype),
+             a.simd_fraction, a.kernel_efficiency, _log(a.compute_cycles_per_step), _log(a.share_cycles_per_step),
+             a.double_buffer_a.astype(np.float64), a.double_buffer_b.astype(np.float64),
+             (a.share_mode == 0).astype(np.float64), (a.share_mode == 1).astype(np.float64),
+             (a.share_mode == 2).astype(np.float64), a.dma_mode.astype(np.float64), _log(a.arithmetic_intensity),
+             _log(a.a.bytes / steps / compute), _log(a.b.bytes / steps / compute), _log(a.pr), _log(a.pc)]
+    for role in ("row", "col", "red"):
+        tile = np.ones(n)
+        extent = 1.0
+        for axis in space.geometry.axes:
+            if axis.role == role:
+                j = space.knob_index[f"tile_{axis.name}"]
+                tile = tile * np.minimum(space.codes[j][index[:, j]], axis.extent)
+                extent *= axis.extent
+        cols += [_log(tile), tile / extent]
+    for name in ("put_lines", "tile_order", "inner", "unroll"):
+        j = space.knob_index[name]
+        cols.append(space.codes[j][index[:, j]].astype(np.float64))
+    cols.append(a.valid.astype(np.float64))
+    cols += [np.full(n, float(space.workload.op == op)) for op in _OPS]
+    cols.append(np.full(n, np.log2(space.workload.flops)))
+    return np.stack(cols, axis=1).astype(np.float32)

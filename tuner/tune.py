@@ -1,0 +1,87 @@
+"""In-process tuning: search strategies + a measurement backend, no service (what `swtune tune` runs)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Sequence
+
+from tuner.measure.base import MeasureBackend
+from tuner.measure.simulator import Simulator
+from tuner.search import create_strategy
+from tuner.search.scheduler import GradientScheduler
+from tuner.space.space import Config, ScheduleSpace
+from tuner.targets import Target, get_target
+from tuner.workloads import Workload
+
+if TYPE_CHECKING:
+    from rich.console import Console
+
+
+@dataclass
+class TuneResult:
+    workload: Workload
+    best_time: float
+    best_config: Config | None
+    trials: int
+    curve: list[float] = field(default_factory=list)  # best-so-far seconds after each trial
+
+    @property
+    def gflops(self) -> float:
+        return self.workload.flops / self.best_time / 1e9 if self.best_config else 0.0
+
+
+def tune_workloads(workloads: Sequence[Workload], target: "Target | str", trials: int = 200,
+                   strategy: str = "model", batch: int = 32, seed: int = 0, noise: float = 0.0,
+                   weights: Sequence[float] | None = None, total_trials: int | None = None,
+                   early_stop: int | None = None, backend: MeasureBackend | None = None,
+                   console: "Console | None" = None) -> list[TuneResult]:
+    """Tune workloads with up to ``trials`` measurements each.
+
+    Rounds go to the task with the largest expected gain in weighted end-to-end time (the gradient
+    scheduler), until every task's budget is used, ``total_trials`` are spent, or tasks stop early.
+    """
+    from tuner.search import strategy_names
+
+    target = get_target(target)
+    backend = backend or Simulator(noise=noise, seed=seed)
+    if strategy not in strategy_names():
+        raise ValueError(f"unknown search strategy {strategy!r}; expected one of {strategy_names()}")
+    if trials < 1 or batch < 1:
+        raise ValueError("trials and batch must be positive")
+    searches = [create_strategy(strategy, ScheduleSpace(w, target), seed=seed) for w in workloads]
+    scheduler = GradientScheduler(list(weights or [1.0] * len(workloads)), [trials] * len(workloads),
+                                  early_stop=early_stop)
+    curves: list[list[float]] = [[] for _ in workloads]
+    progress = None
+    bars = []
+    if console is not None:
+        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+        progress = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
+                            TextColumn("{task.fields[status]}"), TimeElapsedColumn(), console=console)
+        progress.start()
+        bars = [progress.add_task(w.key[:48], total=trials, status="") for w in workloads]
+    spent = 0
+    try:
+        while (i := scheduler.next_task()) is not None:
+            if total_trials is not None and spent >= total_trials:
+                break
+            search, workload = searches[i], workloads[i]
+            configs = search.ask(min(batch, trials - search.n_measured))
+            if not configs:
+                scheduler.tasks[i].stopped = True  # space exhausted
+                continue
+            measured = backend.measure(workload, target, configs)
+            search.tell(configs, measured)
+            spent += len(measured)
+            for r in measured:
+                curves[i].append(min(curves[i][-1], r.mean_time) if curves[i] else r.mean_time)
+            scheduler.record(i, search.n_measured, search.best_time)
+            if progress is not None:
+                gflops = workload.flops / search.best_time / 1e9 if search.best_config else 0.0
+                progress.update(bars[i], completed=search.n_measured,
+                                status=f"best {search.best_time * 1e3:.4f} ms, {gflops:.1f} GFLOPS")
+    finally:
+        if progress is not None:
+            progress.stop()
+    return [TuneResult(w, s.best_time, s.best_config, s.n_measured, c) for w, s, c in zip(workloads, searches, curves)]
