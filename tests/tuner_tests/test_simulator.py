@@ -1,0 +1,103 @@
+"""The core-group simulator as a measurement backend: determinism, noise, failures, model effects."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from tuner.measure.simulator import Simulator, dma_time, kernel_cycles, simulate
+from tuner.space import ScheduleSpace
+from tuner.targets import get_target
+from tuner.workloads import Conv2d, Dense
+
+GEMM = Dense(1024, 1024, 1024, "float64")
+GOOD = dict(tile_m=32, tile_n=64, tile_k=16, grid="8x8", share="bcast", dma="strided", put_lines=1, db_a=1, db_b=1,
+            tile_order="row", inner="n", simd=4, unroll=16)
+
+
+@pytest.fixture(scope="module")
+def space():
+    return ScheduleSpace(GEMM, "sw26010")
+
+
+def seconds(space, **changes):
+    return float(simulate(space, space.encode({**GOOD, **changes})[None])[0])
+
+
+def test_dma_time_is_the_public_request_model():
+    one = dma_time("sw26010", "get", 2048)
+    assert 1e-7 < one < 1e-4
+    assert dma_time("sw26010", "get", 4096) > one
+    assert dma_time("sw26010", "get", 2048, active_cpes=1) < one  # bandwidth shared by fewer CPEs
+    assert dma_time("sw26010", "get", 128, n_blocks=16, gap_bytes=896) < 16 * dma_time("sw26010", "get", 128)
+    assert dma_time(get_target("sw26010-pro"), "put", 128) < dma_time("sw26010-pro", "put", 124)
+
+
+def test_measurements_are_deterministic_for_a_seed_and_noisy_when_asked(space):
+    cfgs = [space.decode(r) for r in space.sample(20, 0)]
+    a = Simulator(seed=1).measure(GEMM, "sw26010", cfgs)
+    b = Simulator(seed=1).measure(GEMM, "sw26010", list(reversed(cfgs)))
+    assert [r.times for r in a] == [r.times for r in reversed(b)]
+    quiet = Simulator(noise=0.0).measure(GEMM, "sw26010", cfgs[:1])[0]
+    assert len(set(quiet.times)) == 1
+    noisy = Simulator(noise=0.05, repeats=200, seed=2).measure(GEMM, "sw26010", cfgs[:1])[0]
+    rel = np.array(noisy.times) / quiet.times[0]
+    assert abs(rel.mean() - 1) < 0.02 and 0.03 < rel.std() < 0.07
+    other_seed = Simulator(noise=0.05, repeats=200, seed=3).measure(GEMM, "sw26010", cfgs[:1])[0]
+    assert other_seed.times != noisy.times
+
+
+def test_invalid_configs_come_back_as_failed_results_not_exceptions(space):
+    over = {**GOOD, "tile_m": 1024, "tile_n": 1024}
+    bad_value = {**GOOD, "tile_m": 33}
+    results = Simulator().measure(GEMM, "sw26010", [over, bad_value, GOOD])
+    assert [r.status for r in results] == ["ldm_overflow", "invalid_config", "ok"]
+    assert "ldm_overflow" in results[0].error and math.isinf(results[0].mean_time)
+    assert "not a choice" in results[1].error
+
+
+def test_double_buffering_hides_dma_behind_compute(space):
+    assert seconds(space, db_a=1, db_b=1) < seconds(space, db_a=0, db_b=0)
+
+
+def test_sharing_lifts_the_dma_bound(space):
+    alone = seconds(space, share="none")
+    shared = seconds(space, share="bcast")
+    assert shared < alone / 2
+    peak = get_target("sw26010").peak_flops("float64")
+    assert GEMM.flops / alone / peak < 0.35  # "bound by DMA at roughly a fifth of peak"
+
+
+def test_block_size_matters_small_blocks_are_slow(space):
+    assert seconds(space, tile_k=2) > 2 * seconds(space, tile_k=16)
+
+
+def test_slowest_cpe_sets_the_time(space):
+    # 1024 rows = 32 row tiles of 32: 4 per mesh row. 1056 rows = 33 tiles: one mesh row gets 5, so
+    # 3% more work costs ~25% more time.
+    bigger = ScheduleSpace(Dense(1056, 1024, 1024, "float64"), "sw26010")
+    assert bigger.analyze(bigger.encode(GOOD)[None]).imbalance[0] > 1.2
+    assert seconds(bigger) > 1.15 * seconds(space)
+
+
+def test_spawn_overhead_is_the_floor():
+    tiny = ScheduleSpace(Dense(1, 1, 1, "float32"), "sw26010")
+    t = simulate(tiny, tiny.sample(50, 0))
+    assert (t >= get_target("sw26010").spawn_join_s).all()
+
+
+def test_kernel_cycles_breakdown_adds_up(space):
+    idx = space.encode(GOOD)[None]
+    parts = kernel_cycles(space.target, space.analyze(idx))
+    assert parts["total"][0] >= parts["compute"][0]
+    assert parts["get_a"][0] > 0 and parts["put_c"][0] > 0
+
+
+def test_conv_padding_pre_pass_costs_time():
+    plain = Conv2d(1, 16, 32, 32, 16, 3, 3)
+    padded = Conv2d(1, 16, 30, 30, 16, 3, 3, pad_h=1, pad_w=1)  # same output, padded on the host
+    a, b = ScheduleSpace(plain, "sw26010"), ScheduleSpace(padded, "sw26010")
+    row = a.sample(1, 0)
+    assert simulate(b, row)[0] > simulate(a, row)[0]
