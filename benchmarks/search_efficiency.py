@@ -8,7 +8,7 @@ Reference optimum per workload: exhaustive enumeration when the space is small e
 of a 20,000-config random sample. For each workload and seed, every method runs until its best
 config reaches 95% of the reference throughput (or its trial cap). Methods: random search, ours
 (model-guided), ours with transfer (a base model trained on our search histories of the *other*
-workloads of the same target), Optuna TPE and nevergrad NGOpt. Last line: one JSON object.
+workloads of the same target), Optuna TPE and nevergrad's TwoPointsDE. Last line: one JSON object.
 """
 
 from __future__ import annotations
@@ -33,7 +33,7 @@ from tuner.space import ScheduleSpace
 from tuner.workloads import Workload
 
 TARGET_FRACTION = 0.95
-CAPS = {"random": 5000, "ours": 1000, "ours_transfer": 1000, "optuna_tpe": 1000, "nevergrad_ngopt": 1000}
+CAPS = {"random": 5000, "ours": 1000, "ours_transfer": 1000, "optuna_tpe": 1000, "nevergrad_de": 1000}
 
 
 def suite(quick: bool) -> list[tuple[str, Workload]]:
@@ -195,7 +195,7 @@ def main() -> None:
                 else (curve, search)
             histories[(i, seed)] = (features(space, np.stack(hist.measured_index)), np.asarray(hist.measured_time))
             for peer in peers:
-                record(peer, i, run_peer(peer, space, seed, CAPS[peer], lambda rows, s=space: simulate(s, rows)))
+                record(peer, i, run_peer(peer, space, seed, CAPS[peer], lambda rows, s=space: simulate(s, rows), goal))
         print(f"  [{time.perf_counter() - started:6.0f}s] {space.workload.key}: " +
               ", ".join(f"{m} {statistics.median(v[-len(seeds):]):.0f}" for m, v in trials.items() if v))
 
