@@ -1,0 +1,54 @@
+"""Task extraction from PyTorch and ONNX models through TVM Relax."""
+
+from __future__ import annotations
+
+import pytest
+
+pytest.importorskip("torch", reason="task extraction needs torch (dev extra)")
+
+from tuner.bridge.extract import extract_onnx, extract_torch  # noqa: E402
+from tuner.models.torch_models import build  # noqa: E402
+from tuner.models.zoo import alexnet, resnet18  # noqa: E402
+from tuner.workloads import Conv2d, Dense  # noqa: E402
+
+
+@pytest.fixture(scope="module")
+def resnet_tasks():
+    module, inputs = build("resnet18", width=0.25, image=64)
+    return extract_torch(module, inputs)
+
+
+def test_alexnet_tasks_equal_the_reference_layer_table():
+    module, inputs = build("alexnet")
+    tasks = extract_torch(module, inputs)
+    assert [l.workload.key for l in tasks.layers] == [l.workload.key for l in alexnet(1)]
+    assert all(l.weight == 1 for l in tasks.layers)
+    assert tasks.untuned == {"add": 8, "nn.relu": 7, "nn.max_pool2d": 3, "zeros_like": 3}
+
+
+def test_resnet_repeated_layers_are_merged_with_their_counts(resnet_tasks):
+    by_key = {l.workload.key: l for l in resnet_tasks.layers}
+    stage1 = Conv2d(1, 16, 16, 16, 16, 3, 3, pad_h=1, pad_w=1)
+    assert by_key[stage1.key].weight == 4  # two blocks x two convs
+    downsample = Conv2d(1, 16, 16, 16, 32, 1, 1, stride_h=2, stride_w=2)
+    assert by_key[downsample.key].weight == 1
+    assert Dense(1, 1000, 128, "float32").key in by_key
+    assert len(resnet_tasks.layers) == len(resnet18(1))
+
+
+def test_operators_we_cannot_tune_are_listed_not_dropped(resnet_tasks):
+    assert resnet_tasks.untuned["nn.batch_norm"] == 20
+    assert resnet_tasks.untuned["nn.relu"] == 17
+    assert "nn.max_pool2d" in resnet_tasks.untuned and "mean" in resnet_tasks.untuned
+
+
+def test_onnx_file_gives_the_same_tasks_as_torch(tmp_path):
+    import torch
+
+    module, inputs = build("alexnet", width=0.25)
+    path = tmp_path / "alexnet.onnx"
+    torch.onnx.export(module, inputs, str(path), dynamo=False, input_names=["x"])
+    from_onnx = extract_onnx(path)
+    from_torch = extract_torch(module, inputs)
+    assert [l.workload.key for l in from_onnx.layers] == [l.workload.key for l in from_torch.layers]
+    assert from_onnx.untuned["nn.relu"] == 7
