@@ -42,7 +42,7 @@ class BufferPlan:
     block_bytes: np.ndarray  # contiguous block size of one request (mean over tiles)
     blocks_per_request: np.ndarray
     aligned: np.ndarray  # blocks start on 128-B lines and are whole lines
-    total_requests: np.ndarray  # over the whole mesh (exact when every CPE walks the same loops)
+    total_requests: np.ndarray  # over the whole mesh, exact (what the generated code issues)
     total_bytes: np.ndarray
 
 
@@ -127,9 +127,14 @@ def _block_geometry(dims: list[Dim]) -> tuple[np.ndarray, ...]:
 
 
 def _plan(dims: list[Dim], dtype_bytes: int, loads: np.ndarray, split: np.ndarray, dma_mode: np.ndarray,
-          mesh_scale: np.ndarray, put_lines: np.ndarray | None = None
+          total_loads: np.ndarray, put_lines: np.ndarray | None = None
           ) -> tuple[BufferPlan, np.ndarray, np.ndarray]:
-    """DMA plan of one tensor, plus (line rule holds, descriptor limits hold) per config."""
+    """DMA plan of one tensor, plus (line rule holds, descriptor limits hold) per config.
+
+    ``loads``/``split`` give the busiest CPE's share; ``total_loads`` is the exact number of tile
+    fetches over the mesh (a shared fetch counted once). Box sizes are means over tiles, which is
+    exact for totals because every box dimension follows one tiled axis.
+    """
     block_full, block_mean, blocks, descs, inner_full, pitch, _ = _block_geometry(dims)
     box_full = np.ones_like(block_full)
     box_mean = np.ones_like(block_full)
@@ -168,8 +173,8 @@ def _plan(dims: list[Dim], dtype_bytes: int, loads: np.ndarray, split: np.ndarra
         block_bytes=block_bytes,
         blocks_per_request=blocks_per_req,
         aligned=aligned,
-        total_requests=my_loads * reqs_per_load * mesh_scale,
-        total_bytes=my_loads * bytes_per_load * mesh_scale,
+        total_requests=total_loads * reqs_per_load,
+        total_bytes=total_loads * bytes_per_load,
     )
     limit_ok = (block_bytes_full <= DMA_BSIZE_MAX) & (ldm <= DMA_LEN_MAX)
     return plan, line_ok, limit_ok
@@ -218,16 +223,34 @@ def analyze(space: "ScheduleSpace", index: np.ndarray) -> Analysis:
     tensors = geo.tensors(t)
     # Loads of a and b per CPE. Without a reduction split, consecutive tiles of one CPE reuse the
     # operand that the traversal order keeps fixed (row order keeps a, column order keeps b).
-    single_chunk = chunks == 1
+    # Only when the kept operand's box does not change with the other tile index (conv groups: a
+    # follows the k tile; batch_matmul: b follows the batch).
+    k_tiles = np.ceil(geo.red_axis.extent / red.full)  # tiles of the reduction axis (= chunks unless mesh)
+    single_chunk = k_tiles == 1
     row_order = v["tile_order"] == 0
-    a_loads = np.where(single_chunk & row_order, rows_cpe, steps)
-    b_loads = np.where(single_chunk & ~row_order, cols_cpe, steps)
-    a_split = np.where(a_shared & (share == SHARE_BCAST), np.minimum(pc, cols_total), 1.0)
-    b_split = np.where(b_shared & (share == SHARE_BCAST), np.minimum(pr, rows_total), 1.0)
-    mesh_scale = rows_total * cols_total / tiles_cpe  # busiest CPE -> whole mesh
-    plan_a, _, limit_a = _plan(tensors["a"], ds, a_loads, a_split, dma_mode, mesh_scale)
-    plan_b, _, limit_b = _plan(tensors["b"], ds, b_loads, b_split, dma_mode, mesh_scale)
-    plan_c, lines_c, limit_c = _plan(tensors["c"], ds, tiles_cpe, np.ones(n), dma_mode, mesh_scale,
+    reuse_a = single_chunk & row_order & geo.a_reusable(t)
+    reuse_b = single_chunk & ~row_order & geo.b_reusable(t)
+    a_loads = np.where(reuse_a, rows_cpe, steps)
+    b_loads = np.where(reuse_b, cols_cpe, steps)
+    a_bcast = a_shared & (share == SHARE_BCAST)
+    b_bcast = b_shared & (share == SHARE_BCAST)
+    a_split = np.where(a_bcast, np.minimum(pc, cols_total), 1.0)
+    b_split = np.where(b_bcast, np.minimum(pr, rows_total), 1.0)
+    # Exact fetch counts over the mesh. Unshared: every CPE fetches for each of its tiles (once per
+    # row tile when reused, by every CPE that has col tiles). Shared (bcast, mesh): a mesh row
+    # (column) walks its rounds in lock step and fetches each (tile, k tile) once for all its CPEs
+    # -- bcast splits the requests over the row, mesh has one owner per k tile (k tile t: column
+    # t % p fetches a, row t % p fetches b, then sends it over the row / column).
+    col_rounds, row_rounds = np.ceil(cols_total / pc), np.ceil(rows_total / pr)
+    a_once = a_shared & sharing
+    b_once = b_shared & sharing
+    a_total = np.where(a_once, np.where(reuse_a, rows_total, rows_total * col_rounds * k_tiles),
+                       np.where(reuse_a, rows_total * np.minimum(pc, cols_total), rows_total * cols_total * k_tiles))
+    b_total = np.where(b_once, np.where(reuse_b, cols_total, cols_total * row_rounds * k_tiles),
+                       np.where(reuse_b, cols_total * np.minimum(pr, rows_total), rows_total * cols_total * k_tiles))
+    plan_a, _, limit_a = _plan(tensors["a"], ds, a_loads, a_split, dma_mode, a_total)
+    plan_b, _, limit_b = _plan(tensors["b"], ds, b_loads, b_split, dma_mode, b_total)
+    plan_c, lines_c, limit_c = _plan(tensors["c"], ds, tiles_cpe, np.ones(n), dma_mode, rows_total * cols_total,
                                      put_lines=v["put_lines"])
 
     # Inner loop: SIMD, register blocking (unroll), packing of strided operands.

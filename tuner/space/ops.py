@@ -110,6 +110,14 @@ class OpGeometry:
     def b_shareable(self, t: dict[str, AxisTiles], pr: np.ndarray) -> np.ndarray:
         return np.ones_like(pr, dtype=bool)
 
+    def a_reusable(self, t: dict[str, AxisTiles]) -> np.ndarray:
+        """Whether ``a``'s box is the same for every col tile (so row order may keep it in LDM)."""
+        return np.ones_like(t[self.red_axis.name].full, dtype=bool)
+
+    def b_reusable(self, t: dict[str, AxisTiles]) -> np.ndarray:
+        """Whether ``b``'s box is the same for every row tile (so col order may keep it in LDM)."""
+        return np.ones_like(t[self.red_axis.name].full, dtype=bool)
+
     @property
     def red_axis(self) -> TileAxis:
         return next(a for a in self.axes if a.role == "red")
@@ -158,6 +166,11 @@ class GemmGeometry(OpGeometry):
         # b tile only if those row tiles share the batch index, i.e. pr divides the m-tile count.
         return np.mod(t["m"].count, pr) == 0
 
+    def b_reusable(self, t: dict[str, AxisTiles]) -> np.ndarray:
+        if "b" not in t:
+            return np.ones_like(t["k"].full, dtype=bool)
+        return t["b"].count == 1  # b[B,N,K] follows the batch of the row tile
+
 
 class Conv2dGeometry(OpGeometry):
     """conv2d NCHW: a = padded data[N, G, C/G, Hp, Wp], b = weight[K, C/G, R, S], c = out[N, K, OH, OW]."""
@@ -183,9 +196,13 @@ class Conv2dGeometry(OpGeometry):
         self.prepass_bytes = (w.n * w.c * (w.h * w.w + hp * wp) * w.dtype_bytes) if padded else 0
 
     def _input_dim(self, out: AxisTiles, stride: int, span: int, extent: int) -> Dim:
-        full = (out.full - 1) * stride + span
-        mean = stride * (out.mean - 1) + span  # exact: sum over tiles of (len-1)*stride+span, / count
-        return Dim(np.minimum(full, extent), np.minimum(mean, extent), extent)
+        # The box of output tile i starts at i*t*stride and has the full tile's (t-1)*stride+span
+        # rows clipped to the padded input (what TVM's cache_read region gives): only the last tile
+        # can be clipped, and for a ragged last tile it may hold a few rows its outputs do not need.
+        full = np.minimum((out.full - 1) * stride + span, extent)
+        last = np.minimum(full, extent - (out.count - 1) * out.full * stride)
+        mean = ((out.count - 1) * full + last) / out.count
+        return Dim(full, mean, extent)
 
     def _groups_per_k_tile(self, t: dict[str, AxisTiles]) -> tuple[np.ndarray, np.ndarray]:
         w = self.workload
@@ -233,6 +250,9 @@ class Conv2dGeometry(OpGeometry):
     def a_shareable(self, t: dict[str, AxisTiles], pr: np.ndarray) -> np.ndarray:
         # With groups, different k tiles read different input channels.
         return np.full_like(pr, self.workload.groups == 1, dtype=bool)
+
+    def a_reusable(self, t: dict[str, AxisTiles]) -> np.ndarray:
+        return (t["k"].count == 1) | (self.workload.groups == 1)
 
 
 def geometry_for(workload: Workload) -> OpGeometry:

@@ -1,0 +1,34 @@
+"""Code generation: TVM s_tir schedules of the ops -> Sunway athread C (host + slave), checked on swemu.
+
+Only this package imports tvm, lazily (inside functions). Modules: te_ops (the ops as te.compute),
+schedule (config -> s_tir.Schedule), tir (lowering, C expressions), boxes (copy nests -> DMA),
+printer + simd (slave C), host (host C, headers, Makefile), sources (all files of one kernel),
+tir_check (LDM and DMA figures from the TIR, compared with the analysis), sunway (files and commands
+for a real node, the timing line), emulator/ (swemu, the x86 athread emulator).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+__all__ = ["build_schedule", "generate", "tir_figures", "compare_with_analysis", "write_kernel", "parse_timing"]
+
+
+def __getattr__(name: str) -> Any:  # lazy: importing tuner.codegen must not import tvm
+    if name == "build_schedule":
+        from tuner.codegen.schedule import build_schedule
+
+        return build_schedule
+    if name == "generate":
+        from tuner.codegen.sources import generate
+
+        return generate
+    if name in ("tir_figures", "compare_with_analysis"):
+        from tuner.codegen import tir_check
+
+        return getattr(tir_check, name)
+    if name in ("write_kernel", "parse_timing"):
+        from tuner.codegen import sunway
+
+        return getattr(sunway, name)
+    raise AttributeError(name)

@@ -1,0 +1,206 @@
+"""The host (MPE) file, the shared header, the slave API shim and the Makefile of a generated kernel.
+
+The host reads the inputs (raw little-endian arrays: conv data in NCHW, weights, or a/b of a GEMM) or
+fills them with a fixed pseudo-random pattern, pads a conv input once (the ``pad`` stage of
+te_ops), spawns the slave kernel on the core group, times spawn + join with the cycle counter and
+prints one line ``SWTUNE_KERNEL_SECONDS=<s>`` (plus ``SWTUNE_PAD_SECONDS``), then writes the output
+with any line padding of its rows stripped.
+"""
+
+from __future__ import annotations
+
+from math import prod
+
+from tuner.codegen.schedule import Scheduled
+from tuner.codegen.tir import ctype
+from tuner.workloads import Conv2d
+
+MPE_HZ = {"sw26010": 1.45e9, "sw26010-pro": 2.1e9}
+
+SLAVE_API = r"""/* swtune: the DMA / sync calls a generated slave file uses, for sw5cc (SW26010) or swgcc (Pro). */
+#ifndef SWTUNE_SLAVE_API_H
+#define SWTUNE_SLAVE_API_H
+#define SW_MIN(a, b) ((a) < (b) ? (a) : (b))
+#define SW_MAX(a, b) ((a) > (b) ? (a) : (b))
+#define SW_PRAGMA(x) _Pragma(#x)
+#if defined(__GNUC__) && !defined(__clang__) && __GNUC__ >= 8
+#define SW_UNROLL(n) SW_PRAGMA(GCC unroll n)
+#else
+#define SW_UNROLL(n)
+#endif
+/* an unaligned vector load as an expression */
+#define SW_VLOADU(vt, addr) ({ vt _v; simd_loadu(_v, (addr)); _v; })
+#ifdef SWTUNE_PRO
+#define SW_REPLY_T athread_rply_t
+#define SW_GET(mem, ldm, len, bsize, gap, rp) do { if (bsize) athread_dma_iget_stride((ldm), (mem), (len), (bsize), (gap), (rp)); \
+    else athread_dma_iget((ldm), (mem), (len), (rp)); } while (0)
+#define SW_PUT(ldm, mem, len, bsize, gap, rp) do { if (bsize) athread_dma_iput_stride((mem), (ldm), (len), (bsize), (gap), (rp)); \
+    else athread_dma_iput((mem), (ldm), (len), (rp)); } while (0)
+#define SW_GET_ROWBC(mem, ldm, len, bsize, gap, rp) do { if (bsize) athread_dma_row_ibcast_stride((ldm), (mem), (len), (bsize), (gap), (rp)); \
+    else athread_dma_row_ibcast((ldm), (mem), (len), (rp)); } while (0)
+#define SW_GET_COLBC(mem, ldm, len, bsize, gap, rp) do { if (bsize) athread_dma_col_ibcast_stride((ldm), (mem), (len), (bsize), (gap), (rp)); \
+    else athread_dma_col_ibcast((ldm), (mem), (len), (rp)); } while (0)
+#define SW_WAIT(rp, n) athread_dma_wait_value((rp), (n))
+#define SW_SYNC_ROW(mask) athread_ssync(ROW_SCOPE, (mask))
+#define SW_SYNC_COL(mask) athread_ssync(COL_SCOPE, (mask))
+#else
+#define SW_REPLY_T int
+#define SW_GET(mem, ldm, len, bsize, gap, rp) athread_get(PE_MODE, (void *)(mem), (void *)(ldm), (len), (void *)(rp), 0, (gap), (bsize))
+#define SW_GET_ROWBC(mem, ldm, len, bsize, gap, rp) athread_get(ROW_MODE, (void *)(mem), (void *)(ldm), (len), (void *)(rp), 0, (gap), (bsize))
+#define SW_PUT(ldm, mem, len, bsize, gap, rp) athread_put(PE_MODE, (void *)(ldm), (void *)(mem), (len), (void *)(rp), (gap), (bsize))
+#define SW_WAIT(rp, n) while (*(rp) != (n))
+#define SW_SYNC_ROW(mask) athread_syn(ROW_SCOPE, (mask))
+#define SW_SYNC_COL(mask) athread_syn(COL_SCOPE, (mask))
+#endif
+#endif
+"""
+
+
+def shapes(s: Scheduled) -> dict[str, tuple[int, ...]]:
+    """Shapes of the kernel's buffers a, b, c (conv a padded) and of the user-facing input."""
+    f = s.op.func
+    out = {name: tuple(int(x) for x in p.shape) for name, p in zip("abc", f.params)}
+    w = s.workload
+    out["input"] = (w.n, w.c, w.h, w.w) if isinstance(w, Conv2d) else out["a"]
+    return out
+
+
+def c_pitch(s: Scheduled) -> int:
+    """Row pitch (elements) of the output in memory: padded to whole lines with put_lines."""
+    last = shapes(s)["c"][-1]
+    if not s.config["put_lines"]:
+        return last
+    per_line = 128 // s.workload.dtype_bytes
+    return -(-last // per_line) * per_line
+
+
+def header(s: Scheduled) -> str:
+    ty = ctype(s.workload.dtype)
+    return (f"/* swtune kernel interface: {s.workload.key} */\n#ifndef SWTUNE_KERNEL_H\n#define SWTUNE_KERNEL_H\n"
+            f"typedef struct {{ {ty} *a, *b, *c; }} swtune_args;\n#endif\n")
+
+
+def host_file(s: Scheduled) -> str:
+    w = s.workload
+    ty = ctype(w.dtype)
+    sh = shapes(s)
+    n_in, n_a, n_b = prod(sh["input"]), prod(sh["a"]), prod(sh["b"])
+    rows_c = prod(sh["c"][:-1])
+    w_c, pitch = sh["c"][-1], c_pitch(s)
+    hz = MPE_HZ.get(s.target.name, 1.45e9)
+    if isinstance(w, Conv2d):
+        cpg = w.c // w.groups
+        hp, wp = w.h + 2 * w.pad_h, w.w + 2 * w.pad_w
+        pad = f"""
+  /* the te_ops pad stage: NCHW -> zero-padded [N, G, C/G, Hp, Wp] */
+  memset(a, 0, sizeof({ty}) * {n_a}L);
+  for (long n = 0; n < {w.n}; n++)
+    for (long c = 0; c < {w.c}; c++)
+      for (long y = 0; y < {w.h}; y++)
+        memcpy(a + ((n * {w.groups} + c / {cpg}) * {cpg} + c % {cpg}) * {hp * wp}L + (y + {w.pad_h}) * {wp}L + {w.pad_w},
+               in + ((n * {w.c} + c) * {w.h} + y) * {w.w}L, sizeof({ty}) * {w.w});"""
+    else:
+        pad = f"\n  memcpy(a, in, sizeof({ty}) * {n_a}L);"
+    return f"""/* swtune host program: {w.key} on {s.target.name}
+ * usage: prog [input_a input_b output]   (raw {w.dtype} arrays; without files: a fixed pattern) */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <athread.h>
+#include "swtune_kernel.h"
+
+extern void SLAVE_FUN(swtune_kernel)(swtune_args *);
+
+static unsigned long sw_cycles(void) {{
+#if defined(SWTUNE_EMU) || defined(SWTUNE_PRO)
+  return (unsigned long)athread_time_cycle();
+#else
+  unsigned long t;
+  asm volatile("rtc %0" : "=r"(t));
+  return t;
+#endif
+}}
+
+static void *sw_alloc(size_t bytes) {{
+  void *p = NULL;
+  if (posix_memalign(&p, 128, bytes ? bytes : 128)) {{ fprintf(stderr, "out of memory\\n"); exit(2); }}
+  return p;
+}}
+
+static void sw_read(const char *path, void *dst, size_t bytes) {{
+  FILE *f = fopen(path, "rb");
+  if (!f || fread(dst, 1, bytes, f) != bytes) {{ fprintf(stderr, "cannot read %s\\n", path); exit(2); }}
+  fclose(f);
+}}
+
+static void sw_fill({ty} *p, long n, unsigned seed) {{
+  for (long i = 0; i < n; i++) {{ seed = seed * 1103515245u + 12345u; p[i] = ({ty})((seed >> 8) % 2001) / 1000 - 1; }}
+}}
+
+int main(int argc, char **argv) {{
+  {ty} *in = sw_alloc(sizeof({ty}) * {n_in}L), *a = sw_alloc(sizeof({ty}) * {n_a}L);
+  {ty} *b = sw_alloc(sizeof({ty}) * {n_b}L), *c = sw_alloc(sizeof({ty}) * {rows_c * pitch}L);
+  if (argc >= 3) {{ sw_read(argv[1], in, sizeof({ty}) * {n_in}L); sw_read(argv[2], b, sizeof({ty}) * {n_b}L); }}
+  else {{ sw_fill(in, {n_in}L, 1u); sw_fill(b, {n_b}L, 2u); }}
+  memset(c, 0, sizeof({ty}) * {rows_c * pitch}L);
+  athread_init();
+  unsigned long t0 = sw_cycles();{pad}
+  unsigned long t1 = sw_cycles();
+  swtune_args args = {{a, b, c}};
+  athread_spawn(swtune_kernel, &args);
+  athread_join();
+  unsigned long t2 = sw_cycles();
+  athread_halt();
+  printf("SWTUNE_PAD_SECONDS=%.9e\\n", (double)(t1 - t0) / {hz!r});
+  printf("SWTUNE_KERNEL_SECONDS=%.9e\\n", (double)(t2 - t1) / {hz!r});
+  if (argc >= 4) {{
+    FILE *f = fopen(argv[3], "wb");
+    if (!f) {{ fprintf(stderr, "cannot write %s\\n", argv[3]); return 2; }}
+    for (long r = 0; r < {rows_c}L; r++) fwrite(c + r * {pitch}L, sizeof({ty}), {w_c}, f);
+    fclose(f);
+  }}
+  free(in); free(a); free(b); free(c);
+  return 0;
+}}
+"""
+
+
+def makefile(s: Scheduled) -> str:
+    pro = "pro" in s.target.name
+    if pro:
+        real = """CC_HOST ?= swgcc
+CC_SLAVE ?= swgcc
+host.o: host.c swtune_kernel.h
+\t$(CC_HOST) -mhost -msimd -O3 -faddress_align=128 -DSWTUNE_PRO -c host.c -o host.o
+slave.o: slave.c swtune_kernel.h swtune_slave_api.h
+\t$(CC_SLAVE) -mslave -msimd -O3 -faddress_align=64 -DSWTUNE_PRO -c slave.c -o slave.o
+kernel: host.o slave.o
+\t$(CC_HOST) -mhybrid host.o slave.o -lm_slave -o kernel"""
+    else:
+        real = """CC_HOST ?= sw5cc
+CC_SLAVE ?= sw5cc
+host.o: host.c swtune_kernel.h
+\t$(CC_HOST) -host -msimd -O2 -std=gnu99 -c host.c -o host.o
+slave.o: slave.c swtune_kernel.h swtune_slave_api.h
+\t$(CC_SLAVE) -slave -msimd -O1 -std=gnu99 -c slave.c -o slave.o
+kernel: host.o slave.o
+\t$(CC_HOST) -hybrid host.o slave.o -o kernel"""
+    emu_def = "-DSWTUNE_EMU" + (" -DSWTUNE_PRO" if pro else "")
+    return f"""# swtune kernel for {s.target.name}: `make` builds with the Sunway toolchain,
+# `make emu SWEMU=<tuner/codegen/emulator>` builds for the x86 athread emulator.
+all: kernel
+{real}
+
+SWEMU ?= ../emulator
+emu: kernel_emu
+kernel_emu: host.c slave.c
+\tgcc -O2 -Wno-psabi -pthread -I$(SWEMU) -I. {emu_def} -D__sw_host__ -c host.c -o host_emu.o
+\tgcc -O2 -Wno-psabi -pthread -I$(SWEMU) -I. {emu_def} -D__sw_slave__ -c slave.c -o slave_emu.o
+\tnm -P -g --defined-only slave_emu.o | awk '$$2=="T"||$$2=="W"{{print $$1" slave_"$$1}}' > slave.syms
+\tobjcopy --redefine-syms=slave.syms slave_emu.o
+\tgcc -O2 -pthread -I$(SWEMU) -c $(SWEMU)/athread_emu.c -o athread_emu.o
+\tgcc -pthread host_emu.o slave_emu.o athread_emu.o -lm -o kernel_emu
+clean:
+\trm -f *.o kernel kernel_emu slave.syms
+.PHONY: all emu clean
+"""

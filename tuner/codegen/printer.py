@@ -1,0 +1,504 @@
+"""Lowered TIR of a scheduled op -> Sunway athread C: the slave (CPE) file.
+
+The printer walks the lowered PrimFunc (tuner.codegen.tir.lower): the loop annotated ``swtune.cpe``
+becomes the CPE prologue (logical CPE from _ROW/_COL or _MYID), other loops become C loops, copy nests
+between global and ``local.ldm`` buffers become DMA requests (tuner.codegen.boxes), everything else
+(the zeroing and the compute nest) is printed statement by statement with LDM indices flattened by the
+pitches of the box that filled the buffer. Knobs the TIR cannot express are applied where the schedule
+annotated them: double buffering (a prefetch of the next iteration of the copy's loop into a second
+LDM copy), sharing (bcast: round-robin requests in row-broadcast mode for ``a``; ``b`` over a column by
+column broadcast DMA on SW26010-Pro or by register communication on SW26010), and line-padded puts.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from tuner.codegen.boxes import LDM_SCOPE, BoxC, CopyNest, box_c, match_copy
+from tuner.codegen.schedule import Scheduled
+from tuner.codegen.simd import simd_loop
+from tuner.codegen.tir import cexpr, const_int, ctype, kind, lower
+
+KERNEL = "swtune_kernel"
+LINE = 128
+
+
+@dataclass
+class Ctx:
+    lines: list[str] = field(default_factory=list)
+    depth: int = 1
+
+    def emit(self, *lines: str) -> None:
+        for ln in lines:
+            self.lines.append("  " * self.depth + ln)
+
+
+def _cname(name: str) -> str:
+    return name.replace(".", "_")
+
+
+def _role_of(name: str) -> str | None:
+    head = name.split("_")[0]
+    return {"A": "a", "B": "b", "C": "c"}.get(head)
+
+
+class SlavePrinter:
+    def __init__(self, s: Scheduled, func: Any | None = None) -> None:
+        self.s = s
+        self.func = func if func is not None else lower(s.sch.mod)
+        self.pro = "pro" in s.target.name
+        self.ds = s.workload.dtype_bytes
+        self.ty = ctype(s.workload.dtype)
+        self.line_elems = LINE // self.ds
+        self.ldm: dict[str, Any] = {}  # role -> LDM buffer var
+        self.roles: dict[str, str] = {}
+        self.db = {"a": bool(s.config["db_a"]), "b": bool(s.config["db_b"]), "c": False}
+        self.shared = {"a": s.share_a, "b": s.share_b, "c": False}
+        self.dma_mode = s.config["dma"]
+        self.put_lines = bool(s.config["put_lines"])
+        self.ndims: dict[str, int] = {}
+        self.full: dict[str, list[int]] = {}
+        self.cpe_var = ""
+        self.row_round = self.col_round = ""
+        self.mesh = s.config["share"] == "mesh"
+        self.chunk_var: str | None = None
+        self._collect(self.func.body)
+
+    # ---- pre-pass: the LDM buffers and their roles -----------------------------------------
+    def _collect(self, node: Any) -> None:
+        k = kind(node)
+        if k == "AllocBuffer":
+            buf = node.buffer
+            if buf.scope() == LDM_SCOPE:
+                role = _role_of(buf.name)
+                self.ldm[role] = buf
+                self.roles[buf.name] = role
+        elif k == "SeqStmt":
+            for x in node.seq:
+                self._collect(x)
+        elif k in ("For",):
+            self._collect(node.body)
+        elif k == "IfThenElse":
+            self._collect(node.then_case)
+            if node.else_case is not None:
+                self._collect(node.else_case)
+        elif k in ("AttrStmt", "LetStmt", "DeclBuffer"):
+            self._collect(node.body)
+
+    def _box(self, nest: CopyNest, env: dict[str, str]) -> BoxC:
+        pl = self.put_lines and nest.role == "c"
+        box = box_c(nest, env, self.ds, nest.role, put_lines=pl, line_elems=self.line_elems)
+        self.ndims[nest.role] = len(box.bases)
+        self.full[nest.role] = box.full
+        return box
+
+    # ---- expressions -----------------------------------------------------------------------
+    def _ldm_ref(self, buf: Any, indices: list, env: dict[str, str] | None = None) -> str:
+        role = self.roles[buf.name]
+        slot = f"{role}_s"
+        flat = " + ".join(f"({cexpr(i, env or {})} - {role}_o[{slot}][{d}]) * {role}_p[{slot}][{d}]"
+                          for d, i in enumerate(indices))
+        return f"{role.upper()}_ldm[{slot}][{flat}]"
+
+    def _load(self, e: Any, env: dict[str, str] | None = None) -> str:
+        src = e.source
+        if src.scope() != LDM_SCOPE:
+            raise NotImplementedError(f"compute reads global buffer {src.name}")
+        return self._ldm_ref(src, list(e.indices), env)
+
+    # ---- statements ------------------------------------------------------------------------
+    def stmt(self, node: Any, ctx: Ctx, guard: str | None) -> None:
+        k = kind(node)
+        if k == "SeqStmt":
+            for x in node.seq:
+                self.stmt(x, ctx, guard)
+            return
+        if k == "AllocBuffer":
+            return
+        if k in ("AttrStmt", "DeclBuffer", "LetStmt"):
+            self.stmt(node.body, ctx, guard)
+            return
+        nest = match_copy(node, self.roles)
+        if nest is not None:
+            self.copy(nest, ctx, guard, {})
+            return
+        if k == "For":
+            self.loop(node, ctx, guard)
+            return
+        self.leaf(node, ctx, guard)
+
+    def leaf(self, node: Any, ctx: Ctx, guard: str | None) -> None:
+        if guard:
+            ctx.emit(f"if ({guard}) {{")
+            ctx.depth += 1
+        self.plain(node, ctx)
+        if guard:
+            ctx.depth -= 1
+            ctx.emit("}")
+
+    def plain(self, node: Any, ctx: Ctx) -> None:
+        k = kind(node)
+        if k == "SeqStmt":
+            for x in node.seq:
+                self.plain(x, ctx)
+        elif k == "For":
+            v = node.loop_var.name
+            ann = dict(node.annotations)
+            if int(ann.get("swtune.simd", 1)) > 1 and simd_loop(self, node, ctx, int(ann["swtune.simd"])):
+                return
+            unroll = int(ann.get("swtune.unroll", 1))
+            if unroll > 1:
+                ctx.emit(f"SW_UNROLL({unroll})")
+            ctx.emit(f"for (int {v} = 0; {v} < {cexpr(node.extent, {})}; {v}++) {{")
+            ctx.depth += 1
+            self.plain(node.body, ctx)
+            ctx.depth -= 1
+            ctx.emit("}")
+        elif k == "IfThenElse":
+            ctx.emit(f"if ({cexpr(node.condition, {})}) {{")
+            ctx.depth += 1
+            self.plain(node.then_case, ctx)
+            ctx.depth -= 1
+            if node.else_case is not None:
+                ctx.emit("} else {")
+                ctx.depth += 1
+                self.plain(node.else_case, ctx)
+                ctx.depth -= 1
+            ctx.emit("}")
+        elif k == "BufferStore":
+            if node.buffer.scope() != LDM_SCOPE:
+                raise NotImplementedError(f"compute writes global buffer {node.buffer.name}")
+            lhs = self._ldm_ref(node.buffer, list(node.indices))
+            ctx.emit(f"{lhs} = {cexpr(node.value, {}, self._load)};")
+        else:
+            raise NotImplementedError(f"cannot print statement {k}")
+
+    def _copies_in(self, node: Any) -> list[CopyNest]:
+        k = kind(node)
+        if k == "SeqStmt":
+            out = []
+            for x in node.seq:
+                out += self._copies_in(x)
+            return out
+        nest = match_copy(node, self.roles)
+        if nest is not None:
+            return [nest]
+        if k == "For":
+            return self._copies_in(node.body)
+        if k in ("AttrStmt", "DeclBuffer", "LetStmt"):
+            return self._copies_in(node.body)
+        return []
+
+    def loop(self, node: Any, ctx: Ctx, guard: str | None) -> None:
+        ann = dict(node.annotations)
+        v = node.loop_var.name
+        ext = const_int(node.extent)
+        if "swtune.cpe" in ann:
+            self.cpe_prologue(v, ctx)
+            self.stmt(node.body, ctx, guard)
+            return
+        if not self._copies_in(node) and "swtune.rounds" not in ann:
+            self.leaf(node, ctx, guard)
+            return
+        rounds = ann.get("swtune.rounds")
+        if "swtune.chunks" in ann:
+            self.chunk_var = v
+        row_first = self.s.config["tile_order"] == "row"
+        if rounds == "outer":
+            if row_first:
+                self.row_round = v
+            else:
+                self.col_round = v
+        elif rounds == "inner":
+            if row_first:
+                self.col_round = v
+            else:
+                self.row_round = v
+        # copies directly in this loop's body that are double-buffered: prologue fetch
+        direct = [n for n in self._direct_copies(node.body) if n.direction == "get"]
+        for nest in direct:
+            if self.db[nest.role]:
+                self.fetch(nest, ctx, self._copy_guard(nest, guard, {v: "0"}), {v: "0"}, "0")
+        ctx.emit(f"for (int {v} = 0; {v} < {ext}; {v}++) {{")
+        ctx.depth += 1
+        inner_guard = guard
+        if rounds == "inner":
+            pc = self.s.pc
+            ctx.emit(f"const int _rt = {self.row_round} * {self.s.pr} + {self.cpe_var} / {pc};")
+            ctx.emit(f"const int _ct = {self.col_round} * {pc} + {self.cpe_var} % {pc};")
+            ctx.emit(f"const int _tile_ok = _rt < {self.s.rows_total} && _ct < {self.s.cols_total};")
+            inner_guard = "_tile_ok"
+            put = [n for n in self._direct_copies(node.body) if n.direction == "put"]
+            for nest in put:
+                box = self._box(nest, {})
+                ctx.emit(*box.setup("0"))
+        self.stmt_body(node.body, ctx, inner_guard, v, ext)
+        ctx.depth -= 1
+        ctx.emit("}")
+        if "swtune.chunks" in ann:
+            self.chunk_var = None
+
+    def _direct_copies(self, body: Any) -> list[CopyNest]:
+        items = body.seq if kind(body) == "SeqStmt" else [body]
+        out = []
+        for x in items:
+            n = match_copy(x, self.roles)
+            if n is not None:
+                out.append(n)
+        return out
+
+    def stmt_body(self, body: Any, ctx: Ctx, guard: str | None, var: str, ext: int) -> None:
+        items = body.seq if kind(body) == "SeqStmt" else [body]
+        for x in items:
+            nest = match_copy(x, self.roles)
+            if nest is not None and nest.direction == "get" and self.db[nest.role]:
+                self.wait(nest, ctx, self._copy_guard(nest, guard, {}), f"({var} & 1)")
+                ctx.emit(f"if ({var} + 1 < {ext}) {{")
+                ctx.depth += 1
+                nxt = {var: f"({var} + 1)"}
+                self.fetch(nest, ctx, self._copy_guard(nest, guard, nxt), nxt, f"(({var} + 1) & 1)")
+                ctx.depth -= 1
+                ctx.emit("}")
+                continue
+            self.stmt(x, ctx, guard)
+
+    # ---- CPE mapping -----------------------------------------------------------------------
+    def cpe_prologue(self, var: str, ctx: Ctx) -> None:
+        pr, pc = self.s.pr, self.s.pc
+        self.cpe_var = var
+        if pr <= 8 and pc <= 8:
+            ctx.emit(f"if (_ROW >= {pr} || _COL >= {pc}) return;",
+                     f"const int {var} = _ROW * {pc} + _COL;")
+        else:
+            ctx.emit(f"const int {var} = _MYID;")
+        ctx.emit(f"const int _ci = {var} / {pc}, _cj = {var} % {pc};")
+
+    # ---- copies ----------------------------------------------------------------------------
+    def _copy_guard(self, nest: CopyNest, guard: str | None, env: dict[str, str]) -> str | None:
+        """When a CPE issues a copy: only for tiles that exist. TVM may simplify a row tile's
+        coordinates modulo the axis (e.g. a batch of 1), so a missing tile is not always an empty
+        box. Shared copies are guarded only by what the whole mesh row (column) has in common."""
+        s = self.s
+        if guard:  # inside the inner rounds loop: this CPE's (row tile, col tile)
+            if self.shared[nest.role]:
+                return f"_rt < {s.rows_total}" if nest.role == "a" else f"_ct < {s.cols_total}"
+            return guard
+        # a reused operand fetched in the outer rounds loop
+        if nest.role == "a":
+            rr = env.get(self.row_round, self.row_round)
+            g = f"({rr}) * {s.pr} + _ci < {s.rows_total}"
+            return g if self.shared["a"] else f"{g} && _cj < {s.cols_total}"
+        cr = env.get(self.col_round, self.col_round)
+        g = f"({cr}) * {s.pc} + _cj < {s.cols_total}"
+        return g if self.shared["b"] else f"{g} && _ci < {s.rows_total}"
+
+    def copy(self, nest: CopyNest, ctx: Ctx, guard: str | None, env: dict[str, str]) -> None:
+        if nest.direction == "put":
+            self.put(nest, ctx, guard)
+            return
+        g = self._copy_guard(nest, guard, env)
+        self.fetch(nest, ctx, g, env, "0")
+        self.wait(nest, ctx, g, "0")
+
+    def _open(self, ctx: Ctx, guard: str | None) -> None:
+        ctx.emit(f"if ({guard}) {{" if guard else "{")
+        ctx.depth += 1
+
+    def _close(self, ctx: Ctx) -> None:
+        ctx.depth -= 1
+        ctx.emit("}")
+
+    def _sync(self, role: str) -> str:
+        if role == "a":
+            mask = (1 << self.s.pc) - 1
+            return f"SW_SYNC_ROW({mask});"
+        mask = (1 << self.s.pr) - 1
+        return f"SW_SYNC_COL({mask});"
+
+    def fetch(self, nest: CopyNest, ctx: Ctx, guard: str | None, env: dict[str, str], slot: str) -> None:
+        """Issue the gets of one box into LDM copy ``slot``."""
+        r = nest.role
+        box = self._box(nest, env)
+        self._open(ctx, guard)
+        ctx.emit(f"const int _sl = {slot};")
+        if self.shared[r]:
+            ctx.emit(self._sync(r))
+        ctx.emit(*box.setup("_sl"))
+        ctx.emit(f"if ({r}_ok[_sl]) {{")
+        ctx.depth += 1
+        dst = f"{r.upper()}_ldm[_sl]"
+        mem = f"_arg_{r}"
+        if self.shared[r] and self.mesh:  # the owner of this k tile fetches; wait() sends it
+            owner = self._owner(r, env)
+            act = lambda mo, lo, ln, bs, gp: [  # noqa: E731
+                f"SW_GET({mem} + {mo}, &{dst}[{lo}], {ln}, {bs}, {gp}, &{r}_reply[_sl]); {r}_exp[_sl]++;"]
+            ctx.emit(f"if ({owner}) {{")
+            ctx.depth += 1
+            ctx.emit(*box.requests("_sl", self.dma_mode, act))
+            ctx.depth -= 1
+            ctx.emit("}")
+        elif not self.shared[r]:
+            act = lambda mo, lo, ln, bs, gp: [  # noqa: E731
+                f"SW_GET({mem} + {mo}, &{dst}[{lo}], {ln}, {bs}, {gp}, &{r}_reply[_sl]); {r}_exp[_sl]++;"]
+            ctx.emit(*box.requests("_sl", self.dma_mode, act))
+        elif r == "a" or self.pro:
+            me, p = ("_cj", self.s.pc) if r == "a" else ("_ci", self.s.pr)
+            macro = "SW_GET_ROWBC" if r == "a" else "SW_GET_COLBC"
+            count = "_rq_all" if self.pro else f"{r}_exp[_sl]"
+            act = lambda mo, lo, ln, bs, gp: [  # noqa: E731
+                f"if (_rq % {p} == {me}) {{ {macro}({mem} + {mo}, &{dst}[{lo}], {ln}, {bs}, {gp}, "
+                f"&{r}_reply[_sl]); {'' if self.pro else count + '++;'} }}",
+                *([f"{r}_exp[_sl]++;"] if self.pro else [])]
+            ctx.emit(*box.requests("_sl", self.dma_mode, act))
+        else:  # b over the column on SW26010: own share by DMA, then register communication
+            p = self.s.pr
+            act = lambda mo, lo, ln, bs, gp: [  # noqa: E731
+                f"if (_rq % {p} == _ci) {{ SW_GET({mem} + {mo}, &{dst}[{lo}], {ln}, {bs}, {gp}, "
+                f"&{r}_reply[_sl]); {r}_exp[_sl]++; }}"]
+            ctx.emit(*box.requests("_sl", self.dma_mode, act))
+            ctx.emit(f"SW_WAIT(&{r}_reply[_sl], {r}_exp[_sl]);")
+            ctx.emit(f"for (int _own = 0; _own < {p}; _own++) {{")
+            ctx.depth += 1
+            act2 = lambda mo, lo, ln, bs, gp: [  # noqa: E731
+                f"if (_rq % {p} == _own) sw_rlc_col((char *)&{dst}[{lo}], ({ln}), _own, _ci, {p});"]
+            ctx.emit(*box.requests("_sl", self.dma_mode, act2))
+            ctx.emit(self._sync(r))
+            ctx.depth -= 1
+            ctx.emit("}")
+        ctx.depth -= 1
+        ctx.emit("}")
+        self._close(ctx)
+
+    def _owner(self, role: str, env: dict[str, str]) -> str:
+        """mesh: CPE column (a) / row (b) that fetches the current k tile."""
+        kt = env.get(self.chunk_var, self.chunk_var) if self.chunk_var else "0"
+        me = "_cj" if role == "a" else "_ci"
+        return f"{me} == ({kt}) % {self.s.pr}"
+
+    def wait(self, nest: CopyNest, ctx: Ctx, guard: str | None, slot: str) -> None:
+        r = nest.role
+        self._open(ctx, guard)
+        ctx.emit(f"SW_WAIT(&{r}_reply[{slot}], {r}_exp[{slot}]);")
+        if self.shared[r] and self.mesh:
+            p = self.s.pr
+            owner = self._owner(r, {})
+            me = "_cj" if r == "a" else "_ci"
+            nbytes = " * ".join(f"{r}_n[{slot}][{d}]" for d in range(self.ndims[r])) + f" * {self.ds}"
+            buf = f"{r.upper()}_ldm[{slot}]"
+            ctx.emit(f"if ({r}_ok[{slot}]) {{")
+            ctx.depth += 1
+            if self.pro:
+                call = "athread_rma_row_ibcast" if r == "a" else "athread_rma_col_ibcast"
+                ctx.emit(f"if ({owner}) {call}({buf}, {buf}, {nbytes}, &{r}_lrply, &{r}_rrply[{slot}]);",
+                         f"{r}_rexp[{slot}]++;",
+                         f"athread_rma_wait_value(&{r}_rrply[{slot}], {r}_rexp[{slot}]);")
+            else:
+                fn = "sw_rlc_row" if r == "a" else "sw_rlc_col"
+                ctx.emit(f"sw_kt_owner = ({owner.split(' == ')[1]});",
+                         f"{fn}((char *){buf}, {nbytes}, sw_kt_owner, {me}, {p});")
+            ctx.depth -= 1
+            ctx.emit("}")
+        elif self.shared[r] and not self.pro:
+            ctx.emit(self._sync(r))
+        ctx.emit(f"{r}_s = {slot};")
+        self._close(ctx)
+
+    def put(self, nest: CopyNest, ctx: Ctx, guard: str | None) -> None:
+        box = self._box(nest, {})
+        self._open(ctx, guard)
+        ctx.emit("if (c_ok[0]) {")
+        ctx.depth += 1
+        act = lambda mo, lo, ln, bs, gp: [  # noqa: E731
+            f"SW_PUT(&C_ldm[0][{lo}], _arg_c + {mo}, {ln}, {bs}, {gp}, &c_reply[0]); c_exp[0]++;"]
+        ctx.emit(*box.requests("0", self.dma_mode, act))
+        ctx.emit("SW_WAIT(&c_reply[0], c_exp[0]);")
+        ctx.depth -= 1
+        ctx.emit("}")
+        self._close(ctx)
+
+    # ---- file ------------------------------------------------------------------------------
+    def ldm_elems(self, role: str) -> int:
+        n = 1
+        for e in self.full[role]:
+            n *= e
+        return n
+
+    def render(self) -> str:
+        body = Ctx()
+        self.stmt(self.func.body, body, None)
+        ty = self.ty
+        decl = []
+        for role in ("a", "b", "c"):
+            slots = 2 if self.db[role] else 1
+            nd = self.ndims[role]
+            decl += [
+                f"__thread_local {ty} {role.upper()}_ldm[{slots}][{self.ldm_elems(role)}] __attribute__((aligned(64)));",
+                f"__thread_local long {role}_o[{slots}][{nd}];",
+                f"__thread_local int {role}_n[{slots}][{nd}], {role}_p[{slots}][{nd}], {role}_ok[{slots}];",
+                f"__thread_local volatile SW_REPLY_T {role}_reply[{slots}];",
+                f"__thread_local long {role}_exp[{slots}];",
+            ]
+            if self.mesh and role != "c" and self.pro:
+                decl += [f"__thread_local volatile SW_REPLY_T {role}_rrply[{slots}], {role}_lrply;",
+                         f"__thread_local long {role}_rexp[{slots}];"]
+        head = [
+            f"/* swtune slave kernel: {self.s.workload.key} on {self.s.target.name}",
+            f" * config: {self.s.config} */",
+            '#include "swtune_kernel.h"',
+            "#include <slave.h>",
+            "#include <string.h>",
+            "#include <simd.h>",
+            '#include "swtune_slave_api.h"',
+            "",
+            *decl,
+            "",
+            SW_RLC_HELPER,
+            f"void {KERNEL}(swtune_args *_arg) {{",
+            f"  {ty} *const _arg_a = _arg->a, *const _arg_b = _arg->b, *const _arg_c = _arg->c;",
+            "  int a_s = 0, b_s = 0, c_s = 0;",
+            "  for (int _x = 0; _x < 2 && _x < (int)(sizeof a_exp / sizeof a_exp[0]); _x++) { a_reply[_x] = 0; a_exp[_x] = 0; }",
+            "  for (int _x = 0; _x < 2 && _x < (int)(sizeof b_exp / sizeof b_exp[0]); _x++) { b_reply[_x] = 0; b_exp[_x] = 0; }",
+            "  c_reply[0] = 0; c_exp[0] = 0;",
+            "  int sw_kt_owner = 0; (void)sw_kt_owner;",
+        ]
+        if self.mesh and self.pro:
+            for r in "ab":
+                head.append(f"  for (int _x = 0; _x < {2 if self.db[r] else 1}; _x++) {{ {r}_rrply[_x] = 0; "
+                            f"{r}_rexp[_x] = 0; }} {r}_lrply = 0;")
+            head.append("  athread_ssync_array();  /* every reply word is reset before any RMA arrives */")
+        tail = ["  (void)a_s; (void)b_s; (void)c_s;", "}", ""]
+        return "\n".join(head + body.lines + tail)
+
+
+SW_RLC_HELPER = r"""#ifndef SWTUNE_PRO
+/* Send (owner) or receive (others) `len` bytes at `p` over the row bus, 32 B per message. */
+static void sw_rlc_row(char *p, long len, int owner, int me, int cols) {
+  doublev4 v;
+  for (long off = 0; off < len; off += 32) {
+    long n = len - off < 32 ? len - off : 32;
+    if (me == owner) {
+      memcpy(&v, p + off, n);
+      for (int c = 0; c < cols; c++) if (c != me) simd_putr(v, c);
+    } else {
+      v = simd_getr(v);
+      memcpy(p + off, &v, n);
+    }
+  }
+}
+/* Send (owner) or receive (others) `len` bytes at `p` over the column bus, 32 B per message. */
+static void sw_rlc_col(char *p, long len, int owner, int me, int rows) {
+  doublev4 v;
+  for (long off = 0; off < len; off += 32) {
+    long n = len - off < 32 ? len - off : 32;
+    if (me == owner) {
+      memcpy(&v, p + off, n);
+      for (int r = 0; r < rows; r++) if (r != me) simd_putc(v, r);
+    } else {
+      v = simd_getc(v);
+      memcpy(p + off, &v, n);
+    }
+  }
+}
+#endif
+"""

@@ -1,0 +1,48 @@
+"""Sources for a real Sunway node: write the kernel's files + Makefile, build/run command templates,
+and parsing of the ``SWTUNE_KERNEL_SECONDS=`` line the host program prints."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+from tuner.space.space import Config
+from tuner.targets import Target
+from tuner.workloads import Workload
+
+TIMING_RE = re.compile(r"^SWTUNE_KERNEL_SECONDS=([0-9eE+\-.]+)\s*$", re.M)
+DEFAULT_BUILD = "make -C {dir} kernel"
+DEFAULT_RUN = {"sw26010": "bsub -b -I -q {queue} -n 1 -cgsp 64 -share_size 4096 -host_stack 2048 {dir}/kernel",
+               "sw26010-pro": "bsub -I -b -q {queue} -N 1 -cgsp 64 -mpecg 6 -share_size 4096 {dir}/kernel"}
+
+
+def parse_timing(stdout: str) -> float | None:
+    """Seconds from the last ``SWTUNE_KERNEL_SECONDS=`` line, or None."""
+    found = TIMING_RE.findall(stdout)
+    if not found:
+        return None
+    try:
+        return float(found[-1])
+    except ValueError:
+        return None
+
+
+@dataclass(frozen=True)
+class NodeJob:
+    directory: Path
+    build_command: str
+    run_command: str
+
+
+def write_kernel(workload: Workload, target: "Target | str", config: Config, directory: str | Path,
+                 build_template: str = DEFAULT_BUILD, run_template: str | None = None,
+                 queue: str = "q_sw_expr") -> NodeJob:
+    """Write slave.c, host.c, headers and the Makefile to ``directory``; return the commands to run."""
+    from tuner.codegen.sources import generate
+
+    src = generate(workload, target, config)
+    d = src.write(directory)
+    name = src.scheduled.target.name
+    run = run_template or DEFAULT_RUN.get(name, DEFAULT_RUN["sw26010"])
+    return NodeJob(d, build_template.format(dir=d, queue=queue), run.format(dir=d, queue=queue))

@@ -1,0 +1,193 @@
+"""An independent check of the analysis layer: LDM bytes and DMA requests/bytes per buffer, computed
+by walking the lowered TIR of a schedule (its copy nests into and out of ``local.ldm`` buffers).
+
+The walk interprets only the skeleton: the CPE loop, the rounds and chunk loops and the copy nests
+(loops without copies -- the compute -- are skipped). Each copy's box is evaluated from its TIR
+index expressions and clipped to the tensor; requests follow the block rule (trailing dims the box
+covers merge into one block; ``strided`` = one request per index of the dims outside the strided
+one, ``rows`` = one per block). A copy is counted for a CPE only when its tile exists; a shared copy
+(bcast) once per mesh row (``a``) or column (``b``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from math import prod
+from typing import Any
+
+from tuner.codegen.boxes import LDM_SCOPE, CopyNest, match_copy
+from tuner.codegen.schedule import Scheduled
+from tuner.codegen.tir import const_int, evaluate, free_vars, kind, lower
+
+
+@dataclass
+class TirFigures:
+    """Per buffer (a, b, c): LDM bytes of one copy, and DMA requests and bytes over the mesh."""
+
+    ldm_bytes: dict[str, int] = field(default_factory=dict)
+    requests: dict[str, int] = field(default_factory=lambda: {"a": 0, "b": 0, "c": 0})
+    bytes: dict[str, int] = field(default_factory=lambda: {"a": 0, "b": 0, "c": 0})
+
+
+def _role(name: str) -> str:
+    return {"A": "a", "B": "b", "C": "c"}[name.split("_")[0]]
+
+
+class _Walker:
+    def __init__(self, s: Scheduled, func: Any) -> None:
+        self.s, self.func = s, func
+        self.ds = s.workload.dtype_bytes
+        self.fig = TirFigures()
+        self.roles: dict[str, str] = {}
+        self.shared = {"a": s.share_a, "b": s.share_b, "c": False}
+        self.put_lines = bool(s.config["put_lines"])
+        self.strided = s.config["dma"] == "strided"
+        self.row_var = self.col_var = ""
+
+    # LDM allocations ---------------------------------------------------------------------------
+    def allocs(self, node: Any) -> None:
+        k = kind(node)
+        if k == "AllocBuffer" and node.buffer.scope() == LDM_SCOPE:
+            buf = node.buffer
+            role = _role(buf.name)
+            self.roles[buf.name] = role
+        for attr in ("body", "then_case", "else_case"):
+            child = getattr(node, attr, None)
+            if child is not None:
+                self.allocs(child)
+        if k == "SeqStmt":
+            for x in node.seq:
+                self.allocs(x)
+
+    def has_copy(self, node: Any) -> bool:
+        if match_copy(node, self.roles) is not None:
+            return True
+        k = kind(node)
+        if k == "SeqStmt":
+            return any(self.has_copy(x) for x in node.seq)
+        return k == "For" and self.has_copy(node.body)
+
+    # skeleton walk -----------------------------------------------------------------------------
+    def walk(self, node: Any, env: dict[str, int], tile: tuple[int, int] | None) -> None:
+        k = kind(node)
+        if k == "SeqStmt":
+            for x in node.seq:
+                self.walk(x, env, tile)
+            return
+        nest = match_copy(node, self.roles)
+        if nest is not None:
+            self.count(nest, env, tile)
+            return
+        if k != "For" or not self.has_copy(node) and "swtune.rounds" not in dict(node.annotations):
+            return
+        ann = dict(node.annotations)
+        v, ext = node.loop_var.name, const_int(node.extent)
+        rounds = ann.get("swtune.rounds")
+        row_first = self.s.config["tile_order"] == "row"
+        if rounds is not None:
+            is_row = (rounds == "outer") == row_first
+            if is_row:
+                self.row_var = v
+            else:
+                self.col_var = v
+        for x in range(ext):
+            env[v] = x
+            t = tile
+            if rounds == "inner":
+                cpe = env[self.cpe_var]
+                t = (env[self.row_var] * self.s.pr + cpe // self.s.pc, env[self.col_var] * self.s.pc + cpe % self.s.pc)
+            self.walk(node.body, env, t)
+        del env[v]
+
+    def count(self, nest: CopyNest, env: dict[str, int], tile: tuple[int, int] | None) -> None:
+        s, role = self.s, nest.role
+        cpe = env[self.cpe_var]
+        ci, cj = cpe // s.pc, cpe % s.pc
+        rt, ct = tile if tile is not None else (None, None)
+        if rt is None:  # a reused operand fetched in the outer rounds loop
+            if role == "a":
+                rt, ct = env[self.row_var] * s.pr + ci, cj
+            else:
+                rt, ct = ci, env[self.col_var] * s.pc + cj
+        if self.shared[role]:
+            if role == "a" and (rt >= s.rows_total or cj != 0):
+                return
+            if role == "b" and (ct >= s.cols_total or ci != 0):
+                return
+        elif rt >= s.rows_total or ct >= s.cols_total:
+            return
+        extents = [const_int(x) for x in nest.mem.shape]
+        loop_ext = {lp.loop_var.name: const_int(lp.extent) for lp in nest.loops}
+        full, lens = [], []
+        for d, idx in enumerate(nest.mem_indices):
+            names = [n for n in free_vars(idx) if n in loop_ext]
+            e = loop_ext[names[0]] if names else 1
+            base = evaluate(idx, {**env, **{n: 0 for n in loop_ext}})
+            full.append(e)
+            lens.append(max(0, min(e, extents[d] - base)))
+        if self.put_lines and role == "c" and full[-1] >= extents[-1]:
+            per_line = 128 // self.ds
+            lens[-1] = full[-1] = -(-extents[-1] // per_line) * per_line
+            extents = extents[:-1] + [full[-1]]
+        self.fig.ldm_bytes[role] = prod(full) * self.ds  # the LDM tile the copy nest fills
+        if min(lens) <= 0:
+            return
+        kdim = len(full) - 1
+        while kdim >= 1 and full[kdim] >= extents[kdim]:
+            kdim -= 1
+        outer = lens[: max(kdim - 1, 0)] if self.strided else lens[:kdim]
+        self.fig.requests[role] += prod(outer)
+        self.fig.bytes[role] += prod(lens) * self.ds
+
+
+def tir_figures(s: Scheduled, func: Any | None = None) -> TirFigures:
+    """LDM bytes per buffer and DMA requests/bytes per buffer over the mesh, from the lowered TIR."""
+    func = func if func is not None else lower(s.sch.mod)
+    w = _Walker(s, func)
+    w.allocs(func.body)
+    cpe_loop = func.body
+    while kind(cpe_loop) == "For" and "swtune.cpe" not in dict(cpe_loop.annotations):
+        cpe_loop = cpe_loop.body
+    w.cpe_var = cpe_loop.loop_var.name
+    env: dict[str, int] = {}
+    for cpe in range(const_int(cpe_loop.extent)):
+        env[w.cpe_var] = cpe
+        w.walk(cpe_loop.body, env, None)
+    return w.fig
+
+
+def _ldm_buffers(func: Any) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+
+    def go(node: Any) -> None:
+        if kind(node) == "AllocBuffer" and node.buffer.scope() == LDM_SCOPE:
+            out[node.buffer.name] = node.buffer
+        for attr in ("body", "then_case", "else_case"):
+            child = getattr(node, attr, None)
+            if child is not None:
+                go(child)
+        if kind(node) == "SeqStmt":
+            for x in node.seq:
+                go(x)
+
+    go(func.body)
+    return out
+
+
+def compare_with_analysis(s: Scheduled, fig: TirFigures | None = None) -> dict[str, tuple[float, float]]:
+    """Mismatches {figure: (tir, analysis)} between the TIR walk and the analysis (empty = agree)."""
+    from tuner.space.space import ScheduleSpace
+
+    fig = fig if fig is not None else tir_figures(s)
+    space = ScheduleSpace(s.workload, s.target)
+    an = space.analyze(space.encode(s.config)[None, :])
+    out: dict[str, tuple[float, float]] = {}
+    for role in "abc":
+        plan = getattr(an, role)
+        pairs = {f"{role}.ldm_bytes": (fig.ldm_bytes.get(role, 0), float(plan.ldm_bytes[0])),
+                 f"{role}.total_requests": (fig.requests[role], float(plan.total_requests[0])),
+                 f"{role}.total_bytes": (fig.bytes[role], float(plan.total_bytes[0]))}
+        for key, (t, a) in pairs.items():
+            if abs(t - a) > 1e-6 * max(1.0, abs(a)):
+                out[key] = (t, a)
+    return out

@@ -1,0 +1,191 @@
+"""Measurement backend on swemu: generate the athread C of a config, build it with gcc against the
+x86 athread emulator, run it on random inputs, check the output against numpy and report the
+emulator's time and DMA counters (source "emulator": a functional emulator, never hardware timing).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import tempfile
+import time
+from pathlib import Path
+from typing import Any, Sequence
+
+import numpy as np
+
+from tuner.measure.base import OK, MeasureResult
+from tuner.space.space import Config, ScheduleSpace
+from tuner.targets import Target, get_target
+from tuner.workloads import BatchMatmul, Conv2d, Dense, Workload
+
+RTOL = {"float32": 1e-4, "float64": 1e-9}
+
+
+def reference(workload: Workload, a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """numpy result of the op (conv: NCHW input, OIHW weights, groups, stride, padding, dilation)."""
+    w = workload
+    if isinstance(w, Dense):
+        return a @ b.T
+    if isinstance(w, BatchMatmul):
+        return np.einsum("bmk,bnk->bmn", a, b)
+    assert isinstance(w, Conv2d)
+    x = np.pad(a, ((0, 0), (0, 0), (w.pad_h, w.pad_h), (w.pad_w, w.pad_w)))
+    g, cpg, kpg = w.groups, w.c // w.groups, w.k // w.groups
+    out = np.zeros((w.n, w.k, w.oh, w.ow), dtype=a.dtype)
+    for r in range(w.r):
+        for s in range(w.s):
+            y0, x0 = r * w.dil_h, s * w.dil_w
+            patch = x[:, :, y0: y0 + (w.oh - 1) * w.stride_h + 1: w.stride_h,
+                      x0: x0 + (w.ow - 1) * w.stride_w + 1: w.stride_w]  # [N, C, OH, OW]
+            patch = patch.reshape(w.n, g, cpg, w.oh, w.ow)
+            wt = b[:, :, r, s].reshape(g, kpg, cpg)
+            out += np.einsum("ngchw,gkc->ngkhw", patch, wt).reshape(w.n, w.k, w.oh, w.ow)
+    return out
+
+
+def random_inputs(workload: Workload, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
+    w = workload
+    if isinstance(w, Dense):
+        shapes = (w.m, w.k), (w.n, w.k)
+    elif isinstance(w, BatchMatmul):
+        shapes = (w.b, w.m, w.k), (w.b, w.n, w.k)
+    else:
+        shapes = (w.n, w.c, w.h, w.w), (w.k, w.c // w.groups, w.r, w.s)
+    return tuple(rng.uniform(-1, 1, s).astype(w.dtype) for s in shapes)  # type: ignore[return-value]
+
+
+class EmulatorBackend:
+    """``measure(workload, target, configs)``: one gcc build and one emulator run per config."""
+
+    source = "emulator"
+
+    def __init__(self, workdir: str | os.PathLike | None = None, timeout_s: float = 60.0, seed: int = 0,
+                 keep: bool = False, cflags: Sequence[str] = ("-O2", "-Wno-psabi")) -> None:
+        self._tmp = None if workdir else tempfile.TemporaryDirectory(prefix="swtune_emu_")
+        self.workdir = Path(workdir or self._tmp.name)  # type: ignore[union-attr]
+        self.workdir.mkdir(parents=True, exist_ok=True)
+        self.timeout_s, self.seed, self.keep, self.cflags = timeout_s, seed, keep, tuple(cflags)
+        self._emu_obj: Path | None = None
+        self._count = 0
+
+    def emulator_object(self) -> Path:
+        from tuner.codegen.emulator.build import compile_emulator
+
+        if self._emu_obj is None:
+            self._emu_obj = compile_emulator(self.workdir, cflags=self.cflags)
+        return self._emu_obj
+
+    def measure(self, workload: Workload, target: "Target | str", configs: Sequence[Config]) -> list[MeasureResult]:
+        target = get_target(target)
+        space = ScheduleSpace(workload, target)
+        return [self.measure_one(space, dict(c)) for c in configs]
+
+    def measure_one(self, space: ScheduleSpace, config: Config) -> MeasureResult:
+        try:
+            return self._measure(space, config)
+        except Exception as exc:  # a measurement never raises: an unexpected failure is a result
+            return MeasureResult(config, "compile_error", error=f"{type(exc).__name__}: {exc}", source=self.source)
+
+    def _fail(self, config: Config, status: str, error: str, **details: Any) -> MeasureResult:
+        return MeasureResult(config, status, error=error[-2000:], source=self.source, details=details)
+
+    def _measure(self, space: ScheduleSpace, config: Config) -> MeasureResult:
+        from tuner.codegen.emulator.build import BuildError, build
+        from tuner.codegen.sources import generate
+
+        workload, target = space.workload, space.target
+        try:
+            row = space.encode(config)
+        except ValueError as exc:
+            return self._fail(config, "invalid_config", str(exc))
+        an = space.analyze(row[None, :])
+        if not an.valid[0]:
+            from tuner.space.analysis import REASONS
+
+            reason = REASONS[int(an.reason[0])]
+            return self._fail(config, "ldm_overflow" if reason == "ldm_overflow" else "invalid_config", reason)
+        t0 = time.perf_counter()
+        try:
+            src = generate(workload, target, config)
+        except NotImplementedError as exc:
+            return self._fail(config, "compile_error", f"codegen: {exc}")
+        self._count += 1
+        d = src.write(self.workdir / f"k{self._count:05d}")
+        pro = "pro" in target.name
+        defs = ["-DSWTUNE_EMU", "-I", str(d)] + (["-DSWTUNE_PRO"] if pro else [])
+        t1 = time.perf_counter()
+        try:
+            prog = build([d / "host.c"], [d / "slave.c"], d / "kernel_emu", cflags=self.cflags,
+                         host_cflags=defs, slave_cflags=defs, emulator_object=self.emulator_object())
+        except BuildError as exc:
+            return self._fail(config, "compile_error", exc.stderr or str(exc))
+        t2 = time.perf_counter()
+        rng = np.random.default_rng(self.seed)
+        a, b = random_inputs(workload, rng)
+        a.tofile(d / "a.bin")
+        b.tofile(d / "b.bin")
+        env = {k: v for k, v in os.environ.items() if not k.startswith("SWEMU_")}
+        env.update(SWEMU_REPORT=str(d / "report.json"), SWEMU_TIMEOUT=str(self.timeout_s),
+                   SWEMU_TARGET="sw26010pro" if pro else "sw26010", SWEMU_LDM_BYTES=str(target.ldm_bytes))
+        try:
+            proc = subprocess.run([str(prog), str(d / "a.bin"), str(d / "b.bin"), str(d / "c.bin")],
+                                  capture_output=True, text=True, timeout=self.timeout_s + 10, env=env, cwd=d)
+        except subprocess.TimeoutExpired:
+            return self._fail(config, "timeout", f"emulator run exceeded {self.timeout_s} s")
+        t3 = time.perf_counter()
+        report = self._report(d / "report.json")
+        errors = report.get("errors", []) if report else []
+        if proc.returncode != 0 or errors:
+            kinds = {e.get("type") for e in errors}
+            status = ("ldm_overflow" if "ldm_overflow" in kinds else "timeout" if "timeout" in kinds
+                      else "runtime_error")
+            return self._fail(config, status, proc.stderr or json.dumps(errors), report_errors=errors)
+        seconds = _parse_seconds(proc.stdout)
+        ref = reference(workload, a, b)
+        out = np.fromfile(d / "c.bin", dtype=workload.dtype)
+        details = _dma_details(report, an)
+        details.update(codegen_s=t1 - t0, build_s=t2 - t1, run_s=t3 - t2,
+                       ldm_static_bytes=report.get("ldm_static_bytes"),
+                       emulator_kernel_wall_ns=report.get("kernel_wall_ns"))
+        if out.size != ref.size:
+            return self._fail(config, "wrong_result", f"output has {out.size} values, expected {ref.size}",
+                              **details)
+        rtol = RTOL[workload.dtype]
+        scale = float(np.abs(ref).max()) if ref.size else 0.0
+        if not np.allclose(out.reshape(ref.shape), ref, rtol=rtol, atol=rtol * max(scale, 1e-30)):
+            err = float(np.abs(out.reshape(ref.shape) - ref).max())
+            return self._fail(config, "wrong_result", f"max abs error {err:.3g} (scale {scale:.3g})", **details)
+        if not self.keep:
+            for f in ("a.bin", "b.bin", "c.bin", "kernel_emu"):
+                (d / f).unlink(missing_ok=True)
+        if seconds is None or seconds <= 0:
+            seconds = max(report.get("kernel_wall_ns", 0) * 1e-9, 1e-9)
+        return MeasureResult(config, OK, times=(seconds,), source=self.source, details=details)
+
+    @staticmethod
+    def _report(path: Path) -> dict[str, Any]:
+        try:
+            return json.loads(path.read_text())
+        except (OSError, ValueError):
+            return {}
+
+
+def _parse_seconds(stdout: str) -> float | None:
+    from tuner.codegen.sunway import parse_timing
+
+    return parse_timing(stdout)
+
+
+def _dma_details(report: dict[str, Any], an: Any) -> dict[str, Any]:
+    tot = report.get("totals", {})
+    expect = {
+        "get_reqs": float(an.a.total_requests[0] + an.b.total_requests[0]),
+        "get_bytes": float(an.a.total_bytes[0] + an.b.total_bytes[0]),
+        "put_reqs": float(an.c.total_requests[0]),
+        "put_bytes": float(an.c.total_bytes[0]),
+    }
+    got = {k: tot.get(k) for k in expect}
+    match = all(got[k] is not None and abs(got[k] - v) < 1e-6 * max(1.0, v) for k, v in expect.items())
+    return {"dma": got, "dma_expected": expect, "dma_match": match}
