@@ -1,0 +1,130 @@
+"""`swtune tune-model`: extract a model's tasks, tune them (embedded or on a server), report per layer.
+
+Embedded (the default): a SQLite tuning log, the API on a free loopback port and simulator worker
+processes on this machine, as `swtune demo` runs them. With ``--server URL`` the tasks go to a running
+service and its workers. Either way the run ends with the per-layer table (baseline = OpenACC-like
+schedule, tuned = best measured) and the estimated end-to-end time of the tuned operators.
+"""
+
+from __future__ import annotations
+
+import tempfile
+import time
+from pathlib import Path
+from typing import Annotated, Any, Optional
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+console = Console()
+
+
+def _follow(client: Any, submitted: dict[str, Any], names: list[str], deadline: float) -> list[dict[str, Any]]:
+    from rich.live import Live
+
+    def table(tasks: dict[int, dict[str, Any]]) -> Table:
+        t = Table(title="tuning tasks")
+        for col in ("layer", "state", "trials", "best ms"):
+            t.add_column(col, justify="left" if col in ("layer", "state") else "right")
+        for tid, name in zip(submitted["task_ids"], names):
+            task = tasks.get(tid, {})
+            best = task.get("best_time")
+            t.add_row(name, task.get("state", "?"), f"{task.get('trials_done', 0)}/{task.get('trial_budget', '?')}",
+                      f"{best * 1e3:.4f}" if best else "-")
+        return t
+
+    with Live(table({}), console=console, refresh_per_second=4) as live:
+        while True:
+            tasks = {t["id"]: t for t in client.tasks(batch=submitted["batch"])}
+            live.update(table(tasks))
+            if all(tasks[tid]["state"] != "active" for tid in submitted["task_ids"]) or time.monotonic() > deadline:
+                return [tasks[tid] for tid in submitted["task_ids"]]
+            time.sleep(0.5)
+
+
+def _run(url: str, token: str | None, layers: list[Any], target: str, trials: int, strategy: str | None,
+         timeout: float) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+    from service.client import ServiceClient
+
+    with ServiceClient(url, token) as client:
+        submitted = client.submit([l.workload.to_json() for l in layers], target, trials, strategy=strategy,
+                                  labels=[l.name for l in layers])
+        tasks = _follow(client, submitted, [l.name for l in layers], time.monotonic() + timeout)
+        best = client.best_batch([l.workload.key for l in layers], target)["found"]
+    return tasks, best
+
+
+def tune_model(
+    model: Annotated[str, typer.Argument(help="alexnet, resnet18, or a path to an .onnx file")],
+    target: Annotated[str, typer.Option(help="sw26010 or sw26010-pro")] = "sw26010",
+    server: Annotated[Optional[str], typer.Option(help="URL of a running swtune service (default: embedded)")] = None,
+    token: Annotated[Optional[str], typer.Option(envvar="SWTUNE_TOKEN", help="bearer token for --server")] = None,
+    trials: Annotated[int, typer.Option(help="trials per task")] = 64,
+    workers: Annotated[int, typer.Option(help="simulator workers in embedded mode")] = 2,
+    strategy: Annotated[Optional[str], typer.Option(help="search strategy")] = None,
+    batch: Annotated[int, typer.Option(help="model batch size")] = 1,
+    width: Annotated[float, typer.Option(help="channel width multiplier of the built-in models")] = 1.0,
+    image: Annotated[int, typer.Option(help="input image size of the built-in models")] = 224,
+    timeout: Annotated[float, typer.Option(help="give up following the tasks after this many seconds")] = 1800.0,
+) -> None:
+    """Tune every conv / dense / batch_matmul task of a model and report the per-layer result."""
+    from tuner.bridge.extract import extract_model
+    from tuner.targets import get_target
+
+    get_target(target)
+    extracted = extract_model(model, batch=batch, width=width, image=image)
+    layers = extracted.layers
+    console.print(f"[bold]{model}[/]: {len(layers)} tunable tasks "
+                  f"({sum(l.weight for l in layers)} calls); not tuned here (run as plain C on the MPE): "
+                  + (", ".join(f"{op} x{n}" for op, n in sorted(extracted.untuned.items())) or "none"))
+    start = time.monotonic()
+    if server:
+        tasks, best = _run(server, token, layers, target, trials, strategy, timeout)
+    else:
+        from db import migrate
+        from db.engine import Database
+        from service.app import create_app
+        from service.demo import start_workers, stop_workers
+        from service.embedded import EmbeddedServer
+        from service.settings import Settings
+
+        with tempfile.TemporaryDirectory(prefix="swtune-model-") as tmp:
+            url = f"sqlite:///{Path(tmp) / 'swtune.db'}"
+            migrate.upgrade(url)
+            settings = Settings(database_url=url, auth_enabled=False, lease_seconds=30, queue_depth=16,
+                                driver_interval_seconds=0.2, lookup_cache_seconds=0)
+            with EmbeddedServer(create_app(settings, db=Database(url))) as embedded:
+                procs = start_workers(embedded.url, workers, target)
+                try:
+                    tasks, best = _run(embedded.url, None, layers, target, trials, strategy, timeout)
+                finally:
+                    stop_workers(procs)
+    report(layers, tasks, best, target, time.monotonic() - start)
+
+
+def report(layers: list[Any], tasks: list[dict[str, Any]], best: dict[str, Any], target: str, elapsed: float) -> None:
+    from service.demo import baselines
+
+    base = baselines(layers, target)
+    table = Table(title=f"per-layer result on {target}")
+    for col in ("layer", "calls", "trials", "baseline ms", "tuned ms", "speedup", "GFLOPS"):
+        table.add_column(col, justify="left" if col == "layer" else "right")
+    total_base = total_tuned = 0.0
+    for layer, task in zip(layers, tasks):
+        found = best.get(layer.workload.key)
+        tuned = found["mean_time"] if found else None
+        b = base[layer.name]
+        total_base += layer.weight * b
+        total_tuned += layer.weight * (tuned if tuned else b)
+        table.add_row(layer.name, str(layer.weight), str(task.get("trials_done", 0)), f"{b * 1e3:.3f}",
+                      f"{tuned * 1e3:.3f}" if tuned else "-", f"{b / tuned:.2f}x" if tuned else "-",
+                      f"{layer.workload.flops / tuned / 1e9:.1f}" if tuned else "-")
+    console.print(table)
+    console.print(f"estimated end-to-end time of the tuned operators: {total_tuned * 1e3:.3f} ms "
+                  f"(baseline {total_base * 1e3:.3f} ms, {total_base / total_tuned:.2f}x); "
+                  f"untuned operators not included. {elapsed:.0f} s.")
+
+
+def register(app: typer.Typer) -> None:
+    app.command("tune-model")(tune_model)
