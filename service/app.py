@@ -24,6 +24,14 @@ from service.settings import Settings
 log = logging.getLogger(__name__)
 
 
+class _TaskSet(set):  # type: ignore[type-arg]
+    """Strong references to fire-and-forget asyncio tasks (the loop keeps only weak ones)."""
+
+    def add(self, task: "asyncio.Task[Any]") -> None:  # type: ignore[override]
+        super().add(task)
+        task.add_done_callback(self.discard)
+
+
 def create_app(settings: Settings | None = None, *, db: Database | None = None) -> FastAPI:
     settings = settings or Settings()
     db = db or Database(settings.database_url)
@@ -54,6 +62,7 @@ def create_app(settings: Settings | None = None, *, db: Database | None = None) 
     state.metrics = metrics
     state.token_cache = TokenCache(settings.token_cache_seconds)
     state.lookup_cache = LookupCache(settings.lookup_cache_seconds)
+    state.background = _TaskSet()
 
     errors.install(app)
     for module in (health, tasks, jobs, schedules, records):

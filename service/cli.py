@@ -73,3 +73,8 @@ def targets() -> None:
         table.add_row(t.name, f"{t.clock_hz / 1e9:.2f}", f"{t.ldm_budget_bytes // 1024}",
                       f"{t.peak_flops('float64') / 1e9:.1f}", f"{t.mem_bandwidth_Bps / 1e9:.1f}", t.sharing)
     console.print(table)
+
+
+from service.cli_service import register; register(app)  # noqa: E402,E702
+from service.cli_model import register as _register_model; _register_model(app)  # noqa: E402,E702
+from service.cli_compile import register as _register_compile; _register_compile(app)  # noqa: E402

@@ -20,7 +20,6 @@ from __future__ import annotations
 import contextlib
 import logging
 import threading
-import time
 from dataclasses import dataclass, field
 from typing import Callable, Iterator
 
@@ -193,6 +192,16 @@ class TuningDriver:
         self._states.pop(task_id, None)
 
     # --- strategy state -----------------------------------------------------------------------
+    def strategy(self, task_id: int) -> SearchStrategy:
+        """The task's strategy, built (or rebuilt) and told everything the database holds."""
+        with self.db.session() as s:
+            task = next((t for t in tasks_db.active_tasks(s) if t.id == task_id), None)
+            if task is None:
+                raise KeyError(f"task {task_id} is not active")
+            state = self._state(task)
+            self._sync(s, task, state)
+        return state.strategy
+
     def _state(self, task: tasks_db.TaskSpec) -> _TaskState:
         state = self._states.get(task.id)
         if state is None:
@@ -243,8 +252,14 @@ class TuningDriver:
                 yield locked
             finally:
                 if locked:
-                    conn.execute(_UNLOCK, {"t": task_id})
-                    conn.commit()
+                    try:
+                        conn.execute(_UNLOCK, {"t": task_id})
+                        conn.commit()
+                    except Exception:
+                        # never hand a connection that may still hold the lock back to the pool:
+                        # closing it for good makes PostgreSQL release the lock
+                        conn.invalidate()
+                        raise
 
 
 def main() -> None:

@@ -23,9 +23,10 @@ class _In(BaseModel):
 
 # --- tasks ------------------------------------------------------------------------------------
 class TaskCreate(_In):
-    workloads: list[dict[str, Any]] = Field(min_length=1, max_length=1000,
-                                            description="workload specs, e.g. {'op': 'dense', 'm': 1, 'n': 4096, 'k': 9216}")
-    labels: list[Annotated[str, Field(max_length=128)]] | None = Field(None, description="one per workload, e.g. layer names")
+    workloads: list[dict[str, Any]] = Field(
+        min_length=1, max_length=1000, description="workload specs, e.g. {'op': 'dense', 'm': 1, 'n': 4096, 'k': 9216}")
+    labels: list[Annotated[str, Field(max_length=128)]] | None = Field(
+        None, description="one per workload, e.g. layer names")
     target: str = Field(description="sw26010 or sw26010-pro")
     trials: int = Field(ge=1, le=1_000_000, description="trial budget per workload")
     strategy: str | None = Field(None, description="search strategy; default: model if available, else random")

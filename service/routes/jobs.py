@@ -83,6 +83,10 @@ def _after_post(state: AppState, outcomes: list[PostOutcome]) -> None:
             state.driver.wake()
 
 
+def _out(o: PostOutcome) -> ResultOut:
+    return ResultOut(job_id=o.job_id, outcome=o.outcome, measurement_id=o.measurement_id)  # type: ignore[arg-type]
+
+
 def _result_in(job_id: int, body: ResultFields) -> ResultIn:
     return ResultIn(job_id=job_id, status=body.status, times=tuple(body.times), error=body.error,
                     source=body.source, details=body.details)
@@ -95,7 +99,7 @@ def post_result(job_id: int, body: ResultPost, db: Db, state: AppState, principa
         outcome = results_db.post_result(s, lease_token=body.lease_token, worker=body.worker,
                                          result=_result_in(job_id, body), token_id=principal.token_id)
     _after_post(state, [outcome])
-    return ResultOut(job_id=outcome.job_id, outcome=outcome.outcome, measurement_id=outcome.measurement_id)  # type: ignore[arg-type]
+    return _out(outcome)
 
 
 @router.post("/jobs/results", response_model=ResultsOut)
@@ -107,8 +111,7 @@ def post_results(body: ResultsPost, db: Db, state: AppState, principal: WorkerAu
                                            results=[_result_in(r.job_id, r) for r in body.results],
                                            token_id=principal.token_id)
     _after_post(state, outcomes)
-    return ResultsOut(results=[ResultOut(job_id=o.job_id, outcome=o.outcome, measurement_id=o.measurement_id)  # type: ignore[arg-type]
-                               for o in outcomes])
+    return ResultsOut(results=[_out(o) for o in outcomes])
 
 
 @router.get("/workers", response_model=list[WorkerOut])

@@ -7,6 +7,7 @@ single server answers from fresh data and replicas are at most that many seconds
 
 from __future__ import annotations
 
+import asyncio
 import json
 import time
 from typing import Any
@@ -27,25 +28,79 @@ router = APIRouter(prefix="/api/v1/schedules", tags=["lookup"])
 
 
 class LookupCache:
+    """Answers (status, JSON bytes) per (workload key, target).
+
+    Fresh for ``ttl`` seconds; then, up to ``STALE_FACTOR * ttl``, the old answer is still served
+    while one background refresh runs, so a busy key never makes a request wait on the database.
+    ``clear()`` (a result was stored) drops everything and bumps a generation number: a refresh
+    that read the database before the clear cannot put its outdated answer back."""
+
+    STALE_FACTOR = 4
+
     def __init__(self, ttl: float) -> None:
         self.ttl = ttl
+        self.generation = 0
         self._entries: dict[tuple[str, str], tuple[float, int, bytes]] = {}
+        self._refreshing: set[tuple[str, str]] = set()
 
-    def get(self, key: tuple[str, str]) -> tuple[int, bytes] | None:
+    def get(self, key: tuple[str, str]) -> tuple[int, bytes, bool] | None:
+        """(status, body, fresh) or None when there is nothing servable."""
         entry = self._entries.get(key)
-        if entry is None or entry[0] < time.monotonic():
+        if entry is None:
             return None
-        return entry[1], entry[2]
+        age = time.monotonic() - entry[0]
+        if age > self.STALE_FACTOR * self.ttl:
+            return None
+        return entry[1], entry[2], age <= self.ttl
 
-    def put(self, key: tuple[str, str], status: int, body: bytes) -> None:
-        if self.ttl <= 0:
+    def put(self, key: tuple[str, str], status: int, body: bytes, generation: int) -> None:
+        if self.ttl <= 0 or generation != self.generation:
             return
         if len(self._entries) > 50_000:
             self._entries.clear()
-        self._entries[key] = (time.monotonic() + self.ttl, status, body)
+        self._entries[key] = (time.monotonic(), status, body)
 
     def clear(self) -> None:
+        self.generation += 1
         self._entries.clear()
+
+    def start_refresh(self, key: tuple[str, str]) -> bool:
+        if key in self._refreshing:
+            return False
+        self._refreshing.add(key)
+        return True
+
+    def end_refresh(self, key: tuple[str, str]) -> None:
+        self._refreshing.discard(key)
+
+
+def _lookup(state: Any, workload_key: str, target: str) -> tuple[int, bytes]:
+    try:
+        tname = target_name(target)
+        with state.db.session() as s:
+            found = measurements_db.best_config(s, workload_key, tname)
+        return 200, best_out(found).model_dump_json().encode()
+    except NotFoundError as exc:
+        return 404, json.dumps({"detail": str(exc)}).encode()
+    except InvalidInputError as exc:
+        return 422, json.dumps({"detail": str(exc)}).encode()
+
+
+async def _refresh(state: Any, key: tuple[str, str]) -> tuple[int, bytes]:
+    cache: LookupCache = state.lookup_cache
+    generation = cache.generation
+    answer = await run_in_threadpool(_lookup, state, *key)
+    cache.put(key, *answer, generation)
+    return answer
+
+
+async def _refresh_in_background(state: Any, key: tuple[str, str]) -> None:
+    try:
+        await _refresh(state, key)
+    except Exception:  # noqa: BLE001 - the next request retries synchronously
+        pass
+    finally:
+        state.lookup_cache.end_refresh(key)
 
 
 @router.get("/best", responses={404: {"description": "nothing tuned for this workload and target"}})
@@ -53,26 +108,18 @@ async def best(state: AppState, _: Reader, workload_key: str = Query(min_length=
                target: str = Query(min_length=1, max_length=64)) -> Response:
     """The best config for (workload key, target); 404 with the reason when nothing is tuned."""
     key = (workload_key, target)
-    cached = state.lookup_cache.get(key)
+    cache: LookupCache = state.lookup_cache
+    cached = cache.get(key)
     if cached is None:
-        def lookup() -> tuple[int, bytes]:
-            try:
-                tname = target_name(target)
-                with state.db.session() as s:
-                    found = measurements_db.best_config(s, workload_key, tname)
-                return 200, best_out(found).model_dump_json().encode()
-            except NotFoundError as exc:
-                return 404, json.dumps({"detail": str(exc)}).encode()
-            except InvalidInputError as exc:
-                return 422, json.dumps({"detail": str(exc)}).encode()
-
-        cached = await run_in_threadpool(lookup)
-        state.lookup_cache.put(key, *cached)
-        result = {200: "found", 404: "not_found"}.get(cached[0], "invalid")
+        status, body = await _refresh(state, key)
+        result = {200: "found", 404: "not_found"}.get(status, "invalid")
     else:
+        status, body, fresh = cached
+        if not fresh and cache.start_refresh(key):
+            state.background.add(asyncio.create_task(_refresh_in_background(state, key)))
         result = "cached"
     state.metrics.lookups.labels(result).inc()
-    return Response(cached[1], status_code=cached[0], media_type="application/json")
+    return Response(body, status_code=status, media_type="application/json")
 
 
 @router.post("/best/batch", response_model=BestBatchOut)

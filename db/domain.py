@@ -1,0 +1,163 @@
+"""Domain values the db package returns: frozen dataclasses, never ORM rows."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+from tuner.workloads import Workload
+
+
+@dataclass(frozen=True)
+class TaskInfo:
+    """A tuning task with its progress; ``curve`` is (trial number, best time so far) per trial."""
+
+    id: int
+    workload: Workload
+    target: str
+    label: str
+    batch: str
+    trial_budget: int
+    strategy: str
+    seed: int
+    state: str
+    submitter: str
+    created_at: datetime | None
+    updated_at: datetime | None
+    pending: int = 0
+    leased: int = 0
+    done: int = 0
+    failed: int = 0
+    best_time: float | None = None
+    best_config: dict[str, Any] | None = None
+    curve: tuple[tuple[int, float], ...] = ()
+
+    @property
+    def workload_key(self) -> str:
+        return self.workload.key
+
+    @property
+    def trials_done(self) -> int:
+        """Jobs that used a trial for good: measured (ok or failed config) or given up after attempts."""
+        return self.done + self.failed
+
+    @property
+    def queued(self) -> int:
+        return self.pending + self.leased
+
+
+@dataclass(frozen=True)
+class Job:
+    """A leased measurement job as a worker sees it."""
+
+    id: int
+    task_id: int
+    workload: Workload
+    target: str
+    config: dict[str, Any]
+    config_hash: str
+    attempts: int
+    state: str = "leased"
+
+
+@dataclass(frozen=True)
+class Lease:
+    token: str
+    lease_seconds: float
+    jobs: tuple[Job, ...]
+
+
+@dataclass(frozen=True)
+class ResultIn:
+    """A result as posted by a worker for one job (validated before anything is stored)."""
+
+    job_id: int
+    status: str
+    times: tuple[float, ...] = ()
+    error: str = ""
+    source: str = "simulator"
+    details: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class PostOutcome:
+    """What happened to one posted result: stored, duplicate (already stored: idempotent),
+    lease_lost (the token does not hold the job), forbidden (another worker's lease), not_found."""
+
+    job_id: int
+    outcome: str
+    measurement_id: int | None = None
+
+
+@dataclass(frozen=True)
+class Measurement:
+    id: int
+    workload: Workload
+    target: str
+    config: dict[str, Any]
+    config_hash: str
+    times: tuple[float, ...]
+    mean_time: float | None
+    status: str
+    error: str
+    worker: str
+    source: str
+    details: dict[str, Any]
+    task_id: int | None
+    job_id: int | None
+    created_at: datetime | None
+
+    @property
+    def workload_key(self) -> str:
+        return self.workload.key
+
+
+@dataclass(frozen=True)
+class BestConfig:
+    """The fastest successful measurement of a (workload, target): what a compiler applies."""
+
+    workload: Workload
+    target: str
+    config: dict[str, Any]
+    config_hash: str
+    mean_time: float
+    times: tuple[float, ...]
+    source: str
+    worker: str
+    measured_at: datetime | None
+    n_measured: int
+
+    @property
+    def workload_key(self) -> str:
+        return self.workload.key
+
+    @property
+    def gflops(self) -> float:
+        return self.workload.flops / self.mean_time / 1e9 if self.mean_time > 0 else math.nan
+
+
+@dataclass(frozen=True)
+class ImportStats:
+    imported: int
+    skipped: int
+
+
+@dataclass(frozen=True)
+class WorkerInfo:
+    name: str
+    target: str
+    backend: str
+    jobs_leased: int
+    created_at: datetime | None
+    last_seen_at: datetime | None
+
+
+@dataclass(frozen=True)
+class TokenInfo:
+    id: int
+    name: str
+    role: str
+    created_at: datetime | None
+    revoked_at: datetime | None

@@ -1,0 +1,33 @@
+"""Domain exceptions of the tuning log; the service maps each to one HTTP status code."""
+
+from __future__ import annotations
+
+from tuner.errors import SwtuneError
+
+
+class StorageError(SwtuneError):
+    """Base of every error the db package raises on purpose."""
+
+
+class NotFoundError(StorageError, LookupError):
+    """The object asked for does not exist (HTTP 404)."""
+
+
+class ConflictError(StorageError):
+    """The request clashes with the current state, e.g. cancelling a finished task (HTTP 409)."""
+
+
+class LeaseLostError(ConflictError):
+    """A lease token that no longer holds the job: expired and reclaimed, released, or re-leased (HTTP 409)."""
+
+
+class ForbiddenError(StorageError):
+    """The caller is authenticated but may not touch this object, e.g. another worker's job (HTTP 403)."""
+
+
+class InvalidInputError(StorageError, ValueError):
+    """Input that describes nothing valid; nothing was changed (HTTP 422)."""
+
+
+class StorageUnavailableError(StorageError):
+    """The database cannot be reached or is not migrated (HTTP 503)."""

@@ -1,0 +1,152 @@
+"""Initial schema of the tuning log: targets, workloads, tasks, jobs, measurements, workers, tokens.
+
+Revision ID: 0001
+Revises:
+Create Date: 2026-11-30
+"""
+
+from __future__ import annotations
+
+import sqlalchemy as sa
+from alembic import op
+
+from db.timeutil import utcnow  # a dialect-compiled now(): millisecond strftime on SQLite
+
+revision = "0001"
+down_revision = None
+branch_labels = None
+depends_on = None
+
+BigId = sa.BigInteger().with_variant(sa.Integer(), "sqlite")
+
+
+def _created(name: str = "created_at") -> sa.Column:
+    return sa.Column(name, sa.DateTime(timezone=True), server_default=utcnow(), nullable=False)
+
+
+def upgrade() -> None:
+    op.create_table(
+        "api_tokens",
+        sa.Column("id", sa.Integer(), nullable=False),
+        sa.Column("name", sa.String(128), nullable=False),
+        sa.Column("role", sa.String(16), nullable=False),
+        sa.Column("token_hash", sa.String(64), nullable=False),
+        _created(),
+        sa.Column("revoked_at", sa.DateTime(timezone=True), nullable=True),
+        sa.PrimaryKeyConstraint("id", name="pk_api_tokens"),
+        sa.UniqueConstraint("token_hash", name="uq_api_tokens_token_hash"),
+    )
+    op.create_table(
+        "targets",
+        sa.Column("id", sa.Integer(), nullable=False),
+        sa.Column("name", sa.String(64), nullable=False),
+        sa.Column("description", sa.Text(), nullable=False),
+        _created(),
+        sa.PrimaryKeyConstraint("id", name="pk_targets"),
+        sa.UniqueConstraint("name", name="uq_targets_name"),
+    )
+    op.create_table(
+        "workers",
+        sa.Column("id", sa.Integer(), nullable=False),
+        sa.Column("name", sa.String(128), nullable=False),
+        sa.Column("target", sa.String(64), nullable=False),
+        sa.Column("backend", sa.String(32), nullable=False),
+        sa.Column("token_id", sa.Integer(), nullable=True),
+        sa.Column("jobs_leased", sa.Integer(), nullable=False),
+        _created(),
+        _created("last_seen_at"),
+        sa.PrimaryKeyConstraint("id", name="pk_workers"),
+        sa.UniqueConstraint("name", name="uq_workers_name"),
+    )
+    op.create_table(
+        "workloads",
+        sa.Column("id", sa.Integer(), nullable=False),
+        sa.Column("key", sa.String(255), nullable=False),
+        sa.Column("op", sa.String(32), nullable=False),
+        sa.Column("canonical_json", sa.Text(), nullable=False),
+        sa.Column("flops", sa.BigInteger(), nullable=False),
+        _created(),
+        sa.PrimaryKeyConstraint("id", name="pk_workloads"),
+        sa.UniqueConstraint("canonical_json", name="uq_workloads_canonical_json"),
+        sa.UniqueConstraint("key", name="uq_workloads_key"),
+    )
+    op.create_table(
+        "measurements",
+        sa.Column("id", BigId, autoincrement=True, nullable=False),
+        sa.Column("workload_id", sa.Integer(), nullable=False),
+        sa.Column("target_id", sa.Integer(), nullable=False),
+        sa.Column("config_hash", sa.String(40), nullable=False),
+        sa.Column("config", sa.JSON(), nullable=False),
+        sa.Column("times", sa.JSON(), nullable=False),
+        sa.Column("mean_time", sa.Float(), nullable=True),
+        sa.Column("status", sa.String(32), nullable=False),
+        sa.Column("error", sa.Text(), nullable=False),
+        sa.Column("worker", sa.String(128), nullable=False),
+        sa.Column("source", sa.String(32), nullable=False),
+        sa.Column("details", sa.JSON(), nullable=False),
+        sa.Column("task_id", sa.Integer(), nullable=True),
+        sa.Column("job_id", sa.BigInteger(), nullable=True),
+        _created(),
+        sa.ForeignKeyConstraint(["target_id"], ["targets.id"], name="fk_measurements_target_id_targets"),
+        sa.ForeignKeyConstraint(["workload_id"], ["workloads.id"], name="fk_measurements_workload_id_workloads"),
+        sa.PrimaryKeyConstraint("id", name="pk_measurements"),
+        sa.UniqueConstraint("workload_id", "target_id", "config_hash",
+                            name="uq_measurements_workload_id_target_id_config_hash"),
+    )
+    op.create_index("ix_measurements_best", "measurements", ["workload_id", "target_id", "status", "mean_time"])
+    op.create_table(
+        "tuning_tasks",
+        sa.Column("id", sa.Integer(), nullable=False),
+        sa.Column("workload_id", sa.Integer(), nullable=False),
+        sa.Column("target_id", sa.Integer(), nullable=False),
+        sa.Column("label", sa.String(128), nullable=False),
+        sa.Column("batch", sa.String(64), nullable=False),
+        sa.Column("trial_budget", sa.Integer(), nullable=False),
+        sa.Column("strategy", sa.String(64), nullable=False),
+        sa.Column("seed", sa.Integer(), nullable=False),
+        sa.Column("state", sa.String(16), nullable=False),
+        sa.Column("submitter", sa.String(128), nullable=False),
+        _created(),
+        _created("updated_at"),
+        sa.ForeignKeyConstraint(["target_id"], ["targets.id"], name="fk_tuning_tasks_target_id_targets"),
+        sa.ForeignKeyConstraint(["workload_id"], ["workloads.id"], name="fk_tuning_tasks_workload_id_workloads"),
+        sa.PrimaryKeyConstraint("id", name="pk_tuning_tasks"),
+    )
+    op.create_index("ix_tuning_tasks_batch", "tuning_tasks", ["batch"])
+    op.create_index("ix_tuning_tasks_state_target", "tuning_tasks", ["state", "target_id"])
+    op.create_index("ix_tuning_tasks_workload_id", "tuning_tasks", ["workload_id"])
+    op.create_table(
+        "measure_jobs",
+        sa.Column("id", BigId, autoincrement=True, nullable=False),
+        sa.Column("task_id", sa.Integer(), nullable=False),
+        sa.Column("workload_id", sa.Integer(), nullable=False),
+        sa.Column("target_id", sa.Integer(), nullable=False),
+        sa.Column("config", sa.JSON(), nullable=False),
+        sa.Column("config_hash", sa.String(40), nullable=False),
+        sa.Column("state", sa.String(16), nullable=False),
+        sa.Column("lease_token", sa.String(64), nullable=True),
+        sa.Column("lease_expires_at", sa.DateTime(timezone=True), nullable=True),
+        sa.Column("attempts", sa.Integer(), nullable=False),
+        sa.Column("max_attempts", sa.Integer(), nullable=False),
+        sa.Column("worker", sa.String(128), nullable=True),
+        sa.Column("leased_by_token", sa.Integer(), nullable=True),
+        sa.Column("error", sa.Text(), nullable=False),
+        _created(),
+        sa.Column("finished_at", sa.DateTime(timezone=True), nullable=True),
+        sa.ForeignKeyConstraint(["target_id"], ["targets.id"], name="fk_measure_jobs_target_id_targets"),
+        sa.ForeignKeyConstraint(["task_id"], ["tuning_tasks.id"], name="fk_measure_jobs_task_id_tuning_tasks",
+                                ondelete="CASCADE"),
+        sa.ForeignKeyConstraint(["workload_id"], ["workloads.id"], name="fk_measure_jobs_workload_id_workloads"),
+        sa.PrimaryKeyConstraint("id", name="pk_measure_jobs"),
+        sa.UniqueConstraint("workload_id", "target_id", "config_hash",
+                            name="uq_measure_jobs_workload_id_target_id_config_hash"),
+    )
+    op.create_index("ix_measure_jobs_expiry", "measure_jobs", ["state", "lease_expires_at"])
+    op.create_index("ix_measure_jobs_lease", "measure_jobs", ["target_id", "state", "id"])
+    op.create_index("ix_measure_jobs_lease_token", "measure_jobs", ["lease_token"])
+    op.create_index("ix_measure_jobs_task_state", "measure_jobs", ["task_id", "state"])
+
+
+def downgrade() -> None:
+    for table in ("measure_jobs", "tuning_tasks", "measurements", "workloads", "workers", "targets", "api_tokens"):
+        op.drop_table(table)  # indexes go with their tables

@@ -1,0 +1,175 @@
+"""Model functions for tuning tasks: create, read (with progress and best-so-far curve), cancel."""
+
+from __future__ import annotations
+
+import math
+import uuid
+from dataclasses import dataclass
+from typing import Any, Iterable, Sequence
+
+from sqlalchemy import and_, delete, func, select, update
+from sqlalchemy.orm import Session
+
+from db.domain import TaskInfo
+from db.errors import ConflictError, InvalidInputError, NotFoundError
+from db.orm import JobRow, MeasurementRow, TargetRow, TaskRow, WorkloadRow
+from db.refs import parse_workload, target_id, target_name, workload_id, workload_of
+from db.timeutil import as_utc, utcnow
+from tuner.workloads import Workload
+
+MAX_BUDGET = 1_000_000
+
+
+@dataclass(frozen=True)
+class TaskSpec:
+    """What the driver needs to run a task."""
+
+    id: int
+    workload: Workload
+    workload_id: int
+    target: str
+    target_id: int
+    trial_budget: int
+    strategy: str
+    seed: int
+
+
+def create_tasks(session: Session, workloads: Sequence[Workload | dict[str, Any] | str], target: str,
+                 trials: int, strategy: str, *, labels: Sequence[str] | None = None, seed: int = 0,
+                 submitter: str = "", known_strategies: Iterable[str] | None = None) -> list[TaskInfo]:
+    """One task per workload, all in one transaction: any invalid input creates nothing."""
+    if not workloads:
+        raise InvalidInputError("a task needs at least one workload")
+    if isinstance(trials, bool) or not isinstance(trials, int) or not 1 <= trials <= MAX_BUDGET:
+        raise InvalidInputError(f"trials must be an integer in [1, {MAX_BUDGET}], got {trials!r}")
+    if labels is not None and len(labels) != len(workloads):
+        raise InvalidInputError(f"got {len(labels)} labels for {len(workloads)} workloads")
+    if known_strategies is not None and strategy not in set(known_strategies):
+        raise InvalidInputError(f"unknown search strategy {strategy!r}; expected one of {sorted(known_strategies)}")
+    parsed: list[Workload] = []
+    for i, spec in enumerate(workloads):
+        try:
+            parsed.append(parse_workload(spec))
+        except InvalidInputError as exc:
+            raise InvalidInputError(f"workloads[{i}]: {exc}") from None
+    tname = target_name(target)
+    batch = uuid.uuid4().hex[:16]
+    tid = target_id(session, tname)
+    rows = []
+    for i, wl in enumerate(parsed):
+        row = TaskRow(workload_id=workload_id(session, wl), target_id=tid, label=(labels[i] if labels else ""),
+                      batch=batch, trial_budget=trials, strategy=strategy, seed=seed, state="active",
+                      submitter=submitter)
+        session.add(row)
+        rows.append(row)
+    session.flush()
+    return [get_task(session, row.id, curve=False) for row in rows]
+
+
+def _task_rows(session: Session, where: Any, limit: int | None = None) -> list[tuple[TaskRow, str, str]]:
+    stmt = (select(TaskRow, WorkloadRow.canonical_json, TargetRow.name)
+            .join(WorkloadRow, WorkloadRow.id == TaskRow.workload_id)
+            .join(TargetRow, TargetRow.id == TaskRow.target_id)
+            .where(where).order_by(TaskRow.id))
+    if limit is not None:
+        stmt = stmt.limit(limit)
+    return [tuple(r) for r in session.execute(stmt).all()]  # type: ignore[misc]
+
+
+def job_counts(session: Session, task_ids: Sequence[int]) -> dict[int, dict[str, int]]:
+    """Jobs per state for each task (a task with no jobs maps to zeros)."""
+    counts: dict[int, dict[str, int]] = {t: {"pending": 0, "leased": 0, "done": 0, "failed": 0} for t in task_ids}
+    if not task_ids:
+        return counts
+    stmt = (select(JobRow.task_id, JobRow.state, func.count()).where(JobRow.task_id.in_(task_ids))
+            .group_by(JobRow.task_id, JobRow.state))
+    for task_id, state, n in session.execute(stmt):
+        counts[task_id][state] = n
+    return counts
+
+
+def _curve(session: Session, task: TaskRow) -> list[tuple[int, float | None, dict[str, Any] | None]]:
+    """Per finished trial in completion order: its mean time (None if failed) and config."""
+    stmt = (select(JobRow.state, MeasurementRow.mean_time, MeasurementRow.config)
+            .outerjoin(MeasurementRow, and_(MeasurementRow.workload_id == JobRow.workload_id,
+                                             MeasurementRow.target_id == JobRow.target_id,
+                                             MeasurementRow.config_hash == JobRow.config_hash))
+            .where(JobRow.task_id == task.id, JobRow.state.in_(("done", "failed")))
+            .order_by(JobRow.finished_at, JobRow.id))
+    return [(i + 1, t, c) for i, (_state, t, c) in enumerate(session.execute(stmt).all())]
+
+
+def _info(session: Session, row: TaskRow, canonical: str, target: str, counts: dict[str, int],
+          curve: bool) -> TaskInfo:
+    best_time: float | None = None
+    best_config: dict[str, Any] | None = None
+    points: list[tuple[int, float]] = []
+    for trial, t, config in _curve(session, row):
+        if t is not None and math.isfinite(t) and (best_time is None or t < best_time):
+            best_time, best_config = t, config
+        if best_time is not None:
+            points.append((trial, best_time))
+    return TaskInfo(
+        id=row.id, workload=workload_of(canonical), target=target, label=row.label, batch=row.batch,
+        trial_budget=row.trial_budget, strategy=row.strategy, seed=row.seed, state=row.state,
+        submitter=row.submitter, created_at=as_utc(row.created_at), updated_at=as_utc(row.updated_at),
+        pending=counts["pending"], leased=counts["leased"], done=counts["done"], failed=counts["failed"],
+        best_time=best_time, best_config=best_config, curve=tuple(points) if curve else (),
+    )
+
+
+def get_task(session: Session, task_id: int, *, curve: bool = True) -> TaskInfo:
+    rows = _task_rows(session, TaskRow.id == task_id)
+    if not rows:
+        raise NotFoundError(f"tuning task {task_id} does not exist")
+    row, canonical, target = rows[0]
+    return _info(session, row, canonical, target, job_counts(session, [task_id])[task_id], curve)
+
+
+def list_tasks(session: Session, *, state: str | None = None, batch: str | None = None,
+               limit: int = 100) -> list[TaskInfo]:
+    where = TaskRow.id.is_not(None)
+    if state:
+        where = and_(where, TaskRow.state == state)
+    if batch:
+        where = and_(where, TaskRow.batch == batch)
+    rows = _task_rows(session, where, limit)
+    counts = job_counts(session, [r[0].id for r in rows])
+    return [_info(session, row, canonical, target, counts[row.id], curve=False) for row, canonical, target in rows]
+
+
+def cancel_task(session: Session, task_id: int) -> TaskInfo:
+    """Stop a task: its pending jobs are dropped; leased ones may still post (their results are kept)."""
+    row = session.get(TaskRow, task_id, with_for_update=True)
+    if row is None:
+        raise NotFoundError(f"tuning task {task_id} does not exist")
+    if row.state == "done":
+        raise ConflictError(f"tuning task {task_id} is already done")
+    if row.state == "active":
+        session.execute(delete(JobRow).where(JobRow.task_id == task_id, JobRow.state == "pending"))
+        session.execute(update(TaskRow).where(TaskRow.id == task_id).values(state="cancelled", updated_at=utcnow()))
+        session.expire(row)
+    return get_task(session, task_id)
+
+
+def active_tasks(session: Session) -> list[TaskSpec]:
+    stmt = (select(TaskRow, WorkloadRow.canonical_json, TargetRow.name)
+            .join(WorkloadRow, WorkloadRow.id == TaskRow.workload_id)
+            .join(TargetRow, TargetRow.id == TaskRow.target_id)
+            .where(TaskRow.state == "active").order_by(TaskRow.id))
+    return [TaskSpec(id=row.id, workload=workload_of(canonical), workload_id=row.workload_id, target=target,
+                     target_id=row.target_id, trial_budget=row.trial_budget, strategy=row.strategy, seed=row.seed)
+            for row, canonical, target in session.execute(stmt).all()]
+
+
+def finish_task(session: Session, task_id: int) -> bool:
+    """Mark an active task done; False if it was not active (cancelled or already done)."""
+    result = session.execute(update(TaskRow).where(TaskRow.id == task_id, TaskRow.state == "active")
+                             .values(state="done", updated_at=utcnow()))
+    return bool(result.rowcount)  # type: ignore[attr-defined]
+
+
+def lock_task(session: Session, task_id: int) -> str | None:
+    """Row-lock a task for the rest of the transaction (PostgreSQL; SQLite's write lock already
+    serializes writers) and return its state, or None if it is gone."""
+    return session.scalar(select(TaskRow.state).where(TaskRow.id == task_id).with_for_update())

@@ -1,0 +1,207 @@
+"""The service's CLI commands (serve, worker, driver, demo, db ..., token ...), added to the lead's
+`swtune` Typer app by ``register(app)``. Heavy imports stay inside the commands so that
+`swtune worker` loads no server-side stack."""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+from typing import Annotated, Optional
+
+import typer
+
+DbUrl = Annotated[Optional[str], typer.Option("--database-url", envvar="SWTUNE_DATABASE_URL",
+                                              help="default: sqlite:///./swtune.db")]
+
+
+def _url(url: Optional[str]) -> str:
+    from db.engine import DEFAULT_URL
+
+    return url or DEFAULT_URL
+
+
+def serve(host: Annotated[str, typer.Option(envvar="SWTUNE_HOST", help="bind address")] = "127.0.0.1",
+          port: Annotated[int, typer.Option(envvar="SWTUNE_PORT", help="port")] = 8000,
+          database_url: DbUrl = None,
+          auth: Annotated[bool, typer.Option("--auth/--no-auth", envvar="SWTUNE_AUTH_ENABLED",
+                                             help="bearer-token auth (on by default)")] = True,
+          driver: Annotated[bool, typer.Option("--driver/--no-driver", envvar="SWTUNE_DRIVER_ENABLED",
+                                               help="run the tuning driver in this process")] = True,
+          workers: Annotated[int, typer.Option(help="uvicorn worker processes")] = 1,
+          log_level: Annotated[str, typer.Option()] = "info") -> None:
+    """Run the API server (uvicorn) with its tuning driver."""
+    import uvicorn
+
+    # The app factory reads SWTUNE_* settings; passing them by environment also reaches
+    # uvicorn's worker processes.
+    os.environ["SWTUNE_DATABASE_URL"] = _url(database_url)
+    os.environ["SWTUNE_AUTH_ENABLED"] = "true" if auth else "false"
+    os.environ["SWTUNE_DRIVER_ENABLED"] = "true" if driver else "false"
+    if workers > 1 and driver:
+        typer.echo("note: each uvicorn worker runs a driver; they coordinate through the database")
+    uvicorn.run("service.app:create_app", factory=True, host=host, port=port, workers=workers, log_level=log_level)
+
+
+def worker(server: Annotated[str, typer.Option(help="service URL, e.g. http://127.0.0.1:8000")],
+           target: Annotated[str, typer.Option(help="sw26010 or sw26010-pro")] = "sw26010",
+           backend: Annotated[str, typer.Option(help="simulator or sunway")] = "simulator",
+           token: Annotated[Optional[str], typer.Option(envvar="SWTUNE_TOKEN", help="worker bearer token")] = None,
+           batch: Annotated[int, typer.Option(help="jobs per lease")] = 8,
+           name: Annotated[Optional[str], typer.Option(help="worker name (default host-pid-random)")] = None,
+           wait: Annotated[float, typer.Option(help="long-poll seconds per lease request")] = 10.0,
+           max_jobs: Annotated[Optional[int], typer.Option(help="exit after posting this many results")] = None,
+           idle_exit: Annotated[Optional[float], typer.Option(help="exit after this many idle seconds")] = None,
+           noise: Annotated[float, typer.Option(help="simulator: relative measurement noise")] = 0.0,
+           compile_cmd: Annotated[str, typer.Option(help="sunway: compile command template")] = "",
+           run_cmd: Annotated[str, typer.Option(help="sunway: run command template")] = "",
+           queue: Annotated[str, typer.Option(help="sunway: bsub queue")] = "q_sw_expr",
+           time_pattern: Annotated[str, typer.Option(help="sunway: regex capturing kernel seconds")] = "",
+           log_level: Annotated[str, typer.Option()] = "INFO") -> None:
+    """Lease measurement jobs from a server, measure them, post the results (SIGTERM: hand back, exit)."""
+    import logging
+
+    from service.worker import run_worker
+
+    logging.basicConfig(level=log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    raise typer.Exit(run_worker(server, target, backend, token=token, batch=batch, name=name, wait_seconds=wait,
+                                max_jobs=max_jobs, idle_exit=idle_exit, noise=noise, compile_cmd=compile_cmd,
+                                run_cmd=run_cmd, queue=queue, time_pattern=time_pattern))
+
+
+def driver(database_url: DbUrl = None) -> None:
+    """Run the tuning driver on its own (next to API replicas started with --no-driver)."""
+    os.environ["SWTUNE_DATABASE_URL"] = _url(database_url)
+    from service.driver import main
+
+    main()
+
+
+def demo(trials: Annotated[int, typer.Option(help="trials per layer")] = 64,
+         workers: Annotated[int, typer.Option(help="simulator worker processes")] = 2,
+         db: Annotated[Optional[Path], typer.Option(help="SQLite file to keep (default: a temp dir)")] = None,
+         target: Annotated[str, typer.Option()] = "sw26010",
+         strategy: Annotated[Optional[str], typer.Option(help="default: model if available, else random")] = None
+         ) -> None:
+    """Tune AlexNet's conv and dense layers end to end (embedded server, simulator workers)."""
+    from service.demo import run_demo
+
+    results = run_demo(trials=trials, workers=workers, db_path=str(db) if db else None, target=target,
+                       strategy=strategy)
+    if any(r.tuned_s is None for r in results):
+        raise typer.Exit(1)
+
+
+db_app = typer.Typer(no_args_is_help=True, help="The tuning log: migrations, export, import.")
+token_app = typer.Typer(no_args_is_help=True, help="API tokens (stored hashed).")
+
+
+@db_app.command("upgrade")
+def db_upgrade(database_url: DbUrl = None, revision: Annotated[str, typer.Option()] = "head") -> None:
+    """Apply the Alembic migrations (alembic upgrade head)."""
+    from db import migrate
+
+    migrate.upgrade(_url(database_url), revision)
+    typer.echo(f"database at revision {revision}")
+
+
+@db_app.command("export")
+def db_export(database_url: DbUrl = None,
+              out: Annotated[Optional[Path], typer.Option(help="file (default: stdout)")] = None,
+              target: Annotated[Optional[str], typer.Option()] = None,
+              workload_key: Annotated[Optional[str], typer.Option()] = None) -> None:
+    """Write the measurements as JSON lines."""
+    from db import records
+    from db.engine import Database
+
+    database = Database(_url(database_url))
+    stream = out.open("w") if out else sys.stdout
+    try:
+        with database.session() as s:
+            for line in records.export_lines(s, target=target, workload_key=workload_key):
+                stream.write(line)
+    finally:
+        if out:
+            stream.close()
+        database.dispose()
+
+
+@db_app.command("import")
+def db_import(path: Annotated[Path, typer.Argument(help="JSON lines file from `swtune db export`")],
+              database_url: DbUrl = None) -> None:
+    """Import measurements (idempotent: records already present are skipped)."""
+    from db import records
+    from db.engine import Database
+
+    database = Database(_url(database_url))
+    try:
+        with database.session() as s, path.open() as f:
+            stats = records.import_lines(s, f)
+    finally:
+        database.dispose()
+    typer.echo(f"imported {stats.imported}, skipped {stats.skipped} already present")
+
+
+@token_app.command("create")
+def token_create(role: Annotated[str, typer.Option(help="submit, worker, read or admin")],
+                 name: Annotated[str, typer.Option(help="a label")] = "",
+                 value: Annotated[Optional[str], typer.Option(
+                     envvar="SWTUNE_TOKEN_VALUE", help="provision this secret instead of a random one")] = None,
+                 if_missing: Annotated[bool, typer.Option(help="with --value: succeed if it exists")] = False,
+                 database_url: DbUrl = None) -> None:
+    """Create a token and print it (only its hash is stored: it cannot be shown again)."""
+    from db import tokens
+    from db.engine import Database
+    from db.errors import ConflictError, StorageError
+
+    database = Database(_url(database_url))
+    try:
+        with database.session() as s:
+            info, plaintext = tokens.create_token(s, role, name, value)
+    except ConflictError:
+        if if_missing:
+            typer.echo("token already present")
+            return
+        raise
+    except StorageError as exc:
+        typer.echo(f"error: {exc}", err=True)
+        raise typer.Exit(2) from None
+    finally:
+        database.dispose()
+    typer.echo(plaintext)
+    typer.echo(f"token {info.id} ({info.role}{', ' + info.name if info.name else ''}) created", err=True)
+
+
+@token_app.command("list")
+def token_list(database_url: DbUrl = None) -> None:
+    from db import tokens
+    from db.engine import Database
+
+    database = Database(_url(database_url))
+    with database.session() as s:
+        for t in tokens.list_tokens(s):
+            state = f"revoked {t.revoked_at:%Y-%m-%d}" if t.revoked_at else "active"
+            typer.echo(f"{t.id}\t{t.role}\t{t.name}\t{state}")
+    database.dispose()
+
+
+@token_app.command("revoke")
+def token_revoke(token_id: Annotated[int, typer.Argument()], database_url: DbUrl = None) -> None:
+    from db import tokens
+    from db.engine import Database
+
+    database = Database(_url(database_url))
+    with database.session() as s:
+        tokens.revoke_token(s, token_id)
+    database.dispose()
+    typer.echo(f"token {token_id} revoked")
+
+
+def register(app: typer.Typer) -> None:
+    """Add the service's commands to the `swtune` app."""
+    app.command("serve")(serve)
+    app.command("worker")(worker)
+    app.command("driver")(driver)
+    app.command("demo")(demo)
+    app.add_typer(db_app, name="db")
+    app.add_typer(token_app, name="token")

@@ -1,0 +1,87 @@
+"""`swtune compile`: schedules from the local tuning log or from a server, the report table."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+pytest.importorskip("tvm")
+pytest.importorskip("torch")
+
+from typer.testing import CliRunner  # noqa: E402
+
+from service.cli import app  # noqa: E402
+from tuner.space.space import ScheduleSpace  # noqa: E402
+from tuner.workloads import Dense  # noqa: E402
+
+MODEL = ["resnet18", "--width", "0.0625", "--image", "32"]
+DENSE = Dense(1, 1000, 32)  # the classifier of that model
+
+
+def _config() -> dict[str, Any]:
+    space = ScheduleSpace(DENSE, "sw26010")
+    return space.decode(space.sample(1, rng=3)[0])
+
+
+def _kernels(out: Path) -> dict[str, str]:
+    manifest = json.loads((out / "manifest.json").read_text())
+    return {k["workload_key"]: k["status"] for k in manifest["kernels"]}
+
+
+def test_compile_with_the_local_tuning_log(tmp_path: Path) -> None:
+    from db import migrate, records
+    from db.engine import Database
+
+    url = f"sqlite:///{tmp_path / 'log.db'}"
+    migrate.upgrade(url)
+    database = Database(url)
+    line = json.dumps({"workload": DENSE.to_json(), "target": "sw26010", "config": _config(), "status": "ok",
+                       "times": [1e-3], "source": "simulator"})
+    with database.session() as s:
+        records.import_lines(s, [line])
+    database.dispose()
+    out = tmp_path / "out"
+    res = CliRunner().invoke(app, ["compile", *MODEL, "--db", url, "-o", str(out)], terminal_width=200)
+    assert res.exit_code == 0, res.output
+    status = _kernels(out)
+    assert status.pop(DENSE.key) == "tuned"
+    assert status and all(s.startswith("fallback") for s in status.values())
+    assert "tuned kernel" in res.output and "fallback kernel" in res.output and "MPE" in res.output
+    assert "untuned workload conv2d-n1-c3-h32-w32" in res.output  # the warning names the workload
+    assert (out / "weights.bin").stat().st_size > 0 and (out / "Makefile").exists()
+
+
+def test_compile_with_a_server(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from service.client import ServiceClient
+
+    asked: list[tuple[str, str]] = []
+
+    def best(self: Any, key: str, target: str) -> dict[str, Any] | None:
+        asked.append((key, target))
+        return {"config": _config()} if key == DENSE.key else None
+
+    monkeypatch.setattr(ServiceClient, "best", best)
+    out = tmp_path / "out"
+    res = CliRunner().invoke(app, ["compile", *MODEL, "--server", "http://127.0.0.1:9", "-o", str(out)],
+                             terminal_width=200)
+    assert res.exit_code == 0, res.output
+    assert _kernels(out)[DENSE.key] == "tuned"
+    assert {t for _, t in asked} == {"sw26010"} and DENSE.key in {k for k, _ in asked}
+
+
+def test_no_tuning_log_means_untuned(capsys: Any) -> None:
+    from service.cli_compile import db_lookup
+
+    lookup, close = db_lookup("sqlite:////nonexistent-dir/swtune.db", "sw26010")
+    assert lookup(DENSE) is None
+    close()
+    assert "no tuning log" in capsys.readouterr().out
+
+
+def test_unknown_model_is_an_error(tmp_path: Path) -> None:
+    res = CliRunner().invoke(app, ["compile", "vgg99", "--db", f"sqlite:///{tmp_path / 'x.db'}", "-o",
+                                   str(tmp_path / "o")])
+    assert res.exit_code == 2 and "unknown model" in res.output

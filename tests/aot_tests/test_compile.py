@@ -1,0 +1,158 @@
+"""AOT compilation of whole models: the output builds against swemu and matches TVM's llvm result.
+
+AlexNet-like (max pool, flatten, dense) and ResNet-18-like (batch_norm, residual adds, global
+average pooling) narrow models; a small model for the remaining MPE operators (depthwise conv, avg
+and adaptive pooling, batch_matmul with a runtime operand, softmax, concat, a tuple output). Half of
+the distinct workloads get a sampled tuned config, the rest fall back with a warning naming them.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import shutil
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+pytest.importorskip("tvm")
+torch = pytest.importorskip("torch")
+
+from tuner.aot import AotError, compile_model  # noqa: E402
+from tuner.space.space import ScheduleSpace  # noqa: E402
+
+TARGET = "sw26010"
+pytestmark = pytest.mark.skipif(shutil.which("gcc") is None or shutil.which("make") is None,
+                                reason="needs gcc and make")
+
+
+def _relax(module: Any, inputs: tuple[Any, ...]) -> Any:
+    from tuner.bridge.extract import torch_to_relax
+
+    return torch_to_relax(module, inputs)
+
+
+def _half_tuned(mod: Any) -> tuple[Any, set[str], set[str]]:
+    """A lookup that returns a sampled valid config for every other distinct workload."""
+    from tuner.bridge.extract import extract_relax
+
+    keys = [layer.workload.key for layer in extract_relax(mod).layers]
+    tuned, untuned = set(keys[1::2]), set(keys[0::2])
+
+    def lookup(workload: Any) -> dict[str, Any] | None:
+        if workload.key not in tuned:
+            return None
+        space = ScheduleSpace(workload, TARGET)
+        return space.decode(space.sample(1, rng=7)[0])
+
+    return lookup, tuned, untuned
+
+
+def _reference(mod: Any, x: np.ndarray) -> np.ndarray:
+    import tvm
+    from tvm import relax
+
+    exe = tvm.compile(mod, target="llvm")
+    out = relax.VirtualMachine(exe, tvm.cpu())["main"](tvm.runtime.tensor(x))
+    parts = out if not hasattr(out, "numpy") else [out]
+    return np.concatenate([np.asarray(p.numpy()).ravel() for p in parts])
+
+
+def _build_and_run(out_dir: Path, x: np.ndarray) -> np.ndarray:
+    build = subprocess.run(["make", "-s", "emu"], cwd=out_dir, capture_output=True, text=True, timeout=300)
+    assert build.returncode == 0, build.stderr[-3000:]
+    x.astype(np.float32).tofile(out_dir / "input.bin")
+    env = {k: v for k, v in os.environ.items() if not k.startswith("SWEMU_")}
+    env.update(SWEMU_TARGET=TARGET, SWEMU_TIMEOUT="60", SWEMU_REPORT=str(out_dir / "report.json"))
+    run = subprocess.run(["./model_emu", "weights.bin", "input.bin", "output.bin"], cwd=out_dir,
+                         capture_output=True, text=True, timeout=300, env=env)
+    assert run.returncode == 0, run.stdout[-2000:] + run.stderr[-3000:]
+    assert "SWTUNE_MODEL_SECONDS=" in run.stdout
+    report = json.loads((out_dir / "report.json").read_text())
+    assert report["status"] == "ok" and not report["errors"]
+    return np.fromfile(out_dir / "output.bin", dtype=np.float32)
+
+
+def _check(name: str, module: Any, inputs: tuple[Any, ...], tmp_path: Path, caplog: Any) -> Any:
+    mod = _relax(module, inputs)
+    lookup, tuned, untuned = _half_tuned(mod)
+    with caplog.at_level(logging.WARNING, logger="tuner.aot"):
+        result = compile_model(mod, TARGET, tmp_path / name, lookup, name=name)
+    warned = " ".join(r.getMessage() for r in caplog.records if r.name == "tuner.aot")
+    for key in untuned:  # every fallback is announced, naming the workload
+        assert key in warned
+    for key in tuned:
+        assert key not in warned
+    statuses = {k.workload.key: k.status for k in result.kernels}
+    assert {k for k, s in statuses.items() if s == "tuned"} == tuned
+    assert {k for k, s in statuses.items() if s != "tuned"} == untuned
+    assert tuned and untuned
+    x = inputs[0].numpy().astype(np.float32)
+    got = _build_and_run(result.out_dir, x)
+    ref = _reference(mod, x)
+    assert got.shape == ref.shape
+    np.testing.assert_allclose(got, ref, rtol=1e-3, atol=1e-5 * float(np.abs(ref).max()))
+    assert np.abs(ref).max() > 0
+    return result
+
+
+def test_alexnet_like(tmp_path: Path, caplog: Any) -> None:
+    from tuner.models.torch_models import build
+
+    module, inputs = build("alexnet", batch=1, width=0.0625, image=224)  # 224: its fc expects 6x6 maps
+    result = _check("alexnet", module, inputs, tmp_path, caplog)
+    where = {(r.relax_op, r.where) for r in result.rows}
+    assert ("nn.max_pool2d", "MPE") in where and ("reshape", "view (no-op)") in where
+    assert sum(k.calls for k in result.kernels) == 8  # 5 conv + 3 dense
+    manifest = json.loads((result.out_dir / "manifest.json").read_text())
+    assert manifest["outputs"] == [{"shape": [1, 1000]}]
+
+
+def test_resnet18_like(tmp_path: Path, caplog: Any) -> None:
+    from tuner.models.torch_models import build
+
+    module, inputs = build("resnet18", batch=1, width=0.0625, image=32)
+    result = _check("resnet18", module, inputs, tmp_path, caplog)
+    ops = {r.relax_op for r in result.rows if r.where == "MPE"}
+    assert {"nn.batch_norm", "add", "mean", "nn.relu", "nn.max_pool2d"} <= ops
+    # each distinct (workload, config) is generated once and called per occurrence
+    assert sum(k.calls for k in result.kernels) == 21 and len(result.kernels) < 21
+    assert (result.out_dir / "slave.c").read_text().count("void swtune_kernel_") == len(result.kernels)
+
+
+class _Extra(torch.nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.conv = torch.nn.Conv2d(3, 8, 3, padding=1)
+        self.dw = torch.nn.Conv2d(8, 8, 3, padding=1, groups=8, bias=False)
+        self.lin = torch.nn.Linear(16, 12)
+
+    def forward(self, x: Any) -> Any:
+        f = torch.nn.functional
+        y = f.avg_pool2d(self.dw(torch.sigmoid(self.conv(x))), 2)
+        z = f.adaptive_avg_pool2d(y, 2)
+        t = y.flatten(2)
+        s = torch.softmax(torch.matmul(t, t.transpose(1, 2)), dim=-1)
+        u = self.lin(t)
+        return torch.cat([s.flatten(1), u.flatten(1), z.flatten(1)], dim=1), torch.tanh(y).mean(dim=1)
+
+
+def test_other_operators(tmp_path: Path, caplog: Any) -> None:
+    torch.manual_seed(0)
+    result = _check("extra", _Extra().eval(), (torch.randn(1, 3, 8, 8),), tmp_path, caplog)
+    assert {k.workload.op for k in result.kernels} == {"conv2d", "dense", "batch_matmul"}
+    assert len(result.output_shapes) == 2
+
+
+def test_unsupported_operator_is_a_clear_error(tmp_path: Path) -> None:
+    class Sin(torch.nn.Module):
+        def forward(self, x: Any) -> Any:
+            return torch.sin(x) + 1
+
+    mod = _relax(Sin(), (torch.randn(2, 3),))
+    with pytest.raises(AotError, match=r"relax\.sin"):
+        compile_model(mod, TARGET, tmp_path / "sin", lambda w: None)

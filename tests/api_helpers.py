@@ -1,0 +1,52 @@
+"""Helpers for the API tests: the app on a database with one token per role, and worker calls."""
+
+from __future__ import annotations
+
+import contextlib
+import warnings
+from dataclasses import dataclass
+from typing import Any, Iterator
+
+with warnings.catch_warnings():  # starlette nags about httpx2 on import; the tests do not care
+    warnings.simplefilter("ignore")
+    from fastapi.testclient import TestClient
+
+from db import tokens as tokens_db
+from db.engine import Database
+from service.app import create_app
+from service.settings import Settings
+
+
+@dataclass
+class Api:
+    client: TestClient
+    db: Database
+    tokens: dict[str, str]
+    app: Any
+
+    def headers(self, role: str) -> dict[str, str]:
+        return {"Authorization": f"Bearer {self.tokens[role]}"}
+
+
+@contextlib.contextmanager
+def make_api(url: str, **overrides: Any) -> Iterator[Api]:
+    options: dict[str, Any] = dict(database_url=url, auth_enabled=True, driver_enabled=False, lease_seconds=30,
+                                   max_body_bytes=64 * 1024, max_import_bytes=4 * 1024 * 1024,
+                                   lookup_cache_seconds=0)
+    settings = Settings(**{**options, **overrides})
+    db = Database(url)
+    tokens = {}
+    with db.session() as s:
+        for role in ("read", "submit", "worker", "admin"):
+            tokens[role] = tokens_db.create_token(s, role, f"test-{role}")[1]
+        tokens["worker2"] = tokens_db.create_token(s, "worker", "test-worker2")[1]
+    app = create_app(settings, db=db)
+    with TestClient(app) as client:
+        yield Api(client, db, tokens, app)
+
+
+def lease(api: Api, worker: str = "w1", role: str = "worker", **body: Any) -> dict[str, Any]:
+    r = api.client.post("/api/v1/jobs/lease", json={"worker": worker, "target": "sw26010", **body},
+                        headers=api.headers(role))
+    assert r.status_code == 200, r.text
+    return r.json()

@@ -1,0 +1,19 @@
+"""`swtune demo` end to end with a tiny budget: embedded server, a simulator worker, the table."""
+
+from __future__ import annotations
+
+import io
+
+from rich.console import Console
+
+from service.demo import run_demo
+
+
+def test_demo_tunes_every_alexnet_layer(tmp_path) -> None:
+    out = io.StringIO()
+    results = run_demo(trials=4, workers=1, db_path=str(tmp_path / "demo.db"), strategy="random",
+                       console=Console(file=out, width=120), timeout=120)
+    assert [r.name for r in results] == ["conv1", "conv2", "conv3", "conv4", "conv5", "fc6", "fc7", "fc8"]
+    assert all(r.tuned_s and r.trials == 4 and r.baseline_s > 0 for r in results)
+    text = out.getvalue()
+    assert "average speedup over conv layers" in text and "average speedup over fc layers" in text

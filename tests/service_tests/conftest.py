@@ -1,0 +1,16 @@
+"""API contract fixtures: the app on each storage backend, with one token per role."""
+
+from __future__ import annotations
+
+from typing import Iterator
+
+import pytest
+
+from api_helpers import Api, make_api
+from backends import backend_factory, backend_kind, backend_url, database  # noqa: F401
+
+
+@pytest.fixture
+def api(backend_url: str) -> Iterator[Api]:
+    with make_api(backend_url) as api:
+        yield api
