@@ -45,7 +45,7 @@ def serve(host: Annotated[str, typer.Option(envvar="SWTUNE_HOST", help="bind add
 
 def worker(server: Annotated[str, typer.Option(help="service URL, e.g. http://127.0.0.1:8000")],
            target: Annotated[str, typer.Option(help="sw26010 or sw26010-pro")] = "sw26010",
-           backend: Annotated[str, typer.Option(help="simulator or sunway")] = "simulator",
+           backend: Annotated[str, typer.Option(help="simulator, emulator (athread C on the x86 emulator) or sunway")] = "simulator",
            token: Annotated[Optional[str], typer.Option(envvar="SWTUNE_TOKEN", help="worker bearer token")] = None,
            batch: Annotated[int, typer.Option(help="jobs per lease")] = 8,
            name: Annotated[Optional[str], typer.Option(help="worker name (default host-pid-random)")] = None,

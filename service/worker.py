@@ -3,8 +3,9 @@ post what is measured, hand the rest back and exit.
 
 It talks to the service through ``service.client`` only (httpx): no db, fastapi, sqlalchemy or
 xgboost is imported here, so it runs on a Sunway login node or a bare container. Backends:
-``simulator`` (the calibrated model, source "simulator") and ``sunway`` (codegen + sw5cc/swgcc +
-bsub, source "hardware"; see service.sunway_backend).
+``simulator`` (the calibrated model, source "simulator"), ``emulator`` (generated athread C built
+with gcc and run on the x86 athread emulator, checked against numpy, source "emulator") and
+``sunway`` (codegen + sw5cc/swgcc + bsub, source "hardware"; see service.sunway_backend).
 
     python -m service.worker --server http://127.0.0.1:8000 --target sw26010 --backend simulator
 """
@@ -195,11 +196,17 @@ def make_backend(kind: str, target: str, *, noise: float = 0.0, seed: int = 0, c
         sim.chunk = 16  # type: ignore[attr-defined]  # check for SIGTERM every 16 configs
         return sim
     if kind == "sunway":
-        from service.sunway_backend import DEFAULT_RUN, DEFAULT_TIME_PATTERN, SunwayBackend
+        from service.sunway_backend import DEFAULT_TIME_PATTERN, SunwayBackend
 
-        return SunwayBackend(target=target, compile_cmd=compile_cmd, run_cmd=run_cmd or DEFAULT_RUN, queue=queue,
+        return SunwayBackend(target=target, compile_cmd=compile_cmd, run_cmd=run_cmd, queue=queue,
                              time_pattern=time_pattern or DEFAULT_TIME_PATTERN)
-    raise ValueError(f"unknown backend {kind!r}; expected simulator or sunway")
+    if kind == "emulator":
+        from tuner.measure.emulator_backend import EmulatorBackend
+
+        emu = EmulatorBackend(seed=seed)
+        emu.chunk = 1  # type: ignore[attr-defined]  # each config is a gcc build + a run
+        return emu
+    raise ValueError(f"unknown backend {kind!r}; expected simulator, emulator or sunway")
 
 
 def run_worker(server: str, target: str, backend: str = "simulator", *, token: str | None = None, batch: int = 8,
@@ -233,7 +240,7 @@ def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python -m service.worker", description=__doc__.splitlines()[0])
     p.add_argument("--server", required=True)
     p.add_argument("--target", default="sw26010")
-    p.add_argument("--backend", choices=("simulator", "sunway"), default="simulator")
+    p.add_argument("--backend", choices=("simulator", "emulator", "sunway"), default="simulator")
     p.add_argument("--token", default=None, help="bearer token (default: $SWTUNE_TOKEN)")
     p.add_argument("--batch", type=int, default=8, help="jobs per lease")
     p.add_argument("--name", default=None)

@@ -16,6 +16,7 @@ from service.client import ServiceClient
 from service.sunway_backend import BackendUnavailable, SunwayBackend
 from service.worker import Worker, make_backend
 from storage_helpers import task_with_jobs
+from tuner.space import ScheduleSpace
 from tuner.workloads import Dense
 
 REPO = Path(__file__).resolve().parents[2]
@@ -54,15 +55,35 @@ def test_workers_tune_a_task_to_its_budget(backend_url) -> None:
 
 def test_the_sunway_backend_never_pretends() -> None:
     backend = SunwayBackend(target="sw26010")
-    wl = Dense(1, 64, 64)
-    (r,) = backend.measure(wl, "sw26010", [{"tile_m": 1}])
+    space = ScheduleSpace(Dense(1, 64, 64), "sw26010")
+    (r,) = backend.measure(space.workload, "sw26010", [space.decode(space.sample(1, 0)[0])])
+    # no sw5cc on this machine: the generated kernel cannot be built, and the result says so
     assert r.status == "compile_error" and r.source == "hardware"
-    assert "codegen not available yet" in r.error and r.details["infrastructure"] is True
-    try:
+    assert r.details["stage"] == "compile" and r.details["infrastructure"] is True
+    with pytest.raises(BackendUnavailable, match="not found on PATH"):
         backend.preflight()
-        raise AssertionError("preflight should fail without codegen and sw5cc")
-    except BackendUnavailable as exc:
-        assert "codegen not available yet" in str(exc) or "not found on PATH" in str(exc)
+    (bad,) = backend.measure(space.workload, "sw26010", [{"tile_m": 1}])
+    assert bad.status == "compile_error" and "codegen failed" in bad.error
+
+
+def test_the_sunway_backend_builds_runs_and_parses_with_its_command_templates(tmp_path) -> None:
+    # the athread emulator stands in for sw5cc + bsub: same templates, same timing line
+    emulator = REPO / "tuner" / "codegen" / "emulator"
+    backend = SunwayBackend(target="sw26010", compile_cmd=f"make -s -C {{dir}} emu SWEMU={emulator}",
+                            run_cmd="{dir}/kernel_emu", source="emulator")
+    backend.preflight()
+    space = ScheduleSpace(Dense(8, 32, 16), "sw26010")
+    configs = [space.decode(row) for row in space.sample(2, 1)]
+    results = backend.measure(space.workload, "sw26010", configs)
+    assert [r.status for r in results] == ["ok", "ok"], [r.error for r in results]
+    assert all(r.source == "emulator" and r.mean_time > 0 for r in results)
+
+
+def test_the_emulator_backend_is_offered_to_workers() -> None:
+    backend = make_backend("emulator", "sw26010")
+    assert backend.source == "emulator"
+    with pytest.raises(ValueError, match="simulator, emulator or sunway"):
+        make_backend("gpu", "sw26010")
 
 
 def test_a_worker_hands_back_jobs_its_backend_cannot_measure(api) -> None:
@@ -70,7 +91,7 @@ def test_a_worker_hands_back_jobs_its_backend_cannot_measure(api) -> None:
     client = ServiceClient("http://testserver", api.tokens["worker"], http=api.client)
     worker = Worker(client, "sw26010", SunwayBackend(target="sw26010"), name="w-sunway", backend_name="sunway",
                     batch=3, wait_seconds=0)
-    assert worker.run() == 2 and "codegen not available yet" in (worker.fatal or "")
+    assert worker.run() == 2 and "sw5cc: No such file or directory" in (worker.fatal or "")
     with api.db.session() as s:
         assert s.scalar(select(func.count()).select_from(MeasurementRow)) == 0
         states = s.execute(select(JobRow.state, JobRow.attempts)).all()
