@@ -22,7 +22,7 @@ OBJECTIVES = {"rank": "rank:pairwise", "ndcg": "rank:ndcg", "regression": "reg:s
 
 
 class XGBoostCostModel(CostModel):
-    def __init__(self, objective: str = "rank", num_rounds: int = 80, max_depth: int = 6, eta: float = 0.2,
+    def __init__(self, objective: str = "rank", num_rounds: int = 60, max_depth: int = 6, eta: float = 0.25,
                  nthread: int = 2, seed: int = 0, base: CostModel | None = None, base_prior: float = 64.0) -> None:
         if objective not in OBJECTIVES:
             raise ValueError(f"objective must be one of {sorted(OBJECTIVES)}, got {objective!r}")
@@ -31,7 +31,7 @@ class XGBoostCostModel(CostModel):
         self.params: dict[str, Any] = {
             "objective": OBJECTIVES[objective], "tree_method": "hist", "max_depth": max_depth, "eta": eta,
             "nthread": nthread, "seed": seed, "min_child_weight": 1, "subsample": 0.9, "colsample_bytree": 0.9,
-            "verbosity": 0,
+            "verbosity": 0, "max_bin": 64,  # 64 bins: ~25% faster training, no loss seen in ranking
         }
         if objective == "ndcg":
             self.params["ndcg_exp_gain"] = False  # labels are continuous throughputs in [0, 1]

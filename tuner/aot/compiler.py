@@ -1,0 +1,143 @@
+"""compile_model: a whole model -> a directory with host.c, slave.c, headers, weights.bin, Makefile.
+
+The caller injects ``lookup(workload) -> config | None`` (the tuning log); ``None`` means untuned and
+the kernel falls back to the OpenACC-like default schedule with a logged warning naming the workload.
+This package never imports service or db.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Sequence
+
+from tuner.aot.graph import AotError, Graph, Node, Note
+from tuner.aot.host import host_file, model_header
+from tuner.aot.kernels import Kernel, Lookup, kernel_header, resolve_kernels, slave_file
+from tuner.aot.makefile import makefile
+from tuner.aot.memory import MemoryPlan, plan_memory
+from tuner.aot.mpe import describe
+from tuner.aot.weights import write_weights
+from tuner.targets import Target, get_target
+
+EMULATOR_DIR = Path(__file__).resolve().parent.parent / "codegen" / "emulator"
+
+
+@dataclass
+class OpRow:
+    """One line of the report: a Relax binding and where it runs."""
+
+    source: str
+    relax_op: str
+    where: str  # "tuned kernel" | "fallback kernel" | "MPE" | "view (no-op)" | "compile time" | "removed (unused)"
+    detail: str = ""
+
+
+@dataclass
+class AotResult:
+    out_dir: Path
+    target: str
+    rows: list[OpRow]
+    kernels: list[Kernel]
+    graph: Graph
+    memory: MemoryPlan
+    files: list[str] = field(default_factory=list)
+
+    @property
+    def input_shapes(self) -> list[tuple[int, ...]]:
+        return [t.shape for t in self.graph.inputs]
+
+    @property
+    def output_shapes(self) -> list[tuple[int, ...]]:
+        return [t.shape for t in self.graph.outputs]
+
+    def counts(self) -> dict[str, int]:
+        out: dict[str, int] = {}
+        for r in self.rows:
+            out[r.where] = out.get(r.where, 0) + 1
+        return out
+
+    def format_table(self) -> str:
+        w1 = max([len(r.source) for r in self.rows] + [7])
+        w2 = max([len(r.relax_op) for r in self.rows] + [2])
+        w3 = max([len(r.where) for r in self.rows] + [5])
+        lines = [f"{'binding':<{w1}}  {'op':<{w2}}  {'where':<{w3}}  detail"]
+        lines += [f"{r.source:<{w1}}  {r.relax_op:<{w2}}  {r.where:<{w3}}  {r.detail}" for r in self.rows]
+        return "\n".join(lines)
+
+
+def to_relax(model: Any, example_inputs: Sequence[Any] | None = None) -> Any:
+    """A Relax IRModule from a Relax module, a torch module (with example inputs) or an .onnx path."""
+    from tuner.bridge.extract import onnx_to_relax, torch_to_relax
+
+    if isinstance(model, (str, Path)):
+        if not str(model).endswith(".onnx"):
+            raise AotError(f"{model}: expected an .onnx file")
+        return onnx_to_relax(model)
+    if hasattr(model, "forward") and hasattr(model, "parameters"):
+        if example_inputs is None:
+            raise AotError("a torch module needs example_inputs (their shapes fix the compiled model)")
+        return torch_to_relax(model, example_inputs)
+    return model
+
+
+def _rows(graph: Graph) -> list[OpRow]:
+    rows: list[OpRow] = []
+    for s in graph.steps:
+        if isinstance(s, Note):
+            rows.append(OpRow(s.source, s.relax_op, s.where, s.detail))
+        elif isinstance(s, Node) and s.op == "kernel":
+            k: Kernel = s.attrs["kernel"]
+            where = "tuned kernel" if k.tuned else "fallback kernel"
+            detail = f"{k.name} {k.workload.key}" + ("" if k.tuned else f" ({k.status.removeprefix('fallback: ')})")
+            rows.append(OpRow(s.source, s.relax_op, where, detail))
+        else:
+            assert isinstance(s, Node)
+            rows.append(OpRow(s.source, s.relax_op, "MPE", describe(s)))
+    return rows
+
+
+def compile_model(model: Any, target: "Target | str", out_dir: "str | Path", lookup: Lookup | None, *,
+                  example_inputs: Sequence[Any] | None = None, name: str = "model") -> AotResult:
+    """Compile ``model`` ahead of time for ``target`` into ``out_dir`` (created if needed)."""
+    from tuner.aot.relax_reader import read_relax
+    from tuner.codegen.host import SLAVE_API
+    from tuner.codegen.tir import ctype
+
+    tgt = get_target(target)
+    mod = to_relax(model, example_inputs)
+    graph = read_relax(mod)
+    kernels = resolve_kernels(graph, tgt, lookup)
+    plan = plan_memory(graph)
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    layout = write_weights(graph, out / "weights.bin")
+    ty = ctype(graph.dtype)
+    files = {
+        "host.c": host_file(graph, kernels, plan, name, tgt.name, ty),
+        "slave.c": slave_file(kernels),
+        "swtune_kernel.h": kernel_header(ty),
+        "swtune_slave_api.h": SLAVE_API,
+        "model.h": model_header(graph, layout, plan, name, tgt.name),
+        "Makefile": makefile(tgt.name, EMULATOR_DIR),
+    }
+    for fname, text in files.items():
+        (out / fname).write_text(text)
+    rows = _rows(graph)
+    result = AotResult(out, tgt.name, rows, kernels, graph, plan, [*files, "weights.bin", "manifest.json"])
+    (out / "manifest.json").write_text(json.dumps(_manifest(result, name), indent=1))
+    return result
+
+
+def _manifest(r: AotResult, name: str) -> dict[str, Any]:
+    g = r.graph
+    return {
+        "model": name, "target": r.target, "dtype": g.dtype,
+        "inputs": [{"name": t.name, "shape": list(t.shape)} for t in g.inputs],
+        "outputs": [{"shape": list(t.shape)} for t in g.outputs],
+        "kernels": [{"name": k.name, "workload": k.workload.to_json(), "workload_key": k.workload.key,
+                     "config": k.config, "status": k.status, "calls": k.calls} for k in r.kernels],
+        "steps": [r.__dict__ for r in r.rows],
+        "intermediate_bytes": r.memory.total_elems * (4 if g.dtype == "float32" else 8),
+    }

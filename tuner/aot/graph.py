@@ -1,0 +1,102 @@
+"""The model as the AOT compiler sees it: tensors (input, constant, intermediate) and nodes in order.
+
+A plain-Python IR read from the Relax main function (tuner.aot.relax_reader). Views (reshape,
+flatten, squeeze, ...) are tensors that share their base tensor's storage; every node writes one new
+tensor. Nothing here imports tvm.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from math import prod
+from typing import Any
+
+import numpy as np
+
+from tuner.errors import SwtuneError
+
+
+class AotError(SwtuneError):
+    """A model the ahead-of-time compiler cannot compile (the message names the operator)."""
+
+
+@dataclass(eq=False)
+class Tensor:
+    """One value of the model. ``base`` is set for a view: it lives in the base tensor's storage."""
+
+    id: int
+    shape: tuple[int, ...]
+    dtype: str
+    kind: str  # "input" | "const" | "temp"
+    name: str
+    data: np.ndarray | None = None  # constants only
+    base: "Tensor | None" = None
+    index: int = 0  # inputs: position among the function's parameters
+
+    @property
+    def size(self) -> int:
+        return prod(self.shape)
+
+    @property
+    def root(self) -> "Tensor":
+        t = self
+        while t.base is not None:
+            t = t.base
+        return t
+
+    def __repr__(self) -> str:
+        return f"Tensor({self.name}, {self.kind}, {list(self.shape)})"
+
+
+@dataclass(eq=False)
+class Node:
+    """One step the host program runs: ``op`` reads ``inputs`` and writes ``output``.
+
+    ``op`` is "kernel" (a tuned slave kernel: attrs carry the workload) or an MPE operator name.
+    ``relax_op`` and ``source`` say which Relax call it came from (for the report and errors).
+    """
+
+    op: str
+    inputs: list[Tensor]
+    output: Tensor
+    attrs: dict[str, Any] = field(default_factory=dict)
+    relax_op: str = ""
+    source: str = ""
+
+
+@dataclass
+class Note:
+    """A Relax call that became no node: a view, a compile-time fold, or dead code."""
+
+    source: str
+    relax_op: str
+    where: str  # "view" | "compile time" | "removed (unused)"
+    detail: str = ""
+
+
+@dataclass
+class Graph:
+    """Inputs, outputs and the steps in program order (nodes to run, notes for the report)."""
+
+    inputs: list[Tensor]
+    outputs: list[Tensor]
+    steps: list["Node | Note"]
+    dtype: str
+    last_id: int = 0  # tensor ids are unique within the graph
+
+    def new_temp(self, shape: tuple[int, ...], name: str) -> Tensor:
+        self.last_id += 1
+        return Tensor(self.last_id, tuple(shape), self.dtype, "temp", name)
+
+    @property
+    def nodes(self) -> list[Node]:
+        return [s for s in self.steps if isinstance(s, Node)]
+
+    def consts(self) -> list[Tensor]:
+        """Constants some node reads (or the output is), each storage once, in first-use order."""
+        seen: dict[int, Tensor] = {}
+        for t in [t for n in self.nodes for t in n.inputs] + self.outputs:
+            r = t.root
+            if r.kind == "const" and r.id not in seen:
+                seen[r.id] = r
+        return list(seen.values())

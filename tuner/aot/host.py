@@ -1,0 +1,192 @@
+"""host.c and model.h of a compiled model: the MPE program that runs every step in order.
+
+``model weights.bin input0.bin [input1.bin ...] output.bin``: reads the weights and the inputs
+(raw little-endian arrays), runs the steps (a tuned kernel: athread_spawn + athread_join on the
+core group; anything else: plain C on the MPE), prints ``SWTUNE_MODEL_SECONDS=<s>`` and writes the
+outputs one after another. ``SWTUNE_PROFILE=1`` prints the seconds of every step.
+"""
+
+from __future__ import annotations
+
+from tuner.aot.graph import Graph, Node, Tensor
+from tuner.aot.kernels import Kernel
+from tuner.aot.memory import MemoryPlan
+from tuner.aot.mpe import Ref, describe, emit_mpe
+from tuner.aot.weights import WeightsLayout, weights_header_lines
+
+MPE_HZ = {"sw26010": 1.45e9, "sw26010-pro": 2.1e9}
+
+
+def _var(t: Tensor) -> str:
+    r = t.root
+    return {"input": f"in{r.index}", "const": f"w{r.id}", "temp": f"t{r.id}"}[r.kind]
+
+
+def model_header(graph: Graph, layout: WeightsLayout, plan: MemoryPlan, model: str, target: str) -> str:
+    lines = [f"/* swtune AOT: {model} on {target}: sizes, weight offsets (elements into weights.bin) */",
+             "#ifndef SWTUNE_MODEL_H", "#define SWTUNE_MODEL_H",
+             f"#define SWTUNE_N_INPUTS {len(graph.inputs)}", f"#define SWTUNE_N_OUTPUTS {len(graph.outputs)}",
+             f"#define SWTUNE_N_SLOTS {len(plan.slot_elems)}"]
+    for i, t in enumerate(graph.inputs):
+        lines.append(f"#define SWTUNE_INPUT{i}_ELEMS {t.size}L  /* {t.name} {list(t.shape)} {t.dtype} */")
+    for i, t in enumerate(graph.outputs):
+        lines.append(f"#define SWTUNE_OUTPUT{i}_ELEMS {t.size}L  /* {list(t.shape)} {t.dtype} */")
+    lines += weights_header_lines(graph, layout)
+    lines += ["#endif", ""]
+    return "\n".join(lines)
+
+
+def _kernel_call(n: Node, ref: Ref) -> list[str]:
+    k: Kernel = n.attrs["kernel"]
+    a, b = n.inputs
+    return [f"  {{ swtune_args args = {{ {ref(a)}, {ref(b)}, {ref(n.output)} }};",
+            f"    athread_spawn({k.name}, &args);",
+            "    athread_join(); }"]
+
+
+def step_label(n: Node) -> str:
+    if n.op == "kernel":
+        k: Kernel = n.attrs["kernel"]
+        return f"{n.source}: {k.name} {k.workload.key} ({k.status})"
+    return f"{n.source}: {n.relax_op} -> MPE {describe(n)}"
+
+
+def host_file(graph: Graph, kernels: list[Kernel], plan: MemoryPlan, model: str, target: str, ty: str) -> str:
+    nodes = graph.nodes
+    hz = MPE_HZ.get(target, 1.45e9)
+    decls = []
+    for t in graph.inputs:
+        decls.append(f"  {ty} *const {_var(t)} = inputs[{t.index}];")
+    seen: set[int] = set()
+    for n in nodes:
+        for t in [*n.inputs, n.output]:
+            r = t.root
+            if r.id in seen or r.kind == "input":
+                continue
+            seen.add(r.id)
+            if r.kind == "const":
+                decls.append(f"  {ty} *const {_var(r)} = W + SWTUNE_W{_const_index(graph, r)};")
+            else:
+                decls.append(f"  {ty} *const {_var(r)} = slots[{plan.slot_of[r.id]}];  /* {r.name} {list(r.shape)} */")
+    body = []
+    for i, n in enumerate(nodes):
+        body.append(f"  /* [{i}] {step_label(n)} */")
+        body.append("  t0 = sw_cycles();")
+        code = _kernel_call(n, _var) if n.op == "kernel" else emit_mpe(n, _var, ty)
+        body += code
+        body.append(f"  step_cycles[{i}] += sw_cycles() - t0;")
+    externs = [f"extern void SLAVE_FUN({k.name})(swtune_args *);" for k in kernels]
+    labels = ",\n".join(f'  "{step_label(n)}"' for n in nodes) or '  ""'
+    outputs = "\n".join(
+        f"  if (fwrite({_var(t)}, sizeof({ty}), SWTUNE_OUTPUT{i}_ELEMS, f) != (size_t)SWTUNE_OUTPUT{i}_ELEMS) "
+        f"{{ fprintf(stderr, \"cannot write %s\\n\", argv[argc - 1]); return 2; }}"
+        for i, t in enumerate(graph.outputs))
+    out_decls = "\n".join(_out_decls(graph, plan, ty))
+    return f"""/* swtune AOT host program: {model} on {target}.
+ * usage: model weights.bin input0.bin [input1.bin ...] output.bin   (raw little-endian {graph.dtype}) */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <math.h>
+#include <athread.h>
+#include "swtune_kernel.h"
+#include "model.h"
+
+{chr(10).join(externs)}
+
+#define SWTUNE_N_STEPS {len(nodes)}
+static const char *const step_names[SWTUNE_N_STEPS > 0 ? SWTUNE_N_STEPS : 1] = {{
+{labels}
+}};
+static unsigned long step_cycles[SWTUNE_N_STEPS > 0 ? SWTUNE_N_STEPS : 1];
+static const long slot_elems[SWTUNE_N_SLOTS] = {{ {", ".join(f"{x}L" for x in plan.slot_elems)} }};
+
+static unsigned long sw_cycles(void) {{
+#if defined(SWTUNE_EMU) || defined(SWTUNE_PRO)
+  return (unsigned long)athread_time_cycle();
+#else
+  unsigned long t;
+  asm volatile("rtc %0" : "=r"(t));
+  return t;
+#endif
+}}
+
+static void *sw_alloc(size_t bytes) {{
+  void *p = NULL;
+  if (posix_memalign(&p, 128, bytes ? bytes : 128)) {{ fprintf(stderr, "out of memory\\n"); exit(2); }}
+  return p;
+}}
+
+static void sw_read(const char *path, void *dst, size_t bytes) {{
+  FILE *f = fopen(path, "rb");
+  if (!f) {{ fprintf(stderr, "cannot open %s\\n", path); exit(2); }}
+  if (fread(dst, 1, bytes, f) != bytes || fgetc(f) != EOF) {{
+    fprintf(stderr, "%s: expected exactly %lu bytes\\n", path, (unsigned long)bytes); exit(2);
+  }}
+  fclose(f);
+}}
+
+/* The model: every step in order. */
+static void swtune_run({ty} *const *inputs, {ty} *const W, {ty} *const *slots) {{
+  unsigned long t0;
+{chr(10).join(decls)}
+{chr(10).join(body)}
+  (void)t0; (void)W; (void)slots; (void)inputs;
+}}
+
+int main(int argc, char **argv) {{
+  if (argc != SWTUNE_N_INPUTS + 3) {{
+    fprintf(stderr, "usage: %s weights.bin input0.bin [...] output.bin  (%d input file(s))\\n", argv[0], SWTUNE_N_INPUTS);
+    return 2;
+  }}
+  static const long in_elems[SWTUNE_N_INPUTS] = {{ {", ".join(f"SWTUNE_INPUT{i}_ELEMS" for i in range(len(graph.inputs)))} }};
+  {ty} *W = sw_alloc(SWTUNE_WEIGHTS_BYTES);
+  sw_read(argv[1], W, SWTUNE_WEIGHTS_BYTES);
+  {ty} *inputs[SWTUNE_N_INPUTS];
+  for (int i = 0; i < SWTUNE_N_INPUTS; i++) {{
+    inputs[i] = sw_alloc(sizeof({ty}) * in_elems[i]);
+    sw_read(argv[2 + i], inputs[i], sizeof({ty}) * in_elems[i]);
+  }}
+  {ty} *slots[SWTUNE_N_SLOTS];
+  for (int i = 0; i < SWTUNE_N_SLOTS; i++) slots[i] = sw_alloc(sizeof({ty}) * slot_elems[i]);
+  athread_init();
+  const unsigned long start = sw_cycles();
+  swtune_run(inputs, W, slots);
+  const unsigned long stop = sw_cycles();
+  athread_halt();
+  printf("SWTUNE_MODEL_SECONDS=%.9e\\n", (double)(stop - start) / {hz!r});
+  if (getenv("SWTUNE_PROFILE"))
+    for (int i = 0; i < SWTUNE_N_STEPS; i++) printf("SWTUNE_STEP %3d %.9e %s\\n", i, (double)step_cycles[i] / {hz!r}, step_names[i]);
+  FILE *f = fopen(argv[argc - 1], "wb");
+  if (!f) {{ fprintf(stderr, "cannot write %s\\n", argv[argc - 1]); return 2; }}
+{out_decls}
+{outputs}
+  fclose(f);
+  return 0;
+}}
+"""
+
+
+def _const_index(graph: Graph, t: Tensor) -> int:
+    for i, c in enumerate(graph.consts()):
+        if c.id == t.id:
+            return i
+    raise KeyError(t.name)
+
+
+def _out_decls(graph: Graph, plan: MemoryPlan, ty: str) -> list[str]:
+    """Pointers to the outputs in main (the run function's locals are gone by then)."""
+    lines = []
+    done: set[int] = set()
+    for t in graph.outputs:
+        r = t.root
+        if r.id in done:
+            continue
+        done.add(r.id)
+        if r.kind == "input":
+            lines.append(f"  {ty} *const {_var(r)} = inputs[{r.index}];")
+        elif r.kind == "const":
+            lines.append(f"  {ty} *const {_var(r)} = W + SWTUNE_W{_const_index(graph, r)};")
+        else:
+            lines.append(f"  {ty} *const {_var(r)} = slots[{plan.slot_of[r.id]}];")
+    return lines

@@ -1,0 +1,199 @@
+"""The tuned slave kernels of a model: config lookup (or fallback), generation, one slave file.
+
+Each distinct (workload, config) is generated once by tuner.codegen.sources.generate, the same
+kernel a tuning measurement builds, and called once per occurrence. The generated slave files are
+merged into one: each kernel function gets its own name, and the ``__thread_local`` buffers of every
+kernel become members of one LDM union, because the kernels run one after another and on the real
+CPE all ``__thread_local`` data of the linked program must fit in LDM together.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+from dataclasses import dataclass
+from typing import Any, Callable
+
+from tuner.aot.graph import AotError, Graph, Node
+from tuner.space.space import Config
+from tuner.targets import Target
+from tuner.workloads import Workload
+
+log = logging.getLogger("tuner.aot")
+
+Lookup = Callable[[Workload], "Config | None"]
+
+_DECL = re.compile(r"^__thread_local\s+((?:volatile\s+)?(?:SW_REPLY_T|float|double|long|int))\s+(.*);\s*$")
+_NAME = re.compile(r"\s*([A-Za-z_]\w*)")  # the identifier a declarator starts with
+_KERNEL_SIG = "void swtune_kernel(swtune_args *_arg) {"
+
+
+@dataclass
+class Kernel:
+    """One generated slave kernel: ``name`` is its function in slave.c."""
+
+    index: int
+    workload: Workload
+    config: Config
+    status: str  # "tuned" | "fallback: <why>"
+    slave: str  # the generated slave file
+    c_rows: int  # output rows and row length of the kernel's c buffer, and its row pitch
+    c_cols: int
+    c_pitch: int
+    calls: int = 0
+
+    @property
+    def name(self) -> str:
+        return f"swtune_kernel_{self.index}"
+
+    @property
+    def tuned(self) -> bool:
+        return self.status == "tuned"
+
+
+def _fallback(space: Any) -> Config:
+    from tuner.baseline import openacc_baseline
+
+    return openacc_baseline(space)
+
+
+def choose_config(workload: Workload, target: Target, lookup: Lookup | None) -> tuple[Config, str]:
+    """The looked-up config when it is valid for the space, else the default schedule (with a warning)."""
+    from tuner.space.space import ScheduleSpace
+
+    space = ScheduleSpace(workload, target)
+    config = lookup(workload) if lookup is not None else None
+    if config is None:
+        log.warning("untuned workload %s on %s: falling back to the OpenACC-like default schedule",
+                    workload.key, target.name)
+        return _fallback(space), "fallback: untuned"
+    try:
+        space.check(dict(config))
+    except (ValueError, KeyError) as exc:
+        log.warning("tuned config of workload %s on %s is not valid here (%s): falling back to the "
+                    "OpenACC-like default schedule", workload.key, target.name, exc)
+        return _fallback(space), "fallback: invalid tuned config"
+    return dict(config), "tuned"
+
+
+def _generate(workload: Workload, target: Target, config: Config, index: int, status: str) -> Kernel:
+    from tuner.codegen.host import c_pitch, shapes
+    from tuner.codegen.sources import generate
+
+    src = generate(workload, target, config)
+    c = shapes(src.scheduled)["c"]
+    rows = 1
+    for d in c[:-1]:
+        rows *= d
+    return Kernel(index, workload, config, status, src.files["slave.c"], rows, c[-1], c_pitch(src.scheduled))
+
+
+def resolve_kernels(graph: Graph, target: Target, lookup: Lookup | None) -> list[Kernel]:
+    """Give every kernel node its Kernel (generating each distinct one once).
+
+    A kernel whose output rows are padded to whole DMA lines (``put_lines``) writes a pitched scratch
+    tensor; an ``unpitch`` MPE node then copies the rows into the dense output."""
+    by_key: dict[tuple[str, str], Kernel] = {}
+    chosen: dict[str, tuple[Config, str]] = {}
+    steps: list[Any] = []
+    for step in graph.steps:
+        if not isinstance(step, Node) or step.op != "kernel":
+            steps.append(step)
+            continue
+        w: Workload = step.attrs["workload"]
+        if w.key not in chosen:
+            chosen[w.key] = choose_config(w, target, lookup)
+        config, status = chosen[w.key]
+        key = (w.key, repr(sorted(config.items())))
+        if key not in by_key:
+            try:
+                by_key[key] = _generate(w, target, config, len(by_key), status)
+            except NotImplementedError as exc:
+                if status != "tuned":
+                    raise AotError(f"{step.source}: cannot generate the default schedule of {w.key}: {exc}") from None
+                log.warning("tuned config of workload %s cannot be generated (%s): falling back to the "
+                            "OpenACC-like default schedule", w.key, exc)
+                from tuner.space.space import ScheduleSpace
+
+                config = _fallback(ScheduleSpace(w, target))
+                chosen[w.key] = (config, "fallback: codegen failed")
+                key = (w.key, repr(sorted(config.items())))
+                if key not in by_key:
+                    by_key[key] = _generate(w, target, config, len(by_key), "fallback: codegen failed")
+        k = by_key[key]
+        k.calls += 1
+        step.attrs["kernel"] = k
+        if k.c_pitch == k.c_cols:
+            steps.append(step)
+            continue
+        final = step.output
+        raw = graph.new_temp((k.c_rows, k.c_pitch), final.name + ".pitched")
+        step.output = raw
+        steps.append(step)
+        steps.append(Node("unpitch", [raw], final, {"rows": k.c_rows, "cols": k.c_cols, "pitch": k.c_pitch},
+                          step.relax_op, step.source))
+    graph.steps = steps
+    return sorted(by_key.values(), key=lambda k: k.index)
+
+
+def _namespaced(k: Kernel, helper: str) -> tuple[str, str]:
+    """(struct of the kernel's LDM buffers, kernel code reading them through the union)."""
+    fields: list[str] = []
+    names: list[str] = []
+    body: list[str] = []
+    text = k.slave.replace(helper, "")  # the register-communication helpers are emitted once
+    for line in text.splitlines():
+        if line.startswith("#include"):
+            continue
+        if line.startswith("__thread_local"):
+            m = _DECL.match(line)
+            if m is None:
+                raise AotError(f"kernel {k.workload.key}: unexpected LDM declaration {line!r}")
+            fields.append(f"  {m.group(1)} {m.group(2)};")
+            names += [_NAME.match(d).group(1) for d in m.group(2).split(",")]  # type: ignore[union-attr]
+            continue
+        body.append(line)
+    code = "\n".join(body)
+    if code.count(_KERNEL_SIG) != 1:
+        raise AotError(f"kernel {k.workload.key}: the generated slave function was not found")
+    code = code.replace(_KERNEL_SIG, f"void {k.name}(swtune_args *_arg) {{")
+    struct = f"struct {k.name}_ldm {{\n" + "\n".join(fields) + "\n};"
+    defines = "\n".join(f"#define {n} (swtune_ldm.k{k.index}.{n})" for n in names)
+    undefs = "\n".join(f"#undef {n}" for n in names)
+    head = f"/* kernel {k.index}: {k.workload.key} ({k.status}; called {k.calls}x)\n * config: {k.config} */"
+    return struct, f"{head}\n{defines}\n{code.strip()}\n{undefs}\n"
+
+
+def slave_file(kernels: list[Kernel]) -> str:
+    """All kernels in one slave file, their LDM buffers overlaid in one union."""
+    from tuner.codegen.printer import SW_RLC_HELPER
+
+    structs, codes = [], []
+    for k in kernels:
+        s, c = _namespaced(k, SW_RLC_HELPER)
+        structs.append(s)
+        codes.append(c)
+    members = "\n".join(f"  struct {k.name}_ldm k{k.index};" for k in kernels)
+    return "\n".join([
+        "/* swtune AOT: the slave (CPE) kernels of the model. Kernels run one at a time, so their LDM",
+        " * buffers share one union: the static LDM use is that of the largest kernel. */",
+        '#include "swtune_kernel.h"',
+        "#include <slave.h>",
+        "#include <string.h>",
+        "#include <simd.h>",
+        '#include "swtune_slave_api.h"',
+        "",
+        *structs,
+        "union swtune_ldm_u {",
+        members or "  char none;",
+        "};",
+        "__thread_local union swtune_ldm_u swtune_ldm __attribute__((aligned(64)));",
+        SW_RLC_HELPER,
+        *codes,
+    ])
+
+
+def kernel_header(ctype: str) -> str:
+    """The argument struct shared by the host and every slave kernel (as in tuner.codegen.host)."""
+    return (f"/* swtune AOT kernel interface */\n#ifndef SWTUNE_KERNEL_H\n#define SWTUNE_KERNEL_H\n"
+            f"typedef struct {{ {ctype} *a, *b, *c; }} swtune_args;\n#endif\n")

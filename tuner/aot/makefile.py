@@ -1,0 +1,54 @@
+"""The Makefile of a compiled model: sw5cc (SW26010), swgcc (SW26010-Pro) and emu (gcc + swemu).
+
+Flags are those of FACTS.md section 3 and of the per-kernel Makefile (tuner/codegen/host.py):
+sw5cc slave files at -O1 (swGEMM's advice), swgcc with -faddress_align, and the emulator build in
+two stages with the ``slave_`` renaming sw5cc does.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+
+def makefile(target: str, emulator_dir: "str | Path") -> str:
+    pro = "pro" in target
+    default = "swgcc" if pro else "sw5cc"
+    # Pro kernels assume 256 KB of LDM and 8-lane vectors: they cannot run on an SW26010
+    guard = ("\t@echo 'the kernels were generated for SW26010-Pro: build with make swgcc' >&2; exit 2\n"
+             if pro else "")
+    emu_def = "-DSWTUNE_EMU" + (" -DSWTUNE_PRO" if pro else "")
+    return f"""# swtune AOT model for {target}.
+#   make {default}   build `model` with the Sunway toolchain (the default target)
+#   make emu     build `model_emu` for x86 against the athread emulator (SWEMU=<tuner/codegen/emulator>)
+# run: ./model weights.bin input.bin output.bin      (SWTUNE_PROFILE=1 prints per-step seconds)
+SWEMU ?= {Path(emulator_dir).resolve()}
+HDRS = swtune_kernel.h swtune_slave_api.h model.h
+
+all: {default}
+
+# SW26010 (TaihuLight), sw5cc
+sw5cc: $(HDRS) host.c slave.c
+{guard}\tsw5cc -host -msimd -O2 -std=gnu99 -c host.c -o host.o
+\tsw5cc -slave -msimd -O1 -std=gnu99 -c slave.c -o slave.o
+\tsw5cc -hybrid host.o slave.o -lm -o model
+
+# SW26010-Pro, swgcc
+swgcc: $(HDRS) host.c slave.c
+\tswgcc -mhost -msimd -O3 -faddress_align=128 -DSWTUNE_PRO -c host.c -o host.o
+\tswgcc -mslave -msimd -O3 -faddress_align=64 -DSWTUNE_PRO -c slave.c -o slave.o
+\tswgcc -mhybrid host.o slave.o -lm_slave -lm -o model
+
+# x86 + swemu (functional emulation: one pthread per CPE, LDM limited, DMA counted)
+emu: model_emu
+model_emu: $(HDRS) host.c slave.c
+\tgcc -O2 -Wno-psabi -pthread -I$(SWEMU) -I. {emu_def} -D__sw_host__ -c host.c -o host_emu.o
+\tgcc -O2 -Wno-psabi -pthread -I$(SWEMU) -I. {emu_def} -D__sw_slave__ -c slave.c -o slave_emu.o
+\tnm -P -g --defined-only slave_emu.o | awk '$$2=="T"||$$2=="W"{{print $$1" slave_"$$1}}' > slave.syms
+\tobjcopy --redefine-syms=slave.syms slave_emu.o
+\tgcc -O2 -pthread -I$(SWEMU) -c $(SWEMU)/athread_emu.c -o athread_emu.o
+\tgcc -pthread host_emu.o slave_emu.o athread_emu.o -lm -o model_emu
+
+clean:
+\trm -f *.o model model_emu slave.syms
+.PHONY: all sw5cc swgcc emu clean
+"""
