@@ -36,17 +36,14 @@ def load_relax(model: str, batch: int, width: float, image: int) -> Any:
     return torch_to_relax(module, inputs)
 
 
-def server_lookup(url: str, token: str | None, target: str) -> tuple[Lookup, Callable[[], None]]:
-    """Lookup over HTTP: ServiceClient.best; an unreachable server is an error, not "untuned"."""
-    from service.client import ServiceClient
+def server_lookup(url: str, token: str | None, target: str, cache: Path | None = None
+                  ) -> tuple[Lookup, Callable[[], None]]:
+    """Lookup over HTTP with a local cache file: the service answers once per workload, later builds
+    (and builds while the service is down) answer from the cache; nothing known means untuned."""
+    from service.lookup import ScheduleLookup
 
-    client = ServiceClient(url, token, timeout=10.0, retries=1)
-
-    def lookup(workload: Any) -> dict[str, Any] | None:
-        found = client.best(workload.key, target)
-        return found.get("config") if found else None
-
-    return lookup, client.close
+    lookup = ScheduleLookup(url, target, cache_file=cache, timeout=10.0, token=token)
+    return lookup.best, lambda: None
 
 
 def db_lookup(url: str | None, target: str) -> tuple[Lookup, Callable[[], None]]:
@@ -123,6 +120,8 @@ def compile_cmd(
     server: Annotated[Optional[str], typer.Option(help="look schedules up on a running swtune service")] = None,
     token: Annotated[Optional[str], typer.Option(envvar="SWTUNE_TOKEN", help="bearer token for --server")] = None,
     db: Annotated[Optional[str], typer.Option(help="tuning log URL (default: SWTUNE_DATABASE_URL)")] = None,
+    cache: Annotated[Path, typer.Option(help="cache file of --server lookups")] = Path.home() / ".cache" / "swtune"
+    / "schedules.json",
     batch: Annotated[int, typer.Option(help="model batch size")] = 1,
     width: Annotated[float, typer.Option(help="channel width multiplier of the built-in models")] = 1.0,
     image: Annotated[int, typer.Option(help="input image size of the built-in models")] = 224,
@@ -140,7 +139,7 @@ def compile_cmd(
     except SwtuneError as exc:
         console.print(f"[red]error:[/red] {exc}")
         raise typer.Exit(2) from None
-    lookup, close = server_lookup(server, token, tname) if server else db_lookup(db, tname)
+    lookup, close = server_lookup(server, token, tname, cache) if server else db_lookup(db, tname)
     handler = _ConsoleHandler(logging.WARNING)
     log = logging.getLogger("tuner.aot")
     log.addHandler(handler)

@@ -24,8 +24,8 @@ log = logging.getLogger(__name__)
 
 class ScheduleLookup:
     def __init__(self, server: str, target: str, cache_file: "str | Path | None" = None, timeout: float = 5.0,
-                 token: str | None = None) -> None:
-        self.server, self.target, self.timeout, self.token = server, target, timeout, token
+                 token: str | None = None, http: httpx.Client | None = None) -> None:
+        self.server, self.target, self.timeout, self.token, self.http = server, target, timeout, token, http
         self.cache_file = Path(cache_file) if cache_file else None
         self._cache: dict[str, Any] = self._load()
 
@@ -64,8 +64,8 @@ class ScheduleLookup:
         if not missing:
             return
         try:
-            with ServiceClient(self.server, self.token, timeout=self.timeout, retries=1) as client:
-                found = client.best_batch(missing, self.target).get("found", {})
+            client = ServiceClient(self.server, self.token, timeout=self.timeout, retries=1, http=self.http)
+            found = client.best_batch(missing, self.target).get("found", {})
         except (httpx.HTTPError, ServiceError) as exc:
             log.warning("schedule service %s unavailable (%s): using the cache only", self.server, exc)
             return

@@ -59,14 +59,14 @@ def test_compile_with_a_server(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) 
 
     asked: list[tuple[str, str]] = []
 
-    def best(self: Any, key: str, target: str) -> dict[str, Any] | None:
-        asked.append((key, target))
-        return {"config": _config()} if key == DENSE.key else None
+    def best_batch(self: Any, keys: list[str], target: str) -> dict[str, Any]:
+        asked.extend((key, target) for key in keys)
+        return {"found": {k: {"config": _config()} for k in keys if k == DENSE.key}}
 
-    monkeypatch.setattr(ServiceClient, "best", best)
+    monkeypatch.setattr(ServiceClient, "best_batch", best_batch)
     out = tmp_path / "out"
-    res = CliRunner().invoke(app, ["compile", *MODEL, "--server", "http://127.0.0.1:9", "-o", str(out)],
-                             terminal_width=200)
+    res = CliRunner().invoke(app, ["compile", *MODEL, "--server", "http://127.0.0.1:9", "-o", str(out),
+                                   "--cache", str(tmp_path / "cache.json")], terminal_width=200)
     assert res.exit_code == 0, res.output
     assert _kernels(out)[DENSE.key] == "tuned"
     assert {t for _, t in asked} == {"sw26010"} and DENSE.key in {k for k, _ in asked}
