@@ -169,3 +169,28 @@ class TokenRow(Base):
     token_hash: Mapped[str] = mapped_column(String(64), unique=True, nullable=False)
     created_at: Mapped[datetime] = _created()
     revoked_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True), nullable=True)
+
+
+class MSWorkloadRow(Base):
+    """A TVM MetaSchedule workload (an IRModule as MetaSchedule's JSON), for the PyDatabase adapter."""
+
+    __tablename__ = "ms_workloads"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    shash: Mapped[str] = mapped_column(String(32), nullable=False, index=True)
+    workload_json: Mapped[Any] = mapped_column(JSON, nullable=False)
+    created_at: Mapped[datetime] = _created()
+
+
+class MSRecordRow(Base):
+    """A MetaSchedule tuning record, keyed by its workload and (unlike upstream) its target."""
+
+    __tablename__ = "ms_records"
+    __table_args__ = (Index("ix_ms_records_workload_target", "workload_id", "target"),)
+
+    id: Mapped[int] = mapped_column(BigId, primary_key=True)
+    workload_id: Mapped[int] = mapped_column(ForeignKey("ms_workloads.id"), nullable=False)
+    target: Mapped[str] = mapped_column(Text, nullable=False, default="")
+    record_json: Mapped[Any] = mapped_column(JSON, nullable=False)
+    mean_run_secs: Mapped[float | None] = mapped_column(Float, nullable=True)
+    created_at: Mapped[datetime] = _created()

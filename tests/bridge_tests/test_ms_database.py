@@ -38,18 +38,18 @@ def secs(records):
     return [float(r.run_secs[0]) for r in records]
 
 
-def test_workloads_are_deduplicated_by_structure():
-    db = SwtuneDatabase(MemoryStore())
+def test_workloads_are_deduplicated_by_structure(ms_store):
+    db = SwtuneDatabase(ms_store)
     mod = matmul()
     assert not db.has_workload(mod)
     db.commit_workload(mod)
     db.commit_workload(matmul())  # a structurally equal copy
     assert db.has_workload(matmul()) and not db.has_workload(matmul(16))
-    assert len(db.store.workloads) == 1
+    assert len(ms_store.find_workloads(str(__import__('tvm_ffi').structural_hash(mod)))) == 1
 
 
-def test_get_top_k_sorts_stably_and_skips_unusable_records():
-    db = SwtuneDatabase(MemoryStore())
+def test_get_top_k_sorts_stably_and_skips_unusable_records(ms_store):
+    db = SwtuneDatabase(ms_store)
     mod = matmul()
     record(db, mod, [3.0], split=2)
     first_tie = record(db, mod, [1.0], split=4)
@@ -67,8 +67,8 @@ def test_get_top_k_sorts_stably_and_skips_unusable_records():
     assert len(db) == 7 and len(db.get_all_tuning_records()) == 7
 
 
-def test_lookups_are_target_aware():
-    db = SwtuneDatabase(MemoryStore())
+def test_lookups_are_target_aware(ms_store):
+    db = SwtuneDatabase(ms_store)
     mod = matmul()
     record(db, mod, [2.0], target=LLVM)
     record(db, mod, [1.0], target={"kind": "c"})
@@ -81,8 +81,8 @@ def test_lookups_are_target_aware():
     assert isinstance(db.query_schedule(mod, llvm, "main"), tvm.s_tir.Schedule)
 
 
-def test_records_reload_from_storage():
-    store = MemoryStore()
+def test_records_reload_from_storage(ms_store):
+    store = ms_store
     first = SwtuneDatabase(store)
     record(first, matmul(), [1.5])
     again = SwtuneDatabase(store)  # a new process over the same tuning log
