@@ -94,3 +94,34 @@ def test_negative_top_k_is_an_error():
     db = SwtuneDatabase(MemoryStore())
     with pytest.raises(Exception, match="top_k"):
         db.get_top_k(db.commit_workload(matmul()), -1)
+
+
+@pytest.mark.slow
+def test_tune_tir_and_compile_tir_through_the_tuning_log(tmp_path):
+    """A short MetaSchedule run on llvm stores its records in swtune's SQL log and compiles from it."""
+    import numpy as np
+
+    from db import migrate
+    from db.engine import Database
+    from db.metaschedule import SqlMetaScheduleStore
+
+    url = f"sqlite:///{tmp_path / 'log.db'}"
+    migrate.upgrade(url)
+    target = tvm.target.Target(LLVM)
+    db = SwtuneDatabase(SqlMetaScheduleStore(Database(url)))
+    mod = matmul(64)
+    ms.tune_tir(mod, target, str(tmp_path / "work"), max_trials_global=4, num_trials_per_iter=4, database=db,
+                strategy="replay-trace", cost_model="random",
+                builder=ms.builder.LocalBuilder(max_workers=1, timeout_sec=300),
+                runner=ms.runner.LocalRunner(timeout_sec=120))
+    assert len(db) >= 1
+    reopened = SwtuneDatabase(SqlMetaScheduleStore(Database(url)))  # e.g. at compile time, another process
+    record = reopened.query_tuning_record(mod, target, "main")
+    assert record is not None and float(record.run_secs[0]) < 1.0
+    assert reopened.query_tuning_record(mod, tvm.target.Target({"kind": "c"}), "main") is None
+    sch = ms.tir_integration.compile_tir(reopened, mod, target)
+    exe = tvm.compile(sch.mod, target=target)
+    a, b = (np.random.default_rng(i).random((64, 64), dtype=np.float32) for i in (0, 1))
+    c = tvm.runtime.tensor(np.zeros((64, 64), dtype=np.float32))
+    exe(tvm.runtime.tensor(a), tvm.runtime.tensor(b), c)
+    np.testing.assert_allclose(c.numpy(), a @ b, rtol=1e-4)
