@@ -17,6 +17,7 @@ import argparse
 import math
 import statistics
 import time
+from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
 import _common  # noqa: F401
@@ -33,7 +34,9 @@ from tuner.space import ScheduleSpace
 from tuner.workloads import Workload
 
 TARGET_FRACTION = 0.95
-CAPS = {"random": 5000, "ours": 1000, "ours_transfer": 1000, "optuna_tpe": 1000, "nevergrad_de": 1000}
+# Trial caps: a run that has not reached the goal by then counts as cap + 1 (censored, which can only
+# understate how many trials that method needs). Peers are the slowest to drive (their own overhead).
+CAPS = {"random": 5000, "ours": 1000, "ours_transfer": 1000, "optuna_tpe": 600, "nevergrad_de": 600}
 
 
 def suite(quick: bool) -> list[tuple[str, Workload]]:
@@ -49,10 +52,9 @@ def suite(quick: bool) -> list[tuple[str, Workload]]:
     items = list(seen.values())
     if not quick:
         return items
-    picks = [
-        ("sw26010", "alexnet", 1, "conv2"), ("sw26010", "alexnet", 1, "fc7"), ("sw26010", "resnet18", 1, "layer3.conv"),
-        ("sw26010", "vgg19", 64, "conv5"), ("sw26010", "resnet18", 64, "layer2.0.downsample"),
-        ("sw26010-pro", "alexnet", 1, "conv3"),
+    picks = [  # a conv and a dense layer at batch 1, a batch-64 conv, a float64 layer on the Pro
+        ("sw26010", "alexnet", 1, "conv2"), ("sw26010", "alexnet", 1, "fc7"),
+        ("sw26010", "resnet18", 64, "layer2.0.downsample"), ("sw26010-pro", "alexnet", 1, "conv3"),
     ]
     out = []
     for target, model, batch, name in picks:
@@ -77,10 +79,12 @@ def trials_to(curve: list[float], goal: float, cap: int) -> int:
     return cap + 1  # censored: never reached within the cap
 
 
-def run_ours(space: ScheduleSpace, seed: int, cap: int, goal: float, base=None, batch: int = 16
-             ) -> tuple[list[float], object]:
+def run_search(name: str, space: ScheduleSpace, seed: int, cap: int, goal: float, batch: int,
+               base=None) -> tuple[list[float], object]:
+    """Best-so-far curve of a registered strategy, stopping at ``goal`` seconds or ``cap`` trials."""
     sim = Simulator(seed=seed)
-    search = create_strategy("model", space, seed=seed, base_model=base)
+    options = {"base_model": base} if name == "model" else {}
+    search = create_strategy(name, space, seed=seed, **options)
     curve: list[float] = []
     while len(curve) < cap:
         configs = search.ask(min(batch, cap - len(curve)))
@@ -95,21 +99,29 @@ def run_ours(space: ScheduleSpace, seed: int, cap: int, goal: float, base=None, 
     return curve, search
 
 
+def run_ours(space: ScheduleSpace, seed: int, cap: int, goal: float, base=None) -> tuple[list[float], object]:
+    return run_search("model", space, seed, cap, goal, batch=16, base=base)
+
+
 def run_random(space: ScheduleSpace, seed: int, cap: int, goal: float) -> list[float]:
-    search = create_strategy("random", space, seed=seed)
-    sim = Simulator(seed=seed)
-    curve: list[float] = []
-    while len(curve) < cap:
-        configs = search.ask(min(256, cap - len(curve)))
-        if not configs:
-            break
-        results = sim.measure(space.workload, space.target, configs)
-        search.tell(configs, results)
-        for r in results:
-            curve.append(min(curve[-1], r.mean_time) if curve else r.mean_time)
-        if curve[-1] <= goal:
-            break
-    return curve
+    return run_search("random", space, seed, cap, goal, batch=256)[0]
+
+
+def run_methods(job: tuple[tuple[str, Workload], float, int, list[str]]
+                ) -> tuple[dict[str, list[float]], tuple[np.ndarray, np.ndarray]]:
+    """Every method except transfer on one (workload, seed); plus a search history for transfer."""
+    (target, workload), ref, seed, peers = job
+    space = ScheduleSpace(workload, target)
+    goal = ref / TARGET_FRACTION
+    curves = {"random": run_random(space, seed, CAPS["random"], goal)}
+    curves["ours"], search = run_ours(space, seed, CAPS["ours"], goal)
+    # a history of at least 128 trials (as the tuning log would hold) for transfer to other workloads
+    if len(search.measured_time) < 128:
+        _, search = run_ours(space, 100 + seed, 128, 0.0)
+    history = (features(space, np.stack(search.measured_index)), np.asarray(search.measured_time))
+    for peer in peers:
+        curves[peer] = run_peer(peer, space, seed, CAPS[peer], lambda rows: simulate(space, rows), goal)
+    return curves, history
 
 
 def round_time(seed: int = 0) -> float:
@@ -161,6 +173,7 @@ def main() -> None:
     parser.add_argument("--seeds", type=int, default=5)
     parser.add_argument("--png", default="benchmarks/out/search_efficiency.png")
     parser.add_argument("--peers", default=",".join(PEERS))
+    parser.add_argument("--jobs", type=int, default=2, help="worker processes (one per core)")
     args = parser.parse_args()
     seeds = list(range(args.seeds))
     peers = [p for p in args.peers.split(",") if p]
@@ -184,20 +197,16 @@ def main() -> None:
         trials[method].append(trials_to(curve, goal, CAPS[method]))
         curves[method].append(refs[i] / np.asarray(curve))
 
-    for i, space in enumerate(spaces):
-        goal = refs[i] / TARGET_FRACTION
-        for seed in seeds:
-            record("random", i, run_random(space, seed, CAPS["random"], goal))
-            curve, search = run_ours(space, seed, CAPS["ours"], goal)
-            record("ours", i, curve)
-            # keep a full-length history (as the tuning log would hold) for transfer to other workloads
-            hist_curve, hist = run_ours(space, 100 + seed, 128, 0.0) if len(search.measured_time) < 64 \
-                else (curve, search)
-            histories[(i, seed)] = (features(space, np.stack(hist.measured_index)), np.asarray(hist.measured_time))
-            for peer in peers:
-                record(peer, i, run_peer(peer, space, seed, CAPS[peer], lambda rows, s=space: simulate(s, rows), goal))
-        print(f"  [{time.perf_counter() - started:6.0f}s] {space.workload.key}: " +
-              ", ".join(f"{m} {statistics.median(v[-len(seeds):]):.0f}" for m, v in trials.items() if v))
+    jobs = [(i, seed) for i in range(len(spaces)) for seed in seeds]
+    with ProcessPoolExecutor(max_workers=args.jobs) as pool:  # one run per core
+        runs = pool.map(run_methods, [(items[i], refs[i], seed, peers) for i, seed in jobs])
+        for (i, seed), (curves_of, history) in zip(jobs, runs):
+            for method, curve in curves_of.items():
+                record(method, i, curve)
+            histories[(i, seed)] = history
+            if seed == seeds[-1]:
+                print(f"  [{time.perf_counter() - started:6.0f}s] {spaces[i].workload.key}: " +
+                      ", ".join(f"{m} {statistics.median(v[-len(seeds):]):.0f}" for m, v in trials.items() if v))
 
     for i, space in enumerate(spaces):
         goal = refs[i] / TARGET_FRACTION

@@ -23,17 +23,9 @@ Lookup = Callable[[Any], "dict[str, Any] | None"]
 
 def load_relax(model: str, batch: int, width: float, image: int) -> Any:
     """The Relax module of ``alexnet`` / ``resnet18`` (the torch definitions) or of an .onnx file."""
-    from tuner.bridge.extract import onnx_to_relax, torch_to_relax
-    from tuner.models.torch_models import TORCH_MODELS, build
+    from tuner.bridge.extract import load_relax as load
 
-    if model.endswith(".onnx"):
-        if not Path(model).exists():
-            raise FileNotFoundError(f"no ONNX file at {model}")
-        return onnx_to_relax(model)
-    if model not in TORCH_MODELS:
-        raise ValueError(f"unknown model {model!r}: expected one of {sorted(TORCH_MODELS)} or a path to an .onnx file")
-    module, inputs = build(model, batch=batch, width=width, image=image)
-    return torch_to_relax(module, inputs)
+    return load(model, batch, width, image)
 
 
 def server_lookup(url: str, token: str | None, target: str, cache: Path | None = None

@@ -126,15 +126,21 @@ def extract_onnx(path: "str | Path", shapes: dict[str, list[int]] | None = None)
     return extract_relax(onnx_to_relax(path, shapes))
 
 
-def extract_model(spec: str, batch: int = 1, width: float = 1.0, image: int = 224) -> ExtractedModel:
-    """Tasks of a model named on the command line: ``alexnet``/``resnet18`` or a path to an .onnx file."""
+def load_relax(spec: str, batch: int = 1, width: float = 1.0, image: int = 224) -> Any:
+    """The Relax module of a model named on the command line: ``alexnet``/``resnet18`` (the torch
+    definitions, random weights) or a path to an .onnx file."""
     if spec.endswith(".onnx"):
         if not Path(spec).exists():
             raise FileNotFoundError(f"no ONNX file at {spec}")
-        return extract_onnx(spec)
+        return onnx_to_relax(spec)
     from tuner.models.torch_models import TORCH_MODELS, build
 
     if spec not in TORCH_MODELS:
         raise ValueError(f"unknown model {spec!r}: expected one of {sorted(TORCH_MODELS)} or a path to an .onnx file")
     module, inputs = build(spec, batch=batch, width=width, image=image)
-    return extract_torch(module, inputs)
+    return torch_to_relax(module, inputs)
+
+
+def extract_model(spec: str, batch: int = 1, width: float = 1.0, image: int = 224) -> ExtractedModel:
+    """Tasks of a model named on the command line (see ``load_relax``)."""
+    return extract_relax(load_relax(spec, batch, width, image))
