@@ -22,7 +22,7 @@ import pytest
 pytest.importorskip("tvm")
 torch = pytest.importorskip("torch")
 
-from tuner.aot import AotError, compile_model  # noqa: E402
+from tuner.aot import AotError, apply_best, compile_model, current_lookup  # noqa: E402
 from tuner.space.space import ScheduleSpace  # noqa: E402
 
 TARGET = "sw26010"
@@ -77,11 +77,17 @@ def _build_and_run(out_dir: Path, x: np.ndarray) -> np.ndarray:
     return np.fromfile(out_dir / "output.bin", dtype=np.float32)
 
 
-def _check(name: str, module: Any, inputs: tuple[Any, ...], tmp_path: Path, caplog: Any) -> Any:
+def _check(name: str, module: Any, inputs: tuple[Any, ...], tmp_path: Path, caplog: Any,
+           via_context: bool = False) -> Any:
     mod = _relax(module, inputs)
     lookup, tuned, untuned = _half_tuned(mod)
     with caplog.at_level(logging.WARNING, logger="tuner.aot"):
-        result = compile_model(mod, TARGET, tmp_path / name, lookup, name=name)
+        if via_context:  # the compile-time context manager: every compilation in the block is tuned
+            with apply_best(lookup):
+                result = compile_model(mod, TARGET, tmp_path / name, None, name=name)
+            assert current_lookup() is None
+        else:
+            result = compile_model(mod, TARGET, tmp_path / name, lookup, name=name)
     warned = " ".join(r.getMessage() for r in caplog.records if r.name == "tuner.aot")
     for key in untuned:  # every fallback is announced, naming the workload
         assert key in warned
@@ -116,7 +122,7 @@ def test_resnet18_like(tmp_path: Path, caplog: Any) -> None:
     from tuner.models.torch_models import build
 
     module, inputs = build("resnet18", batch=1, width=0.0625, image=32)
-    result = _check("resnet18", module, inputs, tmp_path, caplog)
+    result = _check("resnet18", module, inputs, tmp_path, caplog, via_context=True)
     ops = {r.relax_op for r in result.rows if r.where == "MPE"}
     assert {"nn.batch_norm", "add", "mean", "nn.relu", "nn.max_pool2d"} <= ops
     # each distinct (workload, config) is generated once and called per occurrence

@@ -14,7 +14,7 @@ from typing import Any
 
 from tuner.aot.graph import AotError
 
-__all__ = ["AotError", "AotResult", "compile_model"]
+__all__ = ["AotError", "AotResult", "apply_best", "compile_model", "current_lookup"]
 
 
 def __getattr__(name: str) -> Any:  # lazy: importing tuner.aot must stay cheap
@@ -22,4 +22,8 @@ def __getattr__(name: str) -> Any:  # lazy: importing tuner.aot must stay cheap
         from tuner.aot import compiler
 
         return getattr(compiler, name)
+    if name in ("apply_best", "current_lookup"):
+        from tuner.aot import context
+
+        return getattr(context, name)
     raise AttributeError(name)

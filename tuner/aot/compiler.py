@@ -108,6 +108,10 @@ def compile_model(model: Any, target: "Target | str", out_dir: "str | Path", loo
     tgt = get_target(target)
     mod = to_relax(model, example_inputs)
     graph = read_relax(mod)
+    if lookup is None:  # inside `with apply_best(...)`: the block's schedules
+        from tuner.aot.context import current_lookup
+
+        lookup = current_lookup()
     kernels = resolve_kernels(graph, tgt, lookup)
     plan = plan_memory(graph)
     out = Path(out_dir)
