@@ -70,10 +70,15 @@ def tune_model(
 ) -> None:
     """Tune every conv / dense / batch_matmul task of a model and report the per-layer result."""
     from tuner.bridge.extract import extract_model
+    from tuner.errors import SwtuneError
     from tuner.targets import get_target
 
-    get_target(target)
-    extracted = extract_model(model, batch=batch, width=width, image=image)
+    try:
+        get_target(target)
+        extracted = extract_model(model, batch=batch, width=width, image=image)
+    except (SwtuneError, ValueError, FileNotFoundError) as exc:
+        console.print(f"[red]error:[/red] {exc}")
+        raise typer.Exit(2) from None
     layers = extracted.layers
     console.print(f"[bold]{model}[/]: {len(layers)} tunable tasks "
                   f"({sum(l.weight for l in layers)} calls); not tuned here (run as plain C on the MPE): "
