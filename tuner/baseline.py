@@ -1,9 +1,11 @@
 """The OpenACC-like baseline schedule a tuned kernel is compared against (the swTVM paper's baseline).
 
-OpenACC on Sunway splits the outermost loop over the 64 CPEs and lets the compiler move data with
+OpenACC on Sunway splits one outer loop over the 64 CPEs and lets the compiler move data with
 fine-grained DMA: no 2-D mesh mapping, no tile sharing, per-row requests, no double buffering, scalar
-code. We give it the benefit of hand tuning: the best tile sizes and loop orders under those
-restrictions (one output row per CPE step), found by enumerating that small sub-space.
+code. We give it the benefit of hand tuning: the programmer picks which output loop to parallelize
+(the row axes -- batch/spatial -- or the col axis -- output features/channels -- one element per
+CPE step) and the best tile sizes and loop orders under those restrictions, found by enumerating
+that small sub-space.
 """
 
 from __future__ import annotations
@@ -15,22 +17,23 @@ import numpy as np
 from tuner.measure.simulator import simulate
 from tuner.space.space import Config, ScheduleSpace
 
-FIXED = dict(grid="64x1", share="none", dma="rows", put_lines=0, db_a=0, db_b=0, simd=1, unroll=1)
+FIXED = dict(share="none", dma="rows", put_lines=0, db_a=0, db_b=0, simd=1, unroll=1)
+PARALLEL = {"64x1": "row", "1x64": "col"}  # grid -> the axes split element-wise over the CPEs
 
 
 def openacc_baseline(space: ScheduleSpace) -> Config:
     """The fastest config (by the simulator) with the OpenACC restrictions."""
-    choices: list[tuple[str, tuple]] = []
-    for axis in space.geometry.axes:
-        name = f"tile_{axis.name}"
-        # row axes: one element at a time (the parallel outer loop); others: any tile size
-        choices.append((name, (1,) if axis.role == "row" else axis.choices))
-    choices.append(("tile_order", space.knobs[space.knob_index["tile_order"]].choices))
-    choices.append(("inner", space.knobs[space.knob_index["inner"]].choices))
-    names = [n for n, _ in choices]
     rows = []
-    for combo in itertools.product(*(c for _, c in choices)):
-        rows.append(space.encode({**FIXED, **dict(zip(names, combo))}))
+    for grid, parallel_role in PARALLEL.items():
+        choices: list[tuple[str, tuple]] = []
+        for axis in space.geometry.axes:
+            # the parallel loop: one element at a time per CPE; the others: any tile size
+            choices.append((f"tile_{axis.name}", (1,) if axis.role == parallel_role else axis.choices))
+        choices.append(("tile_order", space.knobs[space.knob_index["tile_order"]].choices))
+        choices.append(("inner", space.knobs[space.knob_index["inner"]].choices))
+        names = [n for n, _ in choices]
+        for combo in itertools.product(*(c for _, c in choices)):
+            rows.append(space.encode({**FIXED, "grid": grid, **dict(zip(names, combo))}))
     index = np.stack(rows)
     times = simulate(space, index)
     if not np.isfinite(times).any():
