@@ -13,6 +13,7 @@ from tuner.aot.kernels import Kernel
 from tuner.aot.memory import MemoryPlan
 from tuner.aot.mpe import Ref, describe, emit_mpe
 from tuner.aot.weights import WeightsLayout, weights_header_lines
+from tuner.codegen.host import HOST_HELPERS
 
 MPE_HZ = {"sw26010": 1.45e9, "sw26010-pro": 2.1e9}
 
@@ -101,30 +102,7 @@ static const char *const step_names[SWTUNE_N_STEPS > 0 ? SWTUNE_N_STEPS : 1] = {
 static unsigned long step_cycles[SWTUNE_N_STEPS > 0 ? SWTUNE_N_STEPS : 1];
 static const long slot_elems[SWTUNE_N_SLOTS] = {{ {", ".join(f"{x}L" for x in plan.slot_elems)} }};
 
-static unsigned long sw_cycles(void) {{
-#if defined(SWTUNE_EMU) || defined(SWTUNE_PRO)
-  return (unsigned long)athread_time_cycle();
-#else
-  unsigned long t;
-  asm volatile("rtc %0" : "=r"(t));
-  return t;
-#endif
-}}
-
-static void *sw_alloc(size_t bytes) {{
-  void *p = NULL;
-  if (posix_memalign(&p, 128, bytes ? bytes : 128)) {{ fprintf(stderr, "out of memory\\n"); exit(2); }}
-  return p;
-}}
-
-static void sw_read(const char *path, void *dst, size_t bytes) {{
-  FILE *f = fopen(path, "rb");
-  if (!f) {{ fprintf(stderr, "cannot open %s\\n", path); exit(2); }}
-  if (fread(dst, 1, bytes, f) != bytes || fgetc(f) != EOF) {{
-    fprintf(stderr, "%s: expected exactly %lu bytes\\n", path, (unsigned long)bytes); exit(2);
-  }}
-  fclose(f);
-}}
+{HOST_HELPERS}
 
 /* The model: every step in order. */
 static void swtune_run({ty} *const *inputs, {ty} *const W, {ty} *const *slots) {{

@@ -17,6 +17,32 @@ from tuner.workloads import Conv2d
 
 MPE_HZ = {"sw26010": 1.45e9, "sw26010-pro": 2.1e9}
 
+HOST_HELPERS = r"""static unsigned long sw_cycles(void) {
+#if defined(SWTUNE_EMU) || defined(SWTUNE_PRO)
+  return (unsigned long)athread_time_cycle();
+#else
+  unsigned long t;
+  asm volatile("rtc %0" : "=r"(t));
+  return t;
+#endif
+}
+
+static void *sw_alloc(size_t bytes) {
+  void *p = NULL;
+  if (posix_memalign(&p, 128, bytes ? bytes : 128)) { fprintf(stderr, "out of memory\n"); exit(2); }
+  return p;
+}
+
+static void sw_read(const char *path, void *dst, size_t bytes) {
+  FILE *f = fopen(path, "rb");
+  if (!f) { fprintf(stderr, "cannot open %s\n", path); exit(2); }
+  if (fread(dst, 1, bytes, f) != bytes || fgetc(f) != EOF) {
+    fprintf(stderr, "%s: expected exactly %lu bytes\n", path, (unsigned long)bytes); exit(2);
+  }
+  fclose(f);
+}
+"""  # cycle counter, aligned allocation and exact-size input reads shared by every host program
+
 SLAVE_API = r"""/* swtune: the DMA / sync calls a generated slave file uses, for sw5cc (SW26010) or swgcc (Pro). */
 #ifndef SWTUNE_SLAVE_API_H
 #define SWTUNE_SLAVE_API_H
@@ -111,27 +137,7 @@ def host_file(s: Scheduled) -> str:
 
 extern void SLAVE_FUN(swtune_kernel)(swtune_args *);
 
-static unsigned long sw_cycles(void) {{
-#if defined(SWTUNE_EMU) || defined(SWTUNE_PRO)
-  return (unsigned long)athread_time_cycle();
-#else
-  unsigned long t;
-  asm volatile("rtc %0" : "=r"(t));
-  return t;
-#endif
-}}
-
-static void *sw_alloc(size_t bytes) {{
-  void *p = NULL;
-  if (posix_memalign(&p, 128, bytes ? bytes : 128)) {{ fprintf(stderr, "out of memory\\n"); exit(2); }}
-  return p;
-}}
-
-static void sw_read(const char *path, void *dst, size_t bytes) {{
-  FILE *f = fopen(path, "rb");
-  if (!f || fread(dst, 1, bytes, f) != bytes) {{ fprintf(stderr, "cannot read %s\\n", path); exit(2); }}
-  fclose(f);
-}}
+{HOST_HELPERS}
 
 static void sw_fill({ty} *p, long n, unsigned seed) {{
   for (long i = 0; i < n; i++) {{ seed = seed * 1103515245u + 12345u; p[i] = ({ty})((seed >> 8) % 2001) / 1000 - 1; }}
