@@ -99,8 +99,17 @@ def extract_relax(mod: Any) -> ExtractedModel:
     return ExtractedModel(layers, dict(untuned))
 
 
+def _require(module: str) -> Any:
+    import importlib
+
+    try:
+        return importlib.import_module(module)
+    except ImportError:
+        raise ValueError(f"importing models needs {module}: pip install 'swtune[models]'") from None
+
+
 def torch_to_relax(module: Any, example_inputs: Sequence[Any]) -> Any:
-    import torch
+    torch = _require("torch")
     from tvm.relax.frontend.torch import from_exported_program
 
     with torch.no_grad():
@@ -114,7 +123,7 @@ def extract_torch(module: Any, example_inputs: Sequence[Any]) -> ExtractedModel:
 
 
 def onnx_to_relax(path: "str | Path", shapes: dict[str, list[int]] | None = None) -> Any:
-    import onnx
+    onnx = _require("onnx")
     from tvm.relax.frontend.onnx import from_onnx
 
     model = onnx.load(str(path))
@@ -135,6 +144,7 @@ def load_relax(spec: str, batch: int = 1, width: float = 1.0, image: int = 224) 
         return onnx_to_relax(spec)
     from tuner.models.torch_models import TORCH_MODELS, build
 
+    _require("torch")
     if spec not in TORCH_MODELS:
         raise ValueError(f"unknown model {spec!r}: expected one of {sorted(TORCH_MODELS)} or a path to an .onnx file")
     module, inputs = build(spec, batch=batch, width=width, image=image)
