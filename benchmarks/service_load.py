@@ -43,6 +43,7 @@ from db import tokens as tokens_db
 from db.engine import Database, normalize_url
 from db.orm import JobRow, MeasurementRow
 from db.refs import insert_ignore, target_id, workload_id
+from service.embedded import spawn_server
 from tuner.space.space import ScheduleSpace, config_hash
 from tuner.workloads import Dense
 
@@ -103,28 +104,9 @@ def enqueue_jobs(db: Database, n: int, seed: int) -> int:
 
 
 def start_server(url: str, lease_seconds: float) -> tuple[subprocess.Popen[bytes], str]:
-    # uvicorn's --fd treats the socket as AF_UNIX and so never sets TCP_NODELAY (40 ms stalls
-    # from Nagle + delayed ACK): ask the kernel for a free port and let uvicorn bind it instead.
-    sock = socket.socket()
-    sock.bind(("127.0.0.1", 0))
-    port = sock.getsockname()[1]
-    sock.close()
     env = {**os.environ, "PYTHONPATH": str(ROOT), "SWTUNE_DATABASE_URL": url, "SWTUNE_AUTH_ENABLED": "true",
            "SWTUNE_DRIVER_ENABLED": "false", "SWTUNE_LEASE_SECONDS": str(lease_seconds)}
-    proc = subprocess.Popen([sys.executable, "-m", "uvicorn", "service.app:create_app", "--factory",
-                             "--host", "127.0.0.1", "--port", str(port), "--log-level", "warning", "--no-access-log"],
-                            cwd=ROOT, env=env)
-    base = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + 30
-    while time.monotonic() < deadline:
-        try:
-            if httpx.get(base + "/ready", timeout=1).status_code == 200:
-                return proc, base
-        except httpx.HTTPError:
-            pass
-        time.sleep(0.1)
-    proc.kill()
-    raise RuntimeError("server did not become ready")
+    return spawn_server(env, ROOT, "--no-access-log")
 
 
 # --- phase 1: lookups -------------------------------------------------------------------------

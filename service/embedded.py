@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import socket
+import subprocess
+import sys
 import threading
 import time
+from pathlib import Path
 from typing import Any
 
 import uvicorn
@@ -45,3 +48,31 @@ class EmbeddedServer:
 
     def __exit__(self, *exc: object) -> None:
         self.stop()
+
+
+def spawn_server(env: dict[str, str], cwd: "str | Path", *extra_args: str, ready_timeout: float = 30.0
+                 ) -> tuple[subprocess.Popen[bytes], str]:
+    """Start `uvicorn service.app:create_app` as a child process on a free loopback port; wait until
+    /ready answers. Returns (process, base URL). ``env`` carries the SWTUNE_ settings."""
+    import httpx
+
+    # uvicorn's --fd treats the socket as AF_UNIX and so never sets TCP_NODELAY (40 ms stalls from
+    # Nagle + delayed ACK): ask the kernel for a free port and let uvicorn bind it instead.
+    sock = socket.socket()
+    sock.bind(("127.0.0.1", 0))
+    port = sock.getsockname()[1]
+    sock.close()
+    proc = subprocess.Popen([sys.executable, "-m", "uvicorn", "service.app:create_app", "--factory",
+                             "--host", "127.0.0.1", "--port", str(port), "--log-level", "warning", *extra_args],
+                            cwd=str(cwd), env=env)
+    base = f"http://127.0.0.1:{port}"
+    deadline = time.monotonic() + ready_timeout
+    while time.monotonic() < deadline:
+        try:
+            if httpx.get(base + "/ready", timeout=1).status_code == 200:
+                return proc, base
+        except httpx.HTTPError:
+            pass
+        time.sleep(0.1)
+    proc.kill()
+    raise RuntimeError("server did not become ready")

@@ -10,13 +10,11 @@ from __future__ import annotations
 
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
 from pathlib import Path
 
-import httpx
 import pytest
 from sqlalchemy import func, select
 
@@ -24,6 +22,7 @@ from db import tokens as tokens_db
 from db.engine import Database
 from db.orm import JobRow, MeasurementRow, WorkloadRow
 from service.client import ServiceClient
+from service.embedded import spawn_server
 from tuner.models.zoo import model_layers
 
 REPO = Path(__file__).resolve().parents[2]
@@ -38,26 +37,7 @@ def _env(url: str) -> dict[str, str]:
 
 
 def _start_server(url: str) -> tuple[subprocess.Popen[bytes], str]:
-    # uvicorn's --fd treats the socket as AF_UNIX and so never sets TCP_NODELAY (40 ms stalls
-    # from Nagle + delayed ACK): ask the kernel for a free port and let uvicorn bind it instead.
-    sock = socket.socket()
-    sock.bind(("127.0.0.1", 0))  # the kernel picks a free port
-    port = sock.getsockname()[1]
-    sock.close()
-    proc = subprocess.Popen([sys.executable, "-m", "uvicorn", "service.app:create_app", "--factory",
-                             "--host", "127.0.0.1", "--port", str(port), "--log-level", "warning"],
-                            cwd=REPO, env=_env(url))
-    base = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + 30
-    while time.monotonic() < deadline:
-        try:
-            if httpx.get(base + "/ready", timeout=1).status_code == 200:
-                return proc, base
-        except httpx.HTTPError:
-            pass
-        time.sleep(0.1)
-    proc.kill()
-    raise RuntimeError("server did not become ready")
+    return spawn_server(_env(url), REPO)
 
 
 def _start_worker(base: str, url: str, token: str, name: str, latency: float) -> subprocess.Popen[bytes]:
