@@ -166,7 +166,7 @@ def _namespaced(k: Kernel, helper: str) -> tuple[str, str]:
 
 def slave_file(kernels: list[Kernel]) -> str:
     """All kernels in one slave file, their LDM buffers overlaid in one union."""
-    from tuner.codegen.printer import SW_RLC_HELPER
+    from tuner.codegen.printer import SLAVE_INCLUDES, SW_RLC_HELPER
 
     structs, codes = [], []
     for k in kernels:
@@ -177,11 +177,7 @@ def slave_file(kernels: list[Kernel]) -> str:
     return "\n".join([
         "/* swtune AOT: the slave (CPE) kernels of the model. Kernels run one at a time, so their LDM",
         " * buffers share one union: the static LDM use is that of the largest kernel. */",
-        '#include "swtune_kernel.h"',
-        "#include <slave.h>",
-        "#include <string.h>",
-        "#include <simd.h>",
-        '#include "swtune_slave_api.h"',
+        *SLAVE_INCLUDES,
         "",
         *structs,
         "union swtune_ldm_u {",

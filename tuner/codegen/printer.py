@@ -445,11 +445,7 @@ class SlavePrinter:
         head = [
             f"/* swtune slave kernel: {self.s.workload.key} on {self.s.target.name}",
             f" * config: {self.s.config} */",
-            '#include "swtune_kernel.h"',
-            "#include <slave.h>",
-            "#include <string.h>",
-            "#include <simd.h>",
-            '#include "swtune_slave_api.h"',
+            *SLAVE_INCLUDES,
             "",
             *decl,
             "",
@@ -470,6 +466,10 @@ class SlavePrinter:
         tail = ["  (void)a_s; (void)b_s; (void)c_s;", "}", ""]
         return "\n".join(head + body.lines + tail)
 
+
+# Headers every slave file starts with (one kernel here, a whole model's kernels in tuner.aot).
+SLAVE_INCLUDES = ('#include "swtune_kernel.h"', "#include <slave.h>", "#include <string.h>", "#include <simd.h>",
+                  '#include "swtune_slave_api.h"')
 
 SW_RLC_HELPER = r"""#ifndef SWTUNE_PRO
 /* Send (owner) or receive (others) `len` bytes at `p` over the row bus, 32 B per message. */

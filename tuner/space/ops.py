@@ -150,14 +150,13 @@ class GemmGeometry(OpGeometry):
         return {"a": self._batch(t) + [m, k], "b": self._batch(t) + [n, k], "c": self._batch(t) + [m, n]}
 
     def inner_access(self, inner: str, t: dict[str, AxisTiles]) -> InnerAccess:
-        yes, no = np.ones_like(t["k"].full, dtype=bool), np.zeros_like(t["k"].full, dtype=bool)
+        no = np.zeros_like(t["k"].full, dtype=bool)
         k_is_one = t["k"].full == 1
         if inner == "n":  # a broadcast (loade), b[n,k] strided by tk along n
             return InnerAccess(no, ~k_is_one, False, t["n"].full)
         if inner == "k":  # both contiguous along k, lanes reduced at the end
             return InnerAccess(no, no, True, t["k"].full)
         return InnerAccess(~k_is_one, no, False, t["m"].full)  # inner m: a strided by tk
-        del yes
 
     def b_shareable(self, t: dict[str, AxisTiles], pr: np.ndarray) -> np.ndarray:
         if "b" not in t:
