@@ -16,18 +16,32 @@ from tuner.errors import InvalidWorkloadError
 
 DTYPE_BYTES = {"float32": 4, "float64": 8}
 
+# Bounds that keep a workload tunable and every figure of it inside a 64-bit column: the largest
+# extent of any shape field (16 Mi: far beyond any layer of a real model) and the largest FLOP count
+# of one operator instance (1e15: a quarter hour at a core group's peak).
+MAX_EXTENT = 1 << 24
+MAX_FLOPS = 10**15
+
 
 def _positive(name: str, value: Any) -> int:
     if isinstance(value, bool) or not isinstance(value, int):
         raise InvalidWorkloadError(f"{name} must be an integer, got {value!r}")
     if value <= 0:
         raise InvalidWorkloadError(f"{name} must be positive, got {value}")
+    if value > MAX_EXTENT:
+        raise InvalidWorkloadError(f"{name}={value} exceeds the maximum extent {MAX_EXTENT}")
     return value
 
 
 def _check_dtype(dtype: Any) -> None:
-    if dtype not in DTYPE_BYTES:
+    if not isinstance(dtype, str) or dtype not in DTYPE_BYTES:
         raise InvalidWorkloadError(f"unsupported dtype {dtype!r}; expected one of {sorted(DTYPE_BYTES)}")
+
+
+def _check_flops(workload: "Workload") -> None:
+    if workload.flops > MAX_FLOPS:
+        raise InvalidWorkloadError(f"{workload.op} workload has {workload.flops:.3e} FLOPs, above the maximum "
+                                   f"{MAX_FLOPS:.0e} of one operator instance")
 
 
 @dataclass(frozen=True)
@@ -87,8 +101,8 @@ class Conv2d(Workload):
             _positive(name, getattr(self, name))
         for name in ("pad_h", "pad_w"):
             value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-                raise InvalidWorkloadError(f"{name} must be a non-negative integer, got {value!r}")
+            if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= MAX_EXTENT:
+                raise InvalidWorkloadError(f"{name} must be an integer in [0, {MAX_EXTENT}], got {value!r}")
         _check_dtype(self.dtype)
         if self.c % self.groups or self.k % self.groups:
             raise InvalidWorkloadError(
@@ -99,6 +113,7 @@ class Conv2d(Workload):
                 f"dilated kernel {self.span_h}x{self.span_w} is larger than the padded input "
                 f"{self.h + 2 * self.pad_h}x{self.w + 2 * self.pad_w}"
             )
+        _check_flops(self)
 
     @property
     def span_h(self) -> int:
@@ -139,6 +154,7 @@ class Dense(Workload):
         for name in ("m", "n", "k"):
             _positive(name, getattr(self, name))
         _check_dtype(self.dtype)
+        _check_flops(self)
 
     @property
     def flops(self) -> int:
@@ -160,6 +176,7 @@ class BatchMatmul(Workload):
         for name in ("b", "m", "n", "k"):
             _positive(name, getattr(self, name))
         _check_dtype(self.dtype)
+        _check_flops(self)
 
     @property
     def flops(self) -> int:
@@ -197,14 +214,18 @@ def workload_from_json(spec: dict[str, Any] | str) -> Workload:
     if not isinstance(spec, dict):
         raise InvalidWorkloadError(f"a workload must be a JSON object, got {type(spec).__name__}")
     spec = dict(spec)
-    op = _ALIASES.get(spec.get("op", ""), spec.pop("op", None))
-    spec.pop("op", None)
+    op = spec.pop("op", None)
+    if not isinstance(op, str):
+        raise InvalidWorkloadError(f"op must be a string naming one of {sorted(WORKLOAD_TYPES)}, got {op!r}")
+    op = _ALIASES.get(op, op)
     if op not in WORKLOAD_TYPES:
         raise InvalidWorkloadError(f"unknown op {op!r}; expected one of {sorted(WORKLOAD_TYPES)}")
     cls = WORKLOAD_TYPES[op]
     if cls is Conv2d:
         spec = _pairs(spec)
     names = {f.name for f in fields(cls)}
+    if any(not isinstance(name, str) for name in spec):
+        raise InvalidWorkloadError("workload field names must be strings")
     unknown = set(spec) - names
     if unknown:
         raise InvalidWorkloadError(f"unknown fields for {op}: {sorted(unknown)}")

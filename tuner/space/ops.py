@@ -57,14 +57,28 @@ def tile_choices(extent: int, limit: int = 16) -> tuple[int, ...]:
     """Tile sizes for an axis: powers of two, divisors and the extent itself (ragged tiles allowed).
 
     Divisors avoid ragged tiles, powers of two match SIMD and 128-B lines; when an axis has many of
-    both, the list is thinned to keep the space searchable.
+    both, the list is thinned to keep the space searchable. Built in O(sqrt(extent)) steps (a
+    factorisation), so a huge extent cannot stall space construction.
     """
     candidates = {extent}
     p = 1
     while p < extent:
         candidates.add(p)
         p *= 2
-    candidates.update(d for d in range(1, extent + 1) if extent % d == 0)
+    # Divisors from the prime factorisation: O(sqrt(extent)) trial division, never a loop over the extent.
+    factors: dict[int, int] = {}
+    rest, f = extent, 2
+    while f * f <= rest:
+        while rest % f == 0:
+            factors[f] = factors.get(f, 0) + 1
+            rest //= f
+        f += 1 if f == 2 else 2
+    if rest > 1:
+        factors[rest] = factors.get(rest, 0) + 1
+    divisors = [1]
+    for prime, power in factors.items():
+        divisors = [d * prime**e for d in divisors for e in range(power + 1)]
+    candidates.update(divisors)
     values = sorted(candidates)
     if len(values) > limit:
         keep = {values[0], values[-1]}
