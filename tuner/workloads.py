@@ -102,7 +102,7 @@ class Conv2d(Workload):
         for name in ("pad_h", "pad_w"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= MAX_EXTENT:
-                raise InvalidWorkloadError(f"{name} must be an integer in [0, {MAX_EXTENT}], got {value!r}")
+                raise InvalidWorkloadError(f"{name} must be a non-negative integer up to {MAX_EXTENT}, got {value!r}")
         _check_dtype(self.dtype)
         if self.c % self.groups or self.k % self.groups:
             raise InvalidWorkloadError(
