@@ -17,7 +17,7 @@ from service.driver import TuningDriver
 from service.limits import BodySizeLimit
 from service.metrics import Metrics, MetricsMiddleware, StateCollector
 from service.notify import JobSignal
-from service.routes import health, jobs, records, schedules, tasks
+from service.routes import dashboard, health, jobs, records, schedules, tasks
 from service.routes.schedules import LookupCache
 from service.settings import Settings
 
@@ -67,6 +67,7 @@ def create_app(settings: Settings | None = None, *, db: Database | None = None) 
     errors.install(app)
     for module in (health, tasks, jobs, schedules, records):
         app.include_router(module.router)
+    dashboard.install(app)  # the web UI at /ui and its read-only views
     app.add_middleware(BodySizeLimit, max_bytes=settings.max_body_bytes,
                        overrides={"/api/v1/records/import": settings.max_import_bytes})
     app.add_middleware(MetricsMiddleware, metrics=metrics)

@@ -1,0 +1,237 @@
+"""The web dashboard: its static files (service/ui, served at /ui, / redirects there) and the read-only
+JSON views it needs beyond the task and worker endpoints: a task's trials one by one, the leases
+workers hold, tasks grouped by submission with a per-layer baseline comparison, and the key of a
+workload spec. A read token is enough for all of them; the static files need none (the page asks for
+a token when the API answers 401).
+"""
+
+from __future__ import annotations
+
+import math
+from datetime import datetime
+from functools import lru_cache
+from pathlib import Path
+from typing import Any, NamedTuple
+
+from fastapi import APIRouter, FastAPI, Query
+from fastapi.responses import RedirectResponse
+from fastapi.staticfiles import StaticFiles
+from pydantic import BaseModel, Field
+
+from db import history
+from db import tasks as tasks_db
+from db.refs import parse_workload, target_name
+from service.auth import Reader
+from service.deps import Db
+from tuner.workloads import Workload
+
+UI_DIR = Path(__file__).resolve().parents[1] / "ui"
+
+router = APIRouter(prefix="/api/v1", tags=["dashboard"])
+root = APIRouter(include_in_schema=False)
+
+
+# --- wire schemas -----------------------------------------------------------------------------
+class TrialOut(BaseModel):
+    trial: int
+    job_id: int
+    status: str = Field(description="measurement status, or given_up when no worker ever posted a result")
+    mean_time: float | None
+    gflops: float | None
+    worker: str
+    error: str
+    finished_at: datetime | None
+
+
+class WorkerTallyOut(BaseModel):
+    worker: str
+    trials: int
+    ok: int
+    failed: int
+    best_time: float | None
+    best_gflops: float | None
+    last_at: datetime | None
+
+
+class TaskTrialsOut(BaseModel):
+    task_id: int
+    flops: int
+    trials: list[TrialOut] = Field(description="finished trials in completion order")
+    workers: list[WorkerTallyOut]
+
+
+class WorkerLeasesOut(BaseModel):
+    worker: str
+    jobs: int
+    task_ids: list[int]
+    next_expiry: datetime | None
+
+
+class LeasesOut(BaseModel):
+    database_time: datetime = Field(description="the clock lease expiries are decided by")
+    leases: list[WorkerLeasesOut]
+
+
+class SubmissionOut(BaseModel):
+    batch: str
+    target: str
+    submitter: str
+    created_at: datetime | None
+    tasks: int
+    states: dict[str, int]
+    labels: list[str]
+    trial_budget: int
+    trials_done: int
+
+
+class LayerOut(BaseModel):
+    task_id: int
+    label: str
+    workload_key: str
+    workload: dict[str, Any]
+    state: str
+    trials_done: int
+    trial_budget: int
+    baseline_time: float | None = Field(description="the OpenACC-like schedule on the simulator")
+    tuned_time: float | None = Field(description="the best time among this task's trials")
+    speedup: float | None
+    gflops: float | None
+
+
+class SubmissionReportOut(SubmissionOut):
+    layers: list[LayerOut]
+    baseline_total: float | None = Field(description="sum of the layers' baseline times, each layer once")
+    tuned_total: float | None = Field(description="sum of tuned times (baseline where nothing is tuned yet)")
+    speedup: float | None
+    untuned: int = Field(description="layers with no successful trial yet (counted at their baseline)")
+
+
+class TargetOut(BaseModel):
+    name: str
+    description: str
+
+
+class WorkloadKeyOut(BaseModel):
+    key: str
+    op: str
+    flops: int
+    workload: dict[str, Any]
+
+
+# --- helpers ----------------------------------------------------------------------------------
+def _gflops(flops: int, seconds: float | None) -> float | None:
+    return flops / seconds / 1e9 if seconds and math.isfinite(seconds) and seconds > 0 else None
+
+
+class _Layer(NamedTuple):
+    """What service.demo.baselines reads of a layer."""
+
+    name: str
+    workload: Workload
+
+
+@lru_cache(maxsize=1024)
+def _baseline(canonical_json: str, target: str) -> float | None:
+    """Simulated time of the OpenACC-like schedule (the baseline `swtune demo` and tune-model report)."""
+    from service.demo import baselines
+
+    layer = _Layer("layer", parse_workload(canonical_json))
+    try:
+        return baselines([layer], target)["layer"]
+    except Exception:  # noqa: BLE001 - no baseline for this workload: the page shows "-"
+        return None
+
+
+# --- routes -----------------------------------------------------------------------------------
+@router.get("/tasks/{task_id}/trials", response_model=TaskTrialsOut)
+def task_trials(task_id: int, db: Db, _: Reader) -> TaskTrialsOut:
+    """A task's finished trials one by one (the points of its tuning curve) and a tally per worker."""
+    with db.session() as s:
+        flops = tasks_db.get_task(s, task_id, curve=False).workload.flops
+        points = history.task_trials(s, task_id)
+    return TaskTrialsOut(
+        task_id=task_id, flops=flops,
+        trials=[TrialOut(trial=p.trial, job_id=p.job_id, status=p.status, mean_time=p.mean_time,
+                         gflops=_gflops(flops, p.mean_time), worker=p.worker, error=p.error,
+                         finished_at=p.finished_at) for p in points],
+        workers=[WorkerTallyOut(worker=t.worker, trials=t.trials, ok=t.ok, failed=t.failed, best_time=t.best_time,
+                                best_gflops=_gflops(flops, t.best_time), last_at=t.last_at)
+                 for t in history.tally_by_worker(points)])
+
+
+@router.get("/workers/leases", response_model=LeasesOut)
+def worker_leases(db: Db, _: Reader) -> LeasesOut:
+    """The jobs each worker holds right now (workers holding none are absent)."""
+    with db.session() as s:
+        now = history.database_now(s)
+        leases = history.current_leases(s)
+    return LeasesOut(database_time=now, leases=[WorkerLeasesOut(worker=l.worker, jobs=l.jobs, task_ids=list(l.task_ids),
+                                                                next_expiry=l.next_expiry) for l in leases])
+
+
+def _submission_out(info: history.SubmissionInfo) -> dict[str, Any]:
+    return dict(batch=info.batch, target=info.target, submitter=info.submitter, created_at=info.created_at,
+                tasks=info.tasks, states=info.states, labels=list(info.labels), trial_budget=info.trial_budget,
+                trials_done=info.trials_done)
+
+
+@router.get("/submissions", response_model=list[SubmissionOut])
+def submissions(db: Db, _: Reader, limit: int = Query(100, ge=1, le=1000)) -> list[SubmissionOut]:
+    """Tasks grouped by the submission that created them, newest first."""
+    with db.session() as s:
+        return [SubmissionOut(**_submission_out(i)) for i in history.list_submissions(s, limit=limit)]
+
+
+@router.get("/submissions/{batch}", response_model=SubmissionReportOut)
+def submission(batch: str, db: Db, _: Reader) -> SubmissionReportOut:
+    """A submission's per-layer table: baseline vs tuned time, speedup, GFLOPS, and the totals."""
+    with db.session() as s:
+        info = history.get_submission(s, batch)
+        tasks = tasks_db.list_tasks(s, batch=batch, limit=max(info.tasks, 1))
+    layers = []
+    for t in tasks:
+        base = _baseline(t.workload.canonical_json(), t.target)
+        tuned = t.best_time if t.best_time and math.isfinite(t.best_time) else None
+        layers.append(LayerOut(task_id=t.id, label=t.label, workload_key=t.workload_key,
+                               workload=t.workload.to_json(), state=t.state,
+                               trials_done=t.trials_done, trial_budget=t.trial_budget, baseline_time=base,
+                               tuned_time=tuned, speedup=base / tuned if base and tuned else None,
+                               gflops=_gflops(t.workload.flops, tuned)))
+    with_base = [l for l in layers if l.baseline_time is not None]
+    base_total = sum(l.baseline_time or 0.0 for l in with_base) if with_base else None
+    tuned_total = (sum(l.tuned_time or l.baseline_time or 0.0 for l in with_base) if with_base else None)
+    return SubmissionReportOut(**_submission_out(info), layers=layers, baseline_total=base_total,
+                               tuned_total=tuned_total,
+                               speedup=base_total / tuned_total if base_total and tuned_total else None,
+                               untuned=sum(1 for l in layers if l.tuned_time is None))
+
+
+@router.get("/workloads/key", response_model=WorkloadKeyOut)
+def workload_key(_: Reader, workload: str = Query(min_length=2, max_length=4096,
+                                                  description="a workload spec as JSON"),
+                 target: str | None = Query(None, description="checked when given")) -> WorkloadKeyOut:
+    """The key a workload spec is stored and looked up under (what GET /schedules/best takes)."""
+    wl = parse_workload(workload)
+    if target is not None:
+        target_name(target)
+    return WorkloadKeyOut(key=wl.key, op=wl.op, flops=int(wl.flops), workload=wl.to_json())
+
+
+@router.get("/targets", response_model=list[TargetOut])
+def targets(_: Reader) -> list[TargetOut]:
+    """The target presets (for the lookup form)."""
+    from tuner.targets import TARGETS
+
+    return [TargetOut(name=t.name, description=t.description) for t in TARGETS.values()]
+
+
+@root.get("/")
+def index() -> RedirectResponse:
+    return RedirectResponse("/ui/")
+
+
+def install(app: FastAPI) -> None:
+    """The dashboard's routes and its static files (one call from the app factory)."""
+    app.include_router(router)
+    app.include_router(root)
+    app.mount("/ui", StaticFiles(directory=UI_DIR, html=True), name="ui")
