@@ -1,0 +1,239 @@
+"""The service's client commands: `swtune tasks list|show|cancel`, `swtune best`, `swtune submit`.
+
+Each talks to a running server over HTTP (``--server``, default ``$SWTUNE_SERVER`` or
+http://127.0.0.1:8000) with the bearer token in ``$SWTUNE_TOKEN``, prints rich tables (or the API's
+JSON with ``--json``), and turns every failure into one line on stderr and exit code 2.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+from pathlib import Path
+from typing import Annotated, Any, Iterator, Optional
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+console = Console()
+
+DEFAULT_SERVER = "http://127.0.0.1:8000"
+EXIT_ERROR = 2
+
+Server = Annotated[str, typer.Option("--server", envvar="SWTUNE_SERVER", help="URL of the swtune service")]
+Token = Annotated[Optional[str], typer.Option("--token", envvar="SWTUNE_TOKEN", show_default=False,
+                                             help="bearer token (default: $SWTUNE_TOKEN)")]
+JsonOut = Annotated[bool, typer.Option("--json", help="print the API's JSON answer instead of a table")]
+
+tasks_app = typer.Typer(no_args_is_help=True, help="Tuning tasks on a server: list, show, cancel.")
+
+
+class CliError(Exception):
+    """A failure the user can act on: printed as one line, exit code 2."""
+
+
+def fail(message: str) -> typer.Exit:
+    typer.echo("error: " + " ".join(message.split()), err=True)
+    return typer.Exit(EXIT_ERROR)
+
+
+@contextlib.contextmanager
+def client(server: str, token: Optional[str]) -> Iterator[Any]:
+    """A ServiceClient for one command; transport and API errors become one-line exits."""
+    import httpx
+
+    from service.client import ServiceClient, ServiceError
+    from tuner.errors import SwtuneError
+
+    # few retries: a person is waiting, and a server that is down should say so within seconds
+    api = ServiceClient(server, token, timeout=30.0, retries=2, backoff=0.2)
+    try:
+        yield api
+    except ServiceError as exc:
+        hint = " (set SWTUNE_TOKEN)" if exc.status == 401 and not token else ""
+        raise fail(f"{server}: HTTP {exc.status}: {exc.detail}{hint}") from None
+    except httpx.HTTPError as exc:
+        raise fail(f"cannot reach {server}: {exc or type(exc).__name__}") from None
+    except (CliError, SwtuneError, ValueError, FileNotFoundError) as exc:
+        raise fail(str(exc)) from None
+    finally:
+        api.close()
+
+
+def _print_json(value: Any) -> None:
+    typer.echo(json.dumps(value, indent=2))
+
+
+def _ms(seconds: Optional[float]) -> str:
+    return f"{seconds * 1e3:.4f}" if seconds else "-"
+
+
+def _gflops(value: Optional[float]) -> str:
+    return f"{value:.1f}" if value else "-"
+
+
+# --- tasks ------------------------------------------------------------------------------------
+@tasks_app.command("list")
+def tasks_list(server: Server = DEFAULT_SERVER, token: Token = None, json_out: JsonOut = False,
+               state: Annotated[Optional[str], typer.Option(help="active, done or cancelled")] = None,
+               batch: Annotated[Optional[str], typer.Option(help="only the tasks of this submission")] = None,
+               limit: Annotated[int, typer.Option(min=1, max=1000, help="at most this many tasks")] = 100) -> None:
+    """List tuning tasks with their progress, best time and GFLOPS."""
+    with client(server, token) as api:
+        tasks = api.tasks(state=state, batch=batch, limit=limit)
+    if json_out:
+        return _print_json(tasks)
+    table = Table(title=f"tuning tasks on {server}")
+    for col in ("id", "label", "workload", "target", "state", "trials", "failed", "best ms", "GFLOPS"):
+        table.add_column(col, justify="right" if col in ("id", "trials", "failed", "best ms", "GFLOPS") else "left")
+    for t in tasks:
+        table.add_row(str(t["id"]), t["label"] or "-", t["workload_key"], t["target"], t["state"],
+                      f"{t['trials_done']}/{t['trial_budget']}", str(t["failed"]), _ms(t["best_time"]),
+                      _gflops(t["best_gflops"]))
+    console.print(table)
+
+
+@tasks_app.command("show")
+def tasks_show(task_id: Annotated[int, typer.Argument(help="task id")], server: Server = DEFAULT_SERVER,
+               token: Token = None, json_out: JsonOut = False) -> None:
+    """One task: progress, best config, and what each worker measured."""
+    with client(server, token) as api:
+        task = api.task(task_id)
+        trials = api.request("GET", f"/api/v1/tasks/{task_id}/trials").json()
+    if json_out:
+        return _print_json({**task, "trials": trials["trials"], "workers": trials["workers"]})
+    failed = sum(1 for t in trials["trials"] if t["status"] != "ok")
+    console.print(f"[bold]task {task['id']}[/] {task['label'] or ''} [{task['state']}]  {task['workload_key']} "
+                  f"on {task['target']}, strategy {task['strategy']}, submission {task['batch']}")
+    console.print(f"trials {task['trials_done']}/{task['trial_budget']} ({failed} failed, {task['pending']} pending, "
+                  f"{task['leased']} leased); best {_ms(task['best_time'])} ms, {_gflops(task['best_gflops'])} GFLOPS")
+    if task["best_config"]:
+        console.print("best config: " + json.dumps(task["best_config"]))
+    table = Table(title="measurements per worker")
+    for col in ("worker", "trials", "ok", "failed", "best ms", "GFLOPS"):
+        table.add_column(col, justify="left" if col == "worker" else "right")
+    for w in trials["workers"]:
+        table.add_row(w["worker"] or "-", str(w["trials"]), str(w["ok"]), str(w["failed"]), _ms(w["best_time"]),
+                      _gflops(w["best_gflops"]))
+    console.print(table)
+
+
+@tasks_app.command("cancel")
+def tasks_cancel(task_id: Annotated[int, typer.Argument(help="task id")], server: Server = DEFAULT_SERVER,
+                 token: Token = None, json_out: JsonOut = False) -> None:
+    """Cancel a task: its pending jobs are dropped (results of leased ones are still kept)."""
+    with client(server, token) as api:
+        task = api.cancel(task_id)
+    if json_out:
+        return _print_json(task)
+    console.print(f"task {task['id']} {task['state']} after {task['trials_done']}/{task['trial_budget']} trials")
+
+
+# --- best -------------------------------------------------------------------------------------
+def workload_key(spec: str) -> str:
+    """A workload key from a JSON spec (checked here), or the argument itself when it is a key."""
+    from tuner.workloads import workload_from_json
+
+    return workload_from_json(spec).key if spec.lstrip().startswith("{") else spec.strip()
+
+
+def best(workload: Annotated[str, typer.Argument(help="workload JSON, e.g. '{\"op\": \"dense\", \"m\": 1, "
+                                                      "\"n\": 4096, \"k\": 9216}', or a workload key")],
+         target: Annotated[str, typer.Option(help="sw26010 or sw26010-pro")],
+         server: Server = DEFAULT_SERVER, token: Token = None, json_out: JsonOut = False) -> None:
+    """The best tuned schedule of a workload on a target (what a compiler gets)."""
+    with client(server, token) as api:
+        key = workload_key(workload)
+        found = api.request("GET", "/api/v1/schedules/best", params={"workload_key": key, "target": target}).json()
+    if json_out:
+        return _print_json(found)
+    console.print(f"[bold]{found['workload_key']}[/] on {found['target']}: {_ms(found['mean_time'])} ms, "
+                  f"{_gflops(found['gflops'])} GFLOPS ({len(found['times'])} runs, {found['source']}, "
+                  f"worker {found['worker'] or '-'}, config {found['config_hash']})")
+    table = Table(show_header=True)
+    table.add_column("knob")
+    table.add_column("value")
+    for k, v in found["config"].items():
+        table.add_row(k, json.dumps(v) if isinstance(v, (dict, list)) else str(v))
+    console.print(table)
+
+
+# --- submit -----------------------------------------------------------------------------------
+def _workloads_from_file(path: Path) -> tuple[list[dict[str, Any]], Optional[list[str]]]:
+    """A JSON file: a list of workload specs, or {"workloads": [...], "labels": [...]}."""
+    try:
+        data = json.loads(path.read_text())
+    except json.JSONDecodeError as exc:
+        raise CliError(f"{path} is not JSON: {exc}") from None
+    if isinstance(data, dict) and "workloads" in data:
+        return list(data["workloads"]), data.get("labels")
+    if isinstance(data, list):
+        return data, None
+    raise CliError(f"{path}: expected a list of workloads or an object with 'workloads'")
+
+
+def _collect(workload: list[str], file: Optional[Path], model: Optional[str], batch_size: int,
+             labels: list[str]) -> tuple[list[dict[str, Any]], Optional[list[str]]]:
+    from tuner.workloads import workload_from_json
+
+    sources = sum(bool(x) for x in (workload, file, model))
+    if sources != 1:
+        raise CliError("give exactly one of --workload (repeatable), --file or --model")
+    if model:
+        from tuner.bridge.extract import extract_model
+
+        extracted = extract_model(model, batch=batch_size)
+        specs = [layer.workload.to_json() for layer in extracted.layers]
+        names = [layer.name for layer in extracted.layers]
+    elif file:
+        specs, names = _workloads_from_file(file)
+    else:
+        specs, names = [json.loads(w) if w.lstrip().startswith("{") else w for w in workload], None
+    for i, spec in enumerate(specs):  # check here: a typo should not cost a round trip
+        try:
+            workload_from_json(spec)
+        except ValueError as exc:
+            raise CliError(f"workload {i}: {exc}") from None
+    if labels:
+        if len(labels) != len(specs):
+            raise CliError(f"got {len(labels)} --label for {len(specs)} workloads")
+        names = labels
+    return specs, names
+
+
+def submit(target: Annotated[str, typer.Option(help="sw26010 or sw26010-pro")],
+           workload: Annotated[Optional[list[str]], typer.Option("--workload", "-w",
+                                                                 help="workload JSON (repeatable)")] = None,
+           file: Annotated[Optional[Path], typer.Option(help="JSON file: a list of workloads, or "
+                                                             "{\"workloads\": [...], \"labels\": [...]}")] = None,
+           model: Annotated[Optional[str], typer.Option(help="alexnet, resnet18 or an .onnx file: its tasks "
+                                                             "(extracted through TVM Relax, needs swtune[models])")] = None,
+           model_batch: Annotated[int, typer.Option(help="--model: the model's batch size")] = 1,
+           label: Annotated[Optional[list[str]], typer.Option(help="one per workload (repeatable)")] = None,
+           trials: Annotated[int, typer.Option(min=1, help="trial budget per workload")] = 200,
+           strategy: Annotated[Optional[str], typer.Option(help="search strategy (default: the server's)")] = None,
+           seed: Annotated[int, typer.Option(min=0)] = 0,
+           server: Server = DEFAULT_SERVER, token: Token = None, json_out: JsonOut = False) -> None:
+    """Submit tuning tasks (one per workload) to a server."""
+    with client(server, token) as api:
+        specs, names = _collect(workload or [], file, model, model_batch, label or [])
+        created = api.submit(specs, target, trials, strategy=strategy, labels=names, seed=seed)
+    if json_out:
+        return _print_json(created)
+    table = Table(title=f"submitted {len(created['task_ids'])} tasks (submission {created['batch']}, "
+                        f"strategy {created['strategy']})")
+    for col in ("task", "label", "workload"):
+        table.add_column(col, justify="right" if col == "task" else "left")
+    for i, (tid, key) in enumerate(zip(created["task_ids"], created["workload_keys"])):
+        table.add_row(str(tid), names[i] if names else "-", key)
+    console.print(table)
+    console.print(f"follow: swtune tasks list --batch {created['batch']}   or   "
+                  f"{server.rstrip('/')}/ui/#/submission/{created['batch']}")
+
+
+def register(app: typer.Typer) -> None:
+    """Add the client commands to the `swtune` app."""
+    app.add_typer(tasks_app, name="tasks")
+    app.command("best")(best)
+    app.command("submit")(submit)
