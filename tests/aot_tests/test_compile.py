@@ -154,11 +154,17 @@ def test_other_operators(tmp_path: Path, caplog: Any) -> None:
     assert len(result.output_shapes) == 2
 
 
-def test_unsupported_operator_is_a_clear_error(tmp_path: Path) -> None:
-    class Sin(torch.nn.Module):
-        def forward(self, x: Any) -> Any:
-            return torch.sin(x) + 1
+def test_an_operator_without_legalization_is_named_with_its_binding(tmp_path: Path) -> None:
+    """An extern call (call_dps_packed) has no TIR: the error names the operator and the binding."""
+    from tvm import relax
 
-    mod = _relax(Sin(), (torch.randn(2, 3),))
-    with pytest.raises(AotError, match=r"relax\.sin"):
-        compile_model(mod, TARGET, tmp_path / "sin", lambda w: None)
+    bb = relax.BlockBuilder()
+    x = relax.Var("x", relax.TensorType((2, 3), "float32"))
+    with bb.function("main", [x]):
+        with bb.dataflow():
+            y = bb.emit(relax.call_dps_packed("my_extern_op", (x,), relax.TensorType((2, 3), "float32")),
+                        name_hint="ext")
+            out = bb.emit_output(y)
+        bb.emit_func_output(out)
+    with pytest.raises(AotError, match=r"relax\.call_dps_packed \(binding ext\)"):
+        compile_model(bb.get(), TARGET, tmp_path / "ext", lambda w: None)

@@ -63,6 +63,11 @@ class Node:
     relax_op: str = ""
     source: str = ""
 
+    @property
+    def outputs(self) -> list[Tensor]:
+        """Every tensor the node writes (a legalized split writes several)."""
+        return [self.output, *self.attrs.get("extra_outputs", [])]
+
 
 @dataclass
 class Note:
@@ -83,6 +88,7 @@ class Graph:
     steps: list["Node | Note"]
     dtype: str
     last_id: int = 0  # tensor ids are unique within the graph
+    functions: dict[str, Any] = field(default_factory=dict)  # generic operators: name -> printed C
 
     def new_temp(self, shape: tuple[int, ...], name: str) -> Tensor:
         self.last_id += 1

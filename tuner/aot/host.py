@@ -12,6 +12,7 @@ from tuner.aot.graph import Graph, Node, Tensor
 from tuner.aot.kernels import Kernel
 from tuner.aot.memory import MemoryPlan
 from tuner.aot.mpe import Ref, describe, emit_mpe
+from tuner.aot.tir_c import PRELUDE
 from tuner.aot.weights import WeightsLayout, weights_header_lines
 from tuner.codegen.host import HOST_HELPERS
 
@@ -60,7 +61,7 @@ def host_file(graph: Graph, kernels: list[Kernel], plan: MemoryPlan, model: str,
         decls.append(f"  {ty} *const {_var(t)} = inputs[{t.index}];")
     seen: set[int] = set()
     for n in nodes:
-        for t in [*n.inputs, n.output]:
+        for t in [*n.inputs, *n.outputs]:
             r = t.root
             if r.id in seen or r.kind == "input":
                 continue
@@ -77,6 +78,7 @@ def host_file(graph: Graph, kernels: list[Kernel], plan: MemoryPlan, model: str,
         body += code
         body.append(f"  step_cycles[{i}] += sw_cycles() - t0;")
     externs = [f"extern void SLAVE_FUN({k.name})(swtune_args *);" for k in kernels]
+    generic = [PRELUDE, *(f.code for f in graph.functions.values())] if graph.functions else []
     labels = ",\n".join(f'  "{step_label(n)}"' for n in nodes) or '  ""'
     outputs = "\n".join(
         f"  if (fwrite({_var(t)}, sizeof({ty}), SWTUNE_OUTPUT{i}_ELEMS, f) != (size_t)SWTUNE_OUTPUT{i}_ELEMS) "
@@ -103,6 +105,8 @@ static unsigned long step_cycles[SWTUNE_N_STEPS > 0 ? SWTUNE_N_STEPS : 1];
 static const long slot_elems[SWTUNE_N_SLOTS] = {{ {", ".join(f"{x}L" for x in plan.slot_elems)} }};
 
 {HOST_HELPERS}
+
+{chr(10).join(generic)}
 
 /* The model: every step in order. */
 static void swtune_run({ty} *const *inputs, {ty} *const W, {ty} *const *slots) {{

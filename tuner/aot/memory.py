@@ -36,24 +36,25 @@ def plan_memory(graph: Graph) -> MemoryPlan:
     sizes: list[int] = []
     free: list[int] = []
     for i, n in enumerate(nodes):
-        out = n.output
-        need = out.size
-        fits = [s for s in free if sizes[s] >= need]
-        if fits:
-            s = min(fits, key=lambda s: sizes[s])
-        elif free:
-            s = max(free, key=lambda s: sizes[s])
-            sizes[s] = need
-        else:
-            s = len(sizes)
-            sizes.append(need)
-        if s in free:
-            free.remove(s)
-        slot_of[out.id] = s
-        # free after the output is placed: an operator never writes over its own inputs
+        for out in n.outputs:
+            need = out.size
+            fits = [s for s in free if sizes[s] >= need]
+            if fits:
+                s = min(fits, key=lambda s: sizes[s])
+            elif free:
+                s = max(free, key=lambda s: sizes[s])
+                sizes[s] = need
+            else:
+                s = len(sizes)
+                sizes.append(need)
+            if s in free:
+                free.remove(s)
+            slot_of[out.id] = s
+        # free after the outputs are placed: an operator never writes over its own inputs
         for t in {t.root.id for t in n.inputs}:
             if t in slot_of and last.get(t) == i:
                 free.append(slot_of[t])
-        if last.get(out.id, -1) < i:  # written but never read (cannot happen after dead-code removal)
-            free.append(s)
+        for out in n.outputs:
+            if last.get(out.id, -1) < i:  # written but never read (an unused output of a split)
+                free.append(slot_of[out.id])
     return MemoryPlan(slot_of, [max(1, x) for x in sizes])

@@ -1,10 +1,14 @@
-"""Relax main function (before legalization, params bound as constants) -> tuner.aot.graph.Graph.
+"""Relax main function (params bound as constants) -> tuner.aot.graph.Graph.
 
-Bindings are read in order. conv2d and matmul become "kernel" nodes with the same workloads task
-extraction produces (tuner.bridge.extract), so tuning-log keys match; their operands are brought to
-the layouts the slave kernels read (constant weights transposed to [N, K] here, at compile time).
-Everything else becomes an MPE node, a view (reshape/flatten: same storage) or a compile-time fold
-(constant operands, batch_norm statistics). An operator without a rule is an AotError naming it.
+The module is first legalized by TVM (``LegalizeOps``) except for the operators this reader keeps:
+conv2d and matmul become "kernel" nodes with the same workloads task extraction produces
+(tuner.bridge.extract), so tuning-log keys match, their operands brought to the layouts the slave
+kernels read (constant weights transposed to [N, K] here, at compile time); batch_norm is folded to a
+per-channel scale and shift; reshape-like operators are views; permute_dims is a layout copy (or a
+compile-time transpose of a constant). Every other operator arrives as ``call_tir`` of a legalized
+PrimFunc and becomes a generic MPE node printed from its TIR (tuner.aot.tir_c), or a compile-time
+constant when all its operands are constants (run once through TVM's llvm build). An operator
+neither path can compile is an AotError naming it and its binding.
 """
 
 from __future__ import annotations
@@ -19,15 +23,9 @@ from tuner.errors import InvalidWorkloadError
 
 Value = Any  # Tensor | tuple[Value, ...] | int | float
 
-_BINARY = {"add", "subtract", "multiply", "divide", "maximum", "minimum", "power"}
-_UNARY = {"nn.relu": "relu", "sigmoid": "sigmoid", "tanh": "tanh", "exp": "exp", "sqrt": "sqrt",
-          "rsqrt": "rsqrt", "negative": "negative", "abs": "abs", "nn.silu": "silu", "nn.gelu": "gelu",
-          "clip": "clip"}
-_REDUCE = {"mean", "sum", "max", "min"}
 _VIEWS = {"reshape", "flatten", "squeeze", "expand_dims"}
-_NUMPY_BINARY: dict[str, Callable[[np.ndarray, np.ndarray], np.ndarray]] = {
-    "add": np.add, "subtract": np.subtract, "multiply": np.multiply, "divide": np.divide,
-    "maximum": np.maximum, "minimum": np.minimum, "power": np.power}
+# operators this reader keeps for itself; LegalizeOps lowers every other one to a PrimFunc
+KEPT_OPS = ("nn.conv2d", "matmul", "nn.batch_norm", "permute_dims", *sorted(_VIEWS))
 
 
 def _ints(xs: Any) -> tuple[int, ...]:
@@ -47,8 +45,10 @@ def _tensor_type(ty: Any, what: str) -> tuple[tuple[int, ...], str]:
 class RelaxReader:
     """One pass over ``mod["main"]``: ``read()`` returns the Graph."""
 
-    def __init__(self, mod: Any) -> None:
+    def __init__(self, mod: Any, ops: dict[str, str] | None = None) -> None:
         self.mod = mod
+        self.ops = ops or {}  # binding name -> Relax operator before legalization
+        self.functions: dict[str, Any] = {}  # PrimFunc name -> its printed C (tuner.aot.tir_c.CFunction)
         self.env: dict[Any, Value] = {}
         self.consts: dict[Any, Tensor] = {}  # Relax constant object -> its tensor (one storage each)
         self.steps: list[Node | Note] = []
@@ -128,13 +128,8 @@ class RelaxReader:
         short = str(op).removeprefix("relax.")
         rule = _RULES.get(short)
         if rule is None:
-            for group, fn in _GROUP_RULES:
-                if short in group:
-                    rule = fn
-                    break
-        if rule is None:
-            raise AotError(f"operator {op} (binding {name}) has no AOT implementation: it can be neither "
-                           "a Sunway kernel nor MPE code yet")
+            raise AotError(f"operator {op} (binding {name}) has no AOT implementation: TVM did not legalize "
+                           "it and it is not a Sunway kernel")
         return rule(self, call, name, short)
 
     # ---- the function -------------------------------------------------------------------------
@@ -163,14 +158,14 @@ class RelaxReader:
         outputs = _flatten(out)
         if not outputs:
             raise AotError("the model returns no tensor")
-        return Graph(inputs, outputs, self._dead_code_removed(outputs), self.dtype, self._ids)
+        return Graph(inputs, outputs, self._dead_code_removed(outputs), self.dtype, self._ids, self.functions)
 
     def _dead_code_removed(self, outputs: list[Tensor]) -> list[Node | Note]:
         """Drop nodes nothing reads (e.g. the zeros_like torch's max_pool2d export leaves behind)."""
         used = {t.root.id for t in outputs}
         keep: list[Node | Note] = []
         for s in reversed(self.steps):
-            if isinstance(s, Node) and s.output.id not in used:
+            if isinstance(s, Node) and not any(o.id in used for o in s.outputs):
                 keep.append(Note(s.source, s.relax_op, "removed (unused)"))
                 continue
             if isinstance(s, Node):
@@ -242,25 +237,6 @@ def _matmul(r: RelaxReader, call: Any, name: str, op: str) -> Value:
     return out if out.shape == out_shape else r.view(out, out_shape, name)
 
 
-def _binary(r: RelaxReader, call: Any, name: str, op: str) -> Value:
-    a, b = r.tensor(call.args[0], name), r.tensor(call.args[1], name)
-    shape = _out(call, name)
-    if a.kind == "const" and b.kind == "const":
-        r.note(name, op, "compile time", "constant operands folded")
-        return r.const(_NUMPY_BINARY[op](a.data, b.data).astype(r.dtype), name)
-    return r.node("binary", [a, b], shape, name, op, fn=op)
-
-
-def _unary(r: RelaxReader, call: Any, name: str, op: str) -> Value:
-    x = r.tensor(call.args[0], name)
-    attrs: dict[str, Any] = {"fn": _UNARY[op]}
-    if op == "clip":
-        attrs.update(lo=float(r.expr(call.args[1], name)), hi=float(r.expr(call.args[2], name)))
-    if op == "nn.gelu" and getattr(call.attrs, "approximate", "none") not in (None, "none"):
-        raise AotError(f"{name} (nn.gelu): the tanh approximation is not supported")
-    return r.node("unary", [x], _out(call, name), name, op, **attrs)
-
-
 def _batch_norm(r: RelaxReader, call: Any, name: str, op: str) -> Value:
     x = r.tensor(call.args[0], name)
     stats = [r.tensor(e, name) for e in call.args[1:5]]
@@ -282,51 +258,11 @@ def _batch_norm(r: RelaxReader, call: Any, name: str, op: str) -> Value:
     return (out, stats[2], stats[3])  # Relax returns (y, moving_mean, moving_var)
 
 
-def _pool2d(r: RelaxReader, call: Any, name: str, op: str) -> Value:
-    a = call.attrs
-    if str(a.layout) != "NCHW" or str(getattr(a, "out_layout", "NCHW")) != "NCHW":
-        raise AotError(f"{name} ({op}): layout {a.layout} is not NCHW")
-    x = r.tensor(call.args[0], name)
-    pad = _ints(a.padding)
-    if len(pad) == 2:
-        pad = pad + pad
-    return r.node("pool2d", [x], _out(call, name), name, op, mode="max" if op == "nn.max_pool2d" else "avg",
-                  pool=_ints(a.pool_size), strides=_ints(a.strides), dilation=_ints(a.dilation), padding=pad,
-                  count_include_pad=bool(getattr(a, "count_include_pad", False)))
-
-
-def _adaptive_pool(r: RelaxReader, call: Any, name: str, op: str) -> Value:
-    a = call.attrs
-    if str(a.layout) != "NCHW":
-        raise AotError(f"{name} ({op}): layout {a.layout} is not NCHW")
-    return r.node("adaptive_avg_pool2d", [r.tensor(call.args[0], name)], _out(call, name), name, op)
-
-
-def _reduce(r: RelaxReader, call: Any, name: str, op: str) -> Value:
-    x = r.tensor(call.args[0], name)
-    axes_attr = call.attrs.axis
-    rank = len(x.shape)
-    axes = tuple(range(rank)) if axes_attr is None else tuple(sorted(int(i) % rank for i in axes_attr))
-    return r.node("reduce", [x], _out(call, name), name, op, fn=op, axes=axes)
-
-
 def _view(r: RelaxReader, call: Any, name: str, op: str) -> Value:
     x = r.tensor(call.args[0], name)
     r.note(name, op, "compile time" if x.kind == "const" else "view (no-op)",
            f"{list(x.shape)} -> {list(_out(call, name))}")
     return r.view(x, _out(call, name), name)
-
-
-def _broadcast_to(r: RelaxReader, call: Any, name: str, op: str) -> Value:
-    x = r.tensor(call.args[0], name)
-    shape = _out(call, name)
-    if x.kind == "const":
-        r.note(name, op, "compile time")
-        return r.const(np.broadcast_to(x.data, shape), name)
-    if shape == x.shape:
-        r.note(name, op, "view (no-op)", "same shape")
-        return r.view(x, shape, name)
-    return r.node("broadcast_to", [x], shape, name, op)
 
 
 def _permute(r: RelaxReader, call: Any, name: str, op: str) -> Value:
@@ -339,51 +275,82 @@ def _permute(r: RelaxReader, call: Any, name: str, op: str) -> Value:
     return _transposed(r, x, axes, name, op)
 
 
-def _astype(r: RelaxReader, call: Any, name: str, op: str) -> Value:
-    x = r.tensor(call.args[0], name)
-    dtype = str(call.attrs.dtype)
-    if x.kind == "const":
-        r.note(name, op, "compile time")
-        assert x.data is not None
-        return r.const(x.data.astype(dtype), name)
-    if dtype != x.dtype:
-        raise AotError(f"{name} (astype): casting {x.dtype} to {dtype} at run time is not supported")
-    return _view(r, call, name, op)
+def _call_tir(r: RelaxReader, call: Any, name: str, op: str) -> Value:
+    """A legalized operator: a generic MPE node running the PrimFunc's C, or a compile-time fold."""
+    from tvm import relax
+
+    from tuner.aot.tir_c import print_prim_func
+
+    gvar = call.args[0]
+    relax_op = r.ops.get(name, gvar.name_hint)
+    func = r.mod[gvar]
+    args = r.expr(call.args[1], name)
+    args = args if isinstance(args, tuple) else (args,)
+    if not all(isinstance(a, Tensor) for a in args):
+        raise AotError(f"{name} ({relax_op}): call_tir with non-tensor operands")
+    out_info = call.ty_args[0]
+    infos = list(out_info.fields) if isinstance(out_info, relax.TupleType) else [out_info]
+    outs = [_tensor_type(i, name) for i in infos]
+    if len(call.args) > 2:
+        raise AotError(f"{name} ({relax_op}): call_tir with symbolic shape variables is not supported")
+    if all(a.kind == "const" for a in args):
+        r.note(name, relax_op, "compile time", "constant operands folded")
+        values = _run_llvm(func, [a.data for a in args], outs)  # type: ignore[misc]
+        consts = [r.const(v, name if len(values) == 1 else f"{name}.{i}") for i, v in enumerate(values)]
+        return consts[0] if len(consts) == 1 else tuple(consts)
+    fname = f"tir_{gvar.name_hint}"
+    if fname not in r.functions:
+        from tuner.codegen.tir import ctype
+
+        try:
+            r.functions[fname] = print_prim_func(func, fname, ctype(r.dtype))
+        except AotError as exc:
+            raise AotError(f"operator {relax_op} (binding {name}): {exc}") from None
+    results = [r._new(shape, dtype, "temp", name if i == 0 else f"{name}.{i}") for i, (shape, dtype) in enumerate(outs)]
+    r.steps.append(Node("tir", list(args), results[0], {"function": fname, "extra_outputs": results[1:]},
+                        relax_op, name))
+    return results[0] if len(results) == 1 else tuple(results)
 
 
-def _fill(r: RelaxReader, call: Any, name: str, op: str) -> Value:
-    value = 1.0 if op.startswith("ones") else 0.0
-    shape, dtype = _tensor_type(call.ty, name)
-    if dtype != r.dtype:
-        raise AotError(f"{name} ({op}): dtype {dtype} differs from the model's {r.dtype}")
-    return r.node("fill", [], shape, name, op, value=value)
+def _run_llvm(func: Any, inputs: list[np.ndarray], outs: list[tuple[tuple[int, ...], str]]) -> list[np.ndarray]:
+    """Evaluate a PrimFunc on constant inputs at compile time (TVM's llvm build)."""
+    import tvm
 
-
-def _softmax(r: RelaxReader, call: Any, name: str, op: str) -> Value:
-    x = r.tensor(call.args[0], name)
-    return r.node("softmax", [x], x.shape, name, op, axis=int(call.attrs.axis) % len(x.shape))
-
-
-def _concat(r: RelaxReader, call: Any, name: str, op: str) -> Value:
-    parts = r.expr(call.args[0], name)
-    if not isinstance(parts, tuple) or not all(isinstance(p, Tensor) for p in parts):
-        raise AotError(f"{name} (concat): expected a tuple of tensors")
-    shape = _out(call, name)
-    return r.node("concat", list(parts), shape, name, op, axis=int(call.attrs.axis) % len(shape))
+    exe = tvm.compile(tvm.IRModule({"main": func.with_attr("global_symbol", "main")}), target="llvm")
+    shapes = [tuple(int(d) for d in p.shape) for p in func.params[:len(inputs)]]
+    args = [tvm.runtime.tensor(np.ascontiguousarray(x).reshape(s)) for x, s in zip(inputs, shapes)]
+    res = [tvm.runtime.tensor(np.zeros(shape, dtype=dtype)) for shape, dtype in outs]
+    exe["main"](*args, *res)
+    return [x.numpy() for x in res]
 
 
 _RULES: dict[str, Callable[[RelaxReader, Any, str, str], Value]] = {
-    "nn.conv2d": _conv2d, "matmul": _matmul, "nn.batch_norm": _batch_norm,
-    "nn.max_pool2d": _pool2d, "nn.avg_pool2d": _pool2d, "nn.adaptive_avg_pool2d": _adaptive_pool,
-    "permute_dims": _permute, "broadcast_to": _broadcast_to, "astype": _astype, "nn.softmax": _softmax,
-    "concat": _concat,
+    "nn.conv2d": _conv2d, "matmul": _matmul, "nn.batch_norm": _batch_norm, "permute_dims": _permute,
+    "call_tir": _call_tir, **{v: _view for v in _VIEWS},
 }
-_GROUP_RULES: list[tuple[set[str], Callable[[RelaxReader, Any, str, str], Value]]] = [
-    (_BINARY, _binary), (set(_UNARY), _unary), (_REDUCE, _reduce), (_VIEWS, _view),
-    ({"zeros_like", "ones_like", "zeros", "ones"}, _fill),
-]
+
+
+def legalize(mod: Any) -> Any:
+    """Every operator but KEPT_OPS lowered by TVM to ``call_tir`` of a PrimFunc."""
+    import tvm
+    from tvm import relax
+
+    with tvm.transform.PassContext(opt_level=3):
+        return relax.transform.LegalizeOps(skip_ops=[f"relax.{op}" for op in KEPT_OPS])(mod)
+
+
+def source_ops(mod: Any) -> dict[str, str]:
+    """Binding name -> Relax operator of the module before legalization (for the report)."""
+    from tvm import relax
+
+    out: dict[str, str] = {}
+    for block in mod["main"].body.blocks:
+        for b in block.bindings:
+            if isinstance(b.value, relax.Call) and hasattr(b.value.op, "name"):
+                out[b.var.name] = str(b.value.op.name).removeprefix("relax.")
+    return out
 
 
 def read_relax(mod: Any) -> Graph:
-    """The Graph of a Relax IRModule's main function."""
-    return RelaxReader(mod).read()
+    """The Graph of a Relax IRModule's main function (legalized here)."""
+    return RelaxReader(legalize(mod), source_ops(mod)).read()

@@ -1,0 +1,125 @@
+"""Operators compiled through the generic path (Relax LegalizeOps -> TIR -> C on the MPE), run on the
+athread emulator and checked against torch (numpy arrays), each op on its own output so a wrong one
+is named. Also the ONNX forms that used to fail (Clip -> isnan/where, exact GELU -> erf, layer_norm).
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+pytest.importorskip("tvm")
+torch = pytest.importorskip("torch")
+
+from tuner.aot import compile_model  # noqa: E402
+
+TARGET = "sw26010"
+pytestmark = pytest.mark.skipif(shutil.which("gcc") is None or shutil.which("make") is None,
+                                reason="needs gcc and make")
+F = torch.nn.functional
+
+# name -> function of x [2, 4, 6, 6]; every one is a single operator (or a short chain) without a kernel
+OPS: dict[str, Any] = {
+    "layer_norm": lambda x: F.layer_norm(x, (6,)),
+    "softmax": lambda x: torch.softmax(x, dim=1),
+    "gelu_erf": lambda x: F.gelu(x),
+    "relu6_clip": lambda x: F.relu6(x * 4),
+    "where_isnan": lambda x: torch.where(torch.isnan(torch.log(x)), torch.zeros_like(x), x),
+    "mean": lambda x: x.mean(dim=(2, 3)),
+    "sum": lambda x: x.sum(dim=1),
+    "max_reduce": lambda x: x.max().reshape(1),
+    "max_pool": lambda x: F.max_pool2d(x, 3, 2, 1),
+    "avg_pool": lambda x: F.avg_pool2d(x, 2),
+    "adaptive_pool": lambda x: F.adaptive_avg_pool2d(x, 1),
+    "transpose": lambda x: x.transpose(1, 3).contiguous() * 2,
+    "concat": lambda x: torch.cat([x, x * 2], dim=1),
+    "split": lambda x: torch.split(x, 2, dim=1)[1] + 1,
+    "broadcast_add": lambda x: x + x.mean(dim=1, keepdim=True),
+    "sigmoid_tanh_exp": lambda x: torch.sigmoid(x) * torch.tanh(x) + torch.exp(-x * x),
+    "sin_cos": lambda x: torch.sin(x) + torch.cos(x),
+    "rsqrt_abs": lambda x: torch.rsqrt(x.abs() + 1),
+    "silu": lambda x: F.silu(x),
+    "hardswish": lambda x: F.hardswish(x),
+    "pow_div": lambda x: torch.pow(x.abs() + 0.5, 1.5) / (x * x + 1),
+}
+
+
+class Ops(torch.nn.Module):
+    def forward(self, x: Any) -> Any:
+        return tuple(fn(x) for fn in OPS.values())
+
+
+def _run(out_dir: Path, x: np.ndarray) -> np.ndarray:
+    build = subprocess.run(["make", "-s", "emu"], cwd=out_dir, capture_output=True, text=True, timeout=300)
+    assert build.returncode == 0, build.stderr[-3000:]
+    x.astype(np.float32).tofile(out_dir / "input.bin")
+    env = {k: v for k, v in os.environ.items() if not k.startswith("SWEMU_")}
+    env.update(SWEMU_TARGET=TARGET, SWEMU_TIMEOUT="60")
+    run = subprocess.run(["./model_emu", "weights.bin", "input.bin", "output.bin"], cwd=out_dir,
+                         capture_output=True, text=True, timeout=300, env=env)
+    assert run.returncode == 0, run.stdout[-2000:] + run.stderr[-3000:]
+    return np.fromfile(out_dir / "output.bin", dtype=np.float32)
+
+
+def _compare(got: np.ndarray, refs: list[np.ndarray], names: list[str]) -> None:
+    assert got.size == sum(r.size for r in refs)
+    pos = 0
+    for name, ref in zip(names, refs):
+        part = got[pos:pos + ref.size].reshape(ref.shape)
+        pos += ref.size
+        np.testing.assert_allclose(part, ref, rtol=1e-3, atol=1e-5, err_msg=name)
+
+
+def test_every_generic_operator_matches_torch_on_the_emulator(tmp_path: Path) -> None:
+    from tuner.bridge.extract import torch_to_relax
+
+    torch.manual_seed(0)
+    x = torch.randn(2, 4, 6, 6)
+    mod = torch_to_relax(Ops().eval(), (x,))
+    result = compile_model(mod, TARGET, tmp_path / "ops", lambda w: None)
+    assert not result.kernels  # none of these is a GEMM-like kernel
+    generic = [r for r in result.rows if r.where == "MPE"]
+    assert {"nn.layer_norm", "nn.softmax", "nn.gelu", "clip", "isnan", "where", "mean", "sum", "max",
+            "nn.max_pool2d", "nn.avg_pool2d", "concat", "split",
+            "sin"} <= {r.relax_op for r in generic}
+    assert all("legalized TIR" in r.detail for r in generic if r.relax_op != "permute_dims")
+    with torch.no_grad():
+        refs = [t.numpy() for t in Ops()(x)]
+    _compare(_run(result.out_dir, x.numpy()), refs, list(OPS))
+
+
+class _OnnxBlock(torch.nn.Module):
+    """ReLU6 (ONNX Clip), exact GELU (ONNX Erf) and LayerNorm around a linear layer."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.conv = torch.nn.Conv2d(3, 8, 3, padding=1)
+        self.lin = torch.nn.Linear(8, 8)
+        self.ln = torch.nn.LayerNorm(8)
+
+    def forward(self, x: Any) -> Any:
+        y = F.relu6(self.conv(x))  # [1, 8, 4, 4]
+        t = y.flatten(2).transpose(1, 2)  # [1, 16, 8]
+        return self.ln(F.gelu(self.lin(t)))
+
+
+def test_onnx_clip_erf_layer_norm(tmp_path: Path) -> None:
+    pytest.importorskip("onnx")
+    from tuner.bridge.extract import onnx_to_relax
+
+    torch.manual_seed(1)
+    model, x = _OnnxBlock().eval(), torch.randn(1, 3, 4, 4)
+    path = tmp_path / "block.onnx"
+    torch.onnx.export(model, (x,), str(path), dynamo=False, opset_version=17)
+    result = compile_model(onnx_to_relax(path), TARGET, tmp_path / "onnx", lambda w: None)
+    ops = {r.relax_op for r in result.rows}
+    assert {"isnan", "where", "erf"} & ops or "clip" in ops
+    with torch.no_grad():
+        ref = model(x).numpy()
+    _compare(_run(result.out_dir, x.numpy()), [ref], ["onnx block"])

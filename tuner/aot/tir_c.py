@@ -1,0 +1,284 @@
+"""A legalized TIR PrimFunc (any Relax operator after ``LegalizeOps``) -> one plain C function.
+
+This is the generic path of the AOT compiler: an operator that is not a tuned kernel is lowered by
+TVM's own legalization to a PrimFunc (destination-passing: inputs, then outputs), the front of TVM's
+lowering makes its blocks opaque loops (tuner.codegen.tir.lower with buffer compaction), and this
+printer writes those loops as serial C for the MPE. No operator has hand-written C here: coverage is
+whatever TVM legalizes, and an expression this printer cannot print is an AotError naming it.
+
+Storage convention: every tensor the host program keeps (parameters of the function) lives in a
+buffer of the model's C type (float/double); a PrimFunc parameter of another dtype (bool masks of
+``isnan``/``where``, int indices) is stored converted to that type and read back with a cast, which
+is exact for bool and for integers below 2**24 (float32). Scratch buffers the PrimFunc allocates
+(e.g. the row sums of a layer_norm) have their own dtype and are ``static`` arrays of the function.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from math import isnan, prod
+from typing import Any
+
+from tuner.aot.graph import AotError
+
+_BIN = {"Add": "+", "Sub": "-", "Mul": "*", "LT": "<", "LE": "<=", "GT": ">", "GE": ">=", "EQ": "==",
+        "NE": "!=", "And": "&&", "Or": "||"}
+# math intrinsics: TVM name -> C name (the float32 variant adds "f")
+_MATH = {"exp": "exp", "exp2": "exp2", "log": "log", "log2": "log2", "log10": "log10", "log1p": "log1p",
+         "sqrt": "sqrt", "tanh": "tanh", "sin": "sin", "cos": "cos", "tan": "tan", "asin": "asin",
+         "acos": "acos", "atan": "atan", "sinh": "sinh", "cosh": "cosh", "asinh": "asinh", "acosh": "acosh",
+         "atanh": "atanh", "erf": "erf", "fabs": "fabs", "floor": "floor", "ceil": "ceil", "round": "rint",
+         "nearbyint": "nearbyint", "trunc": "trunc", "pow": "pow", "atan2": "atan2", "fmod": "fmod",
+         "expm1": "expm1", "hypot": "hypot", "copysign": "copysign"}
+
+# C helpers the printed functions use (emitted once per host file)
+PRELUDE = """/* helpers of the generic (legalized TIR) operators */
+static inline long sw_floordiv(long a, long b) { long q = a / b; return (q * b != a && ((a < 0) != (b < 0))) ? q - 1 : q; }
+static inline long sw_floormod(long a, long b) { long m = a % b; return (m != 0 && ((m < 0) != (b < 0))) ? m + b : m; }
+#define SWG_MIN(a, b) ((a) < (b) ? (a) : (b))
+#define SWG_MAX(a, b) ((a) > (b) ? (a) : (b))
+"""
+
+
+def ctype_of(dtype: str) -> str:
+    if dtype in ("float32", "float64"):
+        return "float" if dtype == "float32" else "double"
+    if dtype == "bool":
+        return "int"
+    if dtype.startswith("int") or dtype.startswith("uint"):
+        bits = int(dtype.removeprefix("u").removeprefix("int") or 32)
+        return ("long" if bits > 32 else "int") if not dtype.startswith("u") else (
+            "unsigned long" if bits > 32 else "unsigned int")
+    raise AotError(f"dtype {dtype} has no C type in the generic operator path")
+
+
+def _dtype(e: Any) -> str:
+    """dtype of a TIR expression (its PrimType)."""
+    ty = getattr(e, "ty", None)
+    return str(ty) if ty is not None else str(getattr(e, "dtype", ""))
+
+
+def _kind(node: Any) -> str:
+    return type(node).__name__
+
+
+@dataclass
+class CFunction:
+    """A printed PrimFunc: ``name(p0, p1, ...)`` takes one pointer per parameter, in order."""
+
+    name: str
+    code: str
+    param_dtypes: list[str]
+    param_shapes: list[tuple[int, ...]]
+
+
+class _Printer:
+    def __init__(self, func: Any, name: str, store_type: str) -> None:
+        self.func = func
+        self.name = name
+        self.store = store_type  # C type of the host program's tensors
+        self.vars: dict[Any, str] = {}
+        self.bufs: dict[Any, tuple[str, list[int], str]] = {}  # buffer var -> (C name, shape, dtype)
+        self.lines: list[str] = []
+        self.statics: list[str] = []
+
+    # ---- names --------------------------------------------------------------------------------
+    def var(self, v: Any) -> str:
+        if v not in self.vars:
+            raise AotError(f"{self.name}: variable {v.name} is used before it is defined")
+        return self.vars[v]
+
+    def bind(self, v: Any) -> str:
+        self.vars[v] = f"v{len(self.vars)}"
+        return self.vars[v]
+
+    def buffer(self, b: Any) -> tuple[str, list[int], str]:
+        if b in self.bufs:
+            return self.bufs[b]
+        raise AotError(f"{self.name}: buffer {b.name} is neither a parameter nor allocated")
+
+    @staticmethod
+    def _shape(b: Any, what: str) -> list[int]:
+        try:
+            return [int(d) for d in b.shape]
+        except (TypeError, ValueError):
+            raise AotError(f"{what}: buffer {b.name} has a dynamic shape {list(b.shape)}") from None
+
+    # ---- expressions --------------------------------------------------------------------------
+    def index(self, b: Any, indices: list[Any]) -> str:
+        cname, shape, _ = self.buffer(b)
+        if len(indices) != len(shape):
+            raise AotError(f"{self.name}: {len(indices)} indices into {b.name}{shape}")
+        flat, stride = [], 1
+        for d in range(len(shape) - 1, -1, -1):
+            i = self.expr(indices[d])
+            flat.append(i if stride == 1 else f"{i} * {stride}L")
+            stride *= shape[d]
+        return f"{cname}[{' + '.join(reversed(flat)) or '0'}]"
+
+    def expr(self, e: Any) -> str:
+        k = _kind(e)
+        dt = _dtype(e)
+        if k == "Var":
+            return self.var(e)
+        if k == "IntImm":
+            if dt == "bool":
+                return "1" if int(e.value) else "0"
+            return f"{int(e.value)}L"
+        if k == "FloatImm":
+            v = float(e.value)
+            if isnan(v):
+                return "NAN"
+            if v in (float("inf"), float("-inf")):
+                return "INFINITY" if v > 0 else "(-INFINITY)"
+            return repr(v) + ("f" if dt == "float32" else "")
+        if k in _BIN:
+            return f"({self.expr(e.a)} {_BIN[k]} {self.expr(e.b)})"
+        if k in ("Div",):
+            return f"({self.expr(e.a)} / {self.expr(e.b)})"
+        if k in ("Mod",):
+            return f"({self.expr(e.a)} % {self.expr(e.b)})"
+        if k in ("FloorDiv", "FloorMod"):
+            if dt.startswith("float"):
+                f = "floorf" if dt == "float32" else "floor"
+                q = f"{f}({self.expr(e.a)} / {self.expr(e.b)})"
+                return q if k == "FloorDiv" else f"({self.expr(e.a)} - {q} * {self.expr(e.b)})"
+            return f"sw_{k.lower()}({self.expr(e.a)}, {self.expr(e.b)})"
+        if k in ("Min", "Max"):
+            return f"SWG_{k.upper()}({self.expr(e.a)}, {self.expr(e.b)})"
+        if k == "Not":
+            return f"(!{self.expr(e.a)})"
+        if k == "Cast":
+            return f"(({ctype_of(dt)}){self.expr(e.value)})"
+        if k == "Select":
+            return f"({self.expr(e.condition)} ? {self.expr(e.true_value)} : {self.expr(e.false_value)})"
+        if k == "TensorLoad":
+            ref = self.index(e.source, list(e.indices))
+            _, _, bdt = self.buffer(e.source)
+            if self._stored_as_model_type(e.source) and bdt not in ("float32", "float64"):
+                return f"(({ctype_of(bdt)}){ref})"
+            return ref
+        if k == "Let":
+            raise AotError(f"{self.name}: Let expressions are not supported by the MPE printer")
+        if k == "Call":
+            return self.call(e, dt)
+        raise AotError(f"{self.name}: cannot print TIR expression {k} ({e})")
+
+    def _stored_as_model_type(self, b: Any) -> bool:
+        return any(b.same_as(p) for p in self.func.params)
+
+    def call(self, e: Any, dt: str) -> str:
+        op = str(e.op.name).removeprefix("tirx.").removeprefix("tir.").removeprefix("prim.")
+        args = [self.expr(a) for a in e.args]
+        suffix = "f" if dt == "float32" else ""
+        if op in _MATH:
+            return f"{_MATH[op]}{suffix}({', '.join(args)})"
+        if op == "rsqrt":
+            one = "1.0f" if dt == "float32" else "1.0"
+            return f"({one} / sqrt{suffix}({args[0]}))"
+        if op == "sigmoid":
+            one = "1.0f" if dt == "float32" else "1.0"
+            return f"({one} / ({one} + exp{suffix}(-({args[0]}))))"
+        if op == "isnan":
+            return f"isnan({args[0]})"
+        if op == "isinf":
+            return f"isinf({args[0]})"
+        if op == "isfinite":
+            return f"isfinite({args[0]})"
+        if op in ("if_then_else",):
+            return f"({args[0]} ? {args[1]} : {args[2]})"
+        if op in ("likely",):
+            return args[0]
+        if op == "bitwise_and":
+            return f"({args[0]} & {args[1]})"
+        if op == "bitwise_or":
+            return f"({args[0]} | {args[1]})"
+        if op == "bitwise_not":
+            return f"(~{args[0]})"
+        raise AotError(f"{self.name}: TIR intrinsic {op} has no C form in the MPE printer")
+
+    # ---- statements ---------------------------------------------------------------------------
+    def emit(self, depth: int, text: str) -> None:
+        self.lines.append("  " * depth + text)
+
+    def stmt(self, s: Any, depth: int) -> None:
+        k = _kind(s)
+        if k == "SeqStmt":
+            for x in s.seq:
+                self.stmt(x, depth)
+        elif k == "For":
+            v = self.bind(s.loop_var)
+            lo, ext = self.expr(s.min), self.expr(s.extent)
+            step = getattr(s, "step", None)
+            inc = f"{v}++" if step is None or (_kind(step) == "IntImm" and int(step.value) == 1) \
+                else f"{v} += {self.expr(step)}"
+            self.emit(depth, f"for (long {v} = {lo}; {v} < {lo} + {ext}; {inc}) {{" if lo != "0L"
+                      else f"for (long {v} = 0; {v} < {ext}; {inc}) {{")
+            self.stmt(s.body, depth + 1)
+            self.emit(depth, "}")
+        elif k == "BufferStore":
+            self.emit(depth, f"{self.index(s.buffer, list(s.indices))} = {self.expr(s.value)};")
+        elif k == "IfThenElse":
+            self.emit(depth, f"if ({self.expr(s.condition)}) {{")
+            self.stmt(s.then_case, depth + 1)
+            if s.else_case is not None:
+                self.emit(depth, "} else {")
+                self.stmt(s.else_case, depth + 1)
+            self.emit(depth, "}")
+        elif k == "AllocBuffer":
+            b = s.buffer
+            shape = self._shape(b, self.name)
+            cname = f"s{len(self.bufs)}"
+            self.bufs[b] = (cname, shape, str(b.dtype))
+            # static: an activation-sized scratch does not belong on the MPE stack
+            self.statics.append(f"  static {ctype_of(str(b.dtype))} {cname}[{max(1, prod(shape))}];  /* {b.name} */")
+        elif k == "DeclBuffer":
+            raise AotError(f"{self.name}: DeclBuffer {s.buffer.name} (an aliasing view) is not supported")
+        elif k == "LetStmt":
+            val = self.expr(s.value)
+            v = self.bind(s.var)
+            self.emit(depth, "{")
+            self.emit(depth + 1, f"const {ctype_of(_dtype(s.var))} {v} = {val};")
+            self.stmt(s.body, depth + 1)
+            self.emit(depth, "}")
+        elif k == "AttrStmt":
+            self.stmt(s.body, depth)
+        elif k == "Evaluate":
+            if _kind(s.value) not in ("IntImm",):
+                self.emit(depth, f"(void){self.expr(s.value)};")
+        elif k == "AssertStmt":
+            pass  # shapes are static and checked by the reader
+        else:
+            raise AotError(f"{self.name}: cannot print TIR statement {k}")
+
+    def function(self) -> CFunction:
+        params, dtypes, shapes = [], [], []
+        for i, p in enumerate(self.func.params):
+            if not hasattr(p, "shape"):
+                raise AotError(f"{self.name}: parameter {p} is not a buffer")
+            shape = self._shape(p, self.name)
+            cname = f"p{i}"
+            self.bufs[p] = (cname, shape, str(p.dtype))
+            params.append(f"{self.store} *restrict {cname}")
+            dtypes.append(str(p.dtype))
+            shapes.append(tuple(shape))
+        self.stmt(self.func.body, 1)
+        head = f"static void {self.name}({', '.join(params)}) {{"
+        code = "\n".join([head, *self.statics, *self.lines, "}"])
+        return CFunction(self.name, code, dtypes, shapes)
+
+
+def lower_for_mpe(prim_func: Any) -> Any:
+    """The front of TVM's lowering with compacted scratch buffers (tuner.codegen.tir.lower)."""
+    import tvm
+    from tvm.s_tir import transform as T
+
+    from tuner.codegen.tir import lower
+
+    mod = tvm.IRModule({"main": prim_func})
+    return T.StmtSimplify()(tvm.IRModule({"main": lower(mod, compact=True)}))["main"]
+
+
+def print_prim_func(prim_func: Any, name: str, store_type: str) -> CFunction:
+    """C source of one legalized PrimFunc, named ``name``; pointers of type ``store_type``."""
+    return _Printer(lower_for_mpe(prim_func), name, store_type).function()
