@@ -48,11 +48,13 @@ def make_engine(url: str = DEFAULT_URL, *, busy_timeout_ms: int = 30_000, pool_s
     if parsed.get_backend_name() == "sqlite":
         if parsed.database and parsed.database != ":memory:":
             Path(parsed.database).expanduser().parent.mkdir(parents=True, exist_ok=True)
-        engine = create_engine(url, echo=echo, connect_args={"check_same_thread": False,
-                                                             "timeout": busy_timeout_ms / 1000})
+        # hide_parameters: an error's text never carries bound values (lease tokens are parameters)
+        engine = create_engine(url, echo=echo, hide_parameters=True,
+                               connect_args={"check_same_thread": False, "timeout": busy_timeout_ms / 1000})
         _sqlite_pragmas(engine, busy_timeout_ms)
         return engine
-    return create_engine(url, echo=echo, pool_size=pool_size, max_overflow=2 * pool_size, pool_pre_ping=True)
+    return create_engine(url, echo=echo, pool_size=pool_size, max_overflow=2 * pool_size, pool_pre_ping=True,
+                         hide_parameters=True)
 
 
 class Database:

@@ -111,8 +111,11 @@ def _check_holder(session: Session, token: str, worker: str, token_id: int | Non
         stmt = stmt.with_for_update()
     rows = session.execute(stmt).all()
     for _id, holder, holder_token in rows:
-        if holder != worker or (token_id is not None and holder_token is not None and holder_token != token_id):
+        if holder != worker:
             raise ForbiddenError(f"lease is held by worker {holder!r}, not {worker!r}")
+        if token_id is not None and holder_token is not None and holder_token != token_id:
+            raise ForbiddenError(f"lease of worker {worker!r} was taken with another API token; "
+                                 "only that token may use it")
     return [r[0] for r in rows]
 
 

@@ -86,6 +86,8 @@ class TaskRow(Base):
     seed: Mapped[int] = mapped_column(Integer, nullable=False, default=0)
     state: Mapped[str] = mapped_column(String(16), nullable=False, default="active")
     submitter: Mapped[str] = mapped_column(String(128), nullable=False, default="")
+    # The API token that submitted the task: with admins, the only one that may cancel it.
+    submitter_token_id: Mapped[int | None] = mapped_column(Integer, nullable=True)
     created_at: Mapped[datetime] = _created()
     updated_at: Mapped[datetime] = _created()
 

@@ -1,14 +1,17 @@
 """Export and import of the tuning log as JSON lines, so results move between sites.
 
 One measurement per line, self-contained (the workload's canonical JSON and the target name, not
-site-local ids). Import validates every line before writing anything and skips records already
-present (same workload, target and config), so importing the same file twice changes nothing.
+site-local ids). Import streams: lines are parsed and checked one at a time as they arrive (the
+raw input is never held whole), every line passes the one measurement validation
+(db.validation) before anything is written, and records already present (same workload, target
+and config) are skipped, so importing the same file twice changes nothing.
 """
 
 from __future__ import annotations
 
 import json
 import math
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Iterable, Iterator
 
@@ -19,15 +22,17 @@ from db.errors import InvalidInputError
 from db.measurements import iter_measurements
 from db.orm import MeasurementRow
 from db.refs import insert_ignore, target_id, target_name, workload_id
+from db.validation import check_measurement
 from tuner.errors import InvalidWorkloadError
-from tuner.measure.base import MeasureResult
-from tuner.space.space import config_hash
 from tuner.workloads import Workload, workload_from_json
 
 FORMAT_VERSION = 1
+MAX_LINE_BYTES = 1 << 20  # one record; a longer line is junk, refused before it is parsed
+MAX_IMPORT_LINES = 2_000_000
 
 
 def to_record(m: Measurement) -> dict[str, Any]:
+    mean_time = m.mean_time if m.mean_time is not None and math.isfinite(m.mean_time) else None
     return {
         "version": FORMAT_VERSION,
         "workload": m.workload.to_json(),
@@ -37,7 +42,7 @@ def to_record(m: Measurement) -> dict[str, Any]:
         "config_hash": m.config_hash,
         "status": m.status,
         "times": list(m.times),
-        "mean_time": m.mean_time,
+        "mean_time": mean_time,
         "error": m.error,
         "worker": m.worker,
         "source": m.source,
@@ -47,9 +52,18 @@ def to_record(m: Measurement) -> dict[str, Any]:
 
 
 def export_lines(session: Session, *, workload_key: str | None = None, target: str | None = None) -> Iterator[str]:
-    """JSON lines (each ending in a newline) of every matching measurement, oldest first."""
+    """JSON lines (each ending in a newline) of every matching measurement, oldest first.
+
+    The arguments are checked by the caller before the first line (``check_export_args``)."""
     for m in iter_measurements(session, workload_key=workload_key, target=target):
         yield json.dumps(to_record(m), sort_keys=True, separators=(",", ":")) + "\n"
+
+
+def check_export_args(*, target: str | None, workload_key: str | None) -> str | None:
+    """The canonical target name (or None); InvalidInputError before any byte is streamed."""
+    if workload_key is not None and not 1 <= len(workload_key) <= 255:
+        raise InvalidInputError("workload_key must have 1 to 255 characters")
+    return target_name(target) if target is not None else None
 
 
 def _reject_constant(name: str) -> Any:
@@ -62,78 +76,115 @@ def _parse(line_no: int, line: str) -> tuple[Workload, str, dict[str, Any]]:
 
     try:
         rec = json.loads(line, parse_constant=_reject_constant)
+    except RecursionError:
+        raise bad("JSON nested too deeply") from None
     except ValueError as exc:
         raise bad(f"not valid JSON ({exc})") from None
     if not isinstance(rec, dict):
         raise bad("a record must be a JSON object")
-    if rec.get("version", FORMAT_VERSION) != FORMAT_VERSION:
-        raise bad(f"unsupported record version {rec.get('version')!r}")
+    version = rec.get("version", FORMAT_VERSION)
+    if type(version) is not int or version != FORMAT_VERSION:
+        raise bad(f"unsupported record version {version!r}")
     try:
         workload = workload_from_json(rec.get("workload"))  # type: ignore[arg-type]
     except InvalidWorkloadError as exc:
         raise bad(f"invalid workload: {exc}") from None
     if rec.get("workload_key") not in (None, workload.key):
         raise bad(f"workload_key {rec['workload_key']!r} does not match the workload ({workload.key!r})")
+    target = rec.get("target")
+    if not isinstance(target, str):
+        raise bad(f"target must be a string, got {target!r}")
     try:
-        tname = target_name(str(rec.get("target")))
+        tname = target_name(target)
+        m = check_measurement(workload, tname, config=rec.get("config"), status=rec.get("status"),
+                              times=rec.get("times", []), error=rec.get("error") or "", source=rec.get("source"),
+                              details=rec.get("details", {}), worker=rec.get("worker") or "")
     except InvalidInputError as exc:
         raise bad(str(exc)) from None
-    config = rec.get("config")
-    if not isinstance(config, dict) or not config:
-        raise bad("config must be a non-empty JSON object")
-    chash = config_hash(config)
-    if rec.get("config_hash") not in (None, chash):
-        raise bad(f"config_hash {rec['config_hash']!r} does not match the config ({chash!r})")
-    times = rec.get("times") or []
-    if not isinstance(times, list) or any(isinstance(t, bool) or not isinstance(t, (int, float)) for t in times):
-        raise bad("times must be a list of numbers")
-    try:
-        m = MeasureResult(config=config, status=str(rec.get("status")), times=tuple(float(t) for t in times),
-                          error=str(rec.get("error") or ""), source=str(rec.get("source") or ""),
-                          details=rec.get("details") or {})
-    except ValueError as exc:
-        raise bad(str(exc)) from None
-    if any(not math.isfinite(t) or t <= 0 for t in m.times):
-        raise bad("times must be finite and positive")
+    if rec.get("config_hash") not in (None, m.config_hash):
+        raise bad(f"config_hash {rec['config_hash']!r} does not match the config ({m.config_hash!r})")
     created: datetime | None = None
-    if rec.get("created_at"):
+    if rec.get("created_at") is not None:
+        if not isinstance(rec["created_at"], str):
+            raise bad("created_at must be an ISO timestamp string")
         try:
-            created = datetime.fromisoformat(str(rec["created_at"]))
+            created = datetime.fromisoformat(rec["created_at"])
         except ValueError:
-            raise bad(f"created_at {rec['created_at']!r} is not an ISO timestamp") from None
-    row = dict(config_hash=chash, config=config, times=list(m.times), mean_time=m.mean_time if m.ok else None,
-               status=m.status, error=m.error, worker=str(rec.get("worker") or ""), source=m.source,
-               details=dict(m.details), task_id=None, job_id=None)
+            raise bad(f"created_at {rec['created_at'][:64]!r} is not an ISO timestamp") from None
+    row = dict(config_hash=m.config_hash, config=m.config, times=list(m.times), mean_time=m.mean_time,
+               status=m.status, error=m.error, worker=m.worker, source=m.source, details=m.details,
+               task_id=None, job_id=None)
     if created is not None:
         row["created_at"] = created
     return workload, tname, row
 
 
+@dataclass
+class Importer:
+    """Parses JSON lines as they arrive (whole lines, or raw byte chunks cut anywhere) and keeps only
+    the checked rows; ``write`` then stores them in one transaction."""
+
+    rows: list[tuple[Workload, str, dict[str, Any]]] = field(default_factory=list)
+    line_no: int = 0
+    _carry: bytearray = field(default_factory=bytearray)
+
+    def line(self, raw: str | bytes) -> None:
+        self.line_no += 1
+        if len(raw) > MAX_LINE_BYTES:
+            raise InvalidInputError(f"line {self.line_no}: longer than {MAX_LINE_BYTES} bytes")
+        if isinstance(raw, bytes):
+            try:
+                raw = raw.decode()
+            except UnicodeDecodeError:
+                raise InvalidInputError(f"line {self.line_no}: not UTF-8") from None
+        if raw.strip():
+            if len(self.rows) >= MAX_IMPORT_LINES:
+                raise InvalidInputError(f"at most {MAX_IMPORT_LINES} records per import")
+            self.rows.append(_parse(self.line_no, raw))
+
+    def feed(self, chunk: bytes) -> None:
+        """A piece of the byte stream; complete lines are parsed at once, the rest is carried."""
+        self._carry.extend(chunk)
+        start = 0
+        while (end := self._carry.find(b"\n", start)) >= 0:
+            self.line(bytes(self._carry[start:end]))
+            start = end + 1
+        del self._carry[:start]
+        if len(self._carry) > MAX_LINE_BYTES:
+            raise InvalidInputError(f"line {self.line_no + 1}: longer than {MAX_LINE_BYTES} bytes")
+
+    def finish(self) -> None:
+        if self._carry:
+            self.line(bytes(self._carry))
+            self._carry.clear()
+
+    def write(self, session: Session, *, chunk: int = 500) -> ImportStats:
+        wids: dict[str, int] = {}
+        tids: dict[str, int] = {}
+        imported = total = 0
+        for start in range(0, len(self.rows), chunk):
+            part = []
+            for workload, tname, row in self.rows[start:start + chunk]:
+                if workload.key not in wids:
+                    wids[workload.key] = workload_id(session, workload)
+                if tname not in tids:
+                    tids[tname] = target_id(session, tname)
+                part.append({**row, "workload_id": wids[workload.key], "target_id": tids[tname]})
+            total += len(part)
+            # rows without created_at get the server default; SQLAlchemy needs uniform keys per statement
+            with_ts = [r for r in part if "created_at" in r]
+            without_ts = [r for r in part if "created_at" not in r]
+            for group in (with_ts, without_ts):
+                if group:
+                    result = session.execute(insert_ignore(session, MeasurementRow).values(group)
+                                             .returning(MeasurementRow.id))
+                    imported += len(result.all())
+        return ImportStats(imported=imported, skipped=total - imported)
+
+
 def import_lines(session: Session, lines: Iterable[str | bytes], *, chunk: int = 500) -> ImportStats:
-    """Import JSON lines; all lines are checked before anything is written."""
-    parsed = []
-    for i, raw in enumerate(lines, start=1):
-        line = raw.decode() if isinstance(raw, bytes) else raw
-        if line.strip():
-            parsed.append(_parse(i, line))
-    wids: dict[str, int] = {}
-    tids: dict[str, int] = {}
-    rows = []
-    for workload, tname, row in parsed:
-        if workload.key not in wids:
-            wids[workload.key] = workload_id(session, workload)
-        if tname not in tids:
-            tids[tname] = target_id(session, tname)
-        rows.append({**row, "workload_id": wids[workload.key], "target_id": tids[tname]})
-    imported = 0
-    for start in range(0, len(rows), chunk):
-        part = rows[start:start + chunk]
-        # rows without created_at get the server default; SQLAlchemy needs uniform keys per statement
-        with_ts = [r for r in part if "created_at" in r]
-        without_ts = [r for r in part if "created_at" not in r]
-        for group in (with_ts, without_ts):
-            if group:
-                result = session.execute(insert_ignore(session, MeasurementRow).values(group)
-                                         .returning(MeasurementRow.id))
-                imported += len(result.all())
-    return ImportStats(imported=imported, skipped=len(rows) - imported)
+    """Import JSON lines (e.g. an open file, read line by line); all are checked before anything is written."""
+    importer = Importer()
+    for raw in lines:
+        importer.line(raw)
+    return importer.write(session, chunk=chunk)

@@ -8,7 +8,6 @@ one that leased the job is refused ("forbidden", HTTP 403).
 
 from __future__ import annotations
 
-import math
 from typing import Sequence
 
 from sqlalchemy import select, tuple_, update
@@ -16,24 +15,23 @@ from sqlalchemy.orm import Session
 
 from db.domain import PostOutcome, ResultIn
 from db.errors import ForbiddenError, InvalidInputError, LeaseLostError, NotFoundError
-from db.orm import JobRow, MeasurementRow
-from db.refs import insert_ignore, is_postgres
+from db.orm import JobRow, MeasurementRow, TargetRow, WorkerRow, WorkloadRow
+from db.refs import insert_ignore, is_postgres, workload_of
 from db.timeutil import utcnow
-from tuner.measure.base import MeasureResult
+from db.validation import CheckedMeasurement, check_measurement
+from tuner.measure.base import SOURCES, STATUSES
 
 MAX_RESULTS_PER_POST = 1024
 
 
-def validate_result(result: ResultIn) -> MeasureResult:
-    """The domain check of one result (times finite and positive, known status and source)."""
-    if any(isinstance(t, bool) or not isinstance(t, (int, float)) for t in result.times):
-        raise InvalidInputError(f"job {result.job_id}: times must be numbers")
-    if any(not math.isfinite(t) or t <= 0 for t in result.times):
-        raise InvalidInputError(f"job {result.job_id}: times must be finite and positive, got {list(result.times)}")
+def validate_result(result: ResultIn, job: JobRow, workload_json: str, target: str, *, worker: str,
+                    backend: str | None) -> CheckedMeasurement:
+    """The measurement check (db.validation) of one result against the job it answers."""
     try:
-        return MeasureResult(config={}, status=result.status, times=tuple(float(t) for t in result.times),
-                             error=result.error, source=result.source, details=dict(result.details))
-    except ValueError as exc:
+        return check_measurement(workload_of(workload_json), target, config=job.config, status=result.status,
+                                 times=list(result.times), error=result.error, source=result.source,
+                                 details=result.details, worker=worker, backend=backend)
+    except InvalidInputError as exc:
         raise InvalidInputError(f"job {result.job_id}: {exc}") from None
 
 
@@ -46,11 +44,22 @@ def post_results(session: Session, *, lease_token: str, worker: str, results: Se
         raise InvalidInputError(f"at most {MAX_RESULTS_PER_POST} results per post, got {len(results)}")
     if len({r.job_id for r in results}) != len(results):
         raise InvalidInputError("a job id appears twice in one post")
-    checked = {r.job_id: validate_result(r) for r in results}  # all or nothing: validate before writing
-    stmt = select(JobRow).where(JobRow.id.in_(list(checked))).order_by(JobRow.id)
+    for r in results:  # the names are checked even for a job that turns out not to exist
+        if r.status not in STATUSES or r.source not in SOURCES:
+            raise InvalidInputError(f"job {r.job_id}: unknown status {r.status!r} or source {r.source!r}")
+    stmt = (select(JobRow, WorkloadRow.canonical_json, TargetRow.name)
+            .join(WorkloadRow, WorkloadRow.id == JobRow.workload_id)
+            .join(TargetRow, TargetRow.id == JobRow.target_id)
+            .where(JobRow.id.in_([r.job_id for r in results])).order_by(JobRow.id))
     if is_postgres(session):
-        stmt = stmt.with_for_update()  # serializes with a concurrent reclaim or duplicate post of the same job
-    jobs = {j.id: j for j in session.scalars(stmt).all()}
+        # serializes with a concurrent reclaim or duplicate post of the same job
+        stmt = stmt.with_for_update(of=JobRow)
+    found = {j.id: (j, wl, tname) for j, wl, tname in session.execute(stmt).all()}
+    jobs = {i: f[0] for i, f in found.items()}
+    backend = session.scalar(select(WorkerRow.backend).where(WorkerRow.name == worker))
+    # all or nothing: every result of a known job is validated before anything is written
+    checked = {r.job_id: validate_result(r, *found[r.job_id], worker=worker, backend=backend)
+               for r in results if r.job_id in found}
 
     outcomes: dict[int, PostOutcome] = {}
     to_store: list[JobRow] = []
@@ -73,7 +82,7 @@ def post_results(session: Session, *, lease_token: str, worker: str, results: Se
         for job in to_store:
             m = checked[job.id]
             rows.append(dict(workload_id=job.workload_id, target_id=job.target_id, config_hash=job.config_hash,
-                             config=job.config, times=list(m.times), mean_time=m.mean_time if m.ok else None,
+                             config=job.config, times=list(m.times), mean_time=m.mean_time,
                              status=m.status, error=m.error, worker=worker, source=m.source, details=m.details,
                              task_id=job.task_id, job_id=job.id))
         returned = session.execute(insert_ignore(session, MeasurementRow).values(rows).returning(

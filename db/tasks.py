@@ -11,13 +11,15 @@ from sqlalchemy import and_, delete, func, select, update
 from sqlalchemy.orm import Session
 
 from db.domain import TaskInfo
-from db.errors import ConflictError, InvalidInputError, NotFoundError
+from db.errors import ConflictError, ForbiddenError, InvalidInputError, NotFoundError
 from db.orm import JobRow, MeasurementRow, TargetRow, TaskRow, WorkloadRow
 from db.refs import parse_workload, target_id, target_name, workload_id, workload_of
 from db.timeutil import as_utc, utcnow
 from tuner.workloads import Workload
 
 MAX_BUDGET = 1_000_000
+MAX_SEED = 2**31 - 1  # tuning_tasks.seed is a 32-bit column
+MAX_TASK_ID = 2**31 - 1  # tuning_tasks.id is int4 on PostgreSQL
 
 
 @dataclass(frozen=True)
@@ -36,10 +38,15 @@ class TaskSpec:
 
 def create_tasks(session: Session, workloads: Sequence[Workload | dict[str, Any] | str], target: str,
                  trials: int, strategy: str, *, labels: Sequence[str] | None = None, seed: int = 0,
-                 submitter: str = "", known_strategies: Iterable[str] | None = None) -> list[TaskInfo]:
+                 submitter: str = "", known_strategies: Iterable[str] | None = None,
+                 submitter_token_id: int | None = None) -> list[TaskInfo]:
     """One task per workload, all in one transaction: any invalid input creates nothing."""
     if not workloads:
         raise InvalidInputError("a task needs at least one workload")
+    if not isinstance(seed, int) or isinstance(seed, bool) or not 0 <= seed <= MAX_SEED:
+        raise InvalidInputError(f"seed must be an integer in [0, {MAX_SEED}], got {seed!r}")
+    if len(submitter) > 128 or (labels is not None and any(len(x) > 128 for x in labels)):
+        raise InvalidInputError("submitter names and labels have at most 128 characters")
     if isinstance(trials, bool) or not isinstance(trials, int) or not 1 <= trials <= MAX_BUDGET:
         raise InvalidInputError(f"trials must be an integer in [1, {MAX_BUDGET}], got {trials!r}")
     if labels is not None and len(labels) != len(workloads):
@@ -59,7 +66,7 @@ def create_tasks(session: Session, workloads: Sequence[Workload | dict[str, Any]
     for i, wl in enumerate(parsed):
         row = TaskRow(workload_id=workload_id(session, wl), target_id=tid, label=(labels[i] if labels else ""),
                       batch=batch, trial_budget=trials, strategy=strategy, seed=seed, state="active",
-                      submitter=submitter)
+                      submitter=submitter, submitter_token_id=submitter_token_id)
         session.add(row)
         rows.append(row)
     session.flush()
@@ -119,6 +126,8 @@ def _info(session: Session, row: TaskRow, canonical: str, target: str, counts: d
 
 
 def get_task(session: Session, task_id: int, *, curve: bool = True) -> TaskInfo:
+    if not 1 <= task_id <= MAX_TASK_ID:
+        raise NotFoundError(f"tuning task {task_id} does not exist")
     rows = _task_rows(session, TaskRow.id == task_id)
     if not rows:
         raise NotFoundError(f"tuning task {task_id} does not exist")
@@ -138,11 +147,18 @@ def list_tasks(session: Session, *, state: str | None = None, batch: str | None 
     return [_info(session, row, canonical, target, counts[row.id], curve=False) for row, canonical, target in rows]
 
 
-def cancel_task(session: Session, task_id: int) -> TaskInfo:
-    """Stop a task: its pending jobs are dropped; leased ones may still post (their results are kept)."""
+def cancel_task(session: Session, task_id: int, *, token_id: int | None = None, admin: bool = True) -> TaskInfo:
+    """Stop a task: its pending jobs are dropped; leased ones may still post (their results are kept).
+
+    Only the token that submitted the task (``token_id``) or an admin may cancel it."""
+    if not 1 <= task_id <= MAX_TASK_ID:
+        raise NotFoundError(f"tuning task {task_id} does not exist")
     row = session.get(TaskRow, task_id, with_for_update=True)
     if row is None:
         raise NotFoundError(f"tuning task {task_id} does not exist")
+    if not admin and (token_id is None or row.submitter_token_id != token_id):
+        raise ForbiddenError(f"tuning task {task_id} belongs to another submitter; only its submitter "
+                             "or an admin may cancel it")
     if row.state == "done":
         raise ConflictError(f"tuning task {task_id} is already done")
     if row.state == "active":

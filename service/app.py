@@ -14,7 +14,7 @@ from db.engine import Database
 from service import errors
 from service.auth import TokenCache
 from service.driver import TuningDriver
-from service.limits import BodySizeLimit
+from service.limits import BodySizeLimit, LongPolls, RateLimiter
 from service.metrics import Metrics, MetricsMiddleware, StateCollector
 from service.notify import JobSignal
 from service.routes import dashboard, health, jobs, records, schedules, tasks
@@ -60,7 +60,9 @@ def create_app(settings: Settings | None = None, *, db: Database | None = None) 
     state.driver = driver
     state.job_signal = signal
     state.metrics = metrics
-    state.token_cache = TokenCache(settings.token_cache_seconds)
+    state.token_cache = TokenCache(settings.token_cache_seconds, settings.invalid_token_cache_seconds)
+    state.rate_limiter = RateLimiter(settings.rate_limit_per_second, settings.rate_limit_burst)
+    state.long_polls = LongPolls(settings.max_long_polls)
     state.lookup_cache = LookupCache(settings.lookup_cache_seconds)
     state.background = _TaskSet()
 

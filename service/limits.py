@@ -1,9 +1,11 @@
-"""Request body size limit as a pure ASGI middleware: 413 before the body is read when it says
-its length, and as soon as a streamed (chunked) body passes the limit."""
+"""Limits that keep one client from exhausting the service: the request body size (a pure ASGI
+middleware: 413 before the body is read when it says its length, and as soon as a streamed body
+passes the limit), a cap on concurrent long-polls, and a per-token request rate (token bucket)."""
 
 from __future__ import annotations
 
 import json
+import time
 from typing import Any, Awaitable, Callable
 
 from starlette.exceptions import HTTPException
@@ -60,3 +62,46 @@ async def _reject(send: Send, limit: int) -> None:
                 "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode()),
                             (b"connection", b"close")]})
     await send({"type": "http.response.body", "body": body})
+
+
+class LongPolls:
+    """Counts the lease requests currently waiting for work; at most ``cap`` may wait at once."""
+
+    def __init__(self, cap: int) -> None:
+        self.cap = cap
+        self.active = 0
+
+    def enter(self) -> bool:
+        """Take a waiting slot if one is free (the event loop is single-threaded: no lock needed)."""
+        if self.active >= self.cap:
+            return False
+        self.active += 1
+        return True
+
+    def leave(self) -> None:
+        self.active -= 1
+
+
+class RateLimiter:
+    """A token bucket per API token: ``rate`` requests a second on average, bursts of ``burst``.
+    ``rate`` 0 turns it off. Buckets of idle tokens are dropped when the table grows large."""
+
+    def __init__(self, rate: float, burst: float) -> None:
+        self.rate = rate
+        self.burst = max(burst, 1.0)
+        self._buckets: dict[str, tuple[float, float]] = {}  # key -> (tokens, last refill)
+
+    def allow(self, key: str) -> float:
+        """0 when the request may go ahead, else the seconds to wait before the next one."""
+        if self.rate <= 0:
+            return 0.0
+        now = time.monotonic()
+        tokens, last = self._buckets.get(key, (self.burst, now))
+        tokens = min(self.burst, tokens + (now - last) * self.rate)
+        if tokens < 1.0:
+            self._buckets[key] = (tokens, now)
+            return (1.0 - tokens) / self.rate
+        if len(self._buckets) > 10_000:
+            self._buckets.clear()
+        self._buckets[key] = (tokens - 1.0, now)
+        return 0.0

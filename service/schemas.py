@@ -1,4 +1,9 @@
-"""Wire schemas of the REST API (pydantic v2): what clients send and receive under /api/v1."""
+"""Wire schemas of the REST API (pydantic v2): what clients send and receive under /api/v1.
+
+Input models are strict: JSON types are never coerced ("1" is not 1, true is not a time), and every
+integer is bounded by the column that stores it. The measurement itself (config in the space, times
+above the physical floor ...) is checked once, by db.validation, behind these types.
+"""
 
 from __future__ import annotations
 
@@ -15,10 +20,17 @@ Source = Literal[SOURCES]  # type: ignore[valid-type]
 Seconds = Annotated[float, Field(gt=0, allow_inf_nan=False)]
 WorkerName = Annotated[str, Field(min_length=1, max_length=128, pattern=r"^[A-Za-z0-9_.:@-]+$")]
 LeaseToken = Annotated[str, Field(min_length=8, max_length=64)]
+TargetName = Annotated[str, Field(min_length=1, max_length=64, description="sw26010 or sw26010-pro")]
+WorkloadKey = Annotated[str, Field(min_length=1, max_length=255)]
+# Ids as the columns allow: measure_jobs.id is int8 (int64), tuning_tasks.id int4.
+MAX_JOB_ID = 2**63 - 1
+MAX_TASK_ID = 2**31 - 1
+JobId = Annotated[int, Field(ge=1, le=MAX_JOB_ID)]
+TaskId = Annotated[int, Field(ge=1, le=MAX_TASK_ID)]
 
 
 class _In(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", strict=True)
 
 
 # --- tasks ------------------------------------------------------------------------------------
@@ -27,9 +39,10 @@ class TaskCreate(_In):
         min_length=1, max_length=1000, description="workload specs, e.g. {'op': 'dense', 'm': 1, 'n': 4096, 'k': 9216}")
     labels: list[Annotated[str, Field(max_length=128)]] | None = Field(
         None, description="one per workload, e.g. layer names")
-    target: str = Field(description="sw26010 or sw26010-pro")
+    target: TargetName
     trials: int = Field(ge=1, le=1_000_000, description="trial budget per workload")
-    strategy: str | None = Field(None, description="search strategy; default: model if available, else random")
+    strategy: str | None = Field(None, max_length=64,
+                                 description="search strategy; default: model if available, else random")
     seed: int = Field(0, ge=0, le=2**31 - 1)
 
 
@@ -67,7 +80,7 @@ class TaskOut(BaseModel):
 # --- workers ----------------------------------------------------------------------------------
 class LeaseRequest(_In):
     worker: WorkerName
-    target: str
+    target: TargetName
     max_jobs: int = Field(8, ge=1, le=512)
     wait_seconds: float = Field(0.0, ge=0, le=120, description="long-poll: wait up to this long for work")
     backend: str = Field("", max_length=32)
@@ -103,7 +116,7 @@ class HeartbeatOut(BaseModel):
 class ReleaseIn(_In):
     lease_token: LeaseToken
     worker: WorkerName
-    job_ids: list[int] | None = Field(None, description="default: every job of the lease")
+    job_ids: list[JobId] | None = Field(None, max_length=512, description="default: every job of the lease")
 
 
 class ReleaseOut(BaseModel):
@@ -124,7 +137,7 @@ class ResultPost(ResultFields):
 
 
 class ResultItem(ResultFields):
-    job_id: int
+    job_id: JobId
 
 
 class ResultsPost(_In):
@@ -167,14 +180,24 @@ class BestOut(BaseModel):
 
 
 class BestBatchIn(_In):
-    target: str
-    workload_keys: list[str] = Field(min_length=1, max_length=2000)
+    target: TargetName
+    workload_keys: list[WorkloadKey] = Field(min_length=1, max_length=2000)
 
 
 class BestBatchOut(BaseModel):
     target: str
     found: dict[str, BestOut]
     missing: list[str]
+
+
+class ReadyOut(BaseModel):
+    status: Literal["ready", "unavailable"]
+    revision: str | None = None
+    detail: str | None = None
+
+
+class HealthOut(BaseModel):
+    status: Literal["ok"]
 
 
 class ImportOut(BaseModel):

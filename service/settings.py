@@ -15,6 +15,12 @@ class Settings(BaseSettings):
     # Auth is on for `swtune serve`; the embedded single-user demo turns it off (loopback only).
     auth_enabled: bool = True
     token_cache_seconds: float = Field(10.0, ge=0, description="how long a checked token is trusted")
+    invalid_token_cache_seconds: float = Field(
+        2.0, ge=0, description="how long an unknown token is answered 401 without asking the database")
+    rate_limit_per_second: float = Field(
+        1000.0, ge=0, description="requests a second per API token on average (0: no limit); 429 above")
+    rate_limit_burst: float = Field(2000.0, ge=1, description="requests a token may send at once")
+    max_long_polls: int = Field(256, ge=0, description="lease requests that may wait for work at once")
 
     lease_seconds: float = Field(60.0, gt=0, le=3600, description="lease length; workers heartbeat to extend")
     max_attempts: int = Field(3, ge=1, le=100, description="leases of a job before it is given up as failed")

@@ -57,6 +57,8 @@ class _Heartbeat(threading.Thread):
             try:
                 self.client.heartbeat(self.token, self.worker)
             except (LeaseLostError, ForbiddenError) as exc:
+                if self._done.is_set():
+                    return  # raced the final post: the jobs are done, not lost
                 log.warning("lease lost while measuring: %s", exc)
                 self.lost.set()
                 return
@@ -154,6 +156,8 @@ class Worker:
                         pending.pop(job["id"], None)
         finally:
             beat.stop()
+            # A heartbeat still in flight would otherwise race the post below and report a lost lease.
+            beat.join(timeout=self.client.timeout if hasattr(self.client, "timeout") else 30.0)
         if results and not beat.lost.is_set():
             self._post(token, results)
         if pending and not beat.lost.is_set():

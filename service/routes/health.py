@@ -9,16 +9,18 @@ from starlette.concurrency import run_in_threadpool
 
 from db import migrate
 from service.deps import AppState
+from service.schemas import HealthOut, ReadyOut
 
 router = APIRouter(tags=["health"])
 
 
-@router.get("/health")
+@router.get("/health", response_model=HealthOut)
 async def health() -> dict[str, str]:
     return {"status": "ok"}
 
 
-@router.get("/ready")
+@router.get("/ready", response_model=ReadyOut,
+            responses={503: {"model": ReadyOut, "description": "database unreachable or not migrated"}})
 async def ready(state: AppState) -> JSONResponse:
     def check() -> tuple[int, dict[str, str]]:
         try:
@@ -36,7 +38,9 @@ async def ready(state: AppState) -> JSONResponse:
     return JSONResponse(body, status_code=status)
 
 
-@router.get("/metrics")
+@router.get("/metrics", response_class=Response, responses={
+    200: {"content": {"text/plain": {"schema": {"type": "string"}}},
+          "description": "Prometheus text exposition format"}})
 async def metrics(state: AppState) -> Response:
     data = await run_in_threadpool(generate_latest, state.metrics.registry)
     return Response(data, media_type=CONTENT_TYPE_LATEST)

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import time
 
-from fastapi import APIRouter, Request
+from typing import Annotated
+
+from fastapi import APIRouter, Path, Request
 from starlette.concurrency import run_in_threadpool
 
 from db import jobs as jobs_db
@@ -13,7 +15,10 @@ from db import workers as workers_db
 from db.domain import Lease, PostOutcome, ResultIn
 from service.auth import Reader, WorkerAuth
 from service.deps import AppState, Db
+from service.errors import AUTH, BODY, responses
+from service.limits import LongPolls
 from service.schemas import (
+    MAX_JOB_ID,
     HeartbeatIn,
     HeartbeatOut,
     LeaseOut,
@@ -29,10 +34,11 @@ from service.schemas import (
 )
 from service.views import job_out
 
-router = APIRouter(prefix="/api/v1", tags=["workers"])
+router = APIRouter(prefix="/api/v1", tags=["workers"], responses=responses(*AUTH))
+JobIdPath = Annotated[int, Path(ge=1, le=MAX_JOB_ID, description="job id")]
 
 
-@router.post("/jobs/lease", response_model=LeaseOut)
+@router.post("/jobs/lease", response_model=LeaseOut, responses=responses(*BODY))
 async def lease(body: LeaseRequest, request: Request, state: AppState, principal: WorkerAuth) -> LeaseOut:
     """Lease up to max_jobs pending jobs of a target; with wait_seconds, wait for work to appear."""
     settings = state.settings
@@ -44,20 +50,29 @@ async def lease(body: LeaseRequest, request: Request, state: AppState, principal
                                  lease_seconds=settings.lease_seconds, token_id=principal.token_id,
                                  backend=body.backend)
 
-    deadline = time.monotonic() + min(body.wait_seconds, settings.long_poll_max_seconds)
-    while True:
-        got = await run_in_threadpool(once)
-        remaining = deadline - time.monotonic()
-        if got.jobs or remaining <= 0 or await request.is_disconnected():
-            break
-        # Woken at once when this process's driver queues jobs; the periodic re-check finds jobs
-        # queued by another replica.
-        await state.job_signal.wait(min(settings.long_poll_interval_seconds * 4, remaining))
+    wait = min(body.wait_seconds, settings.long_poll_max_seconds)
+    polls: LongPolls = state.long_polls
+    # Past the cap on concurrent long-polls a lease answers at once (maybe with no jobs): the
+    # worker simply asks again, and idle connections cannot pile up without bound.
+    holding = wait > 0 and polls.enter()
+    deadline = time.monotonic() + (wait if holding else 0.0)
+    try:
+        while True:
+            got = await run_in_threadpool(once)
+            remaining = deadline - time.monotonic()
+            if got.jobs or remaining <= 0 or await request.is_disconnected():
+                break
+            # Woken at once when this process's driver queues jobs; the periodic re-check finds jobs
+            # queued by another replica.
+            await state.job_signal.wait(min(settings.long_poll_interval_seconds * 4, remaining))
+    finally:
+        if holding:
+            polls.leave()
     state.metrics.jobs_leased.inc(len(got.jobs))
     return LeaseOut(lease_token=got.token, lease_seconds=got.lease_seconds, jobs=[job_out(j) for j in got.jobs])
 
 
-@router.post("/jobs/heartbeat", response_model=HeartbeatOut)
+@router.post("/jobs/heartbeat", response_model=HeartbeatOut, responses=responses(*BODY, 409))
 def heartbeat(body: HeartbeatIn, db: Db, state: AppState, principal: WorkerAuth) -> HeartbeatOut:
     with db.session() as s:
         ids = jobs_db.heartbeat(s, lease_token=body.lease_token, worker=body.worker,
@@ -65,7 +80,7 @@ def heartbeat(body: HeartbeatIn, db: Db, state: AppState, principal: WorkerAuth)
     return HeartbeatOut(job_ids=ids, lease_seconds=state.settings.lease_seconds)
 
 
-@router.post("/jobs/release", response_model=ReleaseOut)
+@router.post("/jobs/release", response_model=ReleaseOut, responses=responses(*BODY))
 def release(body: ReleaseIn, db: Db, state: AppState, principal: WorkerAuth) -> ReleaseOut:
     with db.session() as s:
         ids = jobs_db.release(s, lease_token=body.lease_token, worker=body.worker, job_ids=body.job_ids,
@@ -92,8 +107,8 @@ def _result_in(job_id: int, body: ResultFields) -> ResultIn:
                     source=body.source, details=body.details)
 
 
-@router.post("/jobs/{job_id}/result", response_model=ResultOut)
-def post_result(job_id: int, body: ResultPost, db: Db, state: AppState, principal: WorkerAuth) -> ResultOut:
+@router.post("/jobs/{job_id}/result", response_model=ResultOut, responses=responses(*BODY, 404, 409))
+def post_result(job_id: JobIdPath, body: ResultPost, db: Db, state: AppState, principal: WorkerAuth) -> ResultOut:
     """Post one job's result: idempotent (a retry answers "duplicate"), 409 when the lease is lost."""
     with db.session() as s:
         outcome = results_db.post_result(s, lease_token=body.lease_token, worker=body.worker,
@@ -102,7 +117,7 @@ def post_result(job_id: int, body: ResultPost, db: Db, state: AppState, principa
     return _out(outcome)
 
 
-@router.post("/jobs/results", response_model=ResultsOut)
+@router.post("/jobs/results", response_model=ResultsOut, responses=responses(*BODY))
 def post_results(body: ResultsPost, db: Db, state: AppState, principal: WorkerAuth) -> ResultsOut:
     """Post a batch of results of one lease; one outcome per result (refusals do not fail the batch,
     invalid values do: 422 and nothing stored)."""

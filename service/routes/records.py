@@ -1,4 +1,4 @@
-"""Records export (JSON lines, streamed) and import (idempotent) of the tuning log."""
+"""Records export (JSON lines, streamed) and import (streamed, idempotent) of the tuning log."""
 
 from __future__ import annotations
 
@@ -9,39 +9,45 @@ from fastapi.responses import StreamingResponse
 from starlette.concurrency import run_in_threadpool
 
 from db import records as records_db
-from db.errors import InvalidInputError
 from service.auth import Admin, Reader
 from service.deps import AppState, Db
+from service.errors import AUTH, BODY, responses
 from service.schemas import ImportOut
 
-router = APIRouter(prefix="/api/v1/records", tags=["records"])
+router = APIRouter(prefix="/api/v1/records", tags=["records"], responses=responses(*AUTH))
 
 
-@router.get("/export", response_class=StreamingResponse)
-def export(db: Db, _: Reader, target: str | None = Query(None), workload_key: str | None = Query(None)
-           ) -> StreamingResponse:
+@router.get("/export", response_class=StreamingResponse, responses={
+    200: {"content": {"application/x-ndjson": {"schema": {"type": "string"}}},
+          "description": "one JSON record per line"}, **responses(422)})
+def export(db: Db, _: Reader, target: str | None = Query(None, min_length=1, max_length=64),
+           workload_key: str | None = Query(None, min_length=1, max_length=255)) -> StreamingResponse:
+    """Every matching measurement as JSON lines; the arguments are checked before the first byte
+    (an unknown target is a 422, not a cut stream)."""
+    tname = records_db.check_export_args(target=target, workload_key=workload_key)
+
     def lines() -> Iterator[str]:
         with db.session() as s:
-            yield from records_db.export_lines(s, workload_key=workload_key, target=target)
+            yield from records_db.export_lines(s, workload_key=workload_key, target=tname)
 
     return StreamingResponse(lines(), media_type="application/x-ndjson")
 
 
-@router.post("/import", response_model=ImportOut)
+@router.post("/import", response_model=ImportOut, responses=responses(*BODY), openapi_extra={
+    "requestBody": {"required": True, "description": "JSON lines as produced by export",
+                    "content": {"application/x-ndjson": {"schema": {"type": "string"}}}}})
 async def import_records(request: Request, state: AppState, _: Admin) -> ImportOut:
-    """Body: JSON lines as produced by export. Every line is checked first; records already
-    present are skipped, so importing a file twice changes nothing."""
-    raw = bytearray()
+    """Body: JSON lines as produced by export. Lines are parsed and checked as they arrive (the body
+    is never held whole); nothing is written unless every line is valid; records already present
+    are skipped, so importing a file twice changes nothing."""
+    importer = records_db.Importer()
     async for chunk in request.stream():  # the body size middleware caps this
-        raw.extend(chunk)
-    try:
-        text = raw.decode()
-    except UnicodeDecodeError:
-        raise InvalidInputError("records must be UTF-8 JSON lines") from None
+        importer.feed(chunk)
+    importer.finish()
 
     def run() -> ImportOut:
         with state.db.session() as s:
-            stats = records_db.import_lines(s, text.splitlines())
+            stats = importer.write(s)
         return ImportOut(imported=stats.imported, skipped=stats.skipped)
 
     out = await run_in_threadpool(run)

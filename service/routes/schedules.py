@@ -21,10 +21,11 @@ from db.errors import InvalidInputError, NotFoundError
 from db.refs import target_name
 from service.auth import Reader
 from service.deps import AppState, Db
-from service.schemas import BestBatchIn, BestBatchOut
+from service.errors import AUTH, BODY, ErrorOut, responses, validation_body
+from service.schemas import BestBatchIn, BestBatchOut, BestOut
 from service.views import best_out
 
-router = APIRouter(prefix="/api/v1/schedules", tags=["lookup"])
+router = APIRouter(prefix="/api/v1/schedules", tags=["lookup"], responses=responses(*AUTH))
 
 
 class LookupCache:
@@ -83,7 +84,7 @@ def _lookup(state: Any, workload_key: str, target: str) -> tuple[int, bytes]:
     except NotFoundError as exc:
         return 404, json.dumps({"detail": str(exc)}).encode()
     except InvalidInputError as exc:
-        return 422, json.dumps({"detail": str(exc)}).encode()
+        return 422, json.dumps(validation_body(str(exc), ("query", "target"))).encode()
 
 
 async def _refresh(state: Any, key: tuple[str, str]) -> tuple[int, bytes]:
@@ -103,7 +104,8 @@ async def _refresh_in_background(state: Any, key: tuple[str, str]) -> None:
         state.lookup_cache.end_refresh(key)
 
 
-@router.get("/best", responses={404: {"description": "nothing tuned for this workload and target"}})
+@router.get("/best", response_model=BestOut, responses={
+    **responses(422), 404: {"model": ErrorOut, "description": "nothing tuned for this workload and target"}})
 async def best(state: AppState, _: Reader, workload_key: str = Query(min_length=1, max_length=255),
                target: str = Query(min_length=1, max_length=64)) -> Response:
     """The best config for (workload key, target); 404 with the reason when nothing is tuned."""
@@ -122,7 +124,7 @@ async def best(state: AppState, _: Reader, workload_key: str = Query(min_length=
     return Response(body, status_code=status, media_type="application/json")
 
 
-@router.post("/best/batch", response_model=BestBatchOut)
+@router.post("/best/batch", response_model=BestBatchOut, responses=responses(*BODY))
 def best_batch(body: BestBatchIn, db: Db, _: Reader) -> BestBatchOut:
     """Best configs for many workloads (a whole model) at once; unknown ones are listed as missing."""
     tname = target_name(body.target)

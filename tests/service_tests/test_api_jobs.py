@@ -9,6 +9,7 @@ import pytest
 from sqlalchemy import func, select
 
 from db.orm import JobRow, MeasurementRow
+from wire import detail_text
 from api_helpers import lease, make_api
 from storage_helpers import task_with_jobs
 
@@ -63,7 +64,7 @@ def test_a_post_on_a_lost_lease_is_409(backend_url) -> None:
         new = lease(api, worker="w2")
         assert [j["id"] for j in new["jobs"]] == [old["jobs"][0]["id"]]
         r = post(api, old["jobs"][0]["id"], old["lease_token"], worker="w1")
-        assert r.status_code == 409 and "lease lost" in r.json()["detail"]
+        assert r.status_code == 409 and "lease lost" in detail_text(r)
         r = api.client.post("/api/v1/jobs/heartbeat", json={"lease_token": old["lease_token"], "worker": "w1"},
                             headers=api.headers("worker"))
         assert r.status_code == 409
@@ -79,7 +80,7 @@ def test_bad_times_are_422_and_nothing_is_stored(api, times) -> None:
            % (got["lease_token"], times))
     r = api.client.post(f"/api/v1/jobs/{job}/result", content=raw,
                         headers={**api.headers("worker"), "Content-Type": "application/json"})
-    assert r.status_code == 422 and "times" in r.json()["detail"]
+    assert r.status_code == 422 and "times" in detail_text(r)
     assert n_measurements(api) == 0
     with api.db.session() as s:
         assert s.get(JobRow, job).state == "leased"
@@ -89,7 +90,7 @@ def test_an_ok_result_needs_a_time(api) -> None:
     task_with_jobs(api.db, 1)
     got = lease(api)
     r = post(api, got["jobs"][0]["id"], got["lease_token"], times=[])
-    assert r.status_code == 422 and "at least one time" in r.json()["detail"]
+    assert r.status_code == 422 and "at least one time" in detail_text(r)
 
 
 def test_oversized_bodies_are_413(api) -> None:

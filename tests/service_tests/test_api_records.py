@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from wire import detail_text
 from api_helpers import lease, make_api
 from storage_helpers import task_with_jobs
 
@@ -26,4 +27,4 @@ def test_export_import_round_trip(api, backend_factory) -> None:
         assert again == exported.text
         bad = other.client.post("/api/v1/records/import", content=b'{"version": 1}\n',
                                 headers=other.headers("admin"))
-        assert bad.status_code == 422 and "line 1" in bad.json()["detail"]
+        assert bad.status_code == 422 and "line 1" in detail_text(bad)

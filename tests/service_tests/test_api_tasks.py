@@ -8,6 +8,7 @@ from sqlalchemy import func, select
 from db.orm import TaskRow, WorkloadRow
 from service.driver import TuningDriver
 from service.settings import Settings
+from wire import detail_text
 
 DENSE = {"op": "dense", "m": 1, "n": 128, "k": 256}
 CONV = {"op": "conv2d", "n": 1, "c": 16, "h": 14, "w": 14, "k": 32, "r": 3, "s": 3, "padding": 1}
@@ -54,13 +55,13 @@ def count(api, table) -> int:
 def test_malformed_submissions_are_422_and_change_nothing(api, body, message) -> None:
     r = submit(api, body)
     assert r.status_code == 422
-    assert message in r.json()["detail"]
+    assert message in detail_text(r)
     assert count(api, TaskRow) == 0 and count(api, WorkloadRow) == 0
 
 
 def test_unknown_task_is_404(api) -> None:
     r = api.client.get("/api/v1/tasks/999", headers=api.headers("read"))
-    assert r.status_code == 404 and "999" in r.json()["detail"]
+    assert r.status_code == 404 and "999" in detail_text(r)
 
 
 def test_cancel_drops_pending_jobs(api) -> None:
