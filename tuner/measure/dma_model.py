@@ -29,9 +29,15 @@ Why max() and not a sum of the two paths: while the CG is busy with the other CP
 CPE's own latency elapses in parallel (a 64-CPE aligned 128-B put takes 533 cycles on the Pro, less
 than the 240-cycle latency plus 64 line writes).
 
-Strided descriptors: block k starts at (offset + k*pitch) mod 128, pitch = block + gap. The first
-block is accounted exactly; the other n-1 use the mean over the cycle of start offsets, in closed
-form (exact whenever n-1 covers whole cycles), so a vectorised call never loops over blocks.
+Strided descriptors (FACTS §2.1, swCandle PE_STEP): bandwidth is set by the contiguous block size,
+not by the gap: 128-B blocks move ~5 GB/s per CG (get + put) with a 128-B, 512-B *or an 8-B* gap.
+The first block of a descriptor is accounted exactly at its offset, like a request; every further
+block like a line-aligned block of the same size plus ``block_cycles`` of CG service (and CPE
+issue): the DMA engine merges the partial lines of neighbouring blocks (an 8-B gap measures within
+5% of a 128-B one) but each block holds the memory controller about as long as a request does.
+The fit puts ``block_cycles`` (~26 cycles on SW26010) above the per-request cost (~9-12): what makes
+swCandle's separate 128-B requests 1.7x slower than strided blocks is their misaligned start (two
+lines, partial-line writes), not the request; no aligned small-request data exists to say more.
 
 Known limits (see ``benchmarks/fit_dma.py`` for the fit): no cross-CPE effects (DRAM row locality or
 write combining when neighbouring CPEs touch the same lines), no read/write interference between
@@ -60,10 +66,9 @@ class DmaParams:
     # --- CPE path: what a single CPE sees when the CG is idle ---
     get_latency: float  # cycles from issuing a one-line get to its reply (Pro: ~441 for any size <= 128 B)
     put_latency: float  # cycles for a one-line put to drain the LDM (Pro: ~240; DRAM write is posted)
-    block_cycles: float  # per contiguous block of a descriptor: address generation in the DMA engine,
-    #                      and on the CG side a new read burst for gets (puts are posted: no CG cost).
-    #                      Not visible in contiguous data: set so a strided get of 128-B blocks is
-    #                      1.7x cheaper than separate gets with 64 CPEs (FACTS §2.1)
+    block_cycles: float  # CG service (and CPE issue) of each block after the first of a strided
+    #                      descriptor, gets and puts, on top of its lines: a block costs the CG about
+    #                      what a request does (FACTS §2.1); fitted to the swCandle PE_STEP points
     get_cpe_bw: float  # B/cycle one CPE's DMA engine sustains for gets (Pro: ~17.7 from large gets)
     put_cpe_bw: float  # B/cycle one CPE's DMA engine sustains for puts (Pro: ~18.7 from large puts)
     rmw_hazard_cycles: float  # CPE stall when a put's next write piece hits a line whose RMW is still
@@ -125,47 +130,6 @@ def _block_counts(o: np.ndarray, b: np.ndarray, put: bool) -> tuple[np.ndarray, 
     return lines, rmw, hazards, misaligned
 
 
-def _lattice_counts(r: np.ndarray, g: np.ndarray, b: np.ndarray, put: bool,
-                    first_rmw: np.ndarray | None) -> tuple[np.ndarray, ...]:
-    """Mean of :func:`_block_counts` over the start offsets r, r+g, ..., r+128-g (0 <= r < g).
-
-    With pitch = block + gap, block k starts at (offset + k*pitch) mod 128; the starts cycle
-    through this lattice, g = gcd(pitch, 128) (g = 128: every block starts where the first does).
-    Over one period, for g | 128, mean_j floor((x + g*j) / 128) = g*floor(x/g) / 128, and for
-    g <= 64 mean_j floor((x + g*j) / 64) = g*floor(x/g) / 64 + 1/2, so every count has a closed
-    form. The 64-B one does not hold for g = 128, where ``first_rmw`` (exact) is used instead.
-    """
-    inv_g = 1.0 / g  # g is a power of two: exact
-    g_line = g * _INV_LINE
-    x = r + b
-    lines = x + (LINE_BYTES - 1)
-    lines *= inv_g
-    np.floor(lines, out=lines)
-    lines *= g_line
-    if not put:
-        return lines, None, None, None
-    at_zero = (r == 0) * g_line  # share of blocks that start exactly on a line boundary
-    full = x * inv_g
-    np.floor(full, out=full)
-    full *= g_line
-    full -= 1.0
-    full += at_zero
-    full *= b >= LINE_BYTES  # a block shorter than a line covers none
-    sectors = x + (SECTOR_BYTES - 1)
-    sectors *= inv_g
-    np.floor(sectors, out=sectors)
-    sectors *= g * _INV_SECTOR  # minus the same mean at x = r, which is 0 + 1/2: the halves cancel
-    rmw = sectors
-    rmw -= full
-    rmw -= full
-    rmw = np.where(g < LINE_BYTES, rmw, first_rmw)
-    hazards = rmw - lines
-    hazards += full
-    misaligned = np.ceil(b * _INV_LINE) * at_zero
-    np.subtract(lines, misaligned, out=misaligned)
-    return lines, rmw, hazards, misaligned
-
-
 def _check(name: str, value, positive: bool) -> np.ndarray:
     arr = np.asarray(value, dtype=float)
     ok = np.all(arr > 0) if positive else np.all(arr >= 0)  # comparisons are False for NaN
@@ -209,6 +173,29 @@ def request_cycles(params: DmaParams, op: str, block_bytes, n_blocks=1, gap_byte
     return out.reshape(shape)
 
 
+def _block_service(params: DmaParams, put: bool, counts: tuple[np.ndarray, ...],
+                   cpes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(CPE-path cycles, CG service cycles) of one block with the given line accounting.
+
+    Lines at the engine's or the CG's bandwidth, plus for puts the read-modify-write of partial
+    lines; per-request and per-block costs are added by the caller.
+    """
+    lines, rmw, hazards, misaligned = counts
+    if put:
+        t_cpe = lines * (LINE_BYTES / params.put_cpe_bw)
+        t_cpe += hazards * params.rmw_hazard_cycles
+        # a put line costs more the more writers interleave in the DRAM rows
+        line_write = (LINE_BYTES / params.put_cg_bw) * (1.0 + params.put_contention * (cpes - 1.0))
+        data = misaligned * params.misaligned_put_factor
+        data += lines
+        data = data * line_write  # not in place: cpes may have a larger shape
+        data += rmw * params.rmw_cycles
+    else:
+        t_cpe = lines * (LINE_BYTES / params.get_cpe_bw)
+        data = lines * (LINE_BYTES / params.get_cg_bw)
+    return t_cpe, data
+
+
 def _cycles(params: DmaParams, put: bool, size: np.ndarray, n: np.ndarray, gap: np.ndarray, cpes: np.ndarray,
             offset: np.ndarray) -> np.ndarray:
     """:func:`request_cycles` on validated 1-d (or 0-d) arrays."""
@@ -216,78 +203,57 @@ def _cycles(params: DmaParams, put: bool, size: np.ndarray, n: np.ndarray, gap: 
     o = np.rint(np.atleast_1d(offset))
     o -= LINE_BYTES * np.floor(o * _INV_LINE)  # offset mod 128 (np.mod is ~20x slower)
 
-    counts = _block_counts(o, b, put)
-    # Blocks after the first: their starts walk a lattice unless the pitch is a multiple of 128 B
-    # (then every block repeats the first block's accounting); total = first + (n - 1) * mean.
+    first = _block_counts(o, b, put)
+    t_cpe, service = _block_service(params, put, first, cpes)
+    # Blocks after the first cost like a line-aligned block of the same size (module docstring).
     extra = n - 1.0
     if np.any(extra > 0):
-        pitch = (b + np.ceil(gap)).astype(np.int64)
-        # gcd(pitch, 128) is the lowest set bit of the pitch, capped at 128 (np.gcd is slow)
-        g = np.minimum(pitch & -pitch, LINE_BYTES).astype(float)
-        mean = _lattice_counts(o - g * np.floor(o / g), g, b, put, counts[1])
-        counts = tuple(None if c is None else c + extra * m for c, m in zip(counts, mean))
-    lines, rmw, hazards, misaligned = counts
-
-    if put:
-        t_cpe = lines * (LINE_BYTES / params.put_cpe_bw)
-        t_cpe += params.put_latency
-        t_cpe += hazards * params.rmw_hazard_cycles
-        # a put line costs more the more writers interleave in the DRAM rows
-        line_write = (LINE_BYTES / params.put_cg_bw) * (1.0 + params.put_contention * (cpes - 1.0))
-        service = misaligned * params.misaligned_put_factor
-        service += lines
-        service = service * line_write  # not in place: cpes may have a larger shape
-        service += rmw * params.rmw_cycles
-        service += params.put_request_cycles
-    else:
-        t_cpe = lines * (LINE_BYTES / params.get_cpe_bw)
-        t_cpe += params.get_latency
-        service = lines * (LINE_BYTES / params.get_cg_bw)
-        service += params.get_request_cycles
-    # per-block cost: CPE side for both ops, CG side for gets only (puts are posted; see DmaParams)
-    per_block = n * params.block_cycles
-    t_cpe = t_cpe + per_block  # not in place: n may have a larger shape than the counts
-    if not put:
-        service = service + per_block
+        aligned = _block_counts(np.zeros_like(b), b.copy(), put)
+        t_more, s_more = _block_service(params, put, aligned, cpes)
+        t_cpe = t_cpe + extra * (t_more + params.block_cycles)  # not in place: n may be larger
+        service = service + extra * (s_more + params.block_cycles)
+    t_cpe = t_cpe + (params.put_latency if put else params.get_latency)
+    service = service + (params.put_request_cycles if put else params.get_request_cycles)
     # the last of the simultaneous requests completes after all services; see module docstring
     return np.maximum(t_cpe, service * cpes)
 
 
-# Fitted with `python benchmarks/fit_dma.py` (tuner.measure.calibration.fit; 3 significant digits) on
+# Fitted with `python benchmarks/fit_dma.py` (tuner.measure.calibration.fit; 4 significant digits) on
 # tuner/measure/calibration_data/*.csv. Max relative bandwidth error over every calibration point:
-# sw26010 0.148 (52 points), sw26010-pro 0.120 (112 points). For sw26010 the latencies, per-CPE
-# bandwidths, hazard stall, put_contention and misaligned_put_factor are assumptions, not fits
-# (see calibration._priors): its data has 64-CPE, core-group-bound points only.
-# block_cycles is set from FACTS §2.1 (strided 128-B gets ~1.7x cheaper than separate ones).
+# sw26010 0.150 (76 points: 52 contiguous, 24 strided), sw26010-pro 0.118 (112 points). For sw26010 the
+# latencies, per-CPE bandwidths, hazard stall, put_contention and misaligned_put_factor are
+# assumptions, not fits (see calibration._priors): its data has 64-CPE, core-group-bound points only.
+# sw26010 block_cycles is fitted to the strided (PE_STEP) points; the Pro's is an assumption [A]
+# (no strided Pro data): its measured ~18-cycle CG request rate.
 FITTED: dict[str, DmaParams] = {
     "sw26010": DmaParams(
-        get_latency=284.0,
-        put_latency=147.0,
-        block_cycles=3.17,
-        get_cpe_bw=4.76,
-        put_cpe_bw=4.76,
-        rmw_hazard_cycles=88.9,
-        get_cg_bw=23.5,
-        put_cg_bw=17.6,
-        put_contention=0.006,
-        get_request_cycles=6.03,
-        put_request_cycles=11.7,
-        rmw_cycles=20.3,
-        misaligned_put_factor=0.136,
+        get_latency=287.4,
+        put_latency=150.2,
+        block_cycles=26.59,
+        get_cpe_bw=4.759,
+        put_cpe_bw=4.759,
+        rmw_hazard_cycles=89.32,
+        get_cg_bw=23.52,
+        put_cg_bw=16.46,
+        put_contention=0.006002,
+        get_request_cycles=9.178,
+        put_request_cycles=11.83,
+        rmw_cycles=19.61,
+        misaligned_put_factor=0.1336,
     ),
     "sw26010-pro": DmaParams(
-        get_latency=441.0,
-        put_latency=228.0,
-        block_cycles=4.77,
-        get_cpe_bw=16.9,
-        put_cpe_bw=18.4,
-        rmw_hazard_cycles=138.0,
-        get_cg_bw=21.5,
+        get_latency=446.0,
+        put_latency=233.1,
+        block_cycles=18.0,
+        get_cpe_bw=16.92,
+        put_cpe_bw=18.39,
+        rmw_hazard_cycles=138.6,
+        get_cg_bw=21.46,
         put_cg_bw=21.3,
-        put_contention=0.006,
-        get_request_cycles=7.51,
-        put_request_cycles=0.0116,
-        rmw_cycles=33.3,
-        misaligned_put_factor=0.136,
+        put_contention=0.006002,
+        get_request_cycles=12.28,
+        put_request_cycles=8.698e-16,
+        rmw_cycles=33.55,
+        misaligned_put_factor=0.1336,
     ),
 }
