@@ -35,7 +35,7 @@ from service.strategies import available
 from tuner.errors import InvalidConfigError
 from tuner.measure.base import MeasureResult
 from tuner.search import SearchStrategy, create_strategy
-from tuner.space.space import ScheduleSpace
+from tuner.space.space import Config, ScheduleSpace
 
 log = logging.getLogger(__name__)
 # Keyed by (schema, task): test schemas and deployments sharing one PostgreSQL do not collide.
@@ -62,6 +62,7 @@ class _TaskState:
     strategy: SearchStrategy
     told: set[int] = field(default_factory=set)  # measurement ids
     last_job_id: int = 0
+    baseline_checked: bool = False  # the baseline schedule is queued (or known) for this task
 
 
 class TuningDriver:
@@ -165,7 +166,8 @@ class TuningDriver:
             used, queued, want = self._room(task, counts)
             if want <= 0:
                 return 0
-            configs = state.strategy.ask(want)  # may train a model: outside any transaction
+            first = self._baseline_first(state)
+            configs = first + (state.strategy.ask(want - len(first)) if want > len(first) else [])
             if not configs:
                 if queued == 0:
                     log.info("task %s: search space exhausted after %s trials", task.id, used)
@@ -190,6 +192,25 @@ class TuningDriver:
                 self.stats.finished += 1
                 log.info("task %s done", task_id)
         self._states.pop(task_id, None)
+
+    @staticmethod
+    def _baseline_first(state: _TaskState) -> list[Config]:
+        """The OpenACC-like baseline schedule, once, ahead of the strategy's first proposals: the best
+        a task reports is then never slower than the baseline it is compared against."""
+        if state.baseline_checked:
+            return []
+        state.baseline_checked = True
+        from tuner.baseline import openacc_baseline
+
+        space = state.strategy.space
+        try:
+            config = openacc_baseline(space)
+        except RuntimeError:  # no valid baseline schedule: nothing to compare against
+            return []
+        if not state.strategy.is_new(space.encode(config)):
+            return []  # already measured or queued (e.g. before a driver restart)
+        state.strategy.mark_in_flight([config])
+        return [config]
 
     # --- strategy state -----------------------------------------------------------------------
     def strategy(self, task_id: int) -> SearchStrategy:

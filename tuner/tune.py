@@ -1,4 +1,8 @@
-"""In-process tuning: search strategies + a measurement backend, no service (what `swtune tune` runs)."""
+"""In-process tuning: search strategies + a measurement backend, no service (what `swtune tune` runs).
+
+Each task measures its OpenACC-like baseline schedule in its first batch, so a reported best is never
+slower than the baseline it is compared against.
+"""
 
 from __future__ import annotations
 
@@ -7,7 +11,7 @@ from typing import TYPE_CHECKING, Sequence
 
 from tuner.measure.base import MeasureBackend
 from tuner.measure.simulator import Simulator
-from tuner.search import create_strategy
+from tuner.search import SearchStrategy, create_strategy
 from tuner.search.scheduler import GradientScheduler
 from tuner.space.space import Config, ScheduleSpace
 from tuner.targets import Target, get_target
@@ -62,12 +66,15 @@ def tune_workloads(workloads: Sequence[Workload], target: "Target | str", trials
         progress.start()
         bars = [progress.add_task(w.key[:48], total=trials, status="") for w in workloads]
     spent = 0
+    pending_baseline = [_baseline(s) for s in searches]
     try:
         while (i := scheduler.next_task()) is not None:
             if total_trials is not None and spent >= total_trials:
                 break
             search, workload = searches[i], workloads[i]
-            configs = search.ask(min(batch, trials - search.n_measured))
+            want = min(batch, trials - search.n_measured)
+            first, pending_baseline[i] = pending_baseline[i], []  # the baseline among the first candidates
+            configs = first + (search.ask(want - len(first)) if want > len(first) else [])
             if not configs:
                 scheduler.tasks[i].stopped = True  # space exhausted
                 continue
@@ -85,3 +92,16 @@ def tune_workloads(workloads: Sequence[Workload], target: "Target | str", trials
         if progress is not None:
             progress.stop()
     return [TuneResult(w, s.best_time, s.best_config, s.n_measured, c) for w, s, c in zip(workloads, searches, curves)]
+
+
+def _baseline(search: SearchStrategy) -> list[Config]:
+    """The OpenACC-like baseline config, marked in flight so the strategy never proposes it again:
+    measured with the first batch, the best a task reports is never slower than the baseline."""
+    from tuner.baseline import openacc_baseline
+
+    try:
+        config = openacc_baseline(search.space)
+    except RuntimeError:  # no valid baseline schedule in this space
+        return []
+    search.mark_in_flight([config])
+    return [config]
