@@ -1,16 +1,17 @@
 """`swtune tune-model`: extract a model's tasks, tune them (embedded or on a server), report per layer.
 
-Embedded (the default): a SQLite tuning log, the API on a free loopback port and simulator worker
-processes on this machine, as `swtune demo` runs them. With ``--server URL`` the tasks go to a running
-service and its workers. Either way the run ends with the per-layer table (baseline = OpenACC-like
-schedule, tuned = best measured) and the estimated end-to-end time of the tuned operators.
+Before any tuning the whole model goes through the AOT compiler's reader (legalization and C for
+every operator without a kernel): an operator that cannot compile is named with its binding and
+nothing is submitted. Embedded (the default): the tuning log at ``--db`` (default
+SWTUNE_DATABASE_URL, i.e. ./swtune.db, where ``swtune compile`` reads it), the API on a free loopback
+port and simulator worker processes on this machine, as `swtune demo` runs them. With ``--server
+URL`` the tasks go to a running service and its workers. Either way the run ends with the per-layer
+table (baseline = OpenACC-like schedule, tuned = best measured) and the estimated end-to-end time.
 """
 
 from __future__ import annotations
 
-import tempfile
 import time
-from pathlib import Path
 from typing import Annotated, Any, Optional
 
 import typer
@@ -67,21 +68,30 @@ def tune_model(
     width: Annotated[float, typer.Option(help="channel width multiplier of the built-in models")] = 1.0,
     image: Annotated[int, typer.Option(help="input image size of the built-in models")] = 224,
     timeout: Annotated[float, typer.Option(help="give up following the tasks after this many seconds")] = 1800.0,
+    db: Annotated[Optional[str], typer.Option(help="embedded tuning log URL (default: SWTUNE_DATABASE_URL, "
+                                                   "sqlite:///./swtune.db), read by `swtune compile`")] = None,
 ) -> None:
     """Tune every conv / dense / batch_matmul task of a model and report the per-layer result."""
-    from tuner.bridge.extract import extract_model
+    from tuner.aot import AotError
+    from tuner.aot.relax_reader import read_relax
+    from tuner.bridge.extract import extract_relax, load_relax
     from tuner.errors import SwtuneError
     from tuner.targets import get_target
 
     try:
         get_target(target)
-        extracted = extract_model(model, batch=batch, width=width, image=image)
+        mod = load_relax(model, batch=batch, width=width, image=image)
+        extracted = extract_relax(mod)
+        read_relax(mod)  # every operator must compile before anything is tuned
+    except AotError as exc:
+        console.print(f"[red]error:[/red] {model} cannot be compiled for Sunway, nothing was tuned: {exc}")
+        raise typer.Exit(2) from None
     except (SwtuneError, ValueError, FileNotFoundError) as exc:
         console.print(f"[red]error:[/red] {exc}")
         raise typer.Exit(2) from None
     layers = extracted.layers
     console.print(f"[bold]{model}[/]: {len(layers)} tunable tasks "
-                  f"({sum(l.weight for l in layers)} calls); not tuned here (run as plain C on the MPE): "
+                  f"({sum(l.weight for l in layers)} calls); not tuned here (legalized, plain C on the MPE): "
                   + (", ".join(f"{op} x{n}" for op, n in sorted(extracted.untuned.items())) or "none"))
     start = time.monotonic()
     if server:
@@ -94,17 +104,21 @@ def tune_model(
         from service.embedded import EmbeddedServer
         from service.settings import Settings
 
-        with tempfile.TemporaryDirectory(prefix="swtune-model-") as tmp:
-            url = f"sqlite:///{Path(tmp) / 'swtune.db'}"
-            migrate.upgrade(url)
-            settings = Settings(database_url=url, auth_enabled=False, lease_seconds=30, queue_depth=16,
-                                driver_interval_seconds=0.2, lookup_cache_seconds=0)
-            with EmbeddedServer(create_app(settings, db=Database(url))) as embedded:
+        url = db or Settings().database_url
+        migrate.upgrade(url)
+        console.print(f"tuning log: {url} (`swtune compile {model} --db {url}` reads it)", soft_wrap=True)
+        settings = Settings(database_url=url, auth_enabled=False, lease_seconds=30, queue_depth=16,
+                            driver_interval_seconds=0.2, lookup_cache_seconds=0)
+        database = Database(url)
+        try:
+            with EmbeddedServer(create_app(settings, db=database)) as embedded:
                 procs = start_workers(embedded.url, workers, target)
                 try:
                     tasks, best = _run(embedded.url, None, layers, target, trials, strategy, timeout)
                 finally:
                     stop_workers(procs)
+        finally:
+            database.dispose()
     report(layers, tasks, best, target, time.monotonic() - start)
 
 

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import json
 import re
+from pathlib import Path
 
 import pytest
 from typer.testing import CliRunner
@@ -12,16 +14,37 @@ pytest.importorskip("torch", reason="task extraction needs torch (dev extra)")
 from service.cli import app  # noqa: E402
 
 
-def test_tune_model_embedded_reports_every_layer_and_the_end_to_end_estimate():
-    result = CliRunner().invoke(app, ["tune-model", "resnet18", "--width", "0.125", "--image", "32", "--trials", "6",
-                                      "--workers", "1", "--timeout", "240"], terminal_width=200)
+def test_tune_model_then_compile_embedded(tmp_path: Path) -> None:
+    """tune-model keeps its log at --db; compile reads the same log and every kernel is tuned."""
+    url = f"sqlite:///{tmp_path / 'swtune.db'}"
+    model = ["resnet18", "--width", "0.125", "--image", "32"]
+    result = CliRunner().invoke(app, ["tune-model", *model, "--trials", "6", "--workers", "1", "--timeout", "240",
+                                      "--db", url], terminal_width=200)
     assert result.exit_code == 0, result.output
     out = result.output
     assert "12 tunable tasks" in out and "nn.batch_norm x20" in out  # untuned operators are listed
     rows = [line for line in out.splitlines() if re.match(r"^│ (conv2d|dense)_\d+", line)]
     layer_rows = [r for r in rows if r.count("│") == 8]  # the per-layer table (7 columns)
     assert len(layer_rows) == 12 and all("x │" in r for r in layer_rows)  # every layer has a speedup
-    assert "estimated end-to-end time of the tuned operators" in out
+    assert "estimated end-to-end time" in out
+    assert (tmp_path / "swtune.db").exists()
+    out_dir = tmp_path / "aot"
+    res = CliRunner().invoke(app, ["compile", *model, "--db", url, "-o", str(out_dir)], terminal_width=200)
+    assert res.exit_code == 0, res.output
+    kernels = json.loads((out_dir / "manifest.json").read_text())["kernels"]
+    assert len(kernels) == 12 and all(k["status"] == "tuned" for k in kernels)
+
+
+def test_tune_model_names_an_operator_that_cannot_compile_before_tuning(tmp_path: Path, monkeypatch) -> None:
+    from tuner.aot import relax_reader
+
+    monkeypatch.setattr(relax_reader, "KEPT_OPS", (*relax_reader.KEPT_OPS, "nn.relu"))  # relu: no rule, not legalized
+    url = f"sqlite:///{tmp_path / 'swtune.db'}"
+    result = CliRunner().invoke(app, ["tune-model", "resnet18", "--width", "0.125", "--image", "32", "--db", url],
+                                terminal_width=200)
+    assert result.exit_code == 2, result.output
+    assert "relax.nn.relu (binding" in result.output and "nothing was tuned" in result.output
+    assert not (tmp_path / "swtune.db").exists()
 
 
 def test_tune_model_rejects_an_unknown_model():
