@@ -100,6 +100,10 @@ def print_report(result: Any) -> None:
                   f"fallback kernel calls ({len(untuned)} of {len(result.kernels)} distinct kernels untuned), "
                   f"{counts.get('MPE', 0)} MPE steps, {counts.get('view (no-op)', 0)} views, "
                   f"{counts.get('compile time', 0)} folded at compile time.", soft_wrap=True)
+    if result.timing is not None:
+        from service.cli_model import whole_model_report
+
+        whole_model_report(result.timing, result.out_dir.name, result.target)
     console.print(f"wrote {', '.join(result.files)} to {result.out_dir}; build with "
                   f"`make -C {result.out_dir}` (Sunway) or `make -C {result.out_dir} emu` (x86 emulator), "
                   f"run `./model weights.bin input.bin output.bin`.", soft_wrap=True)

@@ -26,7 +26,7 @@ def test_tune_model_then_compile_embedded(tmp_path: Path) -> None:
     rows = [line for line in out.splitlines() if re.match(r"^│ (conv2d|dense)_\d+", line)]
     layer_rows = [r for r in rows if r.count("│") == 8]  # the per-layer table (7 columns)
     assert len(layer_rows) == 12 and all("x │" in r for r in layer_rows)  # every layer has a speedup
-    assert "estimated end-to-end time" in out
+    assert "estimated end-to-end time" in out and "whole model (simulated): tuned" in out
     assert (tmp_path / "swtune.db").exists()
     out_dir = tmp_path / "aot"
     res = CliRunner().invoke(app, ["compile", *model, "--db", url, "-o", str(out_dir)], terminal_width=200)

@@ -18,6 +18,7 @@ from tuner.aot.kernels import Kernel, Lookup, kernel_header, resolve_kernels, sl
 from tuner.aot.makefile import makefile
 from tuner.aot.memory import MemoryPlan, plan_memory
 from tuner.aot.mpe import describe
+from tuner.aot.timing import ModelTime, model_time
 from tuner.aot.weights import write_weights
 from tuner.targets import Target, get_target
 
@@ -43,6 +44,7 @@ class AotResult:
     graph: Graph
     memory: MemoryPlan
     files: list[str] = field(default_factory=list)
+    timing: ModelTime | None = None  # simulated end-to-end time, tuned vs baseline program
 
     @property
     def input_shapes(self) -> list[tuple[int, ...]]:
@@ -129,7 +131,10 @@ def compile_model(model: Any, target: "Target | str", out_dir: "str | Path", loo
     for fname, text in files.items():
         (out / fname).write_text(text)
     rows = _rows(graph)
-    result = AotResult(out, tgt.name, rows, kernels, graph, plan, [*files, "weights.bin", "manifest.json"])
+    configs = {k.workload.key: k.config for k in kernels}
+    timing = model_time(graph, tgt, lambda w: configs.get(w.key))
+    result = AotResult(out, tgt.name, rows, kernels, graph, plan, [*files, "weights.bin", "manifest.json"],
+                       timing)
     (out / "manifest.json").write_text(json.dumps(_manifest(result, name), indent=1))
     return result
 
@@ -144,4 +149,6 @@ def _manifest(r: AotResult, name: str) -> dict[str, Any]:
                      "config": k.config, "status": k.status, "calls": k.calls} for k in r.kernels],
         "steps": [r.__dict__ for r in r.rows],
         "intermediate_bytes": r.memory.total_elems * (4 if g.dtype == "float32" else 8),
+        "simulated_time": r.timing.summary() if r.timing else None,
+        "time_by_operator": [o.__dict__ for o in r.timing.by_operator()] if r.timing else [],
     }

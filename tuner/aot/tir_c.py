@@ -63,6 +63,16 @@ def _kind(node: Any) -> str:
 
 
 @dataclass
+class Work:
+    """What a PrimFunc does, counted over its loop nests (stores times enclosing trip counts)."""
+
+    stores: int = 0  # elements written
+    loads: int = 0  # elements read
+    arith: int = 0  # add/mul/compare/select... (one scalar instruction each)
+    transcendental: int = 0  # exp/erf/tanh/sqrt/div-like calls (many cycles each)
+
+
+@dataclass
 class CFunction:
     """A printed PrimFunc: ``name(p0, p1, ...)`` takes one pointer per parameter, in order."""
 
@@ -70,6 +80,7 @@ class CFunction:
     code: str
     param_dtypes: list[str]
     param_shapes: list[tuple[int, ...]]
+    work: Work
 
 
 class _Printer:
@@ -81,6 +92,33 @@ class _Printer:
         self.bufs: dict[Any, tuple[str, list[int], str]] = {}  # buffer var -> (C name, shape, dtype)
         self.lines: list[str] = []
         self.statics: list[str] = []
+        self.work = Work()
+        self.trips = [1]  # product of the enclosing loops' extents
+
+    def _count(self, e: Any) -> None:
+        """Add one evaluation of expression ``e`` per current trip to the work counters."""
+        n = self.trips[-1]
+        k = _kind(e)
+        if k == "TensorLoad":
+            self.work.loads += n
+            return  # index arithmetic is address generation, not counted
+        if k in _BIN or k in ("Min", "Max", "Select", "Not", "FloorDiv", "FloorMod", "Mod"):
+            self.work.arith += n
+        elif k == "Div":
+            self.work.transcendental += n if _dtype(e).startswith("float") else 0
+        elif k == "Call":
+            op = str(e.op.name).rsplit(".", 1)[-1]
+            if op in _MATH or op in ("rsqrt", "sigmoid"):
+                self.work.transcendental += n
+            else:
+                self.work.arith += n
+            for a in e.args:
+                self._count(a)
+            return
+        for attr in ("a", "b", "value", "condition", "true_value", "false_value"):
+            sub = getattr(e, attr, None)
+            if sub is not None and hasattr(sub, "ty"):
+                self._count(sub)
 
     # ---- names --------------------------------------------------------------------------------
     def var(self, v: Any) -> str:
@@ -214,10 +252,15 @@ class _Printer:
                 else f"{v} += {self.expr(step)}"
             self.emit(depth, f"for (long {v} = {lo}; {v} < {lo} + {ext}; {inc}) {{" if lo != "0L"
                       else f"for (long {v} = 0; {v} < {ext}; {inc}) {{")
+            trip = int(s.extent.value) if _kind(s.extent) == "IntImm" else 1
+            self.trips.append(self.trips[-1] * trip)
             self.stmt(s.body, depth + 1)
+            self.trips.pop()
             self.emit(depth, "}")
         elif k == "BufferStore":
             self.emit(depth, f"{self.index(s.buffer, list(s.indices))} = {self.expr(s.value)};")
+            self.work.stores += self.trips[-1]
+            self._count(s.value)
         elif k == "IfThenElse":
             self.emit(depth, f"if ({self.expr(s.condition)}) {{")
             self.stmt(s.then_case, depth + 1)
@@ -265,7 +308,7 @@ class _Printer:
         self.stmt(self.func.body, 1)
         head = f"static void {self.name}({', '.join(params)}) {{"
         code = "\n".join([head, *self.statics, *self.lines, "}"])
-        return CFunction(self.name, code, dtypes, shapes)
+        return CFunction(self.name, code, dtypes, shapes, self.work)
 
 
 def lower_for_mpe(prim_func: Any) -> Any:

@@ -1,0 +1,154 @@
+"""Simulated end-to-end time of a whole compiled model, step by step: the tuned program and the
+OpenACC-like baseline program (same graph, every kernel on its baseline schedule).
+
+Kernel steps take the simulator's time of their config (tuner.measure.simulator.simulate: spawn +
+join, the busiest CPE, DMA), minus the host-side padding the simulator folds in, which is charged to
+the padding step on the MPE instead. MPE steps (legalized operators, layout copies) are costed from
+the work their loops do (tuner.aot.tir_c.Work) on the MPE: scalar instructions at one per cycle, a
+transcendental or a float division at TRANSCENDENTAL_CYCLES, and never faster than streaming the
+tensors they touch at the target's ``mpe_copy_Bps``. Both MPE figures are assumptions [A], stated
+here, not measurements: see docs and FACTS.md. The baseline program runs the same MPE steps.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from tuner.aot.graph import Graph, Node
+from tuner.targets import Target, get_target
+
+TRANSCENDENTAL_CYCLES = 20  # [A] exp/erf/tanh/sqrt/division in scalar libm code on the MPE
+
+CPE, MPE = "CPE kernel", "MPE"
+
+
+@dataclass
+class StepTime:
+    source: str
+    relax_op: str
+    where: str  # CPE | MPE
+    tuned_s: float
+    baseline_s: float
+    detail: str = ""
+
+
+@dataclass
+class OpShare:
+    relax_op: str
+    where: str
+    calls: int
+    seconds: float
+    share: float
+
+
+@dataclass
+class ModelTime:
+    steps: list[StepTime]
+    spawn_join_s: float  # per kernel launch
+
+    @property
+    def tuned_s(self) -> float:
+        return sum(s.tuned_s for s in self.steps)
+
+    @property
+    def baseline_s(self) -> float:
+        return sum(s.baseline_s for s in self.steps)
+
+    @property
+    def mpe_s(self) -> float:
+        return sum(s.tuned_s for s in self.steps if s.where == MPE)
+
+    @property
+    def mpe_fraction(self) -> float:
+        return self.mpe_s / self.tuned_s if self.tuned_s else 0.0
+
+    @property
+    def speedup(self) -> float:
+        return self.baseline_s / self.tuned_s if self.tuned_s else 1.0
+
+    @property
+    def kernel_launches(self) -> int:
+        return sum(1 for s in self.steps if s.where == CPE)
+
+    def by_operator(self, program: str = "tuned") -> list[OpShare]:
+        """Time per (Relax operator, where), largest share first."""
+        total = self.tuned_s if program == "tuned" else self.baseline_s
+        acc: dict[tuple[str, str], list[float]] = {}
+        for s in self.steps:
+            t = s.tuned_s if program == "tuned" else s.baseline_s
+            e = acc.setdefault((s.relax_op, s.where), [0, 0.0])
+            e[0] += 1
+            e[1] += t
+        rows = [OpShare(op, where, int(n), sec, sec / total if total else 0.0) for (op, where), (n, sec) in acc.items()]
+        return sorted(rows, key=lambda r: -r.seconds)
+
+    def summary(self) -> dict[str, Any]:
+        return {"tuned_ms": self.tuned_s * 1e3, "baseline_ms": self.baseline_s * 1e3,
+                "mpe_ms": self.mpe_s * 1e3, "mpe_time_fraction": self.mpe_fraction,
+                "speedup_vs_baseline": self.speedup, "kernel_launches": self.kernel_launches,
+                "spawn_join_ms": self.kernel_launches * self.spawn_join_s * 1e3}
+
+
+def _mpe_seconds(target: Target, cycles: float, nbytes: float) -> float:
+    return max(cycles / target.mpe_clock_hz, nbytes / target.mpe_copy_Bps)
+
+
+def _mpe_step(n: Node, graph: Graph, target: Target, item: int) -> tuple[float, str]:
+    if n.op == "tir":
+        work = graph.functions[n.attrs["function"]].work
+        cycles = work.arith + work.loads + work.stores + TRANSCENDENTAL_CYCLES * work.transcendental
+        touched = sum(t.size for t in [*n.inputs, *n.outputs]) * item
+        return _mpe_seconds(target, cycles, touched), f"{work.stores} stores, {work.transcendental} transcendental"
+    size = n.output.size
+    moved = (sum(t.size for t in n.inputs) + size) * item
+    per_elem = 2 if n.op == "channel_affine" else 1
+    return _mpe_seconds(target, per_elem * size, moved), n.op
+
+
+def model_time(graph: Graph, target: "Target | str", config_of: Callable[[Any], dict[str, Any] | None]
+               ) -> ModelTime:
+    """Per-step simulated times of ``graph`` (kernel nodes carry ``workload``); ``config_of(workload)``
+    gives the tuned program's config of a kernel (None: the baseline schedule, as compile falls back)."""
+    import numpy as np
+
+    from tuner.baseline import openacc_baseline
+    from tuner.measure.simulator import simulate
+    from tuner.space.space import ScheduleSpace
+
+    tgt = get_target(target)
+    item = int(np.dtype(graph.dtype).itemsize)
+    cache: dict[str, tuple[float, float, float]] = {}
+
+    def kernel(w: Any) -> tuple[float, float, float]:
+        if w.key not in cache:
+            space = ScheduleSpace(w, tgt)
+            base = openacc_baseline(space)
+            tuned = config_of(w) or base
+            prepass = space.geometry.prepass_bytes / tgt.mpe_copy_Bps
+            times = simulate(space, np.stack([space.encode(dict(tuned)), space.encode(base)]))
+            cache[w.key] = (float(times[0]) - prepass, float(times[1]) - prepass, prepass)
+        return cache[w.key]
+
+    steps: list[StepTime] = []
+    for n in graph.nodes:
+        if n.op == "kernel":
+            w = n.attrs["workload"]
+            t, b, _ = kernel(w)
+            steps.append(StepTime(n.source, n.relax_op, CPE, t, b, w.key))
+        else:
+            sec, detail = _mpe_step(n, graph, tgt, item)
+            steps.append(StepTime(n.source, n.relax_op, MPE, sec, sec, detail))
+    return ModelTime(steps, tgt.spawn_join_s)
+
+
+def format_table(mt: ModelTime, limit: int = 20) -> list[tuple[str, ...]]:
+    """Rows (op, where, calls, tuned ms, share, baseline ms, share) sorted by tuned time share."""
+    base = {(r.relax_op, r.where): r for r in mt.by_operator("baseline")}
+    rows = []
+    for r in mt.by_operator("tuned")[:limit]:
+        b = base[(r.relax_op, r.where)]
+        rows.append((r.relax_op, r.where, str(r.calls), f"{r.seconds * 1e3:.3f}", f"{r.share:.1%}",
+                     f"{b.seconds * 1e3:.3f}", f"{b.share:.1%}"))
+    return rows
