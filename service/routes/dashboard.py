@@ -10,10 +10,10 @@ from __future__ import annotations
 import math
 from datetime import datetime
 from functools import lru_cache
-from pathlib import Path
-from typing import Any, NamedTuple
+from pathlib import Path as FsPath
+from typing import Annotated, Any, NamedTuple
 
-from fastapi import APIRouter, FastAPI, Query
+from fastapi import APIRouter, FastAPI, Path, Query
 from fastapi.responses import RedirectResponse
 from fastapi.staticfiles import StaticFiles
 from pydantic import BaseModel, Field
@@ -25,7 +25,11 @@ from service.auth import Reader
 from service.deps import Db
 from tuner.workloads import Workload
 
-UI_DIR = Path(__file__).resolve().parents[1] / "ui"
+UI_DIR = FsPath(__file__).resolve().parents[1] / "ui"
+
+# Ids are 32-bit integer columns: larger path values are refused (422) before they reach PostgreSQL.
+TaskId = Annotated[int, Path(ge=1, le=2**31 - 1, description="task id")]
+Batch = Annotated[str, Path(min_length=1, max_length=64, description="submission id (the tasks' batch)")]
 
 router = APIRouter(prefix="/api/v1", tags=["dashboard"])
 root = APIRouter(include_in_schema=False)
@@ -144,7 +148,7 @@ def _baseline(canonical_json: str, target: str) -> float | None:
 
 # --- routes -----------------------------------------------------------------------------------
 @router.get("/tasks/{task_id}/trials", response_model=TaskTrialsOut)
-def task_trials(task_id: int, db: Db, _: Reader) -> TaskTrialsOut:
+def task_trials(task_id: TaskId, db: Db, _: Reader) -> TaskTrialsOut:
     """A task's finished trials one by one (the points of its tuning curve) and a tally per worker."""
     with db.session() as s:
         flops = tasks_db.get_task(s, task_id, curve=False).workload.flops
@@ -165,8 +169,9 @@ def worker_leases(db: Db, _: Reader) -> LeasesOut:
     with db.session() as s:
         now = history.database_now(s)
         leases = history.current_leases(s)
-    return LeasesOut(database_time=now, leases=[WorkerLeasesOut(worker=l.worker, jobs=l.jobs, task_ids=list(l.task_ids),
-                                                                next_expiry=l.next_expiry) for l in leases])
+    return LeasesOut(database_time=now, leases=[
+        WorkerLeasesOut(worker=held.worker, jobs=held.jobs, task_ids=list(held.task_ids), next_expiry=held.next_expiry)
+        for held in leases])
 
 
 def _submission_out(info: history.SubmissionInfo) -> dict[str, Any]:
@@ -183,7 +188,7 @@ def submissions(db: Db, _: Reader, limit: int = Query(100, ge=1, le=1000)) -> li
 
 
 @router.get("/submissions/{batch}", response_model=SubmissionReportOut)
-def submission(batch: str, db: Db, _: Reader) -> SubmissionReportOut:
+def submission(batch: Batch, db: Db, _: Reader) -> SubmissionReportOut:
     """A submission's per-layer table: baseline vs tuned time, speedup, GFLOPS, and the totals."""
     with db.session() as s:
         info = history.get_submission(s, batch)
@@ -197,13 +202,13 @@ def submission(batch: str, db: Db, _: Reader) -> SubmissionReportOut:
                                trials_done=t.trials_done, trial_budget=t.trial_budget, baseline_time=base,
                                tuned_time=tuned, speedup=base / tuned if base and tuned else None,
                                gflops=_gflops(t.workload.flops, tuned)))
-    with_base = [l for l in layers if l.baseline_time is not None]
-    base_total = sum(l.baseline_time or 0.0 for l in with_base) if with_base else None
-    tuned_total = (sum(l.tuned_time or l.baseline_time or 0.0 for l in with_base) if with_base else None)
+    with_base = [layer for layer in layers if layer.baseline_time is not None]
+    base_total = sum(layer.baseline_time or 0.0 for layer in with_base) if with_base else None
+    tuned_total = sum(layer.tuned_time or layer.baseline_time or 0.0 for layer in with_base) if with_base else None
     return SubmissionReportOut(**_submission_out(info), layers=layers, baseline_total=base_total,
                                tuned_total=tuned_total,
                                speedup=base_total / tuned_total if base_total and tuned_total else None,
-                               untuned=sum(1 for l in layers if l.tuned_time is None))
+                               untuned=sum(1 for layer in layers if layer.tuned_time is None))
 
 
 @router.get("/workloads/key", response_model=WorkloadKeyOut)

@@ -45,6 +45,8 @@ def test_task_trials_in_completion_order_with_failures_and_workers(api: Api) -> 
     assert task["best_time"] == min(t["mean_time"] for t in trials if t["mean_time"])
     assert task["trials_done"] == len(trials)
     assert api.client.get("/api/v1/tasks/999999/trials", headers=api.headers("read")).status_code == 404
+    too_big = api.client.get(f"/api/v1/tasks/{2**40}/trials", headers=api.headers("read"))
+    assert too_big.status_code == 422  # refused before it reaches a 32-bit id column
 
 
 def test_leases_per_worker(api: Api) -> None:
