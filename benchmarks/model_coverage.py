@@ -1,0 +1,178 @@
+"""Whole-model coverage: every zoo model (and ONNX exports) tuned on the simulator, compiled ahead of
+time, built with `make emu`, run on the athread emulator and compared with torch.
+
+Usage: python benchmarks/model_coverage.py [--trials 16] [--strategy model] [--only NAME,...] [--full]
+
+Per model: its conv/dense/batch_matmul tasks are tuned in-process on the simulator (each task's
+OpenACC-like baseline is among its first candidates), the model is compiled with those schedules, and
+its simulated end-to-end time (every step: kernels with spawn/join, MPE work) is reported for the
+tuned and for the baseline program. Sizes: reduced widths / inputs by default so the emulator run
+stays short on a 2-core machine (listed per model in the JSON under "sizes"); --full uses the
+published sizes (slow). Last line: one JSON object (models_total, models_compiled, mismatches,
+mpe_time_fraction, fused_epilogues, end_to_end_speedup_vs_baseline, tuned_slower_than_baseline, ...).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import subprocess
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from _common import emit  # noqa: F401  (also puts the checkout on sys.path)
+
+TARGET = "sw26010"
+# name -> (zoo model, width, image) at the default (reduced) size; --full: width 1.0, image 224
+MODELS: dict[str, tuple[str, float, int]] = {
+    "alexnet": ("alexnet", 0.25, 224),
+    "vgg19": ("vgg19", 0.25, 64),
+    "resnet18": ("resnet18", 0.5, 64),
+    "resnet50": ("resnet50", 0.25, 64),
+    "mobilenet_v2": ("mobilenet_v2", 0.5, 96),
+    "bert_layer": ("bert_layer", 0.25, 0),
+    "vit_tiny": ("vit_tiny", 1.0, 112),
+    "onnx_mobilenet_v2": ("mobilenet_v2", 0.5, 96),
+    "onnx_bert_layer": ("bert_layer", 0.25, 0),
+    "onnx_resnet18": ("resnet18", 0.5, 64),
+}
+RTOL, ATOL = 1e-3, 1e-5
+
+
+def _relax(name: str, module: Any, inputs: tuple[Any, ...], work: Path) -> Any:
+    import torch
+
+    from tuner.bridge.extract import onnx_to_relax, torch_to_relax
+
+    if not name.startswith("onnx_"):
+        return torch_to_relax(module, inputs)
+    path = work / f"{name}.onnx"
+    with torch.no_grad():
+        torch.onnx.export(module, inputs, str(path), dynamo=False, opset_version=17)
+    return onnx_to_relax(path)
+
+
+def _tune(mod: Any, trials: int, strategy: str) -> tuple[dict[str, dict[str, Any]], int, int]:
+    """Best config per workload key; (configs, tasks, tasks whose best is slower than the baseline)."""
+    from tuner.baseline import openacc_baseline
+    from tuner.bridge.extract import extract_relax
+    from tuner.measure.simulator import simulate
+    from tuner.space.space import ScheduleSpace
+    from tuner.tune import tune_workloads
+
+    layers = extract_relax(mod).layers
+    if not layers:
+        return {}, 0, 0
+    results = tune_workloads([l.workload for l in layers], TARGET, trials=trials, strategy=strategy, batch=8,
+                             weights=[float(l.weight) for l in layers])
+    configs, slower = {}, 0
+    for layer, r in zip(layers, results):
+        space = ScheduleSpace(layer.workload, TARGET)
+        base = float(simulate(space, space.encode(openacc_baseline(space))[None, :])[0])
+        if r.best_config is None or r.best_time > base * (1 + 1e-9):
+            slower += 1
+        if r.best_config is not None:
+            configs[layer.workload.key] = r.best_config
+    return configs, len(layers), slower
+
+
+def _emulate(out: Path, x: np.ndarray) -> tuple[np.ndarray, float]:
+    build = subprocess.run(["make", "-s", "emu"], cwd=out, capture_output=True, text=True, timeout=1800)
+    if build.returncode != 0:
+        raise RuntimeError(f"make emu failed: {build.stderr[-2000:]}")
+    x.astype(np.float32).tofile(out / "input.bin")
+    env = {k: v for k, v in os.environ.items() if not k.startswith("SWEMU_")}
+    env.update(SWEMU_TARGET=TARGET, SWEMU_TIMEOUT="1800")
+    start = time.perf_counter()
+    run = subprocess.run(["./model_emu", "weights.bin", "input.bin", "output.bin"], cwd=out, capture_output=True,
+                         text=True, timeout=3600, env=env)
+    if run.returncode != 0:
+        raise RuntimeError(f"model_emu failed: {run.stderr[-2000:]}")
+    return np.fromfile(out / "output.bin", dtype=np.float32), time.perf_counter() - start
+
+
+def _epilogue_candidates(graph: Any) -> int:
+    """Element-wise steps that read a kernel's output right after it (what fusion would absorb)."""
+    kernel_out = {n.output.root.id for n in graph.nodes if n.op in ("kernel", "unpitch")}
+    return sum(1 for n in graph.nodes if n.op in ("tir", "channel_affine")
+               and n.relax_op in ("add", "nn.relu", "clip", "nn.gelu", "multiply", "nn.batch_norm", "sigmoid")
+               and any(t.root.id in kernel_out for t in n.inputs))
+
+
+def run_model(name: str, full: bool, trials: int, strategy: str, work: Path) -> dict[str, Any]:
+    import torch
+
+    from tuner.aot import compile_model
+    from tuner.models.torch_models import build
+
+    zoo, width, image = MODELS[name]
+    if full:
+        width, image = 1.0, (224 if image else 0)
+    module, inputs = build(zoo, width=width, image=image or 224)
+    t0 = time.perf_counter()
+    mod = _relax(name, module, inputs, work)
+    configs, tasks, slower = _tune(mod, trials, strategy)
+    t1 = time.perf_counter()
+    result = compile_model(mod, TARGET, work / name, lambda w: configs.get(w.key), name=name)
+    t2 = time.perf_counter()
+    got, emu_s = _emulate(result.out_dir, inputs[0].numpy())
+    with torch.no_grad():
+        ref = module(*inputs)
+    ref = np.concatenate([r.numpy().ravel() for r in (ref if isinstance(ref, tuple) else (ref,))])
+    ok = got.shape == ref.shape and bool(np.allclose(got, ref, rtol=RTOL, atol=ATOL))
+    err = float(np.max(np.abs(got - ref) / (ATOL + RTOL * np.abs(ref)))) if got.shape == ref.shape else float("inf")
+    mt = result.timing
+    assert mt is not None
+    sm = mt.summary()
+    row = {"model": name, "size": {"width": width, "image": image or None}, "tasks": tasks,
+           "tuned_slower_than_baseline": slower, "kernels": len(result.kernels),
+           "tuned_kernels": sum(1 for k in result.kernels if k.tuned), "steps": len(mt.steps),
+           "match": ok, "max_err_over_tolerance": err, "tuned_ms": sm["tuned_ms"], "baseline_ms": sm["baseline_ms"],
+           "speedup": sm["speedup_vs_baseline"], "mpe_time_fraction": sm["mpe_time_fraction"],
+           "kernel_launches": sm["kernel_launches"], "fused_epilogues": 0,
+           "epilogue_candidates": _epilogue_candidates(result.graph),
+           "top_ops": [(o.relax_op, o.where, round(o.share, 3)) for o in mt.by_operator()[:4]],
+           "tune_s": t1 - t0, "compile_s": t2 - t1, "emulate_s": emu_s}
+    print(f"{name:18s} {'ok ' if ok else 'MISMATCH'} tuned {sm['tuned_ms']:8.3f} ms  baseline "
+          f"{sm['baseline_ms']:8.3f} ms  {sm['speedup_vs_baseline']:5.2f}x  MPE {sm['mpe_time_fraction']:6.1%}  "
+          f"top {row['top_ops'][:2]}  ({t1 - t0:.0f}+{t2 - t1:.0f}+{emu_s:.0f} s)", flush=True)
+    return row
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--trials", type=int, default=16)
+    ap.add_argument("--strategy", default="model")
+    ap.add_argument("--only", default="")
+    ap.add_argument("--full", action="store_true")
+    args = ap.parse_args()
+    names = [n for n in MODELS if not args.only or n in args.only.split(",")]
+    rows, failed = [], {}
+    with tempfile.TemporaryDirectory(prefix="swtune-coverage-") as tmp:
+        for name in names:
+            try:
+                rows.append(run_model(name, args.full, args.trials, args.strategy, Path(tmp)))
+            except Exception as exc:  # noqa: BLE001 - a model that fails is a figure, not a crash
+                failed[name] = f"{type(exc).__name__}: {str(exc)[:300]}"
+                print(f"{name:18s} FAILED {failed[name]}", flush=True)
+    by = {r["model"]: r for r in rows}
+    emit({
+        "models_total": len(names), "models_compiled": len(rows), "failed": failed,
+        "mismatches": sum(1 for r in rows if not r["match"]) + len(failed),
+        "mpe_time_fraction": {n: round(r["mpe_time_fraction"], 4) for n, r in by.items()},
+        "fused_epilogues": {n: r["fused_epilogues"] for n, r in by.items()},
+        "epilogue_candidates": {n: r["epilogue_candidates"] for n, r in by.items()},
+        "end_to_end_speedup_vs_baseline": {n: round(r["speedup"], 3) for n, r in by.items()},
+        "tuned_slower_than_baseline": sum(r["tuned_slower_than_baseline"] for r in rows),
+        "tasks": sum(r["tasks"] for r in rows), "trials_per_task": args.trials, "strategy": args.strategy,
+        "sizes": {n: r["size"] for n, r in by.items()}, "full_size": args.full,
+        "max_err_over_tolerance": {n: round(r["max_err_over_tolerance"], 4) for n, r in by.items()},
+    })
+
+
+if __name__ == "__main__":
+    main()
