@@ -322,7 +322,16 @@ async function render(gen, first) {
     status.className = "status bad";
     if (first && e.status !== 401) view.replaceChildren(h("p", { class: "error" }, e.detail || e.message));
   }
-  if (gen === generation && POLLED.has(name)) timer = setTimeout(() => render(gen, false), POLL_MS);
+  if (gen === generation && POLLED.has(name)) timer = setTimeout(() => poll(gen), POLL_MS);
+}
+
+/* A tab in the background asks nothing of the server; it refreshes as soon as it is shown again. */
+function poll(gen) {
+  if (document.hidden) {
+    document.addEventListener("visibilitychange", () => { if (gen === generation) render(gen, false); }, { once: true });
+    return;
+  }
+  render(gen, false);
 }
 
 function route() {
