@@ -11,6 +11,7 @@ import pytest
 from typer.testing import CliRunner
 
 from api_helpers import Api, lease, make_api
+from backends import fresh_url
 from service.cli import app
 from service.embedded import EmbeddedServer
 from storage_helpers import TARGET, WORKLOAD, configs
@@ -89,6 +90,22 @@ def test_submit_list_show_best_cancel(live: tuple[Api, str], tmp_path: Path) -> 
     again = run(url, submit_token, "submit", "--target", TARGET, "--trials", "5", "--file", str(spec_file))
     assert again.exit_code == 0, again.output
     assert "again" in again.stdout and "/ui/#/submission/" in again.stdout
+
+
+@pytest.mark.slow
+def test_submit_a_model_through_the_extraction(tmp_path: Path) -> None:
+    pytest.importorskip("torch", reason="model extraction needs swtune[models]")
+    from tuner.bridge.extract import extract_model
+
+    with fresh_url("sqlite", tmp_path) as url, make_api(url) as api, EmbeddedServer(api.app) as server:
+        done = run(server.url, api.tokens["submit"], "submit", "--model", "alexnet", "--target", TARGET,
+                   "--trials", "4", "--json")
+        assert done.exit_code == 0, done.output
+        created = json.loads(done.stdout)
+        layers = extract_model("alexnet").layers
+        assert created["workload_keys"] == [layer.workload.key for layer in layers]
+        tasks = api.client.get("/api/v1/tasks", params={"batch": created["batch"]}, headers=api.headers("read")).json()
+        assert [t["label"] for t in tasks] == [layer.name for layer in layers]
 
 
 def _one_line_error(result: Any, *needles: str) -> None:
