@@ -41,7 +41,7 @@ function workloadText(w) {
   if (!w) return "";
   const skip = new Set(["op", "dtype", "dil_h", "dil_w", "groups", "stride_h", "stride_w", "pad_h", "pad_w"]);
   const dims = Object.entries(w).filter(([k]) => !skip.has(k)).map(([k, v]) => `${k}${v}`).join(" ");
-  const extra = w.op === "conv2d" ? ` s${w.stride_h} p${w.pad_h}${w.groups > 1 ? " g" + w.groups : ""}` : "";
+  const extra = w.op === "conv2d" ? ` stride${w.stride_h} pad${w.pad_h}${w.groups > 1 ? " groups" + w.groups : ""}` : "";
   return `${w.op} ${dims}${extra} ${w.dtype}`;
 }
 
