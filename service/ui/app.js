@@ -130,12 +130,23 @@ function showSignout() {
   document.getElementById("signout").hidden = !sessionStorage.getItem(TOKEN_KEY);
 }
 
-// ---- pages: each returns {title, render(), poll} -------------------------------------------------
+// ---- pages: async (view, params, arg) => fill the view ---------------------------------------------
 const pages = {};
+let lastSignature = null;
+
+/* True when a poll brought the same data as the last render (re-rendered anyway every 10 s for the
+   "s ago" columns): the page is then left alone, so hover tooltips and text selection survive. */
+function unchanged(data) {
+  const signature = JSON.stringify(data) + Math.floor(Date.now() / 10000);
+  if (signature === lastSignature) return true;
+  lastSignature = signature;
+  return false;
+}
 
 pages.tasks = async function (view, params) {
   const state = params.get("state") || "";
   const tasks = await api("tasks", { limit: 1000, state });
+  if (unchanged(tasks)) return;
   tasks.sort((a, b) => b.id - a.id); // newest first
   const active = tasks.filter((t) => t.state === "active");
   const done = tasks.reduce((n, t) => n + t.trials_done, 0);
@@ -163,6 +174,7 @@ pages.tasks = async function (view, params) {
 
 pages.task = async function (view, params, id) {
   const [task, trials] = await Promise.all([api(`tasks/${id}`), api(`tasks/${id}/trials`)]);
+  if (unchanged([task, trials])) return;
   const failures = trials.trials.filter((t) => t.status !== "ok").slice(-8).reverse();
   view.replaceChildren(
     h("div", { class: "page-head" },
@@ -192,6 +204,7 @@ pages.task = async function (view, params, id) {
 
 pages.submissions = async function (view) {
   const subs = await api("submissions");
+  if (unchanged(subs)) return;
   view.replaceChildren(
     h("div", { class: "page-head" }, h("h1", {}, "Submissions")),
     h("p", { class: "muted" }, "Tasks grouped by the request that created them (a model's layers, or a list of workloads)."),
@@ -208,6 +221,7 @@ pages.submissions = async function (view) {
 
 pages.submission = async function (view, params, batch) {
   const s = await api(`submissions/${encodeURIComponent(batch)}`);
+  if (unchanged(s)) return;
   view.replaceChildren(
     h("div", { class: "page-head" }, h("h1", {}, "Submission ", h("span", { class: "mono" }, s.batch))),
     h("p", { class: "muted" }, `${s.tasks} tasks on ${s.target}` + (s.submitter ? ` · submitted by ${s.submitter}` : "") + ` · ${fmt.time(s.created_at)}`),
@@ -337,6 +351,7 @@ function poll(gen) {
 function route() {
   clearTimeout(timer);
   generation += 1;
+  lastSignature = null;
   const { name } = parseHash();
   for (const a of document.querySelectorAll("nav a")) {
     const nav = a.dataset.nav;
