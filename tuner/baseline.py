@@ -17,7 +17,7 @@ import numpy as np
 from tuner.measure.simulator import simulate
 from tuner.space.space import Config, ScheduleSpace
 
-FIXED = dict(share="none", dma="rows", put_lines=0, db_a=0, db_b=0, simd=1, unroll=1)
+FIXED = dict(share="none", dma="rows", put_lines=0, db_a=0, db_b=0, simd=1, unroll=1, acc="ldm")
 PARALLEL = {"64x1": "row", "1x64": "col"}  # grid -> the axes split element-wise over the CPEs
 
 

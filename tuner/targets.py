@@ -9,12 +9,34 @@ the calibration data by ``benchmarks/fit_dma.py`` and live in ``tuner.measure.dm
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from enum import StrEnum
 from typing import TYPE_CHECKING
 
 from tuner.errors import UnknownTargetError
 
 if TYPE_CHECKING:
     from tuner.measure.dma_model import DmaParams
+
+
+class Family(StrEnum):
+    """Processor generation: decides the slave API (athread vs CRTS names) and the LDM size."""
+
+    SW26010 = "sw26010"
+    SW26010_PRO = "sw26010-pro"
+
+
+class Toolchain(StrEnum):
+    """Compiler of the generated C (FACTS §3): sw5cc (gcc 4.1-based) or swgcc."""
+
+    SW5CC = "sw5cc"
+    SWGCC = "swgcc"
+
+
+class Sharing(StrEnum):
+    """How CPEs share tiles over the mesh."""
+
+    RLC = "rlc"  # register communication over row/column buses (SW26010)
+    RMA = "rma"  # remote LDM access (SW26010-Pro)
 
 
 @dataclass(frozen=True)
@@ -29,13 +51,23 @@ class Target:
     ldm_bytes: int  # physical LDM per CPE
     ldm_budget_bytes: int  # usable for tiles (stack, reply words and runtime take the rest)
     simd_widths: dict[str, tuple[int, ...]]  # vector lanes available per dtype (1 = scalar)
+    family: Family
+    toolchain: Toolchain
+    mpe_clock_hz: float
+    # --- the CPE's compute (tuner/space/compute.py): two in-order pipes, P0 floating point and
+    # vector, P1 LDM load/store and integer, dual issue ---
+    vector_registers: int  # architectural vector registers: accumulators + operands must fit
+    vector_bits: int  # width of one vector register
     fp_latency_cycles: int  # dependent FMA latency: bounds short accumulator chains
-    loop_overhead_cycles: float  # branch + address update per inner-loop iteration
+    ldm_latency_cycles: int  # LDM load-to-use latency: an accumulator kept in LDM adds it per step
+    loop_overhead_ops: float  # P1 (integer) ops per inner-loop iteration: counter, compare-branch, address
+    block_overhead_cycles: float  # per register block: entering the reduction loop, pointer setup
+    spill_ops_per_register: float  # P1 ops per iteration for each vector register beyond the file
     tile_overhead_cycles: float  # per output tile: loop setup, zeroing bookkeeping, reply waits
     spawn_join_s: float  # athread_spawn + athread_join
     mem_bandwidth_Bps: float  # theoretical DRAM bandwidth of the core group
     mpe_copy_Bps: float  # MPE memcpy rate, used for host-side padding of conv inputs
-    sharing: str  # how CPEs share tiles: "rlc" (register communication) or "rma" (remote LDM access)
+    sharing: Sharing  # how CPEs share tiles
     share_latency_cycles: float  # one register/RMA message, sender to receiver
     share_bytes_per_cycle: float  # row/column bus (RLC) or per-flow RMA bandwidth
     dma_put_line_bytes: int = 128  # DRAM is accessed in whole lines
@@ -67,19 +99,27 @@ SW26010 = Target(
     name="sw26010",
     description="SW26010 (Sunway TaihuLight), one core group: 1 MPE + 8x8 CPEs, 64 KB LDM",
     clock_hz=1.45e9,  # [S] Dongarra report
-    mesh_rows=8,
+    mesh_rows=8,  # [P] 8x8 CPEs per CG
     mesh_cols=8,
-    ldm_bytes=64 * 1024,  # [P]
+    ldm_bytes=64 * 1024,  # [P] Dongarra report
     ldm_budget_bytes=56 * 1024,  # [P] swDNN kernels use 55296-57344 B
     # floatv4 has 4 lanes like doublev4, so SP peak = DP peak [D]
     simd_widths={"float32": (1, 4), "float64": (1, 4)},
-    fp_latency_cycles=7,  # [S] Chips and Cheese
-    loop_overhead_cycles=1.0,  # [A] one branch slot on the integer pipe per iteration
+    family=Family.SW26010,
+    toolchain=Toolchain.SW5CC,  # [P] FACTS §3.1
+    mpe_clock_hz=1.45e9,  # [S] Dongarra report: MPE and CPE at 1.45 GHz
+    vector_registers=32,  # [A] FACTS gives no register count; 32 as in the issue and the SW64 ISA
+    vector_bits=256,  # [P] simd.h doublev4/floatv4
+    fp_latency_cycles=7,  # [S] Chips and Cheese (FACTS §1a, unverified against swCandle)
+    ldm_latency_cycles=4,  # [S] Chips and Cheese (FACTS §1a)
+    loop_overhead_ops=3.0,  # [A] counter update, compare-and-branch, one address update on P1
+    block_overhead_cycles=6.0,  # [A] loop entry and pointer setup per register block
+    spill_ops_per_register=2.0,  # [A] a spilled register is stored and reloaded every iteration
     tile_overhead_cycles=200.0,  # [A] loop setup and reply-word waits per tile
     spawn_join_s=30e-6,  # [D] swCandle BCAST minimum kernel time
     mem_bandwidth_Bps=34.1e9,  # [S] 136.51 GB/s per chip / 4
     mpe_copy_Bps=8e9,  # [A] MPE streaming copy through its caches
-    sharing="rlc",
+    sharing=Sharing.RLC,  # [P] swGEMM putr/putc
     share_latency_cycles=10.0,  # [A] FACTS 2.4: about 10 cycles is quoted but unverified
     share_bytes_per_cycle=32.0,  # [A] one 256-bit register per cycle per row/column bus (FACTS 2.4)
     extra={"dgemm_reference": "88.7-95% of CG peak with RLC sharing (ICPP'17)"},
@@ -89,19 +129,27 @@ SW26010_PRO = Target(
     name="sw26010-pro",
     description="SW26010-Pro (new Sunway), one core group: 1 MPE + 8x8 CPEs, 256 KB LDM",
     clock_hz=2.25e9,  # [P] cpuinfo
-    mesh_rows=8,
+    mesh_rows=8,  # [S] 8x8 CPEs per CG
     mesh_cols=8,
-    ldm_bytes=256 * 1024,  # [S]
+    ldm_bytes=256 * 1024,  # [S] C&C, Tom's HW; [P] swops ldm_malloc max 262144
     ldm_budget_bytes=210 * 1024,  # [P] swops: >220 KB faults, uses <= 210 KB
     # 512-bit SIMD: doublev8 and floatv8; doublev4/floatv4 also exist. FP32 = FP64 lanes [D][A]
     simd_widths={"float32": (1, 4, 8), "float64": (1, 4, 8)},
+    family=Family.SW26010_PRO,
+    toolchain=Toolchain.SWGCC,  # [P] FACTS §3.2
+    mpe_clock_hz=2.1e9,  # [P] sw_test cpuinfo
+    vector_registers=32,  # [A] as SW26010
+    vector_bits=512,  # [P] Pro simd.h doublev8/floatv8
     fp_latency_cycles=7,  # [A] carried over from SW26010
-    loop_overhead_cycles=1.0,  # [A]
+    ldm_latency_cycles=4,  # [A] carried over from SW26010
+    loop_overhead_ops=3.0,  # [A]
+    block_overhead_cycles=6.0,  # [A]
+    spill_ops_per_register=2.0,  # [A]
     tile_overhead_cycles=200.0,  # [A]
     spawn_join_s=30e-6,  # [A] carried over from SW26010
     mem_bandwidth_Bps=51.2e9,  # [S] DDR4-3200 x 128 bit
     mpe_copy_Bps=12e9,  # [A]
-    sharing="rma",
+    sharing=Sharing.RMA,  # [S] FACTS §1b: RMA replaces register communication
     share_latency_cycles=108.0,  # [P] sw_test RMA median one-way latency, 8 B
     share_bytes_per_cycle=24.5,  # [P] sw_test single-flow RMA bandwidth, 64 KiB
     extra={"fp32_peak": "FP32 peak conflicting (27.6 vs 14.0 TF); we assume FP32 lanes = FP64 lanes"},

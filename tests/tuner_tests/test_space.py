@@ -84,9 +84,9 @@ def test_grouped_conv_cannot_share_data_along_rows():
 
 
 def test_simd_and_unroll_raise_kernel_efficiency(gemm_space):
-    scalar, vec = analyse(gemm_space, simd=1, unroll=1), analyse(gemm_space, simd=4, unroll=16)
+    scalar, vec = analyse(gemm_space, simd=1, unroll=1), analyse(gemm_space, simd=4, unroll=16, acc="reg")
     assert vec["simd_fraction"] == 1.0 and scalar["simd_fraction"] == 0.0
-    assert vec["kernel_efficiency"] > 0.9 > 0.2 > scalar["kernel_efficiency"]
+    assert vec["kernel_efficiency"] > 0.6 > 0.2 > scalar["kernel_efficiency"]
     assert vec["compute_cycles_per_step"] * 8 < scalar["compute_cycles_per_step"]
 
 

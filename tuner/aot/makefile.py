@@ -9,9 +9,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from tuner.targets import Toolchain, get_target
+
 
 def makefile(target: str, emulator_dir: "str | Path") -> str:
-    pro = "pro" in target
+    pro = get_target(target).toolchain is Toolchain.SWGCC
     default = "swgcc" if pro else "sw5cc"
     # Pro kernels assume 256 KB of LDM and 8-lane vectors: they cannot run on an SW26010
     guard = ("\t@echo 'the kernels were generated for SW26010-Pro: build with make swgcc' >&2; exit 2\n"

@@ -13,6 +13,7 @@ from math import prod
 
 from tuner.codegen.schedule import Scheduled
 from tuner.codegen.tir import ctype
+from tuner.targets import Toolchain
 from tuner.workloads import Conv2d
 
 MPE_HZ = {"sw26010": 1.45e9, "sw26010-pro": 2.1e9}
@@ -172,7 +173,7 @@ int main(int argc, char **argv) {{
 
 
 def makefile(s: Scheduled) -> str:
-    pro = "pro" in s.target.name
+    pro = s.target.toolchain is Toolchain.SWGCC
     if pro:
         real = """CC_HOST ?= swgcc
 CC_SLAVE ?= swgcc

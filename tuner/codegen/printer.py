@@ -19,6 +19,7 @@ from tuner.codegen.boxes import LDM_SCOPE, BoxC, CopyNest, box_c, match_copy
 from tuner.codegen.schedule import Scheduled
 from tuner.codegen.simd import simd_loop
 from tuner.codegen.tir import cexpr, const_int, ctype, kind, lower
+from tuner.targets import Family
 
 KERNEL = "swtune_kernel"
 LINE = 128
@@ -47,7 +48,7 @@ class SlavePrinter:
     def __init__(self, s: Scheduled, func: Any | None = None) -> None:
         self.s = s
         self.func = func if func is not None else lower(s.sch.mod)
-        self.pro = "pro" in s.target.name
+        self.pro = s.target.family is Family.SW26010_PRO  # CRTS DMA API and RMA sharing
         self.ds = s.workload.dtype_bytes
         self.ty = ctype(s.workload.dtype)
         self.line_elems = LINE // self.ds

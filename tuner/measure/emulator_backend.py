@@ -17,7 +17,7 @@ import numpy as np
 
 from tuner.measure.base import OK, MeasureResult
 from tuner.space.space import Config, ScheduleSpace
-from tuner.targets import Target, get_target
+from tuner.targets import Family, Target, get_target
 from tuner.workloads import BatchMatmul, Conv2d, Dense, Workload
 
 RTOL = {"float32": 1e-4, "float64": 1e-9}
@@ -113,7 +113,7 @@ class EmulatorBackend:
             return self._fail(config, "compile_error", f"codegen: {exc}")
         self._count += 1
         d = src.write(self.workdir / f"k{self._count:05d}")
-        pro = "pro" in target.name
+        pro = target.family is Family.SW26010_PRO  # the emulator's Pro API and LDM size
         defs = ["-DSWTUNE_EMU", "-I", str(d)] + (["-DSWTUNE_PRO"] if pro else [])
         t1 = time.perf_counter()
         try:

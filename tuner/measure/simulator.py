@@ -5,9 +5,10 @@ The busiest CPE walks its output tiles; per (tile, reduction chunk) step it wait
 operands it does not double-buffer, then for max(compute, DMA of the double-buffered ones) -- the
 double-buffered fetch of the next chunk overlaps this chunk's compute. After the last chunk it puts
 the output tile. DMA times come from the fitted request model (``tuner.measure.dma_model``) with the
-bandwidth shared by every active CPE; compute comes from the analysis (SIMD lanes, register
+bandwidth shared by every active CPE; compute comes from the analysis (the two CPE pipes, the register
 blocking, packing, horizontal reductions); sharing tiles over the mesh adds register-communication
-(RLC) or RMA latency. Deterministic for a seed; optional multiplicative noise per repeat.
+(RLC) or RMA latency. Deterministic for a seed; multiplicative lognormal noise per repeat (default
+``DEFAULT_NOISE``, see tuner/measure/noise.py).
 """
 
 from __future__ import annotations
@@ -19,7 +20,9 @@ import numpy as np
 
 from tuner.measure.base import OK, MeasureResult
 from tuner.measure.dma_model import request_cycles
+from tuner.measure.noise import DEFAULT_NOISE, noise_factors
 from tuner.space.analysis import REASONS, Analysis, BufferPlan
+from tuner.space.compute import PipeBound
 from tuner.space.space import Config, ScheduleSpace, config_hash
 from tuner.targets import Target, get_target
 from tuner.workloads import Workload
@@ -49,7 +52,15 @@ def _transfer_cycles(target: Target, op: str, plan: BufferPlan, active: np.ndarr
 
 
 def kernel_cycles(target: Target, a: Analysis) -> dict[str, np.ndarray]:
-    """Cycle breakdown of the busiest CPE (arrays over configs)."""
+    """Cycle breakdown of the busiest CPE (arrays over configs).
+
+    ``total`` = ``p0_compute`` (FMA issue on P0) + ``p1_traffic`` (inner-loop cycles beyond P0 issue:
+    LDM loads/stores, integer work or the accumulator chain) + ``loop_overhead`` (register-block
+    entries, lane reductions, accumulator flushes, packing) + ``share`` (RLC/RMA not hidden) +
+    ``dma_hidden_excess`` (double-buffered DMA longer than the compute it overlaps) + ``exposed_dma``
+    (DMA nothing overlaps) + ``put_c`` + ``tile_overhead``. ``pipe_bound`` is the PipeBound of the
+    inner loop.
+    """
     steps = np.maximum(a.steps_per_cpe, 1.0)
     get_a = _transfer_cycles(target, "get", a.a, a.active_cpes)
     get_b = _transfer_cycles(target, "get", a.b, a.active_cpes)
@@ -62,8 +73,32 @@ def kernel_cycles(target: Target, a: Analysis) -> dict[str, np.ndarray]:
     prologue = overlapped  # the first double-buffered fetch has nothing to hide behind
     tiles = a.tiles_per_cpe * target.tile_overhead_cycles
     total = steps * step + put_c + tiles + prologue
+    cp = a.compute
     return {"total": total, "get_a": get_a, "get_b": get_b, "put_c": put_c,
-            "compute": steps * compute, "exposed_dma": steps * exposed + prologue}
+            "compute": steps * compute, "exposed_dma": steps * exposed + prologue,
+            "p0_compute": steps * cp.p0_cycles, "p1_traffic": steps * cp.loop_extra_cycles,
+            "loop_overhead": steps * cp.overhead_cycles, "share": steps * a.share_cycles_per_step,
+            "dma_hidden_excess": steps * np.maximum(0.0, overlapped - compute), "tile_overhead": tiles,
+            "pipe_bound": cp.bound}
+
+
+def breakdown(space: ScheduleSpace, config: Config) -> dict[str, object]:
+    """Where one config's modelled time goes, in seconds (and shares of the total) with the binding pipe."""
+    index = space.encode(config)[None, :]
+    a = space.analyze(index)
+    target = space.target
+    parts = kernel_cycles(target, a)
+    seconds = {k: float(parts[k][0]) / target.clock_hz for k in
+               ("p0_compute", "p1_traffic", "loop_overhead", "share", "dma_hidden_excess", "exposed_dma", "put_c",
+                "tile_overhead")}
+    seconds["spawn_join"] = target.spawn_join_s
+    seconds["host_prepass"] = space.geometry.prepass_bytes / target.mpe_copy_Bps
+    total = float(simulate(space, index, a)[0])
+    return {"seconds": seconds, "share_of_total": {k: v / total for k, v in seconds.items()},
+            "total_s": total, "pipe_bound": PipeBound(int(parts["pipe_bound"][0])).name,
+            "register_block": int(a.compute.register_block[0]),
+            "acc_in_registers": bool(a.compute.acc_in_registers[0]),
+            "kernel_efficiency": float(a.kernel_efficiency[0])}
 
 
 def simulate(space: ScheduleSpace, index: np.ndarray, analysis: Analysis | None = None) -> np.ndarray:
@@ -77,11 +112,12 @@ def simulate(space: ScheduleSpace, index: np.ndarray, analysis: Analysis | None 
 
 
 class Simulator:
-    """Measurement backend over the model. ``noise`` is the relative std-dev of each repeat."""
+    """Measurement backend over the model. ``noise`` is the relative std-dev of each repeat
+    (lognormal, mean 1; default :data:`tuner.measure.noise.DEFAULT_NOISE`)."""
 
     source = "simulator"
 
-    def __init__(self, noise: float = 0.0, repeats: int = 3, seed: int = 0) -> None:
+    def __init__(self, noise: float = DEFAULT_NOISE, repeats: int = 3, seed: int = 0) -> None:
         if noise < 0 or repeats < 1:
             raise ValueError("noise must be >= 0 and repeats >= 1")
         self.noise, self.repeats, self.seed = noise, repeats, seed
@@ -126,10 +162,7 @@ class Simulator:
                     )
                     continue
                 base = float(seconds[row])
-                factors = np.ones(self.repeats)
-                if self.noise > 0:
-                    factors = np.clip(1.0 + self.noise * self._rng(workload, config).standard_normal(self.repeats),
-                                      0.5, 2.0)
+                factors = noise_factors(self._rng(workload, config), self.noise, self.repeats)
                 results[i] = MeasureResult(
                     config=config, status=OK, times=tuple(float(base * f) for f in factors), source=self.source,
                     details={"model_seconds": base, "ldm_bytes": int(analysis.ldm_total[row])},

@@ -26,7 +26,8 @@ def feature_names() -> list[str]:
               "kernel_eff", "compute_step", "share_step", "db_a", "db_b", "share_none", "share_bcast", "share_mesh",
               "dma_rows", "intensity", "dma_per_compute_a", "dma_per_compute_b", "pr", "pc",
               "row_tile", "row_fraction", "col_tile", "col_fraction", "red_tile", "red_fraction",
-              "put_lines", "tile_order", "inner", "unroll", "valid"]
+              "put_lines", "tile_order", "inner", "unroll", "acc", "acc_in_registers", "p1_bound", "spilled",
+              "valid"]
     names += [f"op_{op}" for op in _OPS] + ["log_flops"]
     return names
 
@@ -59,9 +60,11 @@ def features(space: ScheduleSpace, index: np.ndarray, analysis: Analysis | None 
                 tile = tile * np.minimum(space.codes[j][index[:, j]], axis.extent)
                 extent *= axis.extent
         cols += [_log(tile), tile / extent]
-    for name in ("put_lines", "tile_order", "inner", "unroll"):
+    for name in ("put_lines", "tile_order", "inner", "unroll", "acc"):
         j = space.knob_index[name]
         cols.append(space.codes[j][index[:, j]].astype(np.float64))
+    cols += [a.compute.acc_in_registers.astype(np.float64), (a.compute.bound == 1).astype(np.float64),
+             a.compute.spilled]
     cols.append(a.valid.astype(np.float64))
     cols += [np.full(n, float(space.workload.op == op)) for op in _OPS]
     cols.append(np.full(n, np.log2(space.workload.flops)))

@@ -13,13 +13,13 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from tuner.space.compute import ComputePlan, inner_loop
 from tuner.space.ops import AxisTiles, Dim, axis_tiles
 
 if TYPE_CHECKING:
     from tuner.space.space import ScheduleSpace
 
 LINE = 128  # DRAM line bytes: DMA moves whole lines
-PACK_CYCLES_PER_ELEM = 1.0  # [A] a load and a store per element on the memory pipe, dual-issued
 DMA_BSIZE_MAX = (1 << 20) - 1  # 20-bit block-size field of a DMA descriptor [P] dma.h
 DMA_LEN_MAX = (1 << 24) - 1  # 24-bit size field
 
@@ -28,7 +28,7 @@ DMA_STRIDED, DMA_ROWS = 0, 1
 
 # Reasons a config is invalid, in the order they are checked (the first that applies is reported).
 REASONS = ("ok", "ldm_overflow", "sharing_needs_mesh_grid", "rlc_needs_square_grid",
-           "operand_not_shareable", "put_lines_unaligned", "dma_descriptor_limit")
+           "operand_not_shareable", "put_lines_unaligned", "dma_descriptor_limit", "acc_reg_needs_output_inner")
 
 
 @dataclass
@@ -71,7 +71,8 @@ class Analysis:
     flops_per_cpe: np.ndarray
     simd_width: np.ndarray
     simd_fraction: np.ndarray  # share of MACs that run vectorized
-    kernel_efficiency: np.ndarray  # issue efficiency of the inner loop (1 = one vector FMA per cycle)
+    kernel_efficiency: np.ndarray  # P0 issue share of the step's compute (1 = one vector FMA per cycle)
+    compute: ComputePlan  # the inner loop on the two pipes (tuner/space/compute.py)
     compute_cycles_per_step: np.ndarray
     share_cycles_per_step: np.ndarray  # register-communication / RMA cost not hidden by compute
     double_buffer_a: np.ndarray
@@ -88,7 +89,7 @@ class Analysis:
         out: dict[str, float] = {}
         for f in fields(self):
             value = getattr(self, f.name)
-            if isinstance(value, BufferPlan):
+            if isinstance(value, (BufferPlan, ComputePlan)):
                 for g in fields(value):
                     out[f"{f.name}_{g.name}"] = float(getattr(value, g.name)[i])
             else:
@@ -260,6 +261,7 @@ def analyze(space: "ScheduleSpace", index: np.ndarray) -> Analysis:
     b_gather = np.zeros(n, dtype=bool)
     reduction = np.zeros(n, dtype=bool)
     inner_ext = np.ones(n)
+    misaligned = np.zeros(n)
     for code, name in enumerate(geo.inner_axes):
         sel = inner_code == code
         if not sel.any():
@@ -269,6 +271,7 @@ def analyze(space: "ScheduleSpace", index: np.ndarray) -> Analysis:
         b_gather = np.where(sel, acc.b_gather, b_gather)
         reduction = np.where(sel, acc.reduction, reduction)
         inner_ext = np.where(sel, acc.extent, inner_ext)
+        misaligned = np.where(sel, acc.misaligned, misaligned)
     vector = w > 1
     simd_fraction = np.where(vector, np.floor(inner_ext / w) * w / inner_ext, 0.0)
     pack_a, pack_b = vector & a_gather, vector & b_gather
@@ -278,21 +281,13 @@ def analyze(space: "ScheduleSpace", index: np.ndarray) -> Analysis:
     for a in geo.axes:
         if a.role != "red":
             out_tile_full = out_tile_full * t[a.name].full
-    lanes_used = np.where(reduction, 1.0, w)
-    u = np.minimum(v["unroll"], np.maximum(1.0, np.floor(out_tile_full / lanes_used)))
-    a_blk = 2.0 ** np.floor(np.log2(u) / 2)
-    loads_per_iter = a_blk + u / a_blk
-    cycles_per_iter = np.maximum(np.maximum(u, loads_per_iter), target.fp_latency_cycles) + target.loop_overhead_cycles
-    efficiency = u / cycles_per_iter
-
     macs_tile = out_mean * geo.red_axis.extent * geo.red_fixed
     macs_step = macs_tile / chunks
-    lane_cost = simd_fraction / np.maximum(w, 1) + (1.0 - simd_fraction)
-    inner_runs = macs_step / np.maximum(inner_ext, 1.0)
-    hred = np.where(reduction & vector, inner_runs * 2.0 * np.log2(np.maximum(w, 1)), 0.0)
-    pack = (np.where(pack_a, plan_a.loads / np.maximum(steps, 1) * plan_a.ldm_bytes / ds, 0.0)
-            + np.where(pack_b, plan_b.loads / np.maximum(steps, 1) * plan_b.ldm_bytes / ds, 0.0)) * PACK_CYCLES_PER_ELEM
-    compute = macs_step * lane_cost / efficiency + inner_runs / u * 2 * target.loop_overhead_cycles + hred + pack
+    pack_elems = (np.where(pack_a, plan_a.loads / np.maximum(steps, 1) * plan_a.ldm_bytes / ds, 0.0)
+                  + np.where(pack_b, plan_b.loads / np.maximum(steps, 1) * plan_b.ldm_bytes / ds, 0.0))
+    cp = inner_loop(target, w, v["unroll"], reduction, v["acc"], inner_ext, out_tile_full, out_mean, macs_step,
+                    simd_fraction, pack_elems, np.where(w > 1, misaligned, 0.0))
+    compute = cp.cycles
 
     # Register communication / RMA: the row (column) bus carries the row's whole a (b) chunk.
     piece_a = plan_a.ldm_bytes
@@ -316,6 +311,7 @@ def analyze(space: "ScheduleSpace", index: np.ndarray) -> Analysis:
     fail(4, (mesh & ~(a_ok & b_ok)) | (sharing & ~a_shared & ~b_shared))
     fail(5, v["put_lines"].astype(bool) & ~lines_c)
     fail(6, ~(limit_a & limit_b & limit_c))
+    fail(7, v["acc"].astype(bool) & reduction)  # lanes along the reduction already keep acc in registers
 
     macs_cpe = tiles_cpe * macs_tile
     mem_bytes = plan_a.bytes + plan_b.bytes + plan_c.bytes
@@ -325,7 +321,7 @@ def analyze(space: "ScheduleSpace", index: np.ndarray) -> Analysis:
         a=plan_a, b=plan_b, c=plan_c,
         pr=pr, pc=pc, active_cpes=active, tiles_per_cpe=tiles_cpe, steps_per_cpe=steps,
         chunks_per_tile=chunks, imbalance=imbalance, macs_per_cpe=macs_cpe, flops_per_cpe=2 * macs_cpe,
-        simd_width=w, simd_fraction=simd_fraction, kernel_efficiency=efficiency,
+        simd_width=w, simd_fraction=simd_fraction, kernel_efficiency=cp.efficiency, compute=cp,
         compute_cycles_per_step=compute, share_cycles_per_step=share_cost,
         double_buffer_a=db_a, double_buffer_b=db_b, share_mode=share, dma_mode=dma_mode,
         arithmetic_intensity=2 * macs_cpe / np.maximum(mem_bytes, 1.0),

@@ -22,6 +22,7 @@ class Knob:
     ordered: bool = True
     doc: str = ""
     category_codes: tuple[int, ...] | None = None  # codes of a restricted categorical knob (original indices)
+    default: Any = None  # a knob added after configs were stored: what a config without it means
 
     def __post_init__(self) -> None:
         if not self.choices:

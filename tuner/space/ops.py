@@ -51,6 +51,7 @@ class InnerAccess:
     b_gather: np.ndarray
     reduction: bool  # the inner axis is a reduction: lanes are summed at the end of each run
     extent: np.ndarray  # full tile extent of the inner axis
+    misaligned: float = 0.0  # share of the vector operand's loads that start off a vector boundary
 
 
 def tile_choices(extent: int, limit: int = 16) -> tuple[int, ...]:
@@ -253,7 +254,10 @@ class Conv2dGeometry(OpGeometry):
         w = self.workload
         no = np.zeros_like(t["k"].full, dtype=bool)
         if inner == "ow":  # data row contiguous only at stride 1; weights broadcast
-            return InnerAccess(no | (w.stride_w != 1), no, False, t["ow"].full)
+            # tap s reads the data row s elements past the output's vector start: all taps but
+            # those at a multiple of the lanes are unaligned (counted for 4 lanes, the common case)
+            off = sum(1 for s in range(w.s) if (s * w.dil_w) % 4) / w.s if w.stride_w == 1 else 0.0
+            return InnerAccess(no | (w.stride_w != 1), no, False, t["ow"].full, off)
         if inner == "k":  # data broadcast; weights strided by tc*R*S
             return InnerAccess(no, (t["c"].full * w.r * w.s) != 1, False, t["k"].full)
         ih = (t["oh"].full - 1) * w.stride_h + w.span_h

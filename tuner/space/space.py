@@ -30,7 +30,8 @@ GRIDS = tuple(f"{r}x{c}" for r in (1, 2, 4, 8) for c in (1, 2, 4, 8)) + ("64x1",
 SHARE_CHOICES = ("none", "bcast", "mesh")  # mesh = register communication (SW26010) / RMA (Pro)
 DMA_CHOICES = ("strided", "rows")
 ORDER_CHOICES = ("row", "col")
-UNROLL_CHOICES = (1, 2, 4, 8, 16)
+UNROLL_CHOICES = (1, 2, 4, 8, 16, 32)  # 32 accumulators + operands exceed 32 vector registers: spills
+ACC_CHOICES = ("ldm", "reg")
 
 
 def config_hash(config: Config) -> str:
@@ -62,6 +63,9 @@ class ScheduleSpace:
             Knob("inner", self.geometry.inner_axes, ordered=False, doc="innermost compute loop axis"),
             Knob("simd", self.target.simd_widths[workload.dtype], doc="vector lanes (1 = scalar)"),
             Knob("unroll", UNROLL_CHOICES, doc="independent accumulators (register block)"),
+            Knob("acc", ACC_CHOICES, ordered=False, default="ldm",
+                 doc="with an output axis innermost: accumulators through LDM every reduction step, or "
+                     "held in registers across the chunk's reduction (tuner/space/compute.py)"),
         ]
         if restrict:
             knobs = self._restricted(knobs, restrict)
@@ -92,7 +96,7 @@ class ScheduleSpace:
                                          f"{list(knob.choices)}")
             keep = [i for i, c in enumerate(knob.choices) if c in allowed]
             out.append(Knob(knob.name, tuple(knob.choices[i] for i in keep), knob.ordered, knob.doc,
-                            category_codes=tuple(int(knob.codes[i]) for i in keep)))
+                            category_codes=tuple(int(knob.codes[i]) for i in keep), default=knob.default))
         return out
 
     # --- encoding -----------------------------------------------------------------------------
@@ -106,7 +110,10 @@ class ScheduleSpace:
         return math.prod(int(s) for s in self.sizes)
 
     def encode(self, config: Config) -> np.ndarray:
+        """Choice indices of a config; a knob it lacks takes the knob's default, if it has one."""
         unknown = set(config) - set(self.knob_index)
+        defaults = {k.name: k.default for k in self.knobs if k.default is not None and k.name not in config}
+        config = {**config, **defaults}
         missing = set(self.knob_index) - set(config)
         if unknown or missing:
             raise InvalidConfigError(
@@ -216,7 +223,7 @@ class ScheduleSpace:
         for a in self.geometry.axes:
             cfg[f"tile_{a.name}"] = a.choices[0]  # every tile axis 1: element-wise transfers
         cfg.update(grid="1x8", share="none", dma="rows", put_lines=0, db_a=0, db_b=0, tile_order="row",
-                   inner=self.geometry.inner_axes[0], simd=1, unroll=1)
+                   inner=self.geometry.inner_axes[0], simd=1, unroll=1, acc="ldm")
         return cfg
 
     def __repr__(self) -> str:
