@@ -60,6 +60,8 @@ def list_tokens(session: Session) -> list[TokenInfo]:
 
 
 def revoke_token(session: Session, token_id: int) -> TokenInfo:
+    if not 1 <= token_id <= 2**31 - 1:  # api_tokens.id is int4 on PostgreSQL
+        raise NotFoundError(f"token {token_id} does not exist")
     result = session.execute(update(TokenRow).where(TokenRow.id == token_id, TokenRow.revoked_at.is_(None))
                              .values(revoked_at=utcnow()))
     row = session.get(TokenRow, token_id)

@@ -1,15 +1,69 @@
 """The service's CLI commands (serve, worker, driver, demo, db ..., token ...), added to the lead's
 `swtune` Typer app by ``register(app)``. Heavy imports stay inside the commands so that
-`swtune worker` loads no server-side stack."""
+`swtune worker` loads no server-side stack.
+
+Every command reports a refused input or an unreachable database as one line on stderr with exit
+code 2 (``cli_errors``), never a traceback. Secrets never travel in argv (visible in ``ps``): the
+worker reads its token from SWTUNE_TOKEN or a file (--token-file).
+"""
 
 from __future__ import annotations
 
+import functools
+import ipaddress
 import os
 import sys
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import Annotated, Any, Callable, Optional, TypeVar
 
 import typer
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def cli_errors(func: F) -> F:
+    """Run a command; a domain, file or database error becomes ``error: <message>`` and exit 2."""
+
+    @functools.wraps(func)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        from sqlalchemy.exc import SQLAlchemyError
+
+        from tuner.errors import SwtuneError
+
+        try:
+            return func(*args, **kwargs)
+        except (SwtuneError, OSError, ValueError, OverflowError) as exc:
+            message = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+            typer.echo(f"error: {message}", err=True)
+            raise typer.Exit(2) from None
+        except SQLAlchemyError as exc:
+            orig = getattr(exc, "orig", None) or exc
+            first = (str(orig).strip().splitlines() or [""])[0]
+            typer.echo(f"error: database: {type(orig).__name__}: {first}", err=True)
+            raise typer.Exit(2) from None
+
+    return wrapper  # type: ignore[return-value]
+
+
+def is_loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def read_token(token: Optional[str], token_file: Optional[Path]) -> Optional[str]:
+    """The worker token: SWTUNE_TOKEN / --token, or the first line of --token-file."""
+    if token_file is not None:
+        if token:
+            raise ValueError("give the token either by SWTUNE_TOKEN/--token or by --token-file, not both")
+        value = token_file.read_text().strip().splitlines()
+        if not value or not value[0].strip():
+            raise ValueError(f"token file {token_file} is empty")
+        return value[0].strip()
+    return token
 
 DbUrl = Annotated[Optional[str], typer.Option("--database-url", envvar="SWTUNE_DATABASE_URL",
                                               help="default: sqlite:///./swtune.db")]
@@ -33,6 +87,9 @@ def serve(host: Annotated[str, typer.Option(envvar="SWTUNE_HOST", help="bind add
     """Run the API server (uvicorn) with its tuning driver."""
     import uvicorn
 
+    if not auth and not is_loopback(host):
+        typer.echo(f"warning: --no-auth on {host}: anyone who can reach this address acts as admin "
+                   "(submit, import, cancel); use --auth or bind 127.0.0.1", err=True)
     # The app factory reads SWTUNE_* settings; passing them by environment also reaches
     # uvicorn's worker processes.
     os.environ["SWTUNE_DATABASE_URL"] = _url(database_url)
@@ -46,7 +103,11 @@ def serve(host: Annotated[str, typer.Option(envvar="SWTUNE_HOST", help="bind add
 def worker(server: Annotated[str, typer.Option(help="service URL, e.g. http://127.0.0.1:8000")],
            target: Annotated[str, typer.Option(help="sw26010 or sw26010-pro")] = "sw26010",
            backend: Annotated[str, typer.Option(help="simulator, emulator (athread C on the x86 emulator) or sunway")] = "simulator",
-           token: Annotated[Optional[str], typer.Option(envvar="SWTUNE_TOKEN", help="worker bearer token")] = None,
+           token: Annotated[Optional[str], typer.Option(
+               envvar="SWTUNE_TOKEN", help="worker bearer token; prefer the SWTUNE_TOKEN variable or "
+                                           "--token-file: an argument shows in `ps`")] = None,
+           token_file: Annotated[Optional[Path], typer.Option(
+               envvar="SWTUNE_TOKEN_FILE", help="file whose first line is the worker token")] = None,
            batch: Annotated[int, typer.Option(help="jobs per lease")] = 8,
            name: Annotated[Optional[str], typer.Option(help="worker name (default host-pid-random)")] = None,
            wait: Annotated[float, typer.Option(help="long-poll seconds per lease request")] = 10.0,
@@ -63,6 +124,11 @@ def worker(server: Annotated[str, typer.Option(help="service URL, e.g. http://12
 
     from service.worker import run_worker
 
+    try:
+        token = read_token(token, token_file)
+    except (OSError, ValueError) as exc:
+        typer.echo(f"error: {exc}", err=True)
+        raise typer.Exit(2) from None
     logging.basicConfig(level=log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     raise typer.Exit(run_worker(server, target, backend, token=token, batch=batch, name=name, wait_seconds=wait,
                                 max_jobs=max_jobs, idle_exit=idle_exit, noise=noise, compile_cmd=compile_cmd,
@@ -97,6 +163,7 @@ token_app = typer.Typer(no_args_is_help=True, help="API tokens (stored hashed)."
 
 
 @db_app.command("upgrade")
+@cli_errors
 def db_upgrade(database_url: DbUrl = None, revision: Annotated[str, typer.Option()] = "head") -> None:
     """Apply the Alembic migrations (alembic upgrade head)."""
     from db import migrate
@@ -106,6 +173,7 @@ def db_upgrade(database_url: DbUrl = None, revision: Annotated[str, typer.Option
 
 
 @db_app.command("export")
+@cli_errors
 def db_export(database_url: DbUrl = None,
               out: Annotated[Optional[Path], typer.Option(help="file (default: stdout)")] = None,
               target: Annotated[Optional[str], typer.Option()] = None,
@@ -114,11 +182,12 @@ def db_export(database_url: DbUrl = None,
     from db import records
     from db.engine import Database
 
+    tname = records.check_export_args(target=target, workload_key=workload_key)  # before any output
     database = Database(_url(database_url))
     stream = out.open("w") if out else sys.stdout
     try:
         with database.session() as s:
-            for line in records.export_lines(s, target=target, workload_key=workload_key):
+            for line in records.export_lines(s, target=tname, workload_key=workload_key):
                 stream.write(line)
     finally:
         if out:
@@ -127,15 +196,17 @@ def db_export(database_url: DbUrl = None,
 
 
 @db_app.command("import")
+@cli_errors
 def db_import(path: Annotated[Path, typer.Argument(help="JSON lines file from `swtune db export`")],
               database_url: DbUrl = None) -> None:
     """Import measurements (idempotent: records already present are skipped)."""
     from db import records
     from db.engine import Database
 
+    f = path.open("rb")  # a missing file is reported before the database is touched
     database = Database(_url(database_url))
     try:
-        with database.session() as s, path.open() as f:
+        with f, database.session() as s:
             stats = records.import_lines(s, f)
     finally:
         database.dispose()
@@ -143,6 +214,7 @@ def db_import(path: Annotated[Path, typer.Argument(help="JSON lines file from `s
 
 
 @token_app.command("create")
+@cli_errors
 def token_create(role: Annotated[str, typer.Option(help="submit, worker, read or admin")],
                  name: Annotated[str, typer.Option(help="a label")] = "",
                  value: Annotated[Optional[str], typer.Option(
@@ -173,27 +245,33 @@ def token_create(role: Annotated[str, typer.Option(help="submit, worker, read or
 
 
 @token_app.command("list")
+@cli_errors
 def token_list(database_url: DbUrl = None) -> None:
     from db import tokens
     from db.engine import Database
 
     database = Database(_url(database_url))
-    with database.session() as s:
-        for t in tokens.list_tokens(s):
-            state = f"revoked {t.revoked_at:%Y-%m-%d}" if t.revoked_at else "active"
-            typer.echo(f"{t.id}\t{t.role}\t{t.name}\t{state}")
-    database.dispose()
+    try:
+        with database.session() as s:
+            for t in tokens.list_tokens(s):
+                state = f"revoked {t.revoked_at:%Y-%m-%d}" if t.revoked_at else "active"
+                typer.echo(f"{t.id}\t{t.role}\t{t.name}\t{state}")
+    finally:
+        database.dispose()
 
 
 @token_app.command("revoke")
+@cli_errors
 def token_revoke(token_id: Annotated[int, typer.Argument()], database_url: DbUrl = None) -> None:
     from db import tokens
     from db.engine import Database
 
     database = Database(_url(database_url))
-    with database.session() as s:
-        tokens.revoke_token(s, token_id)
-    database.dispose()
+    try:
+        with database.session() as s:
+            tokens.revoke_token(s, token_id)
+    finally:
+        database.dispose()
     typer.echo(f"token {token_id} revoked")
 
 

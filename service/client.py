@@ -155,6 +155,9 @@ class ServiceClient:
 def _error(response: httpx.Response) -> ServiceError:
     try:
         detail = response.json().get("detail", response.text)
-    except ValueError:
+    except (ValueError, AttributeError):
         detail = response.text
+    if isinstance(detail, list):  # a 422: one {loc, msg, type} per problem
+        detail = "; ".join(f"{'.'.join(str(p) for p in d.get('loc', []))}: {d.get('msg')}"
+                           if isinstance(d, dict) else str(d) for d in detail)
     return _ERRORS.get(response.status_code, ServiceError)(response.status_code, str(detail))
