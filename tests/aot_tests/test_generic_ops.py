@@ -76,19 +76,26 @@ def _compare(got: np.ndarray, refs: list[np.ndarray], names: list[str]) -> None:
         np.testing.assert_allclose(part, ref, rtol=1e-3, atol=1e-5, err_msg=name)
 
 
-def test_every_generic_operator_matches_torch_on_the_emulator(tmp_path: Path) -> None:
+@pytest.mark.parametrize("mode", ["none", "all"])
+def test_every_generic_operator_matches_torch_on_the_emulator(tmp_path: Path, mode: str) -> None:
+    """mode none: every operator as plain C on the MPE; all: every one that slices as a CPE kernel."""
     from tuner.bridge.extract import torch_to_relax
 
     torch.manual_seed(0)
     x = torch.randn(2, 4, 6, 6)
     mod = torch_to_relax(Ops().eval(), (x,))
-    result = compile_model(mod, TARGET, tmp_path / "ops", lambda w: None)
+    result = compile_model(mod, TARGET, tmp_path / "ops", lambda w: None, cpe_mode=mode)
     assert not result.kernels  # none of these is a GEMM-like kernel
-    generic = [r for r in result.rows if r.where == "MPE"]
+    generic = [r for r in result.rows if r.where in ("MPE", "CPE (memory-bound)")]
     assert {"nn.layer_norm", "nn.softmax", "nn.gelu", "clip", "isnan", "where", "mean", "sum", "max",
             "nn.max_pool2d", "nn.avg_pool2d", "concat", "split",
             "sin"} <= {r.relax_op for r in generic}
-    assert all("legalized TIR" in r.detail for r in generic if r.relax_op != "permute_dims")
+    on_cpe = {r.relax_op for r in generic if r.where == "CPE (memory-bound)"}
+    if mode == "none":
+        assert not on_cpe and all("legalized TIR" in r.detail for r in generic if r.relax_op != "permute_dims")
+    else:  # normalisations, softmax, pools, reductions over trailing axes, element-wise and broadcast ops
+        assert {"nn.layer_norm", "nn.softmax", "nn.gelu", "clip", "nn.max_pool2d", "nn.avg_pool2d", "mean",
+                "sin", "add", "multiply"} <= on_cpe
     with torch.no_grad():
         refs = [t.numpy() for t in Ops()(x)]
     _compare(_run(result.out_dir, x.numpy()), refs, list(OPS))
@@ -123,3 +130,33 @@ def test_onnx_clip_erf_layer_norm(tmp_path: Path) -> None:
     with torch.no_grad():
         ref = model(x).numpy()
     _compare(_run(result.out_dir, x.numpy()), [ref], ["onnx block"])
+
+
+def test_memory_bound_kernel_dma_matches_its_plan(tmp_path: Path) -> None:
+    """A layer_norm as a CPE kernel: its emulator DMA counts equal the plan the time model uses."""
+    import json
+
+    from tuner.aot.cpe_ops import dma_plan
+    from tuner.bridge.extract import torch_to_relax
+
+    torch.manual_seed(2)
+    model, x = torch.nn.LayerNorm(64).eval(), torch.randn(1, 256, 64)
+    result = compile_model(torch_to_relax(model, (x,)), TARGET, tmp_path / "ln", lambda w: None, cpe_mode="all")
+    (node,) = [n for n in result.graph.nodes if n.op == "cpe"]
+    op = node.attrs["cpe"]
+    assert op.blocks >= 64 and op.ldm_bytes <= 56 * 1024
+    out = result.out_dir
+    build = subprocess.run(["make", "-s", "emu"], cwd=out, capture_output=True, text=True, timeout=300)
+    assert build.returncode == 0, build.stderr[-3000:]
+    x.numpy().tofile(out / "input.bin")
+    env = {k: v for k, v in os.environ.items() if not k.startswith("SWEMU_")}
+    env.update(SWEMU_TARGET=TARGET, SWEMU_TIMEOUT="60", SWEMU_REPORT=str(out / "report.json"))
+    run = subprocess.run(["./model_emu", "weights.bin", "input.bin", "output.bin"], cwd=out, capture_output=True,
+                         text=True, timeout=300, env=env)
+    assert run.returncode == 0, run.stderr[-3000:]
+    totals = json.loads((out / "report.json").read_text())["totals"]
+    plan = dma_plan(op, 4)
+    assert {k: totals[k] for k in plan} == plan
+    with torch.no_grad():
+        ref = model(x).numpy()
+    _compare(np.fromfile(out / "output.bin", dtype=np.float32), [ref], ["layer_norm on the CPEs"])

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Sequence
 
+from tuner.aot.cpe_ops import CpeMode
 from tuner.aot.graph import AotError, Graph, Node, Note
 from tuner.aot.host import host_file, model_header
 from tuner.aot.kernels import Kernel, Lookup, kernel_header, resolve_kernels, slave_file
@@ -31,7 +32,7 @@ class OpRow:
 
     source: str
     relax_op: str
-    where: str  # "tuned kernel" | "fallback kernel" | "MPE" | "view (no-op)" | "compile time" | "removed (unused)"
+    where: str  # "tuned kernel" | "fallback kernel" | "CPE (memory-bound)" | "MPE" | "view (no-op)" | "compile time" | "removed (unused)"
     detail: str = ""
 
 
@@ -89,6 +90,10 @@ def _rows(graph: Graph) -> list[OpRow]:
     for s in graph.steps:
         if isinstance(s, Note):
             rows.append(OpRow(s.source, s.relax_op, s.where, s.detail))
+        elif isinstance(s, Node) and s.op == "cpe":
+            op = s.attrs["cpe"]
+            rows.append(OpRow(s.source, s.relax_op, "CPE (memory-bound)",
+                              f"{op.name}: {op.blocks} blocks of {op.block} along axis {op.axis}, {op.ldm_bytes} B LDM"))
         elif isinstance(s, Node) and s.op == "kernel":
             k: Kernel = s.attrs["kernel"]
             where = "tuned kernel" if k.tuned else "fallback kernel"
@@ -100,9 +105,27 @@ def _rows(graph: Graph) -> list[OpRow]:
     return rows
 
 
+def assign_cpe_kernels(graph: Graph, target: Target, first_index: int, mode: CpeMode = CpeMode.FASTER
+                       ) -> list[Any]:
+    """Move memory-bound operators to the CPEs (tuner.aot.cpe_ops; by default where that is faster);
+    number the distinct CPE kernels after the GEMM-like ones."""
+    from tuner.aot.cpe_ops import offload
+
+    offload(graph, target, mode)
+    ops: list[Any] = []
+    for n in graph.nodes:
+        op = n.attrs.get("cpe") if n.op == "cpe" else None
+        if op is not None and all(op is not o for o in ops):
+            op.index = first_index + len(ops)
+            ops.append(op)
+    return ops
+
+
 def compile_model(model: Any, target: "Target | str", out_dir: "str | Path", lookup: Lookup | None, *,
-                  example_inputs: Sequence[Any] | None = None, name: str = "model") -> AotResult:
-    """Compile ``model`` ahead of time for ``target`` into ``out_dir`` (created if needed)."""
+                  example_inputs: Sequence[Any] | None = None, name: str = "model",
+                  cpe_mode: "CpeMode | str" = "faster") -> AotResult:
+    """Compile ``model`` ahead of time for ``target`` into ``out_dir`` (created if needed);
+    ``cpe_mode`` says which memory-bound operators become CPE kernels (tuner.aot.cpe_ops.CpeMode)."""
     from tuner.aot.relax_reader import read_relax
     from tuner.codegen.host import SLAVE_API
     from tuner.codegen.tir import ctype
@@ -115,6 +138,7 @@ def compile_model(model: Any, target: "Target | str", out_dir: "str | Path", loo
 
         lookup = current_lookup()
     kernels = resolve_kernels(graph, tgt, lookup)
+    cpe_ops = assign_cpe_kernels(graph, tgt, len(kernels), CpeMode(cpe_mode))
     plan = plan_memory(graph)
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
@@ -122,7 +146,7 @@ def compile_model(model: Any, target: "Target | str", out_dir: "str | Path", loo
     ty = ctype(graph.dtype)
     files = {
         "host.c": host_file(graph, kernels, plan, name, tgt.name, ty),
-        "slave.c": slave_file(kernels),
+        "slave.c": slave_file(kernels, cpe_ops, ty),
         "swtune_kernel.h": kernel_header(ty),
         "swtune_slave_api.h": SLAVE_API,
         "model.h": model_header(graph, layout, plan, name, tgt.name),

@@ -46,7 +46,18 @@ def _kernel_call(n: Node, ref: Ref) -> list[str]:
             "    athread_join(); }"]
 
 
+def _cpe_call(n: Node, ref: Ref) -> list[str]:
+    op = n.attrs["cpe"]
+    ptrs = ", ".join(ref(t) for t in [*n.inputs, *n.outputs])
+    return [f"  {{ swtune_args args = {{ 0, 0, 0, {{ {ptrs} }} }};",
+            f"    athread_spawn({op.name}, &args);",
+            "    athread_join(); }"]
+
+
 def step_label(n: Node) -> str:
+    if n.op == "cpe":
+        op = n.attrs["cpe"]
+        return f"{n.source}: {n.relax_op} -> CPE {op.name} ({op.blocks} blocks)"
     if n.op == "kernel":
         k: Kernel = n.attrs["kernel"]
         return f"{n.source}: {k.name} {k.workload.key} ({k.status})"
@@ -74,11 +85,16 @@ def host_file(graph: Graph, kernels: list[Kernel], plan: MemoryPlan, model: str,
     for i, n in enumerate(nodes):
         body.append(f"  /* [{i}] {step_label(n)} */")
         body.append("  t0 = sw_cycles();")
-        code = _kernel_call(n, _var) if n.op == "kernel" else emit_mpe(n, _var, ty)
+        code = (_kernel_call(n, _var) if n.op == "kernel" else _cpe_call(n, _var) if n.op == "cpe"
+                else emit_mpe(n, _var, ty))
         body += code
         body.append(f"  step_cycles[{i}] += sw_cycles() - t0;")
+    cpe_ops = {n.attrs["cpe"].index: n.attrs["cpe"] for n in nodes if n.op == "cpe"}
     externs = [f"extern void SLAVE_FUN({k.name})(swtune_args *);" for k in kernels]
-    generic = [PRELUDE, *(f.code for f in graph.functions.values())] if graph.functions else []
+    externs += [f"extern void SLAVE_FUN({op.name})(swtune_args *);" for _, op in sorted(cpe_ops.items())]
+    on_mpe = {n.attrs["function"] for n in nodes if n.op == "tir"}
+    used = [f.code for name, f in graph.functions.items() if name in on_mpe]
+    generic = [PRELUDE, *used] if used else []
     labels = ",\n".join(f'  "{step_label(n)}"' for n in nodes) or '  ""'
     outputs = "\n".join(
         f"  if (fwrite({_var(t)}, sizeof({ty}), SWTUNE_OUTPUT{i}_ELEMS, f) != (size_t)SWTUNE_OUTPUT{i}_ELEMS) "

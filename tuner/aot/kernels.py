@@ -137,43 +137,58 @@ def resolve_kernels(graph: Graph, target: Target, lookup: Lookup | None) -> list
 
 
 def _namespaced(k: Kernel, helper: str) -> tuple[str, str]:
+    head = f"/* kernel {k.index}: {k.workload.key} ({k.status}; called {k.calls}x)\n * config: {k.config} */"
+    return _namespace(k.index, k.name, k.slave, head, k.workload.key, helper)
+
+
+def _namespace(index: int, name: str, slave: str, head: str, what: str, helper: str) -> tuple[str, str]:
     """(struct of the kernel's LDM buffers, kernel code reading them through the union)."""
     fields: list[str] = []
     names: list[str] = []
     body: list[str] = []
-    text = k.slave.replace(helper, "")  # the register-communication helpers are emitted once
+    text = slave.replace(helper, "")  # the register-communication helpers are emitted once
     for line in text.splitlines():
         if line.startswith("#include"):
             continue
         if line.startswith("__thread_local"):
             m = _DECL.match(line)
             if m is None:
-                raise AotError(f"kernel {k.workload.key}: unexpected LDM declaration {line!r}")
+                raise AotError(f"kernel {what}: unexpected LDM declaration {line!r}")
             fields.append(f"  {m.group(1)} {m.group(2)};")
             names += [_NAME.match(d).group(1) for d in m.group(2).split(",")]  # type: ignore[union-attr]
             continue
         body.append(line)
     code = "\n".join(body)
     if code.count(_KERNEL_SIG) != 1:
-        raise AotError(f"kernel {k.workload.key}: the generated slave function was not found")
-    code = code.replace(_KERNEL_SIG, f"void {k.name}(swtune_args *_arg) {{")
-    struct = f"struct {k.name}_ldm {{\n" + "\n".join(fields) + "\n};"
-    defines = "\n".join(f"#define {n} (swtune_ldm.k{k.index}.{n})" for n in names)
+        raise AotError(f"kernel {what}: the generated slave function was not found")
+    code = code.replace(_KERNEL_SIG, f"void {name}(swtune_args *_arg) {{")
+    struct = f"struct {name}_ldm {{\n" + "\n".join(fields) + "\n};"
+    defines = "\n".join(f"#define {n} (swtune_ldm.k{index}.{n})" for n in names)
     undefs = "\n".join(f"#undef {n}" for n in names)
-    head = f"/* kernel {k.index}: {k.workload.key} ({k.status}; called {k.calls}x)\n * config: {k.config} */"
     return struct, f"{head}\n{defines}\n{code.strip()}\n{undefs}\n"
 
 
-def slave_file(kernels: list[Kernel]) -> str:
-    """All kernels in one slave file, their LDM buffers overlaid in one union."""
+def slave_file(kernels: list[Kernel], cpe_ops: list[Any] | None = None, ty: str = "float") -> str:
+    """All kernels (tuned GEMM-like ones, then the memory-bound operators' CPE kernels of
+    tuner.aot.cpe_ops) in one slave file, their LDM buffers overlaid in one union."""
+    from tuner.aot.cpe_ops import slave_text
+    from tuner.aot.tir_c import PRELUDE
     from tuner.codegen.printer import SLAVE_INCLUDES, SW_RLC_HELPER
 
-    structs, codes = [], []
+    structs, codes, members = [], [], []
     for k in kernels:
         s, c = _namespaced(k, SW_RLC_HELPER)
         structs.append(s)
         codes.append(c)
-    members = "\n".join(f"  struct {k.name}_ldm k{k.index};" for k in kernels)
+        members.append(f"  struct {k.name}_ldm k{k.index};")
+    for op in cpe_ops or []:
+        head = (f"/* kernel {op.index}: memory-bound operator on the CPEs, {op.blocks} blocks of {op.block} "
+                f"along axis {op.axis}, {op.ldm_bytes} B of LDM */")
+        s, c = _namespace(op.index, op.name, slave_text(op, ty), head, op.name, SW_RLC_HELPER)
+        structs.append(s)
+        codes.append(c)
+        members.append(f"  struct {op.name}_ldm k{op.index};")
+    members = "\n".join(members)
     return "\n".join([
         "/* swtune AOT: the slave (CPE) kernels of the model. Kernels run one at a time, so their LDM",
         " * buffers share one union: the static LDM use is that of the largest kernel. */",
@@ -185,6 +200,7 @@ def slave_file(kernels: list[Kernel]) -> str:
         "};",
         "__thread_local union swtune_ldm_u swtune_ldm __attribute__((aligned(64)));",
         SW_RLC_HELPER,
+        *(["#include <math.h>", PRELUDE] if cpe_ops else []),
         *codes,
     ])
 
@@ -192,4 +208,5 @@ def slave_file(kernels: list[Kernel]) -> str:
 def kernel_header(ctype: str) -> str:
     """The argument struct shared by the host and every slave kernel (as in tuner.codegen.host)."""
     return (f"/* swtune AOT kernel interface */\n#ifndef SWTUNE_KERNEL_H\n#define SWTUNE_KERNEL_H\n"
-            f"typedef struct {{ {ctype} *a, *b, *c; }} swtune_args;\n#endif\n")
+            f"/* a, b, c: a GEMM-like kernel's operands; p: a memory-bound operator's (inputs, outputs) */\n"
+            f"typedef struct {{ {ctype} *a, *b, *c; {ctype} *p[16]; }} swtune_args;\n#endif\n")

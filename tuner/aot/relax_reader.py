@@ -45,9 +45,10 @@ def _tensor_type(ty: Any, what: str) -> tuple[tuple[int, ...], str]:
 class RelaxReader:
     """One pass over ``mod["main"]``: ``read()`` returns the Graph."""
 
-    def __init__(self, mod: Any, ops: dict[str, str] | None = None) -> None:
+    def __init__(self, mod: Any, calls: dict[str, Any] | None = None) -> None:
         self.mod = mod
-        self.ops = ops or {}  # binding name -> Relax operator before legalization
+        self.calls = calls or {}  # binding name -> the Relax call before legalization
+        self.ops = {k: str(c.op.name).removeprefix("relax.") for k, c in self.calls.items()}
         self.functions: dict[str, Any] = {}  # PrimFunc name -> its printed C (tuner.aot.tir_c.CFunction)
         self.env: dict[Any, Value] = {}
         self.consts: dict[Any, Tensor] = {}  # Relax constant object -> its tensor (one storage each)
@@ -307,7 +308,8 @@ def _call_tir(r: RelaxReader, call: Any, name: str, op: str) -> Value:
         except AotError as exc:
             raise AotError(f"operator {relax_op} (binding {name}): {exc}") from None
     results = [r._new(shape, dtype, "temp", name if i == 0 else f"{name}.{i}") for i, (shape, dtype) in enumerate(outs)]
-    r.steps.append(Node("tir", list(args), results[0], {"function": fname, "extra_outputs": results[1:]},
+    r.steps.append(Node("tir", list(args), results[0], {"function": fname, "extra_outputs": results[1:],
+                                                        "prim_func": func, "relax_call": r.calls.get(name)},
                         relax_op, name))
     return results[0] if len(results) == 1 else tuple(results)
 
@@ -339,18 +341,19 @@ def legalize(mod: Any) -> Any:
         return relax.transform.LegalizeOps(skip_ops=[f"relax.{op}" for op in KEPT_OPS])(mod)
 
 
-def source_ops(mod: Any) -> dict[str, str]:
-    """Binding name -> Relax operator of the module before legalization (for the report)."""
+def source_calls(mod: Any) -> dict[str, Any]:
+    """Binding name -> Relax operator call of the module before legalization (for the report, and
+    to legalize an operator again on a slice of its operands: tuner.aot.cpe_ops)."""
     from tvm import relax
 
-    out: dict[str, str] = {}
+    out: dict[str, Any] = {}
     for block in mod["main"].body.blocks:
         for b in block.bindings:
             if isinstance(b.value, relax.Call) and hasattr(b.value.op, "name"):
-                out[b.var.name] = str(b.value.op.name).removeprefix("relax.")
+                out[b.var.name] = b.value
     return out
 
 
 def read_relax(mod: Any) -> Graph:
     """The Graph of a Relax IRModule's main function (legalized here)."""
-    return RelaxReader(legalize(mod), source_ops(mod)).read()
+    return RelaxReader(legalize(mod), source_calls(mod)).read()

@@ -7,7 +7,9 @@ the padding step on the MPE instead. MPE steps (legalized operators, layout copi
 the work their loops do (tuner.aot.tir_c.Work) on the MPE: scalar instructions at one per cycle, a
 transcendental or a float division at TRANSCENDENTAL_CYCLES, and never faster than streaming the
 tensors they touch at the target's ``mpe_copy_Bps``. Both MPE figures are assumptions [A], stated
-here, not measurements: see docs and FACTS.md. The baseline program runs the same MPE steps.
+here, not measurements: see docs and FACTS.md. Memory-bound operators moved to the CPEs
+(tuner.aot.cpe_ops) take their kernel's simulated time. The baseline program runs the same non-GEMM
+steps as the tuned one (only the GEMM-like kernels' schedules differ).
 """
 
 from __future__ import annotations
@@ -95,8 +97,13 @@ def _mpe_seconds(target: Target, cycles: float, nbytes: float) -> float:
     return max(cycles / target.mpe_clock_hz, nbytes / target.mpe_copy_Bps)
 
 
+def mpe_seconds(n: Node, graph: Graph, target: Target, item: int) -> float:
+    """Simulated seconds of a step run as plain C on the MPE."""
+    return _mpe_step(n, graph, target, item)[0]
+
+
 def _mpe_step(n: Node, graph: Graph, target: Target, item: int) -> tuple[float, str]:
-    if n.op == "tir":
+    if n.op in ("tir", "cpe"):
         work = graph.functions[n.attrs["function"]].work
         cycles = work.arith + work.loads + work.stores + TRANSCENDENTAL_CYCLES * work.transcendental
         touched = sum(t.size for t in [*n.inputs, *n.outputs]) * item
@@ -137,6 +144,10 @@ def model_time(graph: Graph, target: "Target | str", config_of: Callable[[Any], 
             w = n.attrs["workload"]
             t, b, _ = kernel(w)
             steps.append(StepTime(n.source, n.relax_op, CPE, t, b, w.key))
+        elif n.op == "cpe":  # a memory-bound operator as a CPE kernel (tuner.aot.cpe_ops), same in both programs
+            op = n.attrs["cpe"]
+            steps.append(StepTime(n.source, n.relax_op, CPE, op.seconds, op.seconds,
+                                  f"{op.blocks} blocks of {op.block} along axis {op.axis}"))
         else:
             sec, detail = _mpe_step(n, graph, tgt, item)
             steps.append(StepTime(n.source, n.relax_op, MPE, sec, sec, detail))

@@ -81,12 +81,17 @@ class CFunction:
     param_dtypes: list[str]
     param_shapes: list[tuple[int, ...]]
     work: Work
+    ldm_decls: list[str]  # file-scope scratch of a CPE body (``ldm_prefix``): ``__thread_local T name[n];``
+    scratch_bytes: int  # bytes of the function's scratch buffers
 
 
 class _Printer:
-    def __init__(self, func: Any, name: str, store_type: str) -> None:
+    def __init__(self, func: Any, name: str, store_type: str, ldm_prefix: str | None = None) -> None:
         self.func = func
         self.name = name
+        self.ldm_prefix = ldm_prefix  # scratch in LDM at file scope (a CPE body) instead of static
+        self.ldm_decls: list[str] = []
+        self.scratch_bytes = 0
         self.store = store_type  # C type of the host program's tensors
         self.vars: dict[Any, str] = {}
         self.bufs: dict[Any, tuple[str, list[int], str]] = {}  # buffer var -> (C name, shape, dtype)
@@ -271,10 +276,14 @@ class _Printer:
         elif k == "AllocBuffer":
             b = s.buffer
             shape = self._shape(b, self.name)
-            cname = f"s{len(self.bufs)}"
+            cname = f"s{len(self.bufs)}" if self.ldm_prefix is None else f"{self.ldm_prefix}_s{len(self.bufs)}"
             self.bufs[b] = (cname, shape, str(b.dtype))
-            # static: an activation-sized scratch does not belong on the MPE stack
-            self.statics.append(f"  static {ctype_of(str(b.dtype))} {cname}[{max(1, prod(shape))}];  /* {b.name} */")
+            n = max(1, prod(shape))
+            self.scratch_bytes += n * (8 if ctype_of(str(b.dtype)) in ("double", "long") else 4)
+            if self.ldm_prefix is not None:  # one copy per CPE, in its LDM
+                self.ldm_decls.append(f"__thread_local {ctype_of(str(b.dtype))} {cname}[{n}];")
+            else:  # static: an activation-sized scratch does not belong on the MPE stack
+                self.statics.append(f"  static {ctype_of(str(b.dtype))} {cname}[{n}];  /* {b.name} */")
         elif k == "DeclBuffer":
             raise AotError(f"{self.name}: DeclBuffer {s.buffer.name} (an aliasing view) is not supported")
         elif k == "LetStmt":
@@ -308,7 +317,7 @@ class _Printer:
         self.stmt(self.func.body, 1)
         head = f"static void {self.name}({', '.join(params)}) {{"
         code = "\n".join([head, *self.statics, *self.lines, "}"])
-        return CFunction(self.name, code, dtypes, shapes, self.work)
+        return CFunction(self.name, code, dtypes, shapes, self.work, self.ldm_decls, self.scratch_bytes)
 
 
 def lower_for_mpe(prim_func: Any) -> Any:
@@ -322,6 +331,7 @@ def lower_for_mpe(prim_func: Any) -> Any:
     return T.StmtSimplify()(tvm.IRModule({"main": lower(mod, compact=True)}))["main"]
 
 
-def print_prim_func(prim_func: Any, name: str, store_type: str) -> CFunction:
-    """C source of one legalized PrimFunc, named ``name``; pointers of type ``store_type``."""
-    return _Printer(lower_for_mpe(prim_func), name, store_type).function()
+def print_prim_func(prim_func: Any, name: str, store_type: str, ldm_prefix: str | None = None) -> CFunction:
+    """C source of one legalized PrimFunc, named ``name``; pointers of type ``store_type``. With
+    ``ldm_prefix`` its scratch buffers are file-scope LDM arrays (a CPE kernel's body)."""
+    return _Printer(lower_for_mpe(prim_func), name, store_type, ldm_prefix).function()
