@@ -1,9 +1,14 @@
-"""Foundation acceptance figures: DMA model fit, DGEMM peak fraction, naive slowdown, analysis speed.
+"""Simulator fidelity figures: DMA fit, FACTS strided figures, DGEMM and conv peak fractions, noise.
 
-    python benchmarks/calibration.py [--samples N]
+    python benchmarks/calibration.py [--samples N] [--noise X]
 
-Last line: one JSON object with dma_max_rel_err, dgemm_peak_fraction, naive_slowdown,
-analysis_configs_per_s (see issue 2).
+Last line: one JSON object with dma_max_rel_err (every calibration point, contiguous and strided),
+strided_facts_max_rel_err (FACTS §2.1 strided figures), dgemm_peak_fraction (DGEMM 2048^3 float64,
+one SW26010 core group), naive_slowdown, conv3x3_f64_peak_fraction and conv3x3_f64_breakdown (conv2d
+n=32 c=128 h=w=18 k=128 3x3 float64), analysis_configs_per_s and noise_default (issues 2 and 11).
+
+The searches select configs on noisy measurements (relative noise ``--noise``, default the simulator's
+``DEFAULT_NOISE``), as a tuner would, and report the noise-free model time of the config they pick.
 """
 
 from __future__ import annotations
@@ -14,39 +19,81 @@ import _common  # noqa: F401  (sets the import path)
 import numpy as np
 from _common import emit, median_seconds
 
-from tuner.measure.calibration import load_points, relative_errors
-from tuner.measure.simulator import simulate
+from tuner.measure.calibration import load_points, relative_errors, strided_fact_errors
+from tuner.measure.noise import DEFAULT_NOISE, noise_factors
+from tuner.measure.simulator import breakdown, simulate
 from tuner.space import ScheduleSpace
 from tuner.targets import get_target
-from tuner.workloads import Dense
+from tuner.workloads import Conv2d, Dense
 
 
-def best_by_search(space: ScheduleSpace, samples: int, seed: int = 0) -> tuple[np.ndarray, float]:
-    """Exhaustive when the space is small, else a long random search refined by hill climbing."""
+def best_by_search(space: ScheduleSpace, samples: int, seed: int = 0, noise: float = 0.0,
+                   rounds: int = 60) -> tuple[np.ndarray, float]:
+    """Exhaustive when the space is small, else a long random search refined by hill climbing.
+
+    Configs are ranked on one noisy measurement each (relative ``noise``); returns the pick and its
+    noise-free time.
+    """
     rng = np.random.default_rng(seed)
+    noise_rng = np.random.default_rng(seed + 1)
+
+    def measured(index: np.ndarray) -> np.ndarray:
+        return simulate(space, index) * noise_factors(noise_rng, noise, len(index))
+
     every = space.enumerate()
     if every is not None:
-        times = simulate(space, every)
-        return every[int(np.argmin(times))], float(times.min())
+        times = measured(every)
+        pick = every[int(np.argmin(times))]
+        return pick, float(simulate(space, pick[None, :])[0])
     pool = space.sample(samples, rng)
-    times = simulate(space, pool)
+    times = measured(pool)
     order = np.argsort(times)[:256]
     front, front_t = pool[order], times[order]
-    for _ in range(60):  # local refinement of the best random configs
+    for _ in range(rounds):  # local refinement of the best random configs
         moved = space.neighbours(np.repeat(front, 8, axis=0), rng, n_moves=1 + int(rng.integers(0, 2)))
-        moved_t = simulate(space, moved)
+        moved_t = measured(moved)
         allc = np.concatenate([front, moved])
         allt = np.concatenate([front_t, moved_t])
         _, uniq = np.unique(allc, axis=0, return_index=True)
         allc, allt = allc[uniq], allt[uniq]
         keep = np.argsort(allt)[:256]
         front, front_t = allc[keep], allt[keep]
-    return front[0], float(front_t[0])
+    return front[0], float(simulate(space, front[:1])[0])
+
+
+def conv_figures(samples: int, noise: float) -> tuple[float, dict[str, object], dict]:
+    """Best conv2d n=32 c=128 h=w=18 k=128 3x3 float64 on one SW26010 CG: peak fraction, breakdown."""
+    target = get_target("sw26010")
+    conv = Conv2d(32, 128, 18, 18, 128, 3, 3, dtype="float64")
+    space = ScheduleSpace(conv, target)
+    best, best_t = best_by_search(space, samples, seed=2, noise=noise, rounds=120)
+    config = space.decode(best)
+    parts = breakdown(space, config)
+    fraction = conv.flops / best_t / target.peak_flops("float64")
+    shares = parts["share_of_total"]
+    summary = {
+        "compute_p0": round(shares["p0_compute"], 4),
+        "p1_traffic": round(shares["p1_traffic"], 4),
+        "loop_overhead": round(shares["loop_overhead"] + shares["tile_overhead"], 4),
+        "exposed_dma": round(shares["exposed_dma"] + shares["dma_hidden_excess"], 4),
+        "put": round(shares["put_c"], 4),
+        "share": round(shares["share"], 4),
+        "spawn_and_host": round(shares["spawn_join"] + shares["host_prepass"], 4),
+        "pipe_bound": parts["pipe_bound"],
+        "register_block": parts["register_block"],
+        "acc_in_registers": parts["acc_in_registers"],
+    }
+    print(f"conv2d {conv.key} fp64 on sw26010: best {best_t * 1e3:.2f} ms = {conv.flops / best_t / 1e9:.1f} GFLOPS "
+          f"({fraction:.3f} of peak)")
+    print(f"  best config: {config}")
+    print(f"  breakdown (share of time): {summary}")
+    return fraction, summary, config
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--samples", type=int, default=200_000, help="random configs before refinement")
+    parser.add_argument("--noise", type=float, default=DEFAULT_NOISE, help="relative measurement noise")
     args = parser.parse_args()
 
     errors = {}
@@ -55,11 +102,14 @@ def main() -> None:
         errs = relative_errors(target.dma, load_points(name))
         errors[name] = float(np.max(errs))
         print(f"DMA model {name}: {len(errs)} points, max rel err {errors[name]:.3f}, median {np.median(errs):.3f}")
+    strided = strided_fact_errors(get_target("sw26010").dma)
+    for what, err in strided.items():
+        print(f"FACTS 2.1 {what}: rel err {err:.3f}")
 
     target = get_target("sw26010")
     gemm = Dense(2048, 2048, 2048, "float64")
     space = ScheduleSpace(gemm, target)
-    best, best_t = best_by_search(space, args.samples)
+    best, best_t = best_by_search(space, args.samples, noise=args.noise)
     peak = target.peak_flops("float64")
     fraction = gemm.flops / best_t / peak
     naive = space.encode(space.naive_config())
@@ -68,6 +118,10 @@ def main() -> None:
           f"({fraction:.3f} of {peak / 1e9:.1f} GFLOPS peak)")
     print(f"  best config: {space.decode(best)}")
     print(f"  naive config: {naive_t:.3f} s, {naive_t / best_t:.1f}x slower")
+    dgemm_parts = breakdown(space, space.decode(best))
+    print(f"  breakdown: {({k: round(v, 3) for k, v in dgemm_parts['share_of_total'].items()})}, "
+          f"{dgemm_parts['pipe_bound']}-bound, accumulators in registers: {dgemm_parts['acc_in_registers']}")
+    conv_fraction, conv_breakdown, _ = conv_figures(args.samples, args.noise)
 
     rng = np.random.default_rng(1)
     many = rng.integers(0, space.sizes, size=(100_000, len(space.sizes)))
@@ -80,6 +134,11 @@ def main() -> None:
         "dgemm_best_gflops": round(gemm.flops / best_t / 1e9, 1),
         "naive_slowdown": round(naive_t / best_t, 1),
         "analysis_configs_per_s": round(100_000 / seconds),
+        "strided_facts_max_rel_err": round(max(strided.values()), 4),
+        "conv3x3_f64_peak_fraction": round(conv_fraction, 4),
+        "conv3x3_f64_breakdown": conv_breakdown,
+        "noise_default": args.noise,
+        "dgemm_acc_in_registers": dgemm_parts["acc_in_registers"],
     })
 
 

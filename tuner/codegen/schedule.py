@@ -24,7 +24,10 @@ Row tile ``t`` is ``rounds*pr + i``; col tile ``rounds*pc + j``. Knobs -> schedu
   copy, the next iteration of the copy's loop prefetched), ``swtune.dma`` (strided|rows),
   ``swtune.put_lines``. With ``mesh`` the chunk loop walks k tiles and k tile ``t`` of ``a`` (``b``)
   is fetched by CPE column (row) ``t % p`` and sent over the row (column).
-* ``simd`` / ``unroll``: annotations on the innermost loop.
+* ``simd`` / ``unroll``: annotations on the innermost loop. ``acc = "reg"`` (inner an output axis): the
+  register block -- rb_i vectors of the inner axis x rb_o rows of the output axis with the largest tile
+  (:func:`register_block`, the shape tuner/space/compute.py models) -- is split off and moved inside
+  the reduction loops, so its accumulators are loop-invariant across the chunk.
 
 tvm is imported lazily.
 """
@@ -121,7 +124,20 @@ def build_schedule(workload: Workload, target: "Target | str", config: Config) -
     if workload.op == "conv2d":
         intra = ["n", "k", "oh", "ow", red] + fixed
     intra = [n for n in intra if n != config["inner"]] + [config["inner"]]
-    sch.reorder(*[outer[n] for n in rows], *[outer[n] for n in cols], outer[red], *[inner[n] for n in intra])
+    intra_loops = [inner[n] for n in intra]
+    vec_loop = inner[config["inner"]]
+    block = register_block(config, tiles, [red] + fixed)
+    if block is not None:
+        # acc = "reg": the register block (rb_o rows of `other` x rb_i vectors of `inner`) moves
+        # outside the reduction loops, so its accumulators stay in registers across the chunk
+        other, rb_o, ii_len = block
+        io, ii = sch.split(inner[config["inner"]], [None, ii_len])
+        oo, oi = sch.split(inner[other], [None, rb_o])
+        outputs = [inner[n] for n in intra if n not in (config["inner"], other) and n not in [red] + fixed]
+        intra_loops = outputs + [oo, io] + [inner[n] for n in [red] + fixed] + [oi, ii]
+        vec_loop = ii
+        sch.annotate(oi, "swtune.unroll", rb_o)
+    sch.reorder(*[outer[n] for n in rows], *[outer[n] for n in cols], outer[red], *intra_loops)
     row_f = sch.fuse(*[outer[n] for n in rows]) if len(rows) > 1 else outer[rows[0]]
     col_f = sch.fuse(*[outer[n] for n in cols]) if len(cols) > 1 else outer[cols[0]]
     r_round, r_cpe = sch.split(row_f, [None, pr])
@@ -133,8 +149,8 @@ def build_schedule(workload: Workload, target: "Target | str", config: Config) -
     sch.annotate(order[0], "swtune.rounds", "outer")
     sch.annotate(order[1], "swtune.rounds", "inner")
     sch.annotate(outer[red], "swtune.chunks", chunks)
-    sch.annotate(inner[config["inner"]], "swtune.simd", int(config["simd"]))
-    sch.annotate(inner[config["inner"]], "swtune.unroll", int(config["unroll"]))
+    sch.annotate(vec_loop, "swtune.simd", int(config["simd"]))
+    sch.annotate(vec_loop, "swtune.unroll", int(config["unroll"]) if block is None else block[2] // int(config["simd"]))
 
     reuse_a, reuse_b = operand_reuse(workload, tiles, chunks, config["tile_order"])
     share = config["share"]
@@ -158,6 +174,25 @@ def build_schedule(workload: Workload, target: "Target | str", config: Config) -
     sch.decompose_reduction(blk, outer[red])
     return Scheduled(sch, workload, target, dict(config), op, pr, pc, rows_total, cols_total, chunks,
                      reuse_a, reuse_b, share_a, share_b)
+
+
+def register_block(config: Config, tiles: dict[str, int], reduction: list[str]) -> tuple[str, int, int] | None:
+    """(other axis, rb_o, inner elements rb_i*w) of an ``acc = "reg"`` register block, else None.
+
+    The block shape follows tuner/space/compute.py: rb_i vectors along the inner axis (as many as its
+    tile holds, up to sqrt(u)), rb_o = u / rb_i rows along the output axis with the largest tile.
+    """
+    inner = config["inner"]
+    if config.get("acc", "ldm") != "reg" or inner in reduction:
+        return None
+    w = int(config["simd"])
+    outputs = [n for n in tiles if n not in reduction and n != inner]
+    out_tile = int(np.prod([tiles[n] for n in tiles if n not in reduction]))
+    u = int(min(int(config["unroll"]), max(1, out_tile // w)))
+    along_inner = max(1, tiles[inner] // w)
+    rb_i = min(2 ** int(np.ceil(np.log2(u) / 2)), 2 ** int(np.floor(np.log2(min(along_inner, u)))))
+    other = max(outputs, key=lambda n: tiles[n])
+    return other, max(1, min(u // rb_i, tiles[other])), rb_i * w
 
 
 def _b_shareable(workload: Workload, tiles: dict[str, int], pr: int) -> bool:

@@ -2,8 +2,9 @@
 
 A CPE issues in order, two instructions a cycle: P0 takes floating point and vector arithmetic, P1
 LDM loads/stores and integer work (FACTS §1a). The register block is ``unroll`` = u accumulator
-vectors, rb_o x rb_i (rb_o = 2^floor(log2(u)/2) rows of the other operand, rb_i vectors along the
-inner axis): one iteration issues u FMAs on P0 and rb_o + rb_i operand loads on P1. Where the
+vectors, rb_o x rb_i (rb_i vectors along the inner axis, as many as the inner tile holds up to
+sqrt(u); rb_o = u / rb_i rows along the other output axes): one iteration issues u FMAs on P0 and
+rb_o + rb_i operand loads on P1. Where the
 accumulators live is set by ``inner`` and the ``acc`` knob:
 
 * ``inner`` is the reduction axis: lanes run along the reduction, the accumulators stay in
@@ -75,8 +76,12 @@ def inner_loop(target: Target, w: np.ndarray, unroll: np.ndarray, reduction: np.
     in_regs = red | blocked
     lanes_out = np.where(red, 1.0, w)  # output elements one accumulator holds
     u = np.minimum(unroll, np.maximum(1.0, np.floor(out_tile_full / lanes_out)))
-    rb_o = 2.0 ** np.floor(np.log2(u) / 2)
-    rb_i = u / rb_o
+    # The block is as square as the tile allows: rb_i vectors along the inner axis (at most the
+    # vectors the inner tile holds, when the inner axis is an output axis), rb_o = u / rb_i rows
+    # along the other output axes, one operand load each.
+    along_inner = np.where(red, np.inf, np.maximum(1.0, np.floor(inner_ext / np.maximum(w, 1.0))))
+    rb_i = np.minimum(2.0 ** np.ceil(np.log2(u) / 2), 2.0 ** np.floor(np.log2(np.minimum(along_inner, u))))
+    rb_o = u / rb_i
     registers = u + rb_o + rb_i
     spilled = np.maximum(0.0, registers - target.vector_registers)
 
