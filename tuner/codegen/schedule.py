@@ -150,7 +150,8 @@ def build_schedule(workload: Workload, target: "Target | str", config: Config) -
     sch.annotate(order[1], "swtune.rounds", "inner")
     sch.annotate(outer[red], "swtune.chunks", chunks)
     sch.annotate(vec_loop, "swtune.simd", int(config["simd"]))
-    sch.annotate(vec_loop, "swtune.unroll", int(config["unroll"]) if block is None else block[2] // int(config["simd"]))
+    sch.annotate(vec_loop, "swtune.unroll", int(config["unroll"]) if block is None
+                 else max(1, block[2] // int(config["simd"])))
 
     reuse_a, reuse_b = operand_reuse(workload, tiles, chunks, config["tile_order"])
     share = config["share"]
@@ -180,7 +181,8 @@ def register_block(config: Config, tiles: dict[str, int], reduction: list[str]) 
     """(other axis, rb_o, inner elements rb_i*w) of an ``acc = "reg"`` register block, else None.
 
     The block shape follows tuner/space/compute.py: rb_i vectors along the inner axis (as many as its
-    tile holds, up to sqrt(u)), rb_o = u / rb_i rows along the output axis with the largest tile.
+    tile holds, up to sqrt(u)), rb_o = u / rb_i rows along the output axis with the largest tile --
+    each cut down to a divisor of its tile (the analysis idealises ragged blocks).
     """
     inner = config["inner"]
     if config.get("acc", "ldm") != "reg" or inner in reduction:
@@ -192,7 +194,11 @@ def register_block(config: Config, tiles: dict[str, int], reduction: list[str]) 
     along_inner = max(1, tiles[inner] // w)
     rb_i = min(2 ** int(np.ceil(np.log2(u) / 2)), 2 ** int(np.floor(np.log2(min(along_inner, u)))))
     other = max(outputs, key=lambda n: tiles[n])
-    return other, max(1, min(u // rb_i, tiles[other])), rb_i * w
+    # Split factors divide the tiles: a ragged split would widen the LDM boxes TVM derives. So a
+    # tile that rb_i vectors (rb_o rows) do not divide gets the largest block that does.
+    ii = max(d for d in range(1, min(rb_i * w, tiles[inner]) + 1) if tiles[inner] % d == 0)
+    rb_o = max(d for d in range(1, min(u // rb_i, tiles[other]) + 1) if tiles[other] % d == 0)
+    return other, rb_o, ii
 
 
 def _b_shareable(workload: Workload, tiles: dict[str, int], pr: int) -> bool:
