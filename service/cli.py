@@ -9,6 +9,8 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
+from tuner.measure.noise import DEFAULT_NOISE
+
 app = typer.Typer(no_args_is_help=True, help="Autotune deep-learning operators for Sunway processors.")
 console = Console()
 
@@ -24,7 +26,7 @@ def tune(
     strategy: Annotated[str, typer.Option(help="search strategy")] = "model",
     batch: Annotated[int, typer.Option(help="configs measured per round")] = 32,
     seed: Annotated[int, typer.Option()] = 0,
-    noise: Annotated[float, typer.Option(help="relative measurement noise of the simulator")] = 0.0,
+    noise: Annotated[float, typer.Option(help="relative measurement noise of the simulator")] = DEFAULT_NOISE,
     json_out: Annotated[bool, typer.Option("--json", help="print the results as JSON lines")] = False,
 ) -> None:
     """Tune workloads in-process on the simulator and print the best config, its time and GFLOPS."""

@@ -18,6 +18,8 @@ from typing import Annotated, Any, Callable, Optional, TypeVar
 
 import typer
 
+from tuner.measure.noise import DEFAULT_NOISE
+
 F = TypeVar("F", bound=Callable[..., Any])
 
 
@@ -113,7 +115,7 @@ def worker(server: Annotated[str, typer.Option(help="service URL, e.g. http://12
            wait: Annotated[float, typer.Option(help="long-poll seconds per lease request")] = 10.0,
            max_jobs: Annotated[Optional[int], typer.Option(help="exit after posting this many results")] = None,
            idle_exit: Annotated[Optional[float], typer.Option(help="exit after this many idle seconds")] = None,
-           noise: Annotated[float, typer.Option(help="simulator: relative measurement noise")] = 0.0,
+           noise: Annotated[float, typer.Option(help="simulator: relative measurement noise")] = DEFAULT_NOISE,
            compile_cmd: Annotated[str, typer.Option(help="sunway: compile command template")] = "",
            run_cmd: Annotated[str, typer.Option(help="sunway: run command template")] = "",
            queue: Annotated[str, typer.Option(help="sunway: bsub queue")] = "q_sw_expr",

@@ -28,6 +28,7 @@ import httpx
 
 from service.client import ForbiddenError, LeaseLostError, ServiceClient, ServiceError
 from tuner.measure.base import MeasureResult
+from tuner.measure.noise import DEFAULT_NOISE
 from tuner.workloads import workload_from_json
 
 log = logging.getLogger("swtune.worker")
@@ -191,7 +192,7 @@ class Worker:
                 log.warning("result of job %s refused: %s", o["job_id"], o["outcome"])
 
 
-def make_backend(kind: str, target: str, *, noise: float = 0.0, seed: int = 0, compile_cmd: str = "",
+def make_backend(kind: str, target: str, *, noise: float = DEFAULT_NOISE, seed: int = 0, compile_cmd: str = "",
                  run_cmd: str = "", queue: str = "q_sw_expr", time_pattern: str = "") -> Any:
     if kind == "simulator":
         from tuner.measure.simulator import Simulator
@@ -215,7 +216,7 @@ def make_backend(kind: str, target: str, *, noise: float = 0.0, seed: int = 0, c
 
 def run_worker(server: str, target: str, backend: str = "simulator", *, token: str | None = None, batch: int = 8,
                name: str | None = None, wait_seconds: float = 10.0, max_jobs: int | None = None,
-               idle_exit: float | None = None, latency: float = 0.0, noise: float = 0.0, seed: int = 0,
+               idle_exit: float | None = None, latency: float = 0.0, noise: float = DEFAULT_NOISE, seed: int = 0,
                compile_cmd: str = "", run_cmd: str = "", queue: str = "q_sw_expr", time_pattern: str = "",
                on_start: Callable[[Worker], None] | None = None) -> int:
     """What `swtune worker` and `python -m service.worker` run; returns the exit code."""
@@ -252,7 +253,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--max-jobs", type=int, default=None, help="exit after posting this many results")
     p.add_argument("--idle-exit", type=float, default=None, help="exit after this many idle seconds")
     p.add_argument("--latency", type=float, default=0.0, help=argparse.SUPPRESS)
-    p.add_argument("--noise", type=float, default=0.0, help="simulator measurement noise (relative)")
+    p.add_argument("--noise", type=float, default=DEFAULT_NOISE, help="simulator measurement noise (relative)")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--compile-cmd", default="", help="sunway: compile command template")
     p.add_argument("--run-cmd", default="", help="sunway: run command template")

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Sequence
 from tuner.measure.base import MeasureBackend
 from tuner.measure.simulator import Simulator
 from tuner.search import SearchStrategy, create_strategy
+from tuner.measure.noise import DEFAULT_NOISE
 from tuner.search.scheduler import GradientScheduler
 from tuner.space.space import Config, ScheduleSpace
 from tuner.targets import Target, get_target
@@ -35,7 +36,7 @@ class TuneResult:
 
 
 def tune_workloads(workloads: Sequence[Workload], target: "Target | str", trials: int = 200,
-                   strategy: str = "model", batch: int = 32, seed: int = 0, noise: float = 0.0,
+                   strategy: str = "model", batch: int = 32, seed: int = 0, noise: float = DEFAULT_NOISE,
                    weights: Sequence[float] | None = None, total_trials: int | None = None,
                    early_stop: int | None = None, backend: MeasureBackend | None = None,
                    console: "Console | None" = None) -> list[TuneResult]:
