@@ -1,0 +1,43 @@
+"""GEMM-like operators: gemv, batched matmul with a transposed operand, weighted GEMM, attention score."""
+
+import math
+
+from tvm import te
+
+
+def gemv(m=4096, k=4096):
+    a = te.placeholder((m, k), name="A")
+    x = te.placeholder((k,), name="x")
+    rk = te.reduce_axis((0, k), name="rk")
+    y = te.compute((m,), lambda i: te.sum(a[i, rk] * x[rk], axis=rk), name="gemv")
+    return [a, x, y]
+
+
+def batch_matmul_at(b=8, m=256, n=256, k=256):
+    """C[b] = A[b]^T B[b], A stored (B, K, M): the left operand is transposed."""
+    a = te.placeholder((b, k, m), name="A")
+    bt = te.placeholder((b, k, n), name="B")
+    rk = te.reduce_axis((0, k), name="rk")
+    c = te.compute((b, m, n), lambda z, i, j: te.sum(a[z, rk, i] * bt[z, rk, j], axis=rk), name="bmm_at")
+    return [a, bt, c]
+
+
+def weighted_gemm(m=512, n=512, k=512):
+    """C[i,j] = sum_k A[i,k] * B[k,j] * w[k]."""
+    a = te.placeholder((m, k), name="A")
+    b = te.placeholder((k, n), name="B")
+    w = te.placeholder((k,), name="w")
+    rk = te.reduce_axis((0, k), name="rk")
+    c = te.compute((m, n), lambda i, j: te.sum(a[i, rk] * b[rk, j] * w[rk], axis=rk), name="weighted_gemm")
+    return [a, b, w, c]
+
+
+def attention_score(batch=1, heads=8, seq=256, d=64):
+    """S = Q K^T / sqrt(d) per (batch, head)."""
+    q = te.placeholder((batch, heads, seq, d), name="Q")
+    kk = te.placeholder((batch, heads, seq, d), name="K")
+    rd = te.reduce_axis((0, d), name="rd")
+    scale = 1.0 / math.sqrt(d)
+    s = te.compute((batch, heads, seq, seq),
+                   lambda b, h, i, j: te.sum(q[b, h, i, rd] * kk[b, h, j, rd] * scale, axis=rd), name="attn_score")
+    return [q, kk, s]

@@ -1,0 +1,171 @@
+"""Vectorised analysis of an expression's configs, producing the built-in :class:`Analysis` record.
+
+The rules are tuner/space/analysis.py's (same knobs, same validity reasons, same DMA block rule via
+its ``_plan``, same inner-loop model via ``inner_loop``), generalised from two operands to two
+*groups* of any number of operands (tuner/expr/geometry.py). A group's BufferPlan sums its operands'
+requests, bytes and LDM; its block size is the bytes-weighted mean block of its operands -- the one
+approximation the simulator sees for a group of several operands with different block sizes (the
+request count, bytes and LDM stay exact). An empty group (a stencil's single input) issues nothing.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from tuner.space.analysis import (REASONS, SHARE_BCAST, SHARE_MESH, SHARE_NONE, Analysis, BufferPlan, _plan)
+from tuner.space.compute import inner_loop
+from tuner.space.ops import AxisTiles, axis_tiles
+
+if TYPE_CHECKING:
+    from tuner.expr.space import ExprSpace
+
+_FAIL = {name: code for code, name in enumerate(REASONS)}
+
+
+def _merge(plans: list[BufferPlan], n: int) -> BufferPlan:
+    if not plans:
+        zero = np.zeros(n)
+        return BufferPlan(zero, zero, zero, zero, zero, np.ones(n), np.ones(n, dtype=bool), zero, zero)
+    requests = sum(p.requests for p in plans)
+    blocks = sum(p.requests * p.blocks_per_request for p in plans)
+    moved = sum(p.bytes for p in plans)
+    return BufferPlan(
+        ldm_bytes=sum(p.ldm_bytes for p in plans), loads=np.maximum.reduce([p.loads for p in plans]),
+        requests=requests, bytes=moved, block_bytes=moved / np.maximum(blocks, 1e-12),
+        blocks_per_request=blocks / np.maximum(requests, 1e-12),
+        aligned=np.logical_and.reduce([p.aligned for p in plans]),
+        total_requests=sum(p.total_requests for p in plans), total_bytes=sum(p.total_bytes for p in plans),
+    )
+
+
+def analyze_expr(space: "ExprSpace", index: np.ndarray) -> Analysis:
+    """Analyse configs (rows of choice indices) of an expression's space."""
+    index = np.atleast_2d(np.asarray(index, dtype=np.int64))
+    geo, target = space.geometry, space.target
+    v = {k.name: space.codes[j][index[:, j]] for j, k in enumerate(space.knobs)}
+    n = index.shape[0]
+    ds = space.workload.dtype_bytes
+    t: dict[str, AxisTiles] = {a.name: axis_tiles(a.extent, v[f"tile_{a.name}"]) for a in geo.axes}
+    g = index[:, space.knob_index["grid"]]
+    pr, pc = space.grid_rows[g], space.grid_cols[g]
+    share, dma_mode = v["share"], v["dma"]
+    db_a, db_b = v["db_a"].astype(bool), v["db_b"].astype(bool)
+
+    rows_total, cols_total, out_mean, out_full = np.ones(n), np.ones(n), np.ones(n), np.ones(n)
+    for a in geo.axes:
+        if a.role == "row":
+            rows_total = rows_total * t[a.name].count
+        elif a.role == "col":
+            cols_total = cols_total * t[a.name].count
+        if a.role != "red":
+            out_mean = out_mean * t[a.name].mean
+            out_full = out_full * t[a.name].full
+    red = t[geo.red_axis.name]
+    rows_cpe, cols_cpe = np.ceil(rows_total / pr), np.ceil(cols_total / pc)
+    tiles_cpe = rows_cpe * cols_cpe
+    active = np.minimum(pr, rows_total) * np.minimum(pc, cols_total)
+    imbalance = tiles_cpe * active / (rows_total * cols_total)
+
+    group_a, group_b = geo.group("a"), geo.group("b")
+    on_mesh = (pr <= target.mesh_rows) & (pc <= target.mesh_cols)
+    a_ok = np.logical_and.reduce([geo.shareable(op, t, pr) for op in group_a] + [np.ones(n, dtype=bool)])
+    b_ok = np.logical_and.reduce([geo.shareable(op, t, pr) for op in group_b] + [np.ones(n, dtype=bool)])
+    sharing = share != SHARE_NONE
+    a_shared = sharing & a_ok & (pc > 1) & bool(group_a)
+    b_shared = sharing & b_ok & (pr > 1) & bool(group_b)
+    mesh = share == SHARE_MESH
+    kf = np.where(mesh, pr, 1.0)
+    chunks = np.ceil(geo.red_axis.extent / (red.full * kf))
+    steps = tiles_cpe * chunks
+    k_tiles = np.ceil(geo.red_axis.extent / red.full)
+    single_chunk = k_tiles == 1
+    row_order = v["tile_order"] == 0
+    col_rounds, row_rounds = np.ceil(cols_total / pc), np.ceil(rows_total / pr)
+
+    def plans(group: tuple, is_a: bool) -> tuple[list[BufferPlan], np.ndarray]:
+        out, limits = [], np.ones(n, dtype=bool)
+        shared = a_shared if is_a else b_shared
+        bcast = shared & (share == SHARE_BCAST)
+        split = np.where(bcast, np.minimum(pc, cols_total) if is_a else np.minimum(pr, rows_total), 1.0)
+        for op in group:
+            reuse = single_chunk & (row_order if is_a else ~row_order) & geo.reusable(op, t)
+            loads = np.where(reuse, rows_cpe if is_a else cols_cpe, steps)
+            own, other = (rows_total, cols_total) if is_a else (cols_total, rows_total)
+            other_p = pc if is_a else pr
+            rounds = col_rounds if is_a else row_rounds
+            total = np.where(shared, np.where(reuse, own, own * rounds * k_tiles),
+                             np.where(reuse, own * np.minimum(other_p, other), rows_total * cols_total * k_tiles))
+            plan, _, limit = _plan(geo.dims(op.access, t), ds, loads, split, dma_mode, total)
+            out.append(plan)
+            limits &= limit
+        return out, limits
+
+    a_plans, limit_a = plans(group_a, True)
+    b_plans, limit_b = plans(group_b, False)
+    plan_a, plan_b = _merge(a_plans, n), _merge(b_plans, n)
+    plan_c, lines_c, limit_c = _plan(geo.output_dims(t), ds, tiles_cpe, np.ones(n), dma_mode,
+                                     rows_total * cols_total, put_lines=v["put_lines"])
+
+    # Inner loop: an operand needs a packed copy for SIMD when its LDM stride along the inner axis
+    # is neither 0 (broadcast) nor 1 (contiguous).
+    w = v["simd"]
+    inner_code = v["inner"].astype(np.int64)
+    gather = {"a": np.zeros(n, dtype=bool), "b": np.zeros(n, dtype=bool)}
+    reduction = np.zeros(n, dtype=bool)
+    inner_ext = np.ones(n)
+    misaligned = np.zeros(n)
+    for code, name in enumerate(geo.inner_axes):
+        sel = inner_code == code
+        if not sel.any():
+            continue
+        for op in geo.operands:
+            stride = geo.stride_along(op.access, name, geo.dims(op.access, t))
+            gather[op.group] = np.where(sel, gather[op.group] | ((stride != 0) & (stride != 1)), gather[op.group])
+            misaligned = np.where(sel, np.maximum(misaligned, geo.misaligned(op.access, name)), misaligned)
+        reduction = np.where(sel, name == geo.red_axis.name, reduction)
+        inner_ext = np.where(sel, t[name].full, inner_ext)
+    vector = w > 1
+    simd_fraction = np.where(vector, np.floor(inner_ext / w) * w / inner_ext, 0.0)
+    pack_a, pack_b = vector & gather["a"], vector & gather["b"]
+    ldm_pack = np.where(pack_a, plan_a.ldm_bytes, 0.0) + np.where(pack_b, plan_b.ldm_bytes, 0.0)
+
+    macs_tile = out_mean * geo.red_axis.extent * geo.red_fixed
+    fma_step = macs_tile * geo.fma_per_point / chunks
+    pack_elems = (np.where(pack_a, plan_a.loads / np.maximum(steps, 1) * plan_a.ldm_bytes / ds, 0.0)
+                  + np.where(pack_b, plan_b.loads / np.maximum(steps, 1) * plan_b.ldm_bytes / ds, 0.0))
+    cp = inner_loop(target, w, v["unroll"], reduction, v["acc"], inner_ext, out_full, out_mean, fma_step,
+                    simd_fraction, pack_elems, np.where(vector, misaligned, 0.0))
+    compute = cp.cycles
+    bus = np.maximum(plan_a.ldm_bytes, plan_b.ldm_bytes) * kf / target.share_bytes_per_cycle
+    share_cost = np.where(mesh, kf * target.share_latency_cycles + np.maximum(0.0, bus - compute), 0.0)
+
+    ldm_a = plan_a.ldm_bytes * np.where(db_a, 2, 1)
+    ldm_b = plan_b.ldm_bytes * np.where(db_b, 2, 1)
+    ldm_total = ldm_a + ldm_b + plan_c.ldm_bytes + ldm_pack
+    reason = np.zeros(n, dtype=np.int64)
+
+    def fail(name: str, bad: np.ndarray) -> None:
+        np.putmask(reason, (reason == 0) & bad, _FAIL[name])
+
+    fail("ldm_overflow", ldm_total > target.ldm_budget_bytes)
+    fail("sharing_needs_mesh_grid", sharing & (~on_mesh | ((pr == 1) & (pc == 1))))
+    fail("rlc_needs_square_grid", mesh & ((pr != pc) | (pr < 2)))
+    fail("operand_not_shareable", (mesh & ~(a_ok & b_ok)) | (sharing & ~a_shared & ~b_shared))
+    fail("put_lines_unaligned", v["put_lines"].astype(bool) & ~lines_c)
+    fail("dma_descriptor_limit", ~(limit_a & limit_b & limit_c))
+    fail("acc_reg_needs_output_inner", v["acc"].astype(bool) & reduction)
+
+    macs_cpe = tiles_cpe * macs_tile
+    flops_cpe = tiles_cpe * out_mean * geo.red_axis.extent * geo.red_fixed * geo.expr.ops_per_point
+    mem = plan_a.bytes + plan_b.bytes + plan_c.bytes
+    return Analysis(
+        valid=reason == 0, reason=reason, ldm_a=ldm_a, ldm_b=ldm_b, ldm_c=plan_c.ldm_bytes, ldm_pack=ldm_pack,
+        ldm_total=ldm_total, a=plan_a, b=plan_b, c=plan_c, pr=pr, pc=pc, active_cpes=active,
+        tiles_per_cpe=tiles_cpe, steps_per_cpe=steps, chunks_per_tile=chunks, imbalance=imbalance,
+        macs_per_cpe=macs_cpe, flops_per_cpe=flops_cpe, simd_width=w, simd_fraction=simd_fraction,
+        kernel_efficiency=cp.efficiency, compute=cp, compute_cycles_per_step=compute,
+        share_cycles_per_step=share_cost, double_buffer_a=db_a, double_buffer_b=db_b, share_mode=share,
+        dma_mode=dma_mode, arithmetic_intensity=flops_cpe / np.maximum(mem, 1.0),
+    )

@@ -1,0 +1,95 @@
+"""The pure-Python description of one tensor expression: axes, affine accesses, reducer, cost per point.
+
+``tuner.expr.parse`` builds it from a TVM PrimFunc; everything downstream (geometry, space, workload)
+reads only this, so nothing but the parser needs tvm. An access dimension is ``sum_a coef[a]*a +
+offset`` over the iteration axes, widened to ``span`` elements when several loads of one tensor
+differ only by constant offsets (a stencil's halo).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import Enum
+from math import prod
+
+
+class AxisKind(str, Enum):
+    SPATIAL = "spatial"
+    REDUCE = "reduce"
+
+
+class Reducer(str, Enum):
+    NONE = "none"  # element-wise (a stencil): no reduction axis
+    SUM = "sum"
+    MAX = "max"
+    MIN = "min"
+
+
+@dataclass(frozen=True)
+class Axis:
+    name: str
+    extent: int
+    kind: AxisKind
+
+
+@dataclass(frozen=True)
+class DimAccess:
+    """One index dimension of an access: integer affine coefficients per axis, the lowest offset and
+    the number of consecutive elements the accesses cover at a fixed point (1 + halo)."""
+
+    coefs: tuple[tuple[str, int], ...]  # (axis name, coefficient) for non-zero coefficients
+    offset: int
+    span: int = 1
+
+    def coef(self, axis: str) -> int:
+        return dict(self.coefs).get(axis, 0)
+
+    @property
+    def axes(self) -> frozenset[str]:
+        return frozenset(a for a, _ in self.coefs)
+
+
+@dataclass(frozen=True)
+class Access:
+    """A tensor (input or output) and how the expression indexes it."""
+
+    tensor: str
+    shape: tuple[int, ...]
+    dims: tuple[DimAccess, ...]
+
+    @property
+    def axes(self) -> frozenset[str]:
+        return frozenset().union(*(d.axes for d in self.dims)) if self.dims else frozenset()
+
+    @property
+    def elements(self) -> int:
+        return prod(self.shape)
+
+
+@dataclass(frozen=True)
+class Expr:
+    """One ``te.compute``: output[spatial axes] = reduce over reduction axes of f(inputs)."""
+
+    name: str
+    dtype: str
+    axes: tuple[Axis, ...]
+    inputs: tuple[Access, ...]
+    output: Access
+    reducer: Reducer
+    ops_per_point: int  # arithmetic operations per (spatial, reduction) point, the accumulation included
+
+    @property
+    def spatial(self) -> tuple[Axis, ...]:
+        return tuple(a for a in self.axes if a.kind is AxisKind.SPATIAL)
+
+    @property
+    def reduce(self) -> tuple[Axis, ...]:
+        return tuple(a for a in self.axes if a.kind is AxisKind.REDUCE)
+
+    @property
+    def points(self) -> int:
+        return prod(a.extent for a in self.axes)
+
+    @property
+    def flops(self) -> int:
+        return self.points * self.ops_per_point

@@ -1,0 +1,159 @@
+"""The tiling geometry derived from an :class:`~tuner.expr.expr.Expr`: roles, operand groups, tile boxes.
+
+Same scheduling model as the built-in ops (tuner/space/ops.py): output tiles over *row* and *col*
+spatial axes are spread over the CPE mesh, one *tiled* reduction axis is walked in chunks (the other
+reduction axes stay whole in LDM, like a conv's R*S), and each operand is fetched per (tile, chunk).
+What the built-ins hard-code is derived here:
+
+* roles: the col axes are the spatial axes the first input does not depend on (TVM's convention puts
+  the data operand first: the output-channel axis of a conv, n of a GEMM); with none, the last
+  spatial axis (a stencil still spreads over a 2-D mesh);
+* operand groups: group ``a`` holds the inputs independent of every col axis (shareable along a mesh
+  row), group ``b`` the rest (shareable along a mesh column when the row tiles of a column agree on
+  every row axis the operand reads);
+* an operand's LDM box per tile along one index dimension ``sum_a c_a*a + o`` (span s) is
+  ``sum_a |c_a| * (tile_a - 1) + s`` clipped to the tensor: halos, strides and dilation fall out.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from math import prod
+
+import numpy as np
+
+from tuner.expr.expr import Access, AxisKind, Expr
+from tuner.space.ops import AxisTiles, Dim, TileAxis, tile_choices
+
+PAD_AXIS = "_r"  # the stand-in reduction axis (extent 1) of an element-wise expression
+
+
+@dataclass(frozen=True)
+class Operand:
+    access: Access
+    group: str  # "a" | "b"
+    row_axes: tuple[str, ...]  # row axes the operand reads, in row-tile order
+
+
+class ExprGeometry:
+    """OpGeometry-like view of one expression (``axes``, ``inner_axes``, ``red_fixed``, ``red_axis``)."""
+
+    prepass_bytes = 0  # inputs are used as given: a padded or dilated input is the user's tensor
+
+    def __init__(self, expr: Expr) -> None:
+        self.expr = expr
+        spatial = [a.name for a in expr.spatial]
+        data = expr.inputs[0]
+        cols = [s for s in spatial if s not in data.axes]
+        if not cols or len(cols) == len(spatial):
+            cols = spatial[-1:] if len(spatial) > 1 else []
+        roles = {s: ("col" if s in cols else "row") for s in spatial}
+        reduce = sorted(expr.reduce, key=lambda a: -a.extent)  # the longest one is chunked
+        axes = [TileAxis(a.name, a.extent, roles[a.name], tile_choices(a.extent)) for a in expr.spatial]
+        if reduce:
+            axes.append(TileAxis(reduce[0].name, reduce[0].extent, "red", tile_choices(reduce[0].extent)))
+            self.fixed = {a.name: a.extent for a in reduce[1:]}
+        else:
+            axes.append(TileAxis(PAD_AXIS, 1, "red", (1,)))
+            self.fixed = {}
+        self.axes = tuple(axes)
+        self.red_fixed = prod(self.fixed.values())
+        self.row_axes = tuple(a.name for a in self.axes if a.role == "row")
+        self.col_axes = tuple(a.name for a in self.axes if a.role == "col")
+        self.inner_axes = tuple(a.name for a in self.axes if a.name != PAD_AXIS)
+        self.operands = tuple(
+            Operand(acc, "b" if acc.axes & set(self.col_axes) else "a",
+                    tuple(r for r in self.row_axes if r in acc.axes))
+            for acc in expr.inputs
+        )
+        # Instructions per point: a multiply-add pair issues as one FMA (tuner/space/compute.py counts FMAs).
+        self.fma_per_point = max(1, -(-expr.ops_per_point // 2))
+
+    @property
+    def red_axis(self) -> TileAxis:
+        return next(a for a in self.axes if a.role == "red")
+
+    def group(self, name: str) -> tuple[Operand, ...]:
+        return tuple(op for op in self.operands if op.group == name)
+
+    # --- vectorised boxes ---------------------------------------------------------------------
+    def _extent(self, axis: str, t: dict[str, AxisTiles], mean: bool) -> np.ndarray | int:
+        if axis in t:
+            return t[axis].mean if mean else t[axis].full
+        return self.fixed[axis]
+
+    def dims(self, acc: Access, t: dict[str, AxisTiles]) -> list[Dim]:
+        """The LDM box of one operand (or the output) per tile, dimension by dimension."""
+        like = t[self.red_axis.name].full
+        out = []
+        for d, extent in zip(acc.dims, acc.shape):
+            full = np.zeros_like(like) + d.span
+            mean = np.zeros_like(like) + d.span
+            for axis, c in d.coefs:
+                full = full + abs(c) * (self._extent(axis, t, False) - 1)
+                mean = mean + abs(c) * (self._extent(axis, t, True) - 1)
+            full = np.minimum(full, extent)
+            tiled = [(a, c) for a, c in d.coefs if a in t]
+            if len(tiled) == 1:
+                # One tiled axis: tile i's box starts at i*T*|c| and only the last box can be clipped
+                # (or hold a ragged tile's few unneeded elements), as TVM's cache_read region is.
+                axis, c = tiled[0]
+                count = t[axis].count
+                last = np.maximum(np.minimum(full, extent - (count - 1) * t[axis].full * abs(c)), 1)
+                mean = ((count - 1) * full + last) / count
+            out.append(Dim(full, np.minimum(mean, extent), extent))
+        return out
+
+    def output_dims(self, t: dict[str, AxisTiles]) -> list[Dim]:
+        return self.dims(self.expr.output, t)
+
+    def reusable(self, op: Operand, t: dict[str, AxisTiles]) -> np.ndarray:
+        """The operand's box is the same for every tile the traversal keeps it across."""
+        like = t[self.red_axis.name].full
+        if op.group == "a":
+            return np.ones_like(like, dtype=bool)  # independent of every col axis by construction
+        count = np.ones_like(like)
+        for r in op.row_axes:
+            count = count * t[r].count
+        return count == 1
+
+    def shareable(self, op: Operand, t: dict[str, AxisTiles], pr: np.ndarray) -> np.ndarray:
+        """Whether the CPEs that would share the operand's tile need the same box.
+
+        Group a: a mesh row's CPEs hold one row tile: always. Group b: a mesh column's pr CPEs hold
+        pr consecutive row tiles (row axes flattened in order); they agree on every row axis the
+        operand reads when pr divides the tile count of the row axes inside the last one it reads.
+        """
+        if op.group == "a" or not op.row_axes:
+            return np.ones_like(pr, dtype=bool)
+        last = self.row_axes.index(op.row_axes[-1])
+        inner = np.ones_like(pr)
+        for r in self.row_axes[last + 1:]:
+            inner = inner * t[r].count
+        return np.mod(inner, pr) == 0
+
+    def stride_along(self, acc: Access, axis: str, box: list[Dim]) -> np.ndarray:
+        """Element stride of the operand's LDM box along one axis (0: broadcast, 1: contiguous)."""
+        stride = np.zeros_like(box[0].full)
+        pitch = np.ones_like(box[0].full)
+        for d, dim in zip(reversed(acc.dims), reversed(box)):
+            stride = stride + d.coef(axis) * pitch
+            pitch = pitch * dim.full
+        return np.abs(stride)
+
+    def misaligned(self, acc: Access, axis: str, lanes: int = 4) -> float:
+        """Share of vector loads along ``axis`` that start off a vector boundary: the whole-LDM
+        reduction axes (a conv's taps) shift the operand's innermost index by c*tap."""
+        last = acc.dims[-1]
+        if last.coef(axis) != 1:
+            return 0.0
+        taps = [(a, c) for a, c in last.coefs if a in self.fixed]
+        if not taps:
+            return 0.0
+        shifts = [0]
+        for a, c in taps:
+            shifts = [s + c * v for s in shifts for v in range(self.fixed[a])]
+        return sum(1 for s in shifts if s % lanes) / len(shifts)
+
+    def axis_kind(self, name: str) -> AxisKind:
+        return AxisKind.SPATIAL if name in self.row_axes + self.col_axes else AxisKind.REDUCE

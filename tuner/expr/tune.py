@@ -1,0 +1,69 @@
+"""In-process tuning of an expression operator on the simulator (what ``swtune tune --op`` runs).
+
+``tuner.tune.tune_workloads`` builds a built-in ScheduleSpace per workload, so this loop does the same
+ask/measure/tell with an :class:`ExprSpace`: the OpenACC-like baseline among the first batch (the
+reported best is never slower), then the chosen search strategy until the budget is spent.
+"""
+
+from __future__ import annotations
+
+from tuner.baseline import openacc_baseline
+from tuner.expr.space import ExprSpace
+from tuner.expr.workload import ExprWorkload
+from tuner.measure.simulator import Simulator, simulate
+from tuner.search import create_strategy, strategy_names
+from tuner.space.space import Config
+from tuner.targets import Target, get_target
+from tuner.tune import TuneResult
+
+
+class ExprSimulator(Simulator):
+    """The simulator backend over expression spaces (built-in workloads keep the base behaviour)."""
+
+    def space(self, workload, target):  # type: ignore[no-untyped-def]
+        if not isinstance(workload, ExprWorkload):
+            return super().space(workload, target)
+        key = (workload.key, target.name)
+        if key not in self._spaces:
+            self._spaces[key] = ExprSpace(workload, target)
+        return self._spaces[key]
+
+
+def tune_expr(workload: ExprWorkload, target: "Target | str", trials: int = 200, strategy: str = "model",
+              batch: int = 32, seed: int = 0, noise: float = 0.0) -> TuneResult:
+    if strategy not in strategy_names():
+        raise ValueError(f"unknown search strategy {strategy!r}; expected one of {strategy_names()}")
+    if trials < 1 or batch < 1:
+        raise ValueError("trials and batch must be positive")
+    target = get_target(target)
+    backend = ExprSimulator(noise=noise, seed=seed)
+    space = backend.space(workload, target)
+    search = create_strategy(strategy, space, seed=seed)
+    first: list[Config] = []
+    try:
+        first = [openacc_baseline(space)]
+        search.mark_in_flight(first)
+    except RuntimeError:
+        pass
+    curve: list[float] = []
+    while search.n_measured < trials:
+        want = min(batch, trials - search.n_measured)
+        configs = first + (search.ask(want - len(first)) if want > len(first) else [])
+        first = []
+        if not configs:
+            break
+        results = backend.measure(workload, target, configs)
+        search.tell(configs, results)
+        for r in results:
+            curve.append(min(curve[-1], r.mean_time) if curve else r.mean_time)
+    return TuneResult(workload, search.best_time, search.best_config, search.n_measured, curve)
+
+
+def naive_and_baseline_seconds(space: ExprSpace) -> tuple[float, float]:
+    """Noise-free model seconds of the naive (element-wise, one CPE row) and OpenACC-like schedules."""
+    naive = float(simulate(space, space.encode(space.naive_config())[None, :])[0])
+    base = float(simulate(space, space.encode(openacc_baseline(space))[None, :])[0])
+    return naive, base
+
+
+__all__ = ["ExprSimulator", "naive_and_baseline_seconds", "tune_expr"]
