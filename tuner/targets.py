@@ -105,7 +105,7 @@ SW26010 = Target(
     ldm_budget_bytes=56 * 1024,  # [P] swDNN kernels use 55296-57344 B
     # floatv4 has 4 lanes like doublev4, so SP peak = DP peak [D]
     simd_widths={"float32": (1, 4), "float64": (1, 4)},
-    family=Family.SW26010,
+    family=Family.SW26010,  # [P] FACTS §1a
     toolchain=Toolchain.SW5CC,  # [P] FACTS §3.1
     mpe_clock_hz=1.45e9,  # [S] Dongarra report: MPE and CPE at 1.45 GHz
     vector_registers=32,  # [A] FACTS gives no register count; 32 as in the issue and the SW64 ISA
@@ -135,7 +135,7 @@ SW26010_PRO = Target(
     ldm_budget_bytes=210 * 1024,  # [P] swops: >220 KB faults, uses <= 210 KB
     # 512-bit SIMD: doublev8 and floatv8; doublev4/floatv4 also exist. FP32 = FP64 lanes [D][A]
     simd_widths={"float32": (1, 4, 8), "float64": (1, 4, 8)},
-    family=Family.SW26010_PRO,
+    family=Family.SW26010_PRO,  # [S] FACTS §1b (sw_test chip identity unverified)
     toolchain=Toolchain.SWGCC,  # [P] FACTS §3.2
     mpe_clock_hz=2.1e9,  # [P] sw_test cpuinfo
     vector_registers=32,  # [A] as SW26010

@@ -105,3 +105,25 @@ def test_conv_padding_pre_pass_costs_time():
     a, b = ScheduleSpace(plain, "sw26010"), ScheduleSpace(padded, "sw26010")
     row = a.sample(1, 0)
     assert simulate(b, row)[0] > simulate(a, row)[0]
+
+
+def test_default_noise_is_realistic_lognormal_and_repeats_differ(space):
+    from tuner.measure.noise import DEFAULT_NOISE
+
+    assert Simulator().noise == DEFAULT_NOISE and 0.01 <= DEFAULT_NOISE <= 0.05
+    cfg = [space.decode(r) for r in space.sample(1, 3)]
+    base = float(simulate(space, space.encode(cfg[0])[None])[0])
+    res = Simulator(repeats=400, seed=4).measure(GEMM, "sw26010", cfg)[0]
+    rel = np.array(res.times) / base
+    assert len(set(res.times)) == len(res.times)  # repeats differ
+    assert abs(rel.mean() - 1) < 0.005 and rel.std() == pytest.approx(DEFAULT_NOISE, rel=0.2)
+    assert (rel > 0).all() and np.mean(rel > 1) < 0.5  # right-skewed: the median sits below the mean
+    assert res.details["model_seconds"] == base
+
+
+def test_breakdown_accounts_for_the_whole_time(space):
+    from tuner.measure.simulator import breakdown
+
+    parts = breakdown(space, GOOD)
+    assert sum(parts["seconds"].values()) == pytest.approx(parts["total_s"], rel=1e-9)
+    assert parts["pipe_bound"] in ("P0", "P1", "LATENCY")
