@@ -15,6 +15,7 @@ import numpy as np
 
 from tuner.space.compute import ComputePlan, inner_loop
 from tuner.space.ops import AxisTiles, Dim, axis_tiles
+from tuner.targets import Sharing
 
 if TYPE_CHECKING:
     from tuner.space.space import ScheduleSpace
@@ -294,6 +295,14 @@ def analyze(space: "ScheduleSpace", index: np.ndarray) -> Analysis:
     piece_b = plan_b.ldm_bytes
     bus = np.maximum(piece_a, piece_b) * kf / target.share_bytes_per_cycle
     share_cost = np.where(mesh, kf * target.share_latency_cycles + np.maximum(0.0, bus - compute), 0.0)
+    if target.sharing is Sharing.RLC:
+        # RLC moves registers, so the CPEs issue it (the generated sw_rlc_row/col): per 32-B vector
+        # the owner loads it and sends it to each of the other p-1 CPEs, every receiver takes it off
+        # the bus and stores it to LDM -- P1 work, in its own loop before the step's compute.
+        vec = target.vector_bits / 8
+        rlc_ops = (np.where(a_shared, piece_a / vec * (pc + 2.0 * (kf - 1.0)), 0.0)
+                   + np.where(b_shared, piece_b / vec * (pr + 2.0 * (kf - 1.0)), 0.0))
+        share_cost = share_cost + np.where(mesh, rlc_ops, 0.0)
 
     ldm_a = plan_a.ldm_bytes * np.where(db_a, 2, 1)
     ldm_b = plan_b.ldm_bytes * np.where(db_b, 2, 1)
