@@ -71,7 +71,9 @@ class TaskOut(BaseModel):
     best_time: float | None
     best_gflops: float | None
     best_config: dict[str, Any] | None
-    curve: list[tuple[int, float]] = Field(description="(trial, best time so far) per finished trial")
+    # [trial, best time so far] pairs; a list of two numbers (not a tuple) keeps the schema valid OpenAPI 3.1
+    curve: list[Annotated[list[int | float], Field(min_length=2, max_length=2)]] = Field(
+        description="[trial, best time so far] per finished trial")
     submitter: str
     created_at: datetime | None
     updated_at: datetime | None

@@ -34,7 +34,7 @@ def export(db: Db, _: Reader, target: str | None = Query(None, min_length=1, max
 
 
 @router.post("/import", response_model=ImportOut, responses=responses(*BODY), openapi_extra={
-    "requestBody": {"required": True, "description": "JSON lines as produced by export",
+    "requestBody": {"required": False, "description": "JSON lines as produced by export (empty: nothing)",
                     "content": {"application/x-ndjson": {"schema": {"type": "string"}}}}})
 async def import_records(request: Request, state: AppState, _: Admin) -> ImportOut:
     """Body: JSON lines as produced by export. Lines are parsed and checked as they arrive (the body
