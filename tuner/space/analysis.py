@@ -287,7 +287,8 @@ def analyze(space: "ScheduleSpace", index: np.ndarray) -> Analysis:
     pack_elems = (np.where(pack_a, plan_a.loads / np.maximum(steps, 1) * plan_a.ldm_bytes / ds, 0.0)
                   + np.where(pack_b, plan_b.loads / np.maximum(steps, 1) * plan_b.ldm_bytes / ds, 0.0))
     cp = inner_loop(target, w, v["unroll"], reduction, v["acc"], inner_ext, out_tile_full, out_mean, macs_step,
-                    simd_fraction, pack_elems, np.where(w > 1, misaligned, 0.0))
+                    simd_fraction, pack_elems, np.where(w > 1, misaligned, 0.0),
+                    red.full if geo.red_innermost == 0 else np.full(n, float(geo.red_innermost)))
     compute = cp.cycles
 
     # Register communication / RMA: the row (column) bus carries the row's whole a (b) chunk.

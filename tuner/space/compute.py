@@ -69,7 +69,8 @@ class ComputePlan:
 
 def inner_loop(target: Target, w: np.ndarray, unroll: np.ndarray, reduction: np.ndarray, acc_reg: np.ndarray,
                inner_ext: np.ndarray, out_tile_full: np.ndarray, out_mean: np.ndarray, macs_step: np.ndarray,
-               simd_fraction: np.ndarray, pack_elems: np.ndarray, misaligned: np.ndarray) -> ComputePlan:
+               simd_fraction: np.ndarray, pack_elems: np.ndarray, misaligned: np.ndarray,
+               red_innermost: np.ndarray) -> ComputePlan:
     """Cycles of one step from the knobs (``w`` lanes, ``unroll``, ``acc``) and the tile geometry."""
     red = reduction.astype(bool)
     blocked = ~red & acc_reg.astype(bool)  # accumulators held across the reduction (acc = "reg")
@@ -99,17 +100,22 @@ def inner_loop(target: Target, w: np.ndarray, unroll: np.ndarray, reduction: np.
     fma_ops = macs_step * lane_cost  # vector FMAs plus the scalar remainder
     iters = fma_ops / u
     # Entries into the innermost loop. Reduction innermost: one per run of a register block (u
-    # outputs); output innermost, acc in LDM: rb_o rows share one; acc = "reg": one per register
-    # block, its reduction loop inside.
+    # outputs); output innermost, acc in LDM: rb_o rows share one; acc = "reg": the block's
+    # reduction nest is entered once per block and outer reduction index (a conv's c, r: its
+    # s loop runs S iterations per entry).
+    blocks = out_mean / (u * w)
+    red_len = macs_step / np.maximum(out_mean, 1e-12)  # reduction length per output and step
     runs = np.where(red, macs_step / (np.maximum(inner_ext, 1.0) * u),
-                    np.where(blocked, out_mean / (u * w), macs_step / (np.maximum(inner_ext, 1.0) * rb_o)))
+                    np.where(blocked, blocks * red_len / np.maximum(red_innermost, 1.0),
+                             macs_step / (np.maximum(inner_ext, 1.0) * rb_o)))
     # Accumulator flush per run (reduction innermost: zero, reduce lanes, add into LDM) or per block
     # (acc = "reg": load before, store after the reduction).
     log_w = np.log2(np.maximum(w, 1.0))
     flush = np.where(red, np.maximum(u * (2.0 + 2.0 * log_w), 2.0 * u) + target.fp_latency_cycles * (log_w + 1.0),
                      np.where(blocked, 2.0 * u + target.ldm_latency_cycles, 0.0))
     pack = pack_elems * PACK_OPS_PER_ELEM
-    overhead = runs * (target.block_overhead_cycles + flush) + pack
+    flushes = np.where(red, runs, np.where(blocked, blocks, 0.0))
+    overhead = runs * target.block_overhead_cycles + flushes * flush + pack
 
     p0_cycles = iters * u
     loop = iters * per_iter

@@ -110,6 +110,7 @@ class OpGeometry:
     axes: tuple[TileAxis, ...]
     inner_axes: tuple[str, ...]
     red_fixed: int = 1  # untiled reduction extent (a conv's R*S)
+    red_innermost: int = 0  # extent of the innermost untiled reduction loop (a conv's S); 0: the tiled one
     prepass_bytes: int = 0  # host-side work before the spawn (padding a conv input)
 
     def tensors(self, t: dict[str, AxisTiles]) -> dict[str, list[Dim]]:
@@ -204,6 +205,7 @@ class Conv2dGeometry(OpGeometry):
         )
         self.inner_axes = ("ow", "k", "c")
         self.red_fixed = w.r * w.s
+        self.red_innermost = w.s
         padded = w.pad_h > 0 or w.pad_w > 0
         hp, wp = w.h + 2 * w.pad_h, w.w + 2 * w.pad_w
         # The host pads the input once (as swDNN does): read the input, write the padded copy.
