@@ -98,6 +98,8 @@ def _rows(graph: Graph) -> list[OpRow]:
             k: Kernel = s.attrs["kernel"]
             where = "tuned kernel" if k.tuned else "fallback kernel"
             detail = f"{k.name} {k.workload.key}" + ("" if k.tuned else f" ({k.status.removeprefix('fallback: ')})")
+            if k.epilogue is not None:
+                detail += f" + fused {k.epilogue.name}"
             rows.append(OpRow(s.source, s.relax_op, where, detail))
         else:
             assert isinstance(s, Node)
@@ -123,7 +125,7 @@ def assign_cpe_kernels(graph: Graph, target: Target, first_index: int, mode: Cpe
 
 def compile_model(model: Any, target: "Target | str", out_dir: "str | Path", lookup: Lookup | None, *,
                   example_inputs: Sequence[Any] | None = None, name: str = "model",
-                  cpe_mode: "CpeMode | str" = "faster") -> AotResult:
+                  cpe_mode: "CpeMode | str" = "faster", fuse: bool = True) -> AotResult:
     """Compile ``model`` ahead of time for ``target`` into ``out_dir`` (created if needed);
     ``cpe_mode`` says which memory-bound operators become CPE kernels (tuner.aot.cpe_ops.CpeMode)."""
     from tuner.aot.relax_reader import read_relax
@@ -137,13 +139,17 @@ def compile_model(model: Any, target: "Target | str", out_dir: "str | Path", loo
         from tuner.aot.context import current_lookup
 
         lookup = current_lookup()
+    ty = ctype(graph.dtype)
+    if fuse:
+        from tuner.aot.fusion import fuse_epilogues
+
+        fuse_epilogues(graph, ty)
     kernels = resolve_kernels(graph, tgt, lookup)
     cpe_ops = assign_cpe_kernels(graph, tgt, len(kernels), CpeMode(cpe_mode))
     plan = plan_memory(graph)
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     layout = write_weights(graph, out / "weights.bin")
-    ty = ctype(graph.dtype)
     files = {
         "host.c": host_file(graph, kernels, plan, name, tgt.name, ty),
         "slave.c": slave_file(kernels, cpe_ops, ty),
@@ -170,7 +176,9 @@ def _manifest(r: AotResult, name: str) -> dict[str, Any]:
         "inputs": [{"name": t.name, "shape": list(t.shape)} for t in g.inputs],
         "outputs": [{"shape": list(t.shape)} for t in g.outputs],
         "kernels": [{"name": k.name, "workload": k.workload.to_json(), "workload_key": k.workload.key,
-                     "config": k.config, "status": k.status, "calls": k.calls} for k in r.kernels],
+                     "config": k.config, "status": k.status, "calls": k.calls,
+                     "epilogue": k.epilogue.name if k.epilogue else None} for k in r.kernels],
+        "fused_epilogues": r.counts().get("fused epilogue", 0),
         "steps": [r.__dict__ for r in r.rows],
         "intermediate_bytes": r.memory.total_elems * (4 if g.dtype == "float32" else 8),
         "simulated_time": r.timing.summary() if r.timing else None,

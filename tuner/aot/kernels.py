@@ -41,6 +41,7 @@ class Kernel:
     c_cols: int
     c_pitch: int
     calls: int = 0
+    epilogue: Any = None  # tuner.aot.fusion.Epilogue applied to each output tile, or None
 
     @property
     def name(self) -> str:
@@ -76,16 +77,23 @@ def choose_config(workload: Workload, target: Target, lookup: Lookup | None) -> 
     return dict(config), "tuned"
 
 
-def _generate(workload: Workload, target: Target, config: Config, index: int, status: str) -> Kernel:
+def _generate(workload: Workload, target: Target, config: Config, index: int, status: str,
+              epilogue: Any = None) -> Kernel:
     from tuner.codegen.host import c_pitch, shapes
     from tuner.codegen.sources import generate
+    from tuner.codegen.tir import ctype
 
     src = generate(workload, target, config)
     c = shapes(src.scheduled)["c"]
     rows = 1
     for d in c[:-1]:
         rows *= d
-    return Kernel(index, workload, config, status, src.files["slave.c"], rows, c[-1], c_pitch(src.scheduled))
+    slave = src.files["slave.c"]
+    if epilogue is not None:
+        from tuner.aot.fusion import apply_epilogue
+
+        slave = apply_epilogue(slave, epilogue, ctype(workload.dtype))
+    return Kernel(index, workload, config, status, slave, rows, c[-1], c_pitch(src.scheduled), epilogue=epilogue)
 
 
 def resolve_kernels(graph: Graph, target: Target, lookup: Lookup | None) -> list[Kernel]:
@@ -104,10 +112,12 @@ def resolve_kernels(graph: Graph, target: Target, lookup: Lookup | None) -> list
         if w.key not in chosen:
             chosen[w.key] = choose_config(w, target, lookup)
         config, status = chosen[w.key]
-        key = (w.key, repr(sorted(config.items())))
+        ep = step.attrs.get("epilogue")
+        ep_key = ep.key if ep is not None else ""
+        key = (w.key, repr(sorted(config.items())), ep_key)
         if key not in by_key:
             try:
-                by_key[key] = _generate(w, target, config, len(by_key), status)
+                by_key[key] = _generate(w, target, config, len(by_key), status, ep)
             except NotImplementedError as exc:
                 if status != "tuned":
                     raise AotError(f"{step.source}: cannot generate the default schedule of {w.key}: {exc}") from None
@@ -117,9 +127,9 @@ def resolve_kernels(graph: Graph, target: Target, lookup: Lookup | None) -> list
 
                 config = _fallback(ScheduleSpace(w, target))
                 chosen[w.key] = (config, "fallback: codegen failed")
-                key = (w.key, repr(sorted(config.items())))
+                key = (w.key, repr(sorted(config.items())), ep_key)
                 if key not in by_key:
-                    by_key[key] = _generate(w, target, config, len(by_key), "fallback: codegen failed")
+                    by_key[key] = _generate(w, target, config, len(by_key), "fallback: codegen failed", ep)
         k = by_key[key]
         k.calls += 1
         step.attrs["kernel"] = k
@@ -200,7 +210,7 @@ def slave_file(kernels: list[Kernel], cpe_ops: list[Any] | None = None, ty: str 
         "};",
         "__thread_local union swtune_ldm_u swtune_ldm __attribute__((aligned(64)));",
         SW_RLC_HELPER,
-        *(["#include <math.h>", PRELUDE] if cpe_ops else []),
+        *(["#include <math.h>", PRELUDE] if cpe_ops or any(k.epilogue is not None for k in kernels) else []),
         *codes,
     ])
 

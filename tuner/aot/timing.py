@@ -143,7 +143,12 @@ def model_time(graph: Graph, target: "Target | str", config_of: Callable[[Any], 
         if n.op == "kernel":
             w = n.attrs["workload"]
             t, b, _ = kernel(w)
-            steps.append(StepTime(n.source, n.relax_op, CPE, t, b, w.key))
+            ep = n.attrs.get("epilogue")
+            if ep is not None:  # its scalar work on each CPE's share of the output (no extra DMA)
+                per_elem = ep.work.arith + TRANSCENDENTAL_CYCLES * ep.work.transcendental
+                extra = -(-n.output.size // tgt.cpes) * per_elem / tgt.clock_hz
+                t, b = t + extra, b + extra
+            steps.append(StepTime(n.source, n.relax_op, CPE, t, b, w.key + (f" + {ep.name}" if ep else "")))
         elif n.op == "cpe":  # a memory-bound operator as a CPE kernel (tuner.aot.cpe_ops), same in both programs
             op = n.attrs["cpe"]
             steps.append(StepTime(n.source, n.relax_op, CPE, op.seconds, op.seconds,

@@ -335,3 +335,73 @@ def print_prim_func(prim_func: Any, name: str, store_type: str, ldm_prefix: str 
     """C source of one legalized PrimFunc, named ``name``; pointers of type ``store_type``. With
     ``ldm_prefix`` its scratch buffers are file-scope LDM arrays (a CPE kernel's body)."""
     return _Printer(lower_for_mpe(prim_func), name, store_type, ldm_prefix).function()
+
+
+class _ScalarPrinter(_Printer):
+    """Prints an element-wise PrimFunc as scalar statements on one value ``v`` (a fused epilogue)."""
+
+    def __init__(self, func: Any, name: str, store_type: str, input_name: str, prefix: str) -> None:
+        super().__init__(func, name, store_type)
+        self.input_name, self.prefix = input_name, prefix
+        self.loop_vars: list[Any] = []
+        self.names: dict[Any, str] = {}  # buffer -> the scalar holding its element
+        self.stmts: list[str] = []
+
+    def expr(self, e: Any) -> str:
+        if _kind(e) == "TensorLoad":
+            from tvm_ffi import structural_equal
+
+            if len(e.indices) != len(self.loop_vars) or not all(
+                    structural_equal(i, v) for i, v in zip(e.indices, self.loop_vars)):
+                raise AotError(f"{self.name}: not element-wise (load of {e.source.name} at other indices)")
+            key = next((b for b in self.names if b.same_as(e.source)), None)
+            if key is None:
+                raise AotError(f"{self.name}: reads {e.source.name} before it is computed")
+            return self.names[key]
+        return super().expr(e)
+
+    def nest(self, s: Any) -> None:
+        trips = 1
+        while _kind(s) == "For":
+            trips *= int(s.extent.value) if _kind(s.extent) == "IntImm" else 0
+            s = s.body
+        if _kind(s) != "BufferStore":
+            raise AotError(f"{self.name}: not a perfect element-wise loop nest ({_kind(s)})")
+        # element-wise: the nest visits every element of the stored buffer once and every load
+        # reads at the store's own indices (extent-1 loops are gone after simplification)
+        if trips != prod(self._shape(s.buffer, self.name)):
+            raise AotError(f"{self.name}: the loop nest does not cover {s.buffer.name} once")
+        self.loop_vars = list(s.indices)
+        value = self.expr(s.value)
+        self._count(s.value)
+        name = f"{self.prefix}{len(self.stmts)}"
+        self.stmts.append(f"const {self.store} {name} = {value};")
+        self.names[s.buffer] = name
+
+    def scalar(self) -> tuple[list[str], str]:
+        params = list(self.func.params)
+        if len(params) != 2:
+            raise AotError(f"{self.name}: an epilogue has one input and one output")
+        self.names[params[0]] = self.input_name
+        body = self.func.body
+        items = body.seq if _kind(body) == "SeqStmt" else [body]
+        for item in items:
+            if _kind(item) in ("AllocBuffer", "DeclBuffer"):
+                continue
+            self.nest(item)
+        out = next((b for b in self.names if b.same_as(params[1])), None)
+        if out is None:
+            raise AotError(f"{self.name}: the output is never written")
+        return self.stmts, self.names[out]
+
+
+def scalar_epilogue(prim_func: Any, name: str, store_type: str, input_name: str = "v", prefix: str = "_e"
+                    ) -> tuple[list[str], str, Work] | None:
+    """(statements computing the result from ``input_name``, the result's name, work per element) of
+    an element-wise single-input PrimFunc, or None when it is not one (then it cannot be fused)."""
+    try:
+        p = _ScalarPrinter(lower_for_mpe(prim_func), name, store_type, input_name, prefix)
+        stmts, result = p.scalar()
+    except AotError:
+        return None
+    return stmts, result, p.work
