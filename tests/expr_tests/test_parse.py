@@ -3,11 +3,16 @@
 import pytest
 
 tvm = pytest.importorskip("tvm")
-from tvm import te  # noqa: E402
+from tvm import te
 
-from tuner.errors import InvalidWorkloadError  # noqa: E402
-from tuner.expr.expr import AxisKind, Reducer  # noqa: E402
-from tuner.expr.parse import describe, prim_func_from_script, prim_func_from_tensors, script_text  # noqa: E402
+from tuner.errors import InvalidWorkloadError
+from tuner.expr.expr import AxisKind, Reducer
+from tuner.expr.parse import (
+    describe,
+    prim_func_from_script,
+    prim_func_from_tensors,
+    script_text,
+)
 
 
 def _conv1d(stride: int, dil: int):

@@ -4,14 +4,14 @@ import numpy as np
 import pytest
 
 tvm = pytest.importorskip("tvm")
-from tvm import te  # noqa: E402
+from tvm import te
 
-from tuner.expr.space import ExprSpace  # noqa: E402
-from tuner.expr.workload import ExprWorkload  # noqa: E402
-from tuner.measure.simulator import simulate  # noqa: E402
-from tuner.search.features import features  # noqa: E402
-from tuner.space.space import ScheduleSpace  # noqa: E402
-from tuner.workloads import BatchMatmul, Conv2d, Dense  # noqa: E402
+from tuner.expr.space import ExprSpace
+from tuner.expr.workload import ExprWorkload
+from tuner.measure.simulator import simulate
+from tuner.search.features import features
+from tuner.space.space import ScheduleSpace
+from tuner.workloads import BatchMatmul, Conv2d, Dense
 
 
 def dense_expr(m, n, k):

@@ -58,6 +58,10 @@ class ExprGeometry:
             self.fixed = {}
         self.axes = tuple(axes)
         self.red_fixed = prod(self.fixed.values())
+        # The reduction nest keeps the expression's order; its innermost loop is the last reduction
+        # axis (0 when that is the tiled one, as tuner/space/ops.py's ``red_innermost``).
+        last_red = expr.reduce[-1].name if expr.reduce else None
+        self.red_innermost = self.fixed.get(last_red, 0) if last_red else 0
         self.row_axes = tuple(a.name for a in self.axes if a.role == "row")
         self.col_axes = tuple(a.name for a in self.axes if a.role == "col")
         self.inner_axes = tuple(a.name for a in self.axes if a.name != PAD_AXIS)

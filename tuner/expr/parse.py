@@ -10,7 +10,8 @@ coefficients); anything else is refused with the reason.
 
 from __future__ import annotations
 
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 from tuner.errors import InvalidWorkloadError
 from tuner.expr.expr import Access, Axis, AxisKind, DimAccess, Expr, Reducer
@@ -39,7 +40,7 @@ def prim_func_from_script(text: str) -> Any:
 
     try:
         return tvm.script.from_source(text)
-    except Exception as exc:  # the TVMScript parser raises many types; all mean "not a valid function"
+    except Exception as exc:  # noqa: BLE001 -- the TVMScript parser raises many types; all mean "invalid"
         raise InvalidWorkloadError(f"the expression's TVMScript does not parse: {exc}") from None
 
 
@@ -86,7 +87,7 @@ def _int(value: Any, what: str) -> int:
 
 
 def _dim_access(region: Any, variables: list[Any], names: list[str], tensor: str) -> DimAccess:
-    import tvm.sym as sym
+    from tvm import sym
 
     coefs = sym.detect_linear_equation(region.min, variables)
     if len(coefs) != len(variables) + 1:

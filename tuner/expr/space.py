@@ -9,7 +9,8 @@ overridden only because the base class calls its module's ``analyze`` rather tha
 
 from __future__ import annotations
 
-from typing import Any, Mapping, Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -19,19 +20,28 @@ from tuner.expr.geometry import ExprGeometry
 from tuner.expr.workload import ExprWorkload
 from tuner.space.analysis import REASONS, Analysis
 from tuner.space.knobs import Knob
-from tuner.space.space import (ACC_CHOICES, DMA_CHOICES, GRIDS, ORDER_CHOICES, SHARE_CHOICES, UNROLL_CHOICES,
-                               ScheduleSpace)
+from tuner.space.space import (
+    ACC_CHOICES,
+    DMA_CHOICES,
+    GRIDS,
+    ORDER_CHOICES,
+    SHARE_CHOICES,
+    UNROLL_CHOICES,
+    ScheduleSpace,
+)
 from tuner.targets import Target, get_target
 
 
 class ExprSpace(ScheduleSpace):
     """All schedules of one expression operator on one target."""
 
-    def __init__(self, workload: ExprWorkload, target: "Target | str",
+    geometry: ExprGeometry  # type: ignore[assignment]  # OpGeometry's role, with operand groups
+
+    def __init__(self, workload: ExprWorkload, target: Target | str,
                  restrict: Mapping[str, Sequence[Any]] | None = None) -> None:
         self.workload = workload
         self.target = get_target(target)
-        self.geometry = geo = ExprGeometry(workload.expr)  # type: ignore[assignment]
+        self.geometry = geo = ExprGeometry(workload.expr)
         knobs = [Knob(f"tile_{a.name}", a.choices, doc=f"tile size of axis {a.name} ({a.role}, extent {a.extent})")
                  for a in geo.axes]
         knobs += [

@@ -29,7 +29,7 @@ class ExprSimulator(Simulator):
         return self._spaces[key]
 
 
-def tune_expr(workload: ExprWorkload, target: "Target | str", trials: int = 200, strategy: str = "model",
+def tune_expr(workload: ExprWorkload, target: Target | str, trials: int = 200, strategy: str = "model",
               batch: int = 32, seed: int = 0, noise: float = 0.0) -> TuneResult:
     if strategy not in strategy_names():
         raise ValueError(f"unknown search strategy {strategy!r}; expected one of {strategy_names()}")

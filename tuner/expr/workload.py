@@ -13,9 +13,10 @@ from __future__ import annotations
 import hashlib
 import importlib.util
 import json
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, ClassVar, Sequence
+from typing import Any, ClassVar
 
 from tuner.errors import InvalidWorkloadError
 from tuner.expr.expr import Expr
@@ -50,7 +51,7 @@ class ExprWorkload(Workload):
             raise InvalidWorkloadError(f"{self.name} has {self.flops:.3e} FLOPs, above {MAX_FLOPS:.0e}")
 
     @classmethod
-    def from_script(cls, script: str, name: str | None = None) -> "ExprWorkload":
+    def from_script(cls, script: str, name: str | None = None) -> ExprWorkload:
         from tuner.expr.parse import describe, prim_func_from_script, script_text
 
         func = prim_func_from_script(script)
@@ -59,7 +60,7 @@ class ExprWorkload(Workload):
         return cls(name=expr.name, script=text, dtype=expr.dtype, expr=expr)
 
     @classmethod
-    def from_tensors(cls, tensors: Sequence[Any], name: str | None = None) -> "ExprWorkload":
+    def from_tensors(cls, tensors: Sequence[Any], name: str | None = None) -> ExprWorkload:
         from tuner.expr.parse import prim_func_from_tensors, script_text
 
         return cls.from_script(script_text(prim_func_from_tensors(tensors)), name)
@@ -76,7 +77,7 @@ class ExprWorkload(Workload):
         return {"op": OP, "name": self.name, "script": self.script, "dtype": self.dtype}
 
     @classmethod
-    def from_json(cls, spec: dict[str, Any]) -> "ExprWorkload":
+    def from_json(cls, spec: dict[str, Any]) -> ExprWorkload:
         unknown = set(spec) - {"op", "name", "script", "dtype"}
         if unknown or not isinstance(spec.get("script"), str):
             raise InvalidWorkloadError(f"an expr workload has a string 'script' and optional 'name', 'dtype'; "
