@@ -29,6 +29,7 @@ class TuneResult:
     best_config: Config | None
     trials: int
     curve: list[float] = field(default_factory=list)  # best-so-far seconds after each trial
+    baseline_time: float | None = None  # the OpenACC-like baseline as measured here (same backend)
 
     @property
     def gflops(self) -> float:
@@ -68,6 +69,7 @@ def tune_workloads(workloads: Sequence[Workload], target: "Target | str", trials
         bars = [progress.add_task(w.key[:48], total=trials, status="") for w in workloads]
     spent = 0
     pending_baseline = [_baseline(s) for s in searches]
+    baseline_times: list[float | None] = [None] * len(workloads)
     try:
         while (i := scheduler.next_task()) is not None:
             if total_trials is not None and spent >= total_trials:
@@ -80,6 +82,8 @@ def tune_workloads(workloads: Sequence[Workload], target: "Target | str", trials
                 scheduler.tasks[i].stopped = True  # space exhausted
                 continue
             measured = backend.measure(workload, target, configs)
+            if first:
+                baseline_times[i] = measured[0].mean_time
             search.tell(configs, measured)
             spent += len(measured)
             for r in measured:
@@ -92,7 +96,8 @@ def tune_workloads(workloads: Sequence[Workload], target: "Target | str", trials
     finally:
         if progress is not None:
             progress.stop()
-    return [TuneResult(w, s.best_time, s.best_config, s.n_measured, c) for w, s, c in zip(workloads, searches, curves)]
+    return [TuneResult(w, s.best_time, s.best_config, s.n_measured, c, b)
+            for w, s, c, b in zip(workloads, searches, curves, baseline_times)]
 
 
 def _baseline(search: SearchStrategy) -> list[Config]:

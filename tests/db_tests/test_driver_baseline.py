@@ -44,14 +44,20 @@ def test_driver_queues_the_baseline_first_and_the_best_is_never_slower(database:
         if not measure_some(database, n=16):
             break
     with database.session() as s:
-        for w in VGG_FC:
+        for tid, w in zip(ids, VGG_FC):
             best = measurements_db.best_config(s, w.key, TARGET)
-            assert best.mean_time <= _baseline_time(w) * (1 + 1e-9)
+            base = openacc_baseline(ScheduleSpace(w, TARGET))
+            task = specs[tid]
+            (times,) = [t for _, c, _, t in measurements_db.measurements_of(s, task.workload_id, task.target_id, set())
+                        if c == base]
+            # never slower than the baseline as measured the same way (the simulator carries noise)
+            assert best.mean_time <= sum(times) / len(times)
 
 
 def test_in_process_tuning_measures_the_baseline_first() -> None:
     results = tune_workloads(VGG_FC, TARGET, trials=3, strategy="random", batch=3)
     for r, w in zip(results, VGG_FC):
-        assert r.trials == 3
-        assert r.best_time <= _baseline_time(w) * (1 + 1e-9)
-        assert abs(r.curve[0] - _baseline_time(w)) <= 1e-12 * _baseline_time(w)  # first measurement is the baseline (noise-free simulator)
+        assert r.trials == 3 and r.baseline_time is not None
+        assert r.best_time <= r.baseline_time  # compared with the baseline measured the same way
+        assert r.curve[0] == r.baseline_time  # the first measurement is the baseline's
+        assert abs(r.baseline_time - _baseline_time(w)) <= 0.2 * _baseline_time(w)  # the model's time, +- noise
