@@ -28,8 +28,14 @@ def tune(
     seed: Annotated[int, typer.Option()] = 0,
     noise: Annotated[float, typer.Option(help="relative measurement noise of the simulator")] = DEFAULT_NOISE,
     json_out: Annotated[bool, typer.Option("--json", help="print the results as JSON lines")] = False,
+    op: Annotated[Optional[str], typer.Option(help="an operator as a tensor expression: FILE.py:FUNC")] = None,
+    args: Annotated[Optional[str], typer.Option(help="JSON keyword arguments of --op's function")] = None,
 ) -> None:
     """Tune workloads in-process on the simulator and print the best config, its time and GFLOPS."""
+    if op:
+        from service.cli_ops import tune_op
+
+        return tune_op(op, args, target, trials, strategy, batch, seed, noise, json_out)
     from tuner.errors import SwtuneError
     from tuner.models import model_layers
     from tuner.tune import tune_workloads

@@ -1,0 +1,47 @@
+"""CLI of operators written as tensor expressions: ``swtune tune --op FILE.py:FUNC`` and ``swtune check-op``.
+
+``FILE.py:FUNC`` is called with ``--args`` (a JSON object of keyword arguments) and returns TVM
+tensors, inputs first and the output last (examples/ops/). Errors are one line and exit code 2.
+"""
+
+from __future__ import annotations
+
+import json
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+console = Console()
+EXIT_ERROR = 2
+
+
+def tune_op(op: str, args: str | None, target: str, trials: int, strategy: str, batch: int, seed: int,
+            noise: float, json_out: bool) -> None:
+    """Tune one expression operator in-process on the simulator (called by ``swtune tune --op``)."""
+    from tuner.errors import SwtuneError
+    from tuner.expr.space import ExprSpace
+    from tuner.expr.tune import naive_and_baseline_seconds, tune_expr
+    from tuner.expr.workload import workload_from_op
+
+    try:
+        wl = workload_from_op(op, args)
+        result = tune_expr(wl, target, trials=trials, strategy=strategy, batch=batch, seed=seed, noise=noise)
+        naive, baseline = naive_and_baseline_seconds(ExprSpace(wl, target))
+    except (SwtuneError, ValueError) as exc:
+        typer.echo("error: " + " ".join(str(exc).split()), err=True)
+        raise typer.Exit(EXIT_ERROR) from None
+    line = {"name": wl.name, "workload": wl.key, "best_time_s": result.best_time, "gflops": result.gflops,
+            "trials": result.trials, "naive_time_s": naive, "openacc_time_s": baseline,
+            "over_naive": naive / result.best_time, "over_openacc": baseline / result.best_time, "best_config": result.best_config}
+    if json_out:
+        print(json.dumps(line))
+        return
+    table = Table(title=f"swtune on {target} (simulator)")
+    for col in ("operator", "workload", "trials", "best time (ms)", "GFLOPS", "x naive", "x OpenACC-like"):
+        table.add_column(col)
+    table.add_row(wl.name, wl.key, str(result.trials), f"{result.best_time * 1e3:.4f}", f"{result.gflops:.1f}",
+                  f"{naive / result.best_time:.1f}", f"{baseline / result.best_time:.1f}")
+    console.print(table)
+    console.print(f"[bold]best config:[/bold] {json.dumps(result.best_config)}")
+
