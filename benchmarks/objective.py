@@ -7,8 +7,9 @@ Every search method (ours, random, the peers) measures through one ``Objective``
   [0.8, 1.25] (log-uniform) drawn from a hash of the *combination* of a few knobs (``HIDDEN_KNOBS``). The
   features expose those knobs one by one, never their combination, so the cost model must learn the
   interaction from measurements: a stand-in for the real machine disagreeing with the analysis.
-- ``measure(rows)``: what a tuner sees: ``true`` times a lognormal noise factor (relative std ``NOISE``),
-  fixed per (seed, config) as a real re-measurement would roughly reproduce it.
+- ``measure(rows)``: what a tuner sees, as the simulator backend reports it: ``true`` times the mean of
+  ``REPEATS`` lognormal factors of relative std ``NOISE`` (the simulator's own default and noise law,
+  ``tuner.measure.noise``), drawn per (seed, config).
 
 ``TrialLog`` is the tuning log of one run: a repeated config is answered from it and an invalid one is
 refused, both without costing a trial. The incumbent is the config with the best *measured* time, and the
@@ -22,12 +23,12 @@ from enum import Enum
 
 import numpy as np
 
-from tuner.measure import simulator as _simulator
-from tuner.measure.simulator import simulate
+from tuner.measure.noise import DEFAULT_NOISE, noise_factors
+from tuner.measure.simulator import Simulator, simulate
 from tuner.space.space import ScheduleSpace
 
-# The simulator's default measurement noise once the fidelity work provides one; 2% until then.
-NOISE: float = float(getattr(_simulator, "DEFAULT_NOISE", 0.02))
+NOISE: float = DEFAULT_NOISE
+REPEATS: int = Simulator().repeats
 HIDDEN_KNOBS = ("unroll", "tile_order", "inner", "db_a")
 FACTOR_RANGE = (0.8, 1.25)
 _SALT = 0x5157_7E11
@@ -93,10 +94,8 @@ class Objective:
         key = np.full(len(rows), self.seed * 1_000_003 + 17, dtype=np.uint64)
         for j in range(rows.shape[1]):
             key = _mix(key ^ rows[:, j].astype(np.uint64))
-        u1 = np.clip(_uniform(key), 1e-12, 1.0)
-        u2 = _uniform(key ^ np.uint64(0xA5A5A5A5))
-        normal = np.sqrt(-2.0 * np.log(u1)) * np.cos(2.0 * math.pi * u2)  # Box-Muller
-        return seconds * np.exp(self.noise * normal), seconds
+        factor = np.array([noise_factors(np.random.default_rng(int(k)), self.noise, REPEATS).mean() for k in key])
+        return seconds * factor, seconds
 
 
 class TrialLog:
@@ -112,6 +111,8 @@ class TrialLog:
         self.invalid = 0
         self._best_measured = math.inf
         self._best_true = math.inf
+        self.best_true_seen = math.inf  # the truly best config measured (to refresh the reference)
+        self.best_true_row: np.ndarray | None = None
 
     @property
     def done(self) -> bool:
@@ -143,6 +144,8 @@ class TrialLog:
                 if not math.isfinite(m):
                     self.invalid += 1
                     continue
+                if t < self.best_true_seen:
+                    self.best_true_seen, self.best_true_row = float(t), rows[i].copy()
                 if self.done:
                     continue  # past the cap: measured but not counted
                 if m < self._best_measured:

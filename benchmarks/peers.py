@@ -1,45 +1,53 @@
-"""Peer tuners driven on swtune's objective: Optuna's TPE and nevergrad (TwoPointsDE), through one ask/tell adapter.
+"""Peer tuners driven on swtune's objective through one ask/tell adapter and the shared trial log.
 
-Both see the same knobs (ordered knobs as integer indices, categorical ones as choices) and the
-same simulator. Configs they propose that break the hardware rules are told back as failures (a
-large penalty) but do not use up trials: the space's validity rule is given to them for free, which
-is generous to the peers.
+Optuna TPE, nevergrad TwoPointsDE, SMAC (random-forest BO, ``smac`` >= 2.4) and scikit-optimize with
+extra trees. All see the same knobs (ordered knobs as integer indices, categorical ones as choices) and
+measure through ``objective.TrialLog``, as swtune does: a repeated proposal is answered from the log and an
+invalid one is told back as a failure, neither costing a trial (the space's validity rule is thus given to
+the peers for free). Every peer runs to the same trial cap as ours; a peer that keeps proposing only
+repeats or invalid configs is stopped after ``MAX_ASKS_PER_TRIAL`` x cap asks, and its run is censored.
+The objective told to the peers is log-seconds; a failure is told as ten times the worst time seen.
 """
 
 from __future__ import annotations
 
 import math
+import tempfile
+from typing import Any
 
 import numpy as np
+from objective import TrialLog
 
 from tuner.space.space import ScheduleSpace
 
-PENALTY = 1e3  # log-seconds objective value for invalid configs
+MAX_ASKS_PER_TRIAL = 10
+FAILURE_LOG_PENALTY = math.log(10.0)
+SMAC_CHALLENGERS = 2000
+SMAC_RETRAIN_AFTER = 4
 
 
 class PeerSearch:
     name = "peer"
 
-    def __init__(self, space: ScheduleSpace, seed: int) -> None:
+    def __init__(self, space: ScheduleSpace, seed: int, budget: int) -> None:
         self.space = space
         self.seed = seed
 
-    def ask(self) -> tuple[object, np.ndarray]:
+    def ask(self) -> tuple[Any, np.ndarray]:
         raise NotImplementedError
 
-    def tell(self, token: object, value: float) -> None:
+    def tell(self, token: Any, value: float) -> None:
         raise NotImplementedError
 
 
 class OptunaTPE(PeerSearch):
     name = "optuna_tpe"
 
-    def __init__(self, space: ScheduleSpace, seed: int) -> None:
-        super().__init__(space, seed)
+    def __init__(self, space: ScheduleSpace, seed: int, budget: int) -> None:
+        super().__init__(space, seed, budget)
         import optuna
 
         optuna.logging.set_verbosity(optuna.logging.WARNING)
-        self.optuna = optuna
         self.study = optuna.create_study(sampler=optuna.samplers.TPESampler(seed=seed))
         self.dists = {
             k.name: (optuna.distributions.IntDistribution(0, len(k) - 1) if k.ordered
@@ -47,11 +55,11 @@ class OptunaTPE(PeerSearch):
             for k in space.knobs
         }
 
-    def ask(self) -> tuple[object, np.ndarray]:
+    def ask(self) -> tuple[Any, np.ndarray]:
         trial = self.study.ask(self.dists)
         return trial, np.array([trial.params[k.name] for k in self.space.knobs], dtype=np.int64)
 
-    def tell(self, token: object, value: float) -> None:
+    def tell(self, token: Any, value: float) -> None:
         self.study.tell(token, value)
 
 
@@ -61,8 +69,8 @@ class Nevergrad(PeerSearch):
 
     name = "nevergrad_de"
 
-    def __init__(self, space: ScheduleSpace, seed: int, budget: int = 1000) -> None:
-        super().__init__(space, seed)
+    def __init__(self, space: ScheduleSpace, seed: int, budget: int) -> None:
+        super().__init__(space, seed, budget)
         import nevergrad as ng
 
         params = {
@@ -71,36 +79,101 @@ class Nevergrad(PeerSearch):
         }
         param = ng.p.Dict(**params)
         param.random_state = np.random.RandomState(seed)
-        self.opt = ng.optimizers.TwoPointsDE(parametrization=param, budget=budget, num_workers=1)
+        self.opt = ng.optimizers.TwoPointsDE(parametrization=param, budget=budget * MAX_ASKS_PER_TRIAL,
+                                             num_workers=1)
 
-    def ask(self) -> tuple[object, np.ndarray]:
+    def ask(self) -> tuple[Any, np.ndarray]:
         cand = self.opt.ask()
         return cand, np.array([int(cand.value[k.name]) for k in self.space.knobs], dtype=np.int64)
 
-    def tell(self, token: object, value: float) -> None:
+    def tell(self, token: Any, value: float) -> None:
         self.opt.tell(token, value)
 
 
-PEERS = {cls.name: cls for cls in (OptunaTPE, Nevergrad)}
+class Smac(PeerSearch):
+    """SMAC 2 hyperparameter-optimisation facade: random forest surrogate, EI, local + random search of
+    the acquisition function; ordered knobs as integers, the others categorical; deterministic objective
+    (one evaluation per config, as the tuning log gives)."""
+
+    name = "smac"
+
+    def __init__(self, space: ScheduleSpace, seed: int, budget: int) -> None:
+        super().__init__(space, seed, budget)
+        from ConfigSpace import Categorical, ConfigurationSpace, Integer
+        from smac import HyperparameterOptimizationFacade, Scenario
+
+        cs = ConfigurationSpace(seed=seed)
+        for k in space.knobs:
+            if len(k) == 1:
+                continue  # SMAC refuses single-value ranges; the knob is fixed at index 0
+            cs.add(Integer(k.name, (0, len(k) - 1)) if k.ordered else Categorical(k.name, list(range(len(k)))))
+        self._dir = tempfile.TemporaryDirectory(prefix="smac-")
+        scenario = Scenario(cs, deterministic=True, n_trials=budget * MAX_ASKS_PER_TRIAL, seed=seed,
+                            output_directory=self._dir.name)
+        facade = HyperparameterOptimizationFacade
+        self.smac = facade(
+            scenario, lambda config, seed=0: 0.0, overwrite=True, logging_level=40,
+            initial_design=facade.get_initial_design(scenario, n_configs=16),
+            # defaults but for the acquisition search's size (10,000 -> 2,000 challengers) and retraining
+            # every 4th trial: SMAC's per-trial overhead otherwise makes a 1,000-trial run take hours here
+            acquisition_maximizer=facade.get_acquisition_maximizer(scenario, challengers=SMAC_CHALLENGERS),
+            config_selector=facade.get_config_selector(scenario, retrain_after=SMAC_RETRAIN_AFTER))
+
+    def ask(self) -> tuple[Any, np.ndarray]:
+        info = self.smac.ask()
+        values = info.config
+        row = [int(values[k.name]) if len(k) > 1 else 0 for k in self.space.knobs]
+        return info, np.array(row, dtype=np.int64)
+
+    def tell(self, token: Any, value: float) -> None:
+        from smac.runhistory.dataclasses import TrialValue
+
+        self.smac.tell(token, TrialValue(cost=value), save=False)
 
 
-def run_peer(name: str, space: ScheduleSpace, seed: int, budget: int, times_of, goal: float = 0.0,
-             max_asks_per_trial: int = 10) -> list[float]:
-    """Best-so-far seconds after each counted (valid) trial, stopping once ``goal`` seconds is reached."""
-    peer = Nevergrad(space, seed, budget * max_asks_per_trial) if name == Nevergrad.name else PEERS[name](space, seed)
-    curve: list[float] = []
-    best = math.inf
+class SkoptExtraTrees(PeerSearch):
+    """scikit-optimize's Optimizer with an extra-trees surrogate (its "ET" estimator), expected
+    improvement maximised over a random sample of points."""
+
+    name = "skopt_et"
+
+    def __init__(self, space: ScheduleSpace, seed: int, budget: int) -> None:
+        super().__init__(space, seed, budget)
+        from skopt import Optimizer
+        from skopt.space import Categorical, Integer
+
+        dims = [Integer(0, max(len(k) - 1, 1), name=k.name) if k.ordered
+                else Categorical(list(range(len(k))) if len(k) > 1 else [0, 0], name=k.name)
+                for k in space.knobs]
+        self.sizes = [len(k) for k in space.knobs]
+        self.opt = Optimizer(dims, base_estimator="ET", acq_func="EI", acq_optimizer="sampling",
+                             n_initial_points=16, random_state=seed, acq_optimizer_kwargs={"n_points": 2000})
+
+    def ask(self) -> tuple[Any, np.ndarray]:
+        x = self.opt.ask()
+        row = np.minimum(np.array([int(v) for v in x], dtype=np.int64), np.array(self.sizes) - 1)
+        return x, row
+
+    def tell(self, token: Any, value: float) -> None:
+        self.opt.tell(token, value)
+
+
+PEERS = {cls.name: cls for cls in (OptunaTPE, Nevergrad, Smac, SkoptExtraTrees)}
+
+
+def run_peer(name: str, space: ScheduleSpace, seed: int, log: TrialLog) -> TrialLog:
+    """Drive peer ``name`` until ``log`` is done (goal reached or cap trials counted) or it stalls."""
+    peer = PEERS[name](space, seed, log.cap)
+    worst = -math.inf
     asks = 0
-    while len(curve) < budget and asks < max_asks_per_trial * budget:
+    while not log.done and asks < MAX_ASKS_PER_TRIAL * log.cap:
         asks += 1
         token, row = peer.ask()
-        seconds = float(times_of(row[None, :])[0])
-        if not math.isfinite(seconds):
-            peer.tell(token, PENALTY)
-            continue
-        peer.tell(token, math.log(seconds))
-        best = min(best, seconds)
-        curve.append(best)
-        if best <= goal:
-            break
-    return curve
+        seconds = float(log.evaluate(row[None, :])[0])
+        if math.isfinite(seconds):
+            value = math.log(seconds)
+            worst = max(worst, value)
+        else:
+            value = (worst if math.isfinite(worst) else 0.0) + FAILURE_LOG_PENALTY
+        peer.tell(token, value)
+    return log

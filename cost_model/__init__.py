@@ -1,6 +1,7 @@
 """Cost models that rank schedule configs from their features (numpy arrays in, scores out)."""
 
 from cost_model.base import CostModel, throughput_labels
+from cost_model.ensemble import BoosterEnsemble
 from cost_model.xgb import XGBoostCostModel
 
-__all__ = ["CostModel", "XGBoostCostModel", "throughput_labels"]
+__all__ = ["BoosterEnsemble", "CostModel", "XGBoostCostModel", "throughput_labels"]
