@@ -22,6 +22,7 @@ import socket
 import sys
 import threading
 import time
+from pathlib import Path
 from typing import Any, Callable, Sequence
 
 import httpx
@@ -246,7 +247,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--server", required=True)
     p.add_argument("--target", default="sw26010")
     p.add_argument("--backend", choices=("simulator", "emulator", "sunway"), default="simulator")
-    p.add_argument("--token", default=None, help="bearer token (default: $SWTUNE_TOKEN)")
+    p.add_argument("--token", default=None, help="bearer token (default: $SWTUNE_TOKEN); an argument shows in "
+                                                  "`ps`: prefer SWTUNE_TOKEN or --token-file")
+    p.add_argument("--token-file", default=None, help="file whose first line is the bearer token")
     p.add_argument("--batch", type=int, default=8, help="jobs per lease")
     p.add_argument("--name", default=None)
     p.add_argument("--wait", type=float, default=10.0, help="long-poll seconds per lease request")
@@ -261,6 +264,11 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--time-pattern", default="", help="sunway: regex with one group: kernel seconds")
     p.add_argument("--log-level", default="INFO")
     a = p.parse_args(argv)
+    if a.token_file:
+        lines = Path(a.token_file).read_text().strip().splitlines()
+        if a.token or not lines:
+            p.error("--token-file must name a non-empty file, and excludes --token")
+        a.token = lines[0].strip()
     logging.basicConfig(level=a.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     return run_worker(a.server, a.target, a.backend, token=a.token, batch=a.batch, name=a.name,
                       wait_seconds=a.wait, max_jobs=a.max_jobs, idle_exit=a.idle_exit, latency=a.latency,
