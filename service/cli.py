@@ -87,3 +87,4 @@ from service.cli_service import register; register(app)  # noqa: E402,E702
 from service.cli_model import register as _register_model; _register_model(app)  # noqa: E402,E702
 from service.cli_compile import register as _register_compile; _register_compile(app)  # noqa: E402
 from service.cli_tasks import register as _register_tasks; _register_tasks(app)  # noqa: E402,E702
+from service.cli_ops import register as _register_ops; _register_ops(app)  # noqa: E402,E702

@@ -7,6 +7,7 @@ tensors, inputs first and the output last (examples/ops/). Errors are one line a
 from __future__ import annotations
 
 import json
+from typing import Annotated, Optional
 
 import typer
 from rich.console import Console
@@ -45,3 +46,37 @@ def tune_op(op: str, args: str | None, target: str, trials: int, strategy: str, 
     console.print(table)
     console.print(f"[bold]best config:[/bold] {json.dumps(result.best_config)}")
 
+
+
+def register(app: typer.Typer) -> None:
+    """Add ``check-op`` to the main app (``tune --op`` is an option of the tune command)."""
+
+    @app.command("check-op")
+    def check_op(
+        op: Annotated[str, typer.Argument(help="the operator: FILE.py:FUNC")],
+        args: Annotated[Optional[str], typer.Option(help="JSON keyword arguments of the function")] = None,
+        target: Annotated[str, typer.Option(help="sw26010 or sw26010-pro")] = "sw26010",
+        configs: Annotated[int, typer.Option(help="random valid configs to check")] = 50,
+        seed: Annotated[int, typer.Option()] = 0,
+        max_steps: Annotated[int, typer.Option(help="skip configs with more (tile, k tile) steps than this")] = 1500,
+    ) -> None:
+        """Check random valid configs of an operator tile by tile: each output tile computed only from
+        the operand boxes its schedule fetches, against TVM's llvm run of the whole expression, and
+        the DMA requests of those fetches against the analysis. Athread C for expression operators
+        is not generated yet, so nothing is compiled: ``compile_failures`` is null. Last line: JSON."""
+        from tuner.errors import SwtuneError
+        from tuner.expr.space import ExprSpace
+        from tuner.expr.tilecheck import check_space
+        from tuner.expr.workload import workload_from_op
+
+        try:
+            wl = workload_from_op(op, args)
+            summary = check_space(ExprSpace(wl, target), configs, seed=seed, max_steps=max_steps)
+        except (SwtuneError, ValueError) as exc:
+            typer.echo("error: " + " ".join(str(exc).split()), err=True)
+            raise typer.Exit(EXIT_ERROR) from None
+        for problem in summary.problems[:10]:
+            console.print(f"[red]problem:[/red] {problem}")
+        print(json.dumps({"workload": wl.key, "check": "tiles", **summary.as_json(), "compile_failures": None}))
+        if summary.wrong_results or summary.dma_count_mismatches:
+            raise typer.Exit(1)

@@ -5,9 +5,9 @@ import json
 import pytest
 
 pytest.importorskip("tvm")
-from typer.testing import CliRunner  # noqa: E402
+from typer.testing import CliRunner
 
-from service.cli import app  # noqa: E402
+from service.cli import app
 
 
 def test_tune_op_prints_a_json_line_faster_than_the_baselines(examples):
@@ -28,3 +28,13 @@ def test_tune_op_errors_are_one_line(examples, tmp_path):
     assert res.exit_code == 2 and "not affine" in res.output
     res = CliRunner().invoke(app, ["tune", "--op", f"{examples}/linalg.py:gemv", "--args", '{"q": 1}'])
     assert res.exit_code == 2 and "unexpected keyword" in res.output
+
+
+def test_check_op_last_line_is_the_summary(examples):
+    res = CliRunner().invoke(app, ["check-op", f"{examples}/conv.py:conv2d_transpose", "--args",
+                                   '{"n": 1, "c": 3, "h": 4, "w": 5, "k": 4, "r": 3}', "--configs", "6"])
+    assert res.exit_code == 0, res.output
+    line = json.loads(res.stdout.strip().splitlines()[-1])
+    assert {k: line[k] for k in ("configs_checked", "wrong_results", "dma_count_mismatches")} == {
+        "configs_checked": 6, "wrong_results": 0, "dma_count_mismatches": 0}
+    assert line["compile_failures"] is None and line["check"] == "tiles"
