@@ -100,6 +100,8 @@ def analyze_expr(space: ExprSpace, index: np.ndarray) -> Analysis:
     row_order = v["tile_order"] == 0
     col_rounds, row_rounds = np.ceil(cols_total / pc), np.ceil(rows_total / pr)
 
+    boxes = {op.access.tensor: geo.dims(op.access, t) for op in geo.operands}  # each operand's LDM box
+
     def plans(group: tuple, is_a: bool) -> tuple[list[BufferPlan], np.ndarray]:
         out, limits = [], np.ones(n, dtype=bool)
         shared = a_shared if is_a else b_shared
@@ -113,7 +115,7 @@ def analyze_expr(space: ExprSpace, index: np.ndarray) -> Analysis:
             rounds = col_rounds if is_a else row_rounds
             total = np.where(shared, np.where(reuse, own, own * rounds * k_tiles),
                              np.where(reuse, own * np.minimum(other_p, other), rows_total * cols_total * k_tiles))
-            plan, _, limit = _plan(geo.dims(op.access, t), ds, loads, split, dma_mode, total)
+            plan, _, limit = _plan(boxes[op.access.tensor], ds, loads, split, dma_mode, total)
             out.append(plan)
             limits &= limit
         return out, limits
@@ -137,7 +139,7 @@ def analyze_expr(space: ExprSpace, index: np.ndarray) -> Analysis:
         if not sel.any():
             continue
         for op in geo.operands:
-            stride = geo.stride_along(op.access, name, geo.dims(op.access, t))
+            stride = geo.stride_along(op.access, name, boxes[op.access.tensor])
             gather[op.group] = np.where(sel, gather[op.group] | ((stride != 0) & (stride != 1)), gather[op.group])
             misaligned = np.where(sel, np.maximum(misaligned, geo.misaligned(op.access, name)), misaligned)
         reduction = np.where(sel, name == geo.red_axis.name, reduction)
