@@ -81,3 +81,21 @@ def test_sampling_features_and_baseline_work_on_a_three_operand_op():
     feats = features(space, idx)
     assert feats.shape[0] == 500 and np.isfinite(feats).all()
     assert np.isfinite(simulate(space, idx)).all()
+
+
+def test_single_operand_stencil_has_an_empty_group_and_no_reduction():
+    x = te.placeholder((34, 66), name="X")
+    y = te.compute((32, 64), lambda i, j: x[i, j + 1] + x[i + 2, j + 1] + x[i + 1, j] + x[i + 1, j + 2], name="st")
+    space = ExprSpace(ExprWorkload.from_tensors([x, y]), "sw26010")
+    geo = space.geometry
+    assert (geo.row_axes, geo.col_axes, geo.red_axis.extent) == (("i",), ("j",), 1)
+    assert [o.group for o in geo.operands] == ["b"] and "_r" not in space.knobs[space.knob_index["inner"]].choices
+    idx = space.sample(300, 2)
+    an = space.analyze(idx)
+    assert an.valid.all() and (an.a.requests == 0).all() and (an.a.ldm_bytes == 0).all()
+    cfg = [space.decode(r) for r in idx]
+    ti = np.array([c["tile_i"] for c in cfg])
+    tj = np.array([c["tile_j"] for c in cfg])
+    # the halo: a (ti x tj) tile needs (ti+2) x (tj+2) input elements, clipped to the tensor
+    np.testing.assert_allclose(an.b.ldm_bytes, 4 * np.minimum(ti + 2, 34) * np.minimum(tj + 2, 66))
+    assert np.isfinite(simulate(space, idx)).all()
