@@ -12,9 +12,10 @@ from __future__ import annotations
 
 import json
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass
 from functools import lru_cache
-from typing import Any, Mapping
+from typing import Any
 
 from db.errors import InvalidInputError
 from tuner.errors import InvalidConfigError, UnknownTargetError
@@ -160,7 +161,7 @@ def check_measurement(workload: Workload, target: str, *, config: Any, status: A
     if not isinstance(source, str) or source not in SOURCES:
         raise InvalidInputError(f"unknown source {source!r}; expected one of {list(SOURCES)}")
     if backend and backend in BACKEND_SOURCES and source not in BACKEND_SOURCES[backend]:
-        raise InvalidInputError(f"a {backend} worker reports source {sorted(BACKEND_SOURCES[backend])[0]!r}, "
+        raise InvalidInputError(f"a {backend} worker reports source {min(BACKEND_SOURCES[backend])!r}, "
                                 f"not {source!r}")
     if not isinstance(error, str) or len(error) > MAX_ERROR_CHARS:
         raise InvalidInputError(f"error must be a string of at most {MAX_ERROR_CHARS} characters")

@@ -11,17 +11,17 @@ from pathlib import Path
 
 import pytest
 import yaml
+from api_helpers import lease, make_api
 from sqlalchemy import func, select, text
 from sqlalchemy.exc import OperationalError
+from storage_helpers import task_with_jobs
+from wire import detail_text
 
-from api_helpers import lease, make_api
 from db.orm import MeasurementRow, TaskRow
 from db.records import Importer
 from db.validation import mean, time_floor
-from storage_helpers import task_with_jobs
 from tuner.space.ops import tile_choices
 from tuner.workloads import MAX_EXTENT, workload_from_json
-from wire import detail_text
 
 ROOT = Path(__file__).resolve().parents[2]
 WL_KEY = "dense-m16-n64-k128-float32"
@@ -57,8 +57,8 @@ def best(api):
 def post_times(api, times_json: str, *, backend: str = "simulator", source: str = "simulator"):
     task_with_jobs(api.db, 1)
     got = lease(api, backend=backend)
-    raw = ('{"status": "ok", "source": "%s", "lease_token": "%s", "worker": "w1", "times": %s}'
-           % (source, got["lease_token"], times_json))
+    raw = (f'{{"status": "ok", "source": "{source}", "lease_token": "{got["lease_token"]}", "worker": "w1", '
+           f'"times": {times_json}}}')
     return api.client.post(f"/api/v1/jobs/{got['jobs'][0]['id']}/result", content=raw,
                            headers={**api.headers("worker"), "Content-Type": "application/json"})
 

@@ -9,14 +9,12 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-import pytest
-
 from backends import fresh_url
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
-import fuzz  # noqa: E402
+import fuzz
 
 SERVICE_OPERATIONS = {
     "GET /health", "GET /ready", "GET /metrics",
