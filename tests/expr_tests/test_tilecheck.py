@@ -52,3 +52,15 @@ def test_a_wrong_request_count_in_the_analysis_is_a_mismatch(examples, monkeypat
     monkeypatch.setattr(space, "analyze", off_by_one)
     right, dma_ok, detail = checker.check(config)
     assert right and not dma_ok and "analysis" in detail
+
+
+def test_sharing_follows_the_schedule_rule_when_a_column_holds_fewer_row_tiles_than_cpes(examples):
+    # 3 row tiles on an 8-row mesh, all of batch 0: the rule (i tiles % pr) does not share B, so
+    # every CPE fetches it; the count must follow that decision, not a sharing the schedule never does
+    space = ExprSpace(workload_from_op(f"{examples}/linalg.py:batch_matmul_at", {"b": 3, "m": 10, "n": 12, "k": 14}),
+                      "sw26010")
+    config = {"tile_z": 3, "tile_i": 4, "tile_j": 12, "tile_rk": 7, "grid": "8x2", "share": "bcast", "dma": "rows",
+              "put_lines": 0, "db_a": 1, "db_b": 1, "tile_order": "col", "inner": "j", "simd": 4, "unroll": 8,
+              "acc": "ldm"}
+    assert space.analyze(space.encode(config)[None, :]).valid[0]
+    assert TileChecker(space).check(config) == (True, True, "")

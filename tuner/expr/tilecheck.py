@@ -10,6 +10,8 @@ box (block rule of tuner/space/analysis.py: trailing dims the LDM box covers mer
 ``strided`` = one request per index outside the strided dim, ``rows`` = one per block), with the
 sharing and reuse multiplicities of the schedule, and compared with the analysis totals.
 
+Sharing follows the schedule's rule and is checked for soundness only: a column that shares a box
+must read one box (the rule may pass up a column whose row tiles happen to agree).
 What this does not check: athread C generated from the expression and its run on swemu (there is no
 codegen for expression operators yet), nor the analysis' per-CPE and timing figures.
 """
@@ -26,6 +28,7 @@ import numpy as np
 from tuner.expr.geometry import PAD_AXIS, ExprGeometry
 from tuner.expr.space import ExprSpace
 from tuner.space.analysis import SHARE_NONE
+from tuner.space.ops import axis_tiles
 
 _NP_DTYPES = {"float32": np.float32, "float64": np.float64}
 
@@ -156,8 +159,15 @@ class TileChecker:
             groups = [row_coords[i:i + pr] for i in range(0, len(row_coords), pr)]
             return all(len({tuple(c[j] for j in keep) for c in g}) == 1 for g in groups)
 
+        # Sharing follows the schedule's rule (geometry.shareable, conservative: it may miss a column
+        # whose row tiles happen to agree); what is checked is that it is sound -- every column that
+        # shares a box really reads one box.
+        t = {a.name: axis_tiles(a.extent, np.array([float(tiles[a.name])])) for a in geo.axes}
         a_shared = share and pc > 1 and bool(geo.group("a"))
-        b_shared = share and pr > 1 and bool(geo.group("b")) and all(column_agrees(op) for op in geo.group("b"))
+        b_rule = all(bool(geo.shareable(op, t, np.array([float(pr)]))[0]) for op in geo.group("b"))
+        b_shared = share and pr > 1 and bool(geo.group("b")) and b_rule
+        if b_shared and not all(column_agrees(op) for op in geo.group("b")):
+            return False, True, "a shared box differs between the CPEs of a mesh column"
         row_order = config["tile_order"] == "row"
         strided = config["dma"] == "strided"
         # Multiplicity of one (tile, k tile) fetch over the mesh, as the schedule walks it.
