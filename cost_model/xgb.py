@@ -5,6 +5,10 @@ predictions enter as the base margin of this model's boosting, scaled by a weigh
 workload's own data grows (``base_weight = prior / (prior + n)``), so early rounds lean on what was
 learned elsewhere and later rounds on the workload's own measurements. Small histories are always
 used: with fewer than two distinct labels the model falls back to the base model's scores.
+
+One thread by default: the boosting of a few thousand rows gains little from OpenMP, and on shared,
+busy cores (several tuners or workers per machine) OpenMP's spinning threads made training 5-10x
+slower in wall time; parallelism comes from running tasks in separate processes.
 """
 
 from __future__ import annotations
@@ -23,7 +27,7 @@ OBJECTIVES = {"rank": "rank:pairwise", "ndcg": "rank:ndcg", "regression": "reg:s
 
 class XGBoostCostModel(CostModel):
     def __init__(self, objective: str = "rank", num_rounds: int = 60, max_depth: int = 6, eta: float = 0.25,
-                 nthread: int = 2, seed: int = 0, base: CostModel | None = None, base_prior: float = 64.0) -> None:
+                 nthread: int = 1, seed: int = 0, base: CostModel | None = None, base_prior: float = 64.0) -> None:
         if objective not in OBJECTIVES:
             raise ValueError(f"objective must be one of {sorted(OBJECTIVES)}, got {objective!r}")
         self.objective = objective

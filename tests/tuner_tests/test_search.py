@@ -117,3 +117,40 @@ def test_tune_reports_best_config_and_curve():
     assert result.trials == 48 and len(result.curve) == 48
     assert result.curve[-1] == result.best_time and all(np.diff(result.curve) <= 0)
     assert result.gflops > 0 and result.best_config is not None
+
+
+def test_single_knob_moves_are_every_valid_one_knob_change():
+    from tuner.search.neighbourhood import single_knob_moves
+
+    space = ScheduleSpace(SMALL, "sw26010", restrict=SMALL_RESTRICT)
+    row = space.sample(1, np.random.default_rng(4))[0]
+    expected = set()
+    for j, size in enumerate(space.sizes):
+        for v in range(size):
+            if v != row[j]:
+                cand = row.copy()
+                cand[j] = v
+                if space.is_valid(cand[None, :])[0]:
+                    expected.add(cand.tobytes())
+    got = single_knob_moves(space, row[None, :])
+    assert {r.tobytes() for r in got} == expected and len(got) == len(expected) > 0
+
+
+def test_local_share_goes_to_neighbours_of_the_measured_incumbents():
+    from tuner.search.neighbourhood import single_knob_moves
+
+    space = ScheduleSpace(Conv2d(1, 64, 27, 27, 192, 5, 5, pad_h=2, pad_w=2), "sw26010")
+    search = create_strategy("model", space, seed=2, local=1.0, epsilon=0.0, local_starts=2)
+    sim = Simulator(noise=0.0)
+    while search.n_measured < 48:
+        configs = search.ask(16)
+        search.tell(configs, sim.measure(space.workload, space.target, configs))
+    times = np.asarray(search.measured_time)
+    top = np.stack([search.measured_index[i] for i in np.argsort(times)[:2]])
+    around = {r.tobytes() for r in single_knob_moves(space, top)}
+    proposed = [space.encode(c) for c in search.ask(8)]
+    assert proposed and all(r.tobytes() in around for r in proposed)
+    no_local = create_strategy("model", space, seed=2, local=0.0, epsilon=0.0)
+    no_local.tell([space.decode(r) for r in search.measured_index],
+                  sim.measure(space.workload, space.target, [space.decode(r) for r in search.measured_index]))
+    assert sum(space.encode(c).tobytes() in around for c in no_local.ask(8)) < 8

@@ -73,7 +73,9 @@ class ModelGuidedSearch(SearchStrategy):
 
     def _evolve(self) -> tuple[np.ndarray, np.ndarray]:
         """Population after a few generations of neighbour moves, ranked by predicted score."""
-        starts = [self.space.sample(self.population, self.rng)]
+        # a quarter of the population starts fresh each round (diversity); sampling valid configs is
+        # the costliest part of a round, and the generations refill the population from the best
+        starts = [self.space.sample(max(self.population // 4, 1), self.rng)]
         if self.measured_index:
             times = np.asarray(self.measured_time)
             best = np.argsort(times)[: self.elite]
