@@ -74,3 +74,42 @@ def test_unary_epilogues_fuse_into_their_kernels(tmp_path: Path) -> None:
         assert dma_fused[key] == dma_plain[key], key
     assert fused.timing is not None and plain.timing is not None
     assert fused.timing.tuned_s < plain.timing.tuned_s  # five MPE steps fewer
+
+
+class _BiasNet(torch.nn.Module):
+    """conv + bias -> batch_norm -> relu, dense + bias -> gelu, a 3-D linear (a view) + bias."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.conv = torch.nn.Conv2d(3, 8, 3, padding=1)
+        self.bn = torch.nn.BatchNorm2d(8)
+        self.fc = torch.nn.Linear(8 * 36, 16)
+        self.seq = torch.nn.Linear(36, 12)
+        with torch.no_grad():  # non-trivial running statistics
+            self.bn.running_mean.uniform_(-0.5, 0.5)
+            self.bn.running_var.uniform_(0.5, 2.0)
+
+    def forward(self, x: Any) -> Any:
+        y = F.relu(self.bn(self.conv(x)))  # [1, 8, 6, 6]
+        return F.gelu(self.fc(y.flatten(1))), self.seq(y.flatten(2))
+
+
+def test_per_channel_epilogues_fuse_and_fetch_their_vectors_once_per_cpe(tmp_path: Path) -> None:
+    from tuner.bridge.extract import torch_to_relax
+
+    torch.manual_seed(4)
+    model, x = _BiasNet().eval(), torch.randn(1, 3, 6, 6)
+    mod = torch_to_relax(model, (x,))
+    fused = compile_model(mod, TARGET, tmp_path / "fused", lambda w: None, cpe_mode="none")
+    plain = compile_model(mod, TARGET, tmp_path / "plain", lambda w: None, cpe_mode="none", fuse=False)
+    names = sorted(k.epilogue.name for k in fused.kernels if k.epilogue is not None)
+    assert names == ["add", "add+nn.batch_norm+nn.relu", "add+nn.gelu"]
+    got, dma_fused = _run(fused.out_dir, x.numpy())
+    _, dma_plain = _run(plain.out_dir, x.numpy())
+    with torch.no_grad():
+        ref = np.concatenate([t.numpy().ravel() for t in model(x)])
+    np.testing.assert_allclose(got, ref, rtol=1e-3, atol=1e-5)
+    vectors = [n for k in fused.kernels for n in k.epilogue.vectors]  # each kernel runs once here
+    assert dma_fused["get_reqs"] == dma_plain["get_reqs"] + 64 * len(vectors)
+    assert dma_fused["get_bytes"] == dma_plain["get_bytes"] + 64 * 4 * sum(vectors)
+    assert dma_fused["put_reqs"] == dma_plain["put_reqs"] and dma_fused["put_bytes"] == dma_plain["put_bytes"]

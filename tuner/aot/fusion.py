@@ -1,23 +1,36 @@
 """Element-wise epilogues fused into the GEMM-like kernel that produces their operand.
 
-A generic node that is element-wise on one operand (relu, relu6/clip, gelu, sigmoid, tanh, silu, a
-scalar add/multiply, ...: whatever TVM legalizes to perfect element-wise loop nests, checked on the
-TIR by tuner.aot.tir_c.scalar_epilogue) and is the only reader of a conv2d / dense / batch_matmul
-output runs inside that kernel: on each output tile in LDM, just before its DMA put. Being
-position-independent and reading nothing else, it moves no extra data: the kernel's DMA is the
-unfused kernel's (tested against the emulator's counts), and its tuned schedule stays valid, so the
-tuning-log key stays the GEMM's workload key; the generated kernel (and its dedup key in slave.c)
-carries the epilogue. Epilogues with a second operand (bias add, batch-norm scale/shift, residual
-add) are not fused yet: they need the operand's tile DMA in the kernel's space and analysis.
+The only reader of a conv2d / dense / batch_matmul output runs inside that kernel, on each output
+tile in LDM just before its DMA put, when it is
+  * element-wise on that one operand (relu, relu6/clip, gelu, sigmoid, tanh, a scalar add, ...:
+    whatever TVM legalizes to perfect element-wise loop nests, checked on the TIR by
+    tuner.aot.tir_c.scalar_epilogue), or
+  * a per-output-channel constant: a bias add (add/subtract/multiply/divide by a constant that varies
+    only along the channel axis) or a batch-norm folded to scale and shift. Its vectors (at most
+    VECTOR_BYTES together) are fetched into LDM once per CPE at the kernel's start; the channel of
+    each element follows from its address in the output (the put's destination).
+Chains fuse link by link (bias add, then relu). A unary epilogue moves no data; channel vectors add
+one small DMA get per vector and CPE, issued at the kernel's start and waited for at the first put,
+so it overlaps the kernel's compute (both checked against the emulator's counts). The tuned
+schedule stays valid, so the tuning-log key stays the GEMM's workload key; the generated kernel (and
+its dedup key in slave.c) carries the epilogue. Residual adds (a second activation operand) are
+not fused yet: they need that operand's tile DMA in the kernel's space and analysis.
 """
 
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from math import prod
 
-from tuner.aot.graph import Graph, Node, Note
+import numpy as np
+
+from tuner.aot.graph import Graph, Node, Note, Tensor
 from tuner.aot.tir_c import Work, scalar_epilogue
+
+VECTOR_BYTES = 4096  # LDM for per-channel vectors: what the tuned kernels' budget leaves (64 KB - 56 KB)
+_BIN = {"add": "({v} + {c})", "subtract": "({v} - {c})", "multiply": "({v} * {c})", "divide": "({v} / {c})"}
+_BIN_REV = {"add": "({c} + {v})", "subtract": "({c} - {v})", "multiply": "({c} * {v})", "divide": "({c} / {v})"}
 
 # the put of an output tile in a generated slave kernel (tuner.codegen.printer.SlavePrinter.put)
 _PUT = re.compile(r"^(?P<indent>\s*)SW_PUT\(&C_ldm\[0\]\[(?P<lo>[^\]]+)\], [^,]+, (?P<len>[^,]+), ")
@@ -26,13 +39,67 @@ _PUT = re.compile(r"^(?P<indent>\s*)SW_PUT\(&C_ldm\[0\]\[(?P<lo>[^\]]+)\], [^,]+
 @dataclass(frozen=True)
 class Epilogue:
     name: str  # the fused operator(s), e.g. "nn.relu"
-    stmts: tuple[str, ...]  # C statements on ``v`` (one output element)
+    stmts: tuple[str, ...]  # C statements on ``v`` (one output element; channel ``_ch``)
     result: str
     work: Work  # per element
+    vectors: tuple[int, ...] = field(default=())  # lengths of the per-channel vectors (_ev0, _ev1, ...)
 
     @property
     def key(self) -> str:
-        return self.name + ":" + "".join(self.stmts)
+        return self.name + ":" + "".join(self.stmts) + repr(self.vectors)
+
+
+def _channel_axis(k: Node) -> int:
+    """The axis of a kernel's output that a per-channel vector runs along (NCHW conv: 1; dense and
+    batch_matmul: the last)."""
+    return 1 if k.attrs["workload"].op == "conv2d" else len(k.output.shape) - 1
+
+
+def _channel_vector(c: Tensor, out_shape: tuple[int, ...], axis: int, channels: int) -> np.ndarray | None:
+    """``c`` (a constant broadcast to ``out_shape``) as one value per channel, or None when it varies
+    along another axis."""
+    if c.kind != "const" or c.data is None or len(c.shape) > len(out_shape):
+        return None
+    full = (1,) * (len(out_shape) - len(c.shape)) + tuple(c.shape)
+    if any(d != 1 for i, d in enumerate(full) if i != axis) or full[axis] not in (1, channels):
+        return None
+    return np.broadcast_to(c.data.reshape(full).reshape(-1), (channels,)).copy()
+
+
+def _channel_stage(graph: Graph, k: Node, u: Node, stage: int, src: str, nvec: int
+                   ) -> tuple[list[str], str, Work, list[Tensor]] | None:
+    """A per-channel constant epilogue stage (bias add / scale / batch-norm affine) of kernel ``k``."""
+    out = k.output
+    axis = _channel_axis(k)
+    shape = u.output.shape
+    if axis == len(out.shape) - 1 and shape and shape[-1] == out.shape[-1]:
+        axis = len(shape) - 1  # a row-major view of a dense / batch_matmul output keeps its last axis
+    elif shape != out.shape:
+        return None
+    channels = shape[axis]
+    res = f"_e{stage}_0"
+    if u.op == "channel_affine" and u.attrs["axis"] == axis and u.inputs[0].root is out.root:  # batch_norm
+        # batch_norm's scale and shift are per-axis vectors (not broadcast-aligned)
+        vecs = [t.data.reshape(-1) if t.kind == "const" and t.data is not None and t.size == channels else None
+                for t in u.inputs[1:]]
+        if any(v is None for v in vecs):
+            return None
+        expr = f"({src} * _ev{nvec}[_ch] + _ev{nvec + 1}[_ch])"
+        work = Work(0, 2, 2, 0)
+    elif u.op == "tir" and u.relax_op in _BIN and len(u.inputs) == 2:
+        which = 0 if u.inputs[0].root is out.root else 1
+        if u.inputs[which].root is not out.root or u.inputs[1 - which].root is out.root:
+            return None
+        vec = _channel_vector(u.inputs[1 - which], shape, axis, channels)
+        if vec is None:
+            return None
+        vecs = [vec]
+        expr = (_BIN if which == 0 else _BIN_REV)[u.relax_op].format(v=src, c=f"_ev{nvec}[_ch]")
+        work = Work(0, 1, 1, 1 if u.relax_op == "divide" else 0)
+    else:
+        return None
+    tensors = [graph.new_const(v.astype(graph.dtype), f"{u.source}.channel") for v in vecs]  # type: ignore[union-attr]
+    return [f"const SWTUNE_EPT {res} = {expr};"], res, work, tensors
 
 
 def _readers(graph: Graph) -> dict[int, list[Node]]:
@@ -58,21 +125,33 @@ def fuse_epilogues(graph: Graph, ctype: str) -> int:
             if len(users) != 1 or out.id in outputs:
                 break
             u = users[0]
-            if u.op != "tir" or len(u.inputs) != 1 or len(u.outputs) != 1 or u.output.size != out.size:
+            if len(u.outputs) != 1 or u.output.size != out.size:
                 break
             prev: Epilogue | None = k.attrs.get("epilogue")
             stage = 0 if prev is None else prev.stmts.count("/* stage */") + 1
-            got = scalar_epilogue(u.attrs["prim_func"], u.attrs["function"], ctype,
-                                  "v" if prev is None else prev.result, f"_e{stage}_")
+            src = "v" if prev is None else prev.result
+            nvec = 0 if prev is None else len(prev.vectors)
+            vectors: list[Tensor] = []
+            got = None
+            if u.op == "tir" and len(u.inputs) == 1:
+                got = scalar_epilogue(u.attrs["prim_func"], u.attrs["function"], ctype, src, f"_e{stage}_")
             if got is None:
-                break
-            stmts, result, work = got
+                channel = _channel_stage(graph, k, u, stage, src, nvec)
+                if channel is None:
+                    break
+                *got, vectors = channel  # type: ignore[assignment]
+                if (sum(prev.vectors) if prev else 0) * 8 + sum(t.size for t in vectors) * 8 > VECTOR_BYTES:
+                    break
+            stmts, result, work = got  # type: ignore[misc]
             if prev is not None:  # a chain: this stage reads the previous stage's result
                 stmts = [*prev.stmts, "/* stage */", *stmts]
                 work = Work(0, prev.work.loads + work.loads, prev.work.arith + work.arith,
                             prev.work.transcendental + work.transcendental)
+            k.inputs = [*k.inputs, *vectors]
+            lens = (*(prev.vectors if prev else ()), *(t.size for t in vectors))
             name = u.relax_op if prev is None else f"{prev.name}+{u.relax_op}"
-            k.attrs["epilogue"] = Epilogue(name, tuple(stmts), result, work)
+            k.attrs["epilogue"] = Epilogue(name, tuple(s.replace("SWTUNE_EPT", ctype) for s in stmts), result,
+                                           work, lens)
             removed.add(id(u))
             k.output = u.output  # the kernel now writes the consumer's tensor (same size, flat)
             k.attrs["fused"] = [*k.attrs.get("fused", []), u.source]
@@ -90,19 +169,50 @@ def fuse_epilogues(graph: Graph, ctype: str) -> int:
     return fused
 
 
-def apply_epilogue(slave: str, ep: Epilogue, ctype: str) -> str:
-    """Insert the epilogue before every output-tile put of a generated slave kernel."""
+def apply_epilogue(slave: str, ep: Epilogue, ctype: str, c_shape: tuple[int, ...], pitch: int, axis: int) -> str:
+    """Insert the epilogue before every output-tile put of a generated slave kernel (and, for
+    per-channel vectors, their LDM copies and the DMA that fills them at the kernel's start).
+    ``c_shape``/``pitch``: the kernel's output buffer (rows padded to ``pitch``); ``axis``: its channel axis."""
+    from tuner.codegen.printer import KERNEL
+
+    last = len(c_shape) - 1
+    if axis == last:
+        channel = f"_d % {pitch}L"
+    else:
+        inner = pitch * prod(c_shape[axis + 1:last])
+        channel = f"(_d / {inner}L) % {c_shape[axis]}L"
     lines, count = [], 0
+    decls = [f"__thread_local {ctype} _ev{j}[{n}];" for j, n in enumerate(ep.vectors)]
+    if ep.vectors:
+        decls.append("__thread_local volatile SW_REPLY_T _ev_reply[1];")
+    sig = f"void {KERNEL}(swtune_args *_arg) {{"
     for line in slave.splitlines():
+        if decls and line.startswith("__thread_local") and count == 0:
+            lines += decls
+            decls = []
         m = _PUT.match(line)
         if m is not None:
             ind = m.group("indent")
             body = " ".join(ep.stmts)
+            pos = ""
+            if ep.vectors:
+                dst = line[line.index("_arg_c"):].split(",")[0]
+                args = [a.strip() for a in line[line.index("SW_PUT(") + 7:].split(",")]
+                bs, gp = args[3], args[4]
+                pos = (f"const long _bsE = ({bs}) / (long)sizeof({ctype}), _stE = (({bs}) + ({gp})) / (long)sizeof({ctype}); "
+                       f"const long _d = (long)(({dst}) - _arg_c) + (_bsE ? (_q / _bsE) * _stE + _q % _bsE : _q); "
+                       f"const long _ch = {channel}; if (_ch >= {c_shape[axis]}L) continue; ")
+                lines.append(f"{ind}if (!_ev_ready) {{ SW_WAIT(&_ev_reply[0], {len(ep.vectors)}); _ev_ready = 1; }}")
             lines.append(f"{ind}for (long _q = 0; _q < (long)(({m.group('len')}) / sizeof({ctype})); _q++) "
-                         f"{{ {ctype} *const _p = &C_ldm[0][{m.group('lo')}] + _q; const {ctype} v = *_p; "
+                         f"{{ {ctype} *const _p = &C_ldm[0][{m.group('lo')}] + _q; {pos}const {ctype} v = *_p; "
                          f"{body} *_p = {ep.result}; }}  /* fused epilogue: {ep.name} */")
             count += 1
         lines.append(line)
+        if ep.vectors and line.strip() == sig:
+            lines.append("  _ev_reply[0] = 0;")
+            lines += [f"  SW_GET(_arg->p[{j}], _ev{j}, {n} * sizeof({ctype}), 0, 0, &_ev_reply[0]);"
+                      for j, n in enumerate(ep.vectors)]
+            lines.append("  int _ev_ready = 0;  /* the vectors arrive while the kernel computes; waited for at the first put */")
     if count == 0:
         raise ValueError("no output-tile put found in the generated kernel")
     return "\n".join(lines) + ("\n" if slave.endswith("\n") else "")

@@ -94,6 +94,11 @@ class Graph:
         self.last_id += 1
         return Tensor(self.last_id, tuple(shape), self.dtype, "temp", name)
 
+    def new_const(self, data: np.ndarray, name: str) -> Tensor:
+        self.last_id += 1
+        data = np.ascontiguousarray(data)
+        return Tensor(self.last_id, data.shape, str(data.dtype), "const", name, data=data)
+
     @property
     def nodes(self) -> list[Node]:
         return [s for s in self.steps if isinstance(s, Node)]

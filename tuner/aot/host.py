@@ -40,8 +40,9 @@ def model_header(graph: Graph, layout: WeightsLayout, plan: MemoryPlan, model: s
 
 def _kernel_call(n: Node, ref: Ref) -> list[str]:
     k: Kernel = n.attrs["kernel"]
-    a, b = n.inputs
-    return [f"  {{ swtune_args args = {{ {ref(a)}, {ref(b)}, {ref(n.output)} }};",
+    a, b, *vectors = n.inputs  # vectors: a fused epilogue's per-channel constants
+    p = f", {{ {', '.join(ref(v) for v in vectors)} }}" if vectors else ""
+    return [f"  {{ swtune_args args = {{ {ref(a)}, {ref(b)}, {ref(n.output)}{p} }};",
             f"    athread_spawn({k.name}, &args);",
             "    athread_join(); }"]
 

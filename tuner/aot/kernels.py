@@ -92,7 +92,8 @@ def _generate(workload: Workload, target: Target, config: Config, index: int, st
     if epilogue is not None:
         from tuner.aot.fusion import apply_epilogue
 
-        slave = apply_epilogue(slave, epilogue, ctype(workload.dtype))
+        axis = 1 if workload.op == "conv2d" else len(c) - 1
+        slave = apply_epilogue(slave, epilogue, ctype(workload.dtype), tuple(c), c_pitch(src.scheduled), axis)
     return Kernel(index, workload, config, status, slave, rows, c[-1], c_pitch(src.scheduled), epilogue=epilogue)
 
 

@@ -147,6 +147,10 @@ def model_time(graph: Graph, target: "Target | str", config_of: Callable[[Any], 
             if ep is not None:  # its scalar work on each CPE's share of the output (no extra DMA)
                 per_elem = ep.work.arith + TRANSCENDENTAL_CYCLES * ep.work.transcendental
                 extra = -(-n.output.size // tgt.cpes) * per_elem / tgt.clock_hz
+                from tuner.measure.simulator import dma_time
+
+                # per-channel vectors: fetched at the kernel's start, overlapping its compute
+                extra += max(0.0, sum(dma_time(tgt, "get", v * item) for v in ep.vectors) - (t - tgt.spawn_join_s))
                 t, b = t + extra, b + extra
             steps.append(StepTime(n.source, n.relax_op, CPE, t, b, w.key + (f" + {ep.name}" if ep else "")))
         elif n.op == "cpe":  # a memory-bound operator as a CPE kernel (tuner.aot.cpe_ops), same in both programs
