@@ -109,6 +109,14 @@ RUN_CASES = [
     (Conv2d(1, 8, 9, 9, 8, 3, 3, pad_h=1, pad_w=1), "sw26010-pro",
      dict(tile_n=1, tile_oh=3, tile_ow=9, tile_k=2, tile_c=4, grid="2x2", share="mesh", dma="strided", put_lines=0,
           db_a=1, db_b=1, tile_order="col", inner="c", simd=4, unroll=2)),
+    # db_c (asynchronous puts from two output copies) with several tiles per CPE, ragged last tiles,
+    # and RLC over whole mesh rows and columns (the hardware broadcast putr/putc)
+    (Dense(44, 52, 64, "float64"), "sw26010", dict(tile_m=4, tile_n=4, tile_k=4, grid="8x8", share="mesh",
+                                                   dma="rows", put_lines=0, db_a=1, db_b=1, db_c=1,
+                                                   tile_order="col", inner="m", simd=4, unroll=4, acc="reg")),
+    (Conv2d(2, 8, 10, 10, 8, 3, 3, pad_h=1, pad_w=1), "sw26010",
+     dict(tile_n=1, tile_oh=2, tile_ow=5, tile_k=4, tile_c=4, grid="2x2", share="bcast", dma="strided", put_lines=0,
+          db_a=1, db_b=1, db_c=1, tile_order="row", inner="k", simd=4, unroll=4, acc="reg")),
 ]
 
 
@@ -130,6 +138,22 @@ def test_generated_kernel_on_emulator(backend, case):
     assert res.status == "ok", res.error
     assert res.details["dma_match"], (res.details["dma"], res.details["dma_expected"])
     assert res.times[0] > 0
+
+
+def test_db_c_put_is_asynchronous_and_waited_before_reuse():
+    from tuner.codegen.printer import SlavePrinter
+    from tuner.codegen.schedule import build_schedule
+
+    wl, target, cfg = RUN_CASES[-2]
+    slave = SlavePrinter(build_schedule(wl, target, cfg)).render()
+    puts = [i for i, line in enumerate(slave.splitlines()) if "SW_PUT(&C_ldm[0]" in line]
+    lines = slave.splitlines()
+    assert puts and all("&c_reply[c_slot]" in lines[i] for i in puts)
+    assert "SW_WAIT(&c_reply[0], c_exp[0]);" not in "\n".join(lines[puts[-1]:puts[-1] + 4])
+    assert "c_slot ^= 1; C_ldm = &C_buf[c_slot];" in slave and "SW_WAIT(&c_reply[c_slot], c_exp[c_slot]);" in slave
+    assert "simd_putr(v, 8)" in slave and "simd_putc(v, 8)" in slave
+    single = SlavePrinter(build_schedule(wl, target, {**cfg, "db_c": 0})).render()
+    assert "C_buf" not in single and "SW_WAIT(&c_reply[0], c_exp[0]);" in single
 
 
 def test_random_configs_on_emulator(backend):

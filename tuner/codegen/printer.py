@@ -6,7 +6,8 @@ between global and ``local.ldm`` buffers become DMA requests (tuner.codegen.boxe
 (the zeroing and the compute nest) is printed statement by statement with LDM indices flattened by the
 pitches of the box that filled the buffer. Knobs the TIR cannot express are applied where the schedule
 annotated them: double buffering (a prefetch of the next iteration of the copy's loop into a second
-LDM copy), sharing (bcast: round-robin requests in row-broadcast mode for ``a``; ``b`` over a column by
+LDM copy; ``db_c``: two output copies behind the ``C_ldm`` pointer, the put asynchronous and waited on
+before its copy is reused two tiles later), sharing (bcast: round-robin requests in row-broadcast mode for ``a``; ``b`` over a column by
 column broadcast DMA on SW26010-Pro or by register communication on SW26010), and line-padded puts.
 """
 
@@ -54,7 +55,7 @@ class SlavePrinter:
         self.line_elems = LINE // self.ds
         self.ldm: dict[str, Any] = {}  # role -> LDM buffer var
         self.roles: dict[str, str] = {}
-        self.db = {"a": bool(s.config["db_a"]), "b": bool(s.config["db_b"]), "c": False}
+        self.db = {"a": bool(s.config["db_a"]), "b": bool(s.config["db_b"]), "c": bool(s.config.get("db_c", 0))}
         self.shared = {"a": s.share_a, "b": s.share_b, "c": False}
         self.dma_mode = s.config["dma"]
         self.put_lines = bool(s.config["put_lines"])
@@ -233,6 +234,12 @@ class SlavePrinter:
             put = [n for n in self._direct_copies(node.body) if n.direction == "put"]
             for nest in put:
                 box = self._box(nest, {})
+                if self.db["c"]:
+                    # db_c: this tile fills the other output copy; the put issued from it two tiles
+                    # ago must have drained it first. C_ldm points at the copy, so the tile's code
+                    # (and an AOT epilogue before the put) reads C_ldm[0] either way.
+                    ctx.emit("c_slot ^= 1; C_ldm = &C_buf[c_slot];",
+                             "SW_WAIT(&c_reply[c_slot], c_exp[c_slot]);")
                 ctx.emit(*box.setup("0"))
         self.stmt_body(node.body, ctx, inner_guard, v, ext)
         ctx.depth -= 1
@@ -410,10 +417,12 @@ class SlavePrinter:
         self._open(ctx, guard)
         ctx.emit("if (c_ok[0]) {")
         ctx.depth += 1
+        rp = "c_slot" if self.db["c"] else "0"
         act = lambda mo, lo, ln, bs, gp: [  # noqa: E731
-            f"SW_PUT(&C_ldm[0][{lo}], _arg_c + {mo}, {ln}, {bs}, {gp}, &c_reply[0]); c_exp[0]++;"]
+            f"SW_PUT(&C_ldm[0][{lo}], _arg_c + {mo}, {ln}, {bs}, {gp}, &c_reply[{rp}]); c_exp[{rp}]++;"]
         ctx.emit(*box.requests("0", self.dma_mode, act))
-        ctx.emit("SW_WAIT(&c_reply[0], c_exp[0]);")
+        if not self.db["c"]:  # db_c: asynchronous, waited on before this copy is reused
+            ctx.emit("SW_WAIT(&c_reply[0], c_exp[0]);")
         ctx.depth -= 1
         ctx.emit("}")
         self._close(ctx)
@@ -433,6 +442,15 @@ class SlavePrinter:
         for role in ("a", "b", "c"):
             slots = 2 if self.db[role] else 1
             nd = self.ndims[role]
+            if role == "c" and self.db["c"]:  # two copies behind the C_ldm pointer, one box
+                decl += [
+                    f"__thread_local {ty} C_buf[2][{self.ldm_elems(role)}] __attribute__((aligned(64)));",
+                    f"__thread_local long c_o[1][{nd}];",
+                    f"__thread_local int c_n[1][{nd}], c_p[1][{nd}], c_ok[1];",
+                    "__thread_local volatile SW_REPLY_T c_reply[2];",
+                    "__thread_local long c_exp[2];",
+                ]
+                continue
             decl += [
                 f"__thread_local {ty} {role.upper()}_ldm[{slots}][{self.ldm_elems(role)}] __attribute__((aligned(64)));",
                 f"__thread_local long {role}_o[{slots}][{nd}];",
@@ -456,7 +474,9 @@ class SlavePrinter:
             "  int a_s = 0, b_s = 0, c_s = 0;",
             "  for (int _x = 0; _x < 2 && _x < (int)(sizeof a_exp / sizeof a_exp[0]); _x++) { a_reply[_x] = 0; a_exp[_x] = 0; }",
             "  for (int _x = 0; _x < 2 && _x < (int)(sizeof b_exp / sizeof b_exp[0]); _x++) { b_reply[_x] = 0; b_exp[_x] = 0; }",
-            "  c_reply[0] = 0; c_exp[0] = 0;",
+            *(["  c_reply[0] = 0; c_exp[0] = 0; c_reply[1] = 0; c_exp[1] = 0;",
+               f"  {ty} (*C_ldm)[{self.ldm_elems('c')}] = &C_buf[0]; int c_slot = 0;"]
+              if self.db["c"] else ["  c_reply[0] = 0; c_exp[0] = 0;"]),
             "  int sw_kt_owner = 0; (void)sw_kt_owner;",
         ]
         if self.mesh and self.pro:
@@ -465,6 +485,8 @@ class SlavePrinter:
                             f"{r}_rexp[_x] = 0; }} {r}_lrply = 0;")
             head.append("  athread_ssync_array();  /* every reply word is reset before any RMA arrives */")
         tail = ["  (void)a_s; (void)b_s; (void)c_s;", "}", ""]
+        if self.db["c"]:  # the last puts of both copies complete before the kernel returns
+            tail = ["  SW_WAIT(&c_reply[0], c_exp[0]); SW_WAIT(&c_reply[1], c_exp[1]);", *tail]
         return "\n".join(head + body.lines + tail)
 
 
@@ -473,14 +495,16 @@ SLAVE_INCLUDES = ('#include "swtune_kernel.h"', "#include <slave.h>", "#include 
                   '#include "swtune_slave_api.h"')
 
 SW_RLC_HELPER = r"""#ifndef SWTUNE_PRO
-/* Send (owner) or receive (others) `len` bytes at `p` over the row bus, 32 B per message. */
+/* Send (owner) or receive (others) `len` bytes at `p` over the row bus, 32 B per message; a whole
+   row (8 CPEs) by the hardware broadcast, a partial one by point-to-point sends. */
 static void sw_rlc_row(char *p, long len, int owner, int me, int cols) {
   doublev4 v;
   for (long off = 0; off < len; off += 32) {
     long n = len - off < 32 ? len - off : 32;
     if (me == owner) {
       memcpy(&v, p + off, n);
-      for (int c = 0; c < cols; c++) if (c != me) simd_putr(v, c);
+      if (cols == 8) simd_putr(v, 8);  /* one row broadcast reaches the 7 others */
+      else for (int c = 0; c < cols; c++) if (c != me) simd_putr(v, c);
     } else {
       v = simd_getr(v);
       memcpy(p + off, &v, n);
@@ -494,7 +518,8 @@ static void sw_rlc_col(char *p, long len, int owner, int me, int rows) {
     long n = len - off < 32 ? len - off : 32;
     if (me == owner) {
       memcpy(&v, p + off, n);
-      for (int r = 0; r < rows; r++) if (r != me) simd_putc(v, r);
+      if (rows == 8) simd_putc(v, 8);  /* one column broadcast reaches the 7 others */
+      else for (int r = 0; r < rows; r++) if (r != me) simd_putc(v, r);
     } else {
       v = simd_getc(v);
       memcpy(p + off, &v, n);

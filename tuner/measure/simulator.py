@@ -4,7 +4,8 @@ Time of a kernel = spawn/join + the busiest CPE's time (+ host-side padding of a
 The busiest CPE walks its output tiles; per (tile, reduction chunk) step it waits for the DMA of the
 operands it does not double-buffer, then for max(compute, DMA of the double-buffered ones) -- the
 double-buffered fetch of the next chunk overlaps this chunk's compute. After the last chunk it puts
-the output tile. DMA times come from the fitted request model (``tuner.measure.dma_model``) with the
+the output tile: waited on at once, or (``db_c``, two LDM copies of the tile) asynchronously, the
+put sharing the DMA lane with the next tile's double-buffered gets. DMA times come from the fitted request model (``tuner.measure.dma_model``) with the
 bandwidth shared by every active CPE; compute comes from the analysis (the two CPE pipes, the register
 blocking, packing, horizontal reductions); sharing tiles over the mesh adds register-communication
 (RLC) or RMA latency. Deterministic for a seed; multiplicative lognormal noise per repeat (default
@@ -57,8 +58,9 @@ def kernel_cycles(target: Target, a: Analysis) -> dict[str, np.ndarray]:
     ``total`` = ``p0_compute`` (FMA issue on P0) + ``p1_traffic`` (inner-loop cycles beyond P0 issue:
     LDM loads/stores, integer work or the accumulator chain) + ``loop_overhead`` (register-block
     entries, lane reductions, accumulator flushes, packing) + ``share`` (RLC/RMA not hidden) +
-    ``dma_hidden_excess`` (double-buffered DMA longer than the compute it overlaps) + ``exposed_dma``
-    (DMA nothing overlaps) + ``put_c`` + ``tile_overhead``. ``pipe_bound`` is the PipeBound of the
+    ``dma_hidden_excess`` (double-buffered DMA, and with ``db_c`` the previous tile's put, longer than
+    the compute it overlaps) + ``exposed_dma`` (DMA nothing overlaps) + ``put_c`` (puts waited on:
+    every tile's, or with ``db_c`` only the last tile's) + ``tile_overhead``. ``pipe_bound`` is the PipeBound of the
     inner loop.
     """
     steps = np.maximum(a.steps_per_cpe, 1.0)
@@ -66,15 +68,23 @@ def kernel_cycles(target: Target, a: Analysis) -> dict[str, np.ndarray]:
     get_b = _transfer_cycles(target, "get", a.b, a.active_cpes)
     put_c = _transfer_cycles(target, "put", a.c, a.active_cpes)
     dma_a_step, dma_b_step = get_a / steps, get_b / steps
-    overlapped = np.where(a.double_buffer_a, dma_a_step, 0.0) + np.where(a.double_buffer_b, dma_b_step, 0.0)
+    db_c = a.double_buffer_c if a.double_buffer_c is not None else np.zeros(len(steps), dtype=bool)
+    # With two output copies a tile's put runs on the CPE's DMA lane during the next tile's steps,
+    # beside that tile's double-buffered gets (same lane, same bandwidth share); the last tile's put
+    # has nothing after it. With one copy the put is waited on before the tile's copy is reused.
+    n_tiles = np.maximum(a.tiles_per_cpe, 1.0)
+    put_tail = np.where(db_c, put_c / n_tiles, put_c)
+    put_hidden_step = np.where(db_c, put_c - put_tail, 0.0) / steps
+    overlapped = (np.where(a.double_buffer_a, dma_a_step, 0.0) + np.where(a.double_buffer_b, dma_b_step, 0.0)
+                  + put_hidden_step)
     exposed = np.where(a.double_buffer_a, 0.0, dma_a_step) + np.where(a.double_buffer_b, 0.0, dma_b_step)
     compute = a.compute_cycles_per_step + a.share_cycles_per_step
     step = exposed + np.maximum(compute, overlapped)
-    prologue = overlapped  # the first double-buffered fetch has nothing to hide behind
+    prologue = overlapped - put_hidden_step  # the first double-buffered fetch has nothing to hide behind
     tiles = a.tiles_per_cpe * target.tile_overhead_cycles
-    total = steps * step + put_c + tiles + prologue
+    total = steps * step + put_tail + tiles + prologue
     cp = a.compute
-    return {"total": total, "get_a": get_a, "get_b": get_b, "put_c": put_c,
+    return {"total": total, "get_a": get_a, "get_b": get_b, "put_c": put_tail,
             "compute": steps * compute, "exposed_dma": steps * exposed + prologue,
             "p0_compute": steps * cp.p0_cycles, "p1_traffic": steps * cp.loop_extra_cycles,
             "loop_overhead": steps * cp.overhead_cycles, "share": steps * a.share_cycles_per_step,

@@ -81,6 +81,9 @@ class Analysis:
     share_mode: np.ndarray
     dma_mode: np.ndarray
     arithmetic_intensity: np.ndarray  # flops per main-memory byte of the busiest CPE
+    # Two LDM copies of the output tile: a tile's put runs while the next tile computes (None: the
+    # space has no db_c knob, one copy, the put is waited on at once).
+    double_buffer_c: np.ndarray | None = None
 
     def __len__(self) -> int:
         return len(self.valid)
@@ -90,6 +93,8 @@ class Analysis:
         out: dict[str, float] = {}
         for f in fields(self):
             value = getattr(self, f.name)
+            if value is None:
+                continue
             if isinstance(value, (BufferPlan, ComputePlan)):
                 for g in fields(value):
                     out[f"{f.name}_{g.name}"] = float(getattr(value, g.name)[i])
@@ -193,6 +198,7 @@ def analyze(space: "ScheduleSpace", index: np.ndarray) -> Analysis:
     pr, pc = space.grid_rows[index[:, space.knob_index["grid"]]], space.grid_cols[index[:, space.knob_index["grid"]]]
     share, dma_mode = v["share"], v["dma"]
     db_a, db_b = v["db_a"].astype(bool), v["db_b"].astype(bool)
+    db_c = v["db_c"].astype(bool) if "db_c" in v else np.zeros(n, dtype=bool)
 
     rows_total = np.ones(n)
     cols_total = np.ones(n)
@@ -284,8 +290,10 @@ def analyze(space: "ScheduleSpace", index: np.ndarray) -> Analysis:
             out_tile_full = out_tile_full * t[a.name].full
     macs_tile = out_mean * geo.red_axis.extent * geo.red_fixed
     macs_step = macs_tile / chunks
-    pack_elems = (np.where(pack_a, plan_a.loads / np.maximum(steps, 1) * plan_a.ldm_bytes / ds, 0.0)
-                  + np.where(pack_b, plan_b.loads / np.maximum(steps, 1) * plan_b.ldm_bytes / ds, 0.0))
+    # Every CPE packs the whole tile it holds, however many CPEs shared the fetch: with bcast a
+    # row (column) splits the requests (plan.loads is this CPE's share of them), not the packing.
+    pack_elems = (np.where(pack_a, a_loads / np.maximum(steps, 1) * plan_a.ldm_bytes / ds, 0.0)
+                  + np.where(pack_b, b_loads / np.maximum(steps, 1) * plan_b.ldm_bytes / ds, 0.0))
     cp = inner_loop(target, w, v["unroll"], reduction, v["acc"], inner_ext, out_tile_full, out_mean, macs_step,
                     simd_fraction, pack_elems, np.where(w > 1, misaligned, 0.0),
                     red.full if geo.red_innermost == 0 else np.full(n, float(geo.red_innermost)))
@@ -298,16 +306,21 @@ def analyze(space: "ScheduleSpace", index: np.ndarray) -> Analysis:
     share_cost = np.where(mesh, kf * target.share_latency_cycles + np.maximum(0.0, bus - compute), 0.0)
     if target.sharing is Sharing.RLC:
         # RLC moves registers, so the CPEs issue it (the generated sw_rlc_row/col): per 32-B vector
-        # the owner loads it and sends it to each of the other p-1 CPEs, every receiver takes it off
-        # the bus and stores it to LDM -- P1 work, in its own loop before the step's compute.
+        # the owner loads it and sends it -- over a whole row (column) of 8 as one broadcast
+        # putr/putc, at the latency of a point-to-point message (FACTS §1a), over a partial one to
+        # each of the other p-1 CPEs -- and every receiver takes it off the bus and stores it to
+        # LDM; each CPE owns one of the kf k tiles of a chunk and receives the other kf-1. P1 work
+        # in its own loop before the step's compute: no FMA to pair with, nothing dual-issues.
         vec = target.vector_bits / 8
-        rlc_ops = (np.where(a_shared, piece_a / vec * (pc + 2.0 * (kf - 1.0)), 0.0)
-                   + np.where(b_shared, piece_b / vec * (pr + 2.0 * (kf - 1.0)), 0.0))
+        send_a = np.where(pc >= target.mesh_cols, 2.0, pc)
+        send_b = np.where(pr >= target.mesh_rows, 2.0, pr)
+        rlc_ops = (np.where(a_shared, piece_a / vec * (send_a + 2.0 * (kf - 1.0)), 0.0)
+                   + np.where(b_shared, piece_b / vec * (send_b + 2.0 * (kf - 1.0)), 0.0))
         share_cost = share_cost + np.where(mesh, rlc_ops, 0.0)
 
     ldm_a = plan_a.ldm_bytes * np.where(db_a, 2, 1)
     ldm_b = plan_b.ldm_bytes * np.where(db_b, 2, 1)
-    ldm_c = plan_c.ldm_bytes
+    ldm_c = plan_c.ldm_bytes * np.where(db_c, 2, 1)
     ldm_total = ldm_a + ldm_b + ldm_c + ldm_pack
 
     reason = np.zeros(n, dtype=np.int64)
@@ -334,5 +347,5 @@ def analyze(space: "ScheduleSpace", index: np.ndarray) -> Analysis:
         simd_width=w, simd_fraction=simd_fraction, kernel_efficiency=cp.efficiency, compute=cp,
         compute_cycles_per_step=compute, share_cycles_per_step=share_cost,
         double_buffer_a=db_a, double_buffer_b=db_b, share_mode=share, dma_mode=dma_mode,
-        arithmetic_intensity=2 * macs_cpe / np.maximum(mem_bytes, 1.0),
+        arithmetic_intensity=2 * macs_cpe / np.maximum(mem_bytes, 1.0), double_buffer_c=db_c,
     )

@@ -59,6 +59,9 @@ class ScheduleSpace:
             Knob("put_lines", (0, 1), ordered=False, doc="pad output rows so puts write whole 128-B lines"),
             Knob("db_a", (0, 1), ordered=False, doc="double-buffer the a (data) tile"),
             Knob("db_b", (0, 1), ordered=False, doc="double-buffer the b (weight) tile"),
+            Knob("db_c", (0, 1), ordered=False, default=0,
+                 doc="double-buffer the output tile: its put is asynchronous, overlaps the next tile's "
+                     "compute and is waited on before that LDM copy is reused"),
             Knob("tile_order", ORDER_CHOICES, ordered=False, doc="traversal of a CPE's output tiles"),
             Knob("inner", self.geometry.inner_axes, ordered=False, doc="innermost compute loop axis"),
             Knob("simd", self.target.simd_widths[workload.dtype], doc="vector lanes (1 = scalar)"),
