@@ -127,3 +127,60 @@ def test_breakdown_accounts_for_the_whole_time(space):
     parts = breakdown(space, GOOD)
     assert sum(parts["seconds"].values()) == pytest.approx(parts["total_s"], rel=1e-9)
     assert parts["pipe_bound"] in ("P0", "P1", "LATENCY")
+
+
+def test_a_double_buffered_output_tile_hides_its_put_and_costs_ldm(space):
+    # compute-bound: the put rides beside the next tile's steps, only the last tile's is waited on
+    conv = ScheduleSpace(Conv2d(32, 128, 18, 18, 128, 3, 3, dtype="float64"), "sw26010")
+    cfg = dict(tile_n=1, tile_oh=8, tile_ow=16, tile_k=16, tile_c=2, grid="8x8", share="mesh", dma="rows",
+               put_lines=0, db_a=1, db_b=1, tile_order="row", inner="k", simd=4, unroll=16, acc="reg")
+    a = conv.analyze(np.stack([conv.encode({**cfg, "db_c": d}) for d in (0, 1)]))
+    assert a.valid.all() and a.ldm_c[1] == 2 * a.ldm_c[0]
+    parts = kernel_cycles(conv.target, a)
+    put_all = parts["put_c"][0]
+    assert parts["put_c"][1] == pytest.approx(put_all / a.tiles_per_cpe[1])
+    assert parts["total"][1] == pytest.approx(parts["total"][0] - put_all + parts["put_c"][1], rel=1e-9)
+    # DMA-bound: the hidden puts occupy the same DMA lane as the gets, so nothing is gained
+    b = space.analyze(np.stack([space.encode({**GOOD, "tile_n": 32, "db_c": d}) for d in (0, 1)]))
+    dma = kernel_cycles(space.target, b)
+    assert b.valid.all() and dma["dma_hidden_excess"][0] > 0
+    assert dma["total"][1] == pytest.approx(dma["total"][0], rel=1e-9)
+    # a config stored before the knob existed reads as one output copy
+    base = conv.encode({**cfg, "db_c": 0})
+    assert (conv.encode(cfg) == base).all()
+
+
+def test_rlc_over_whole_rows_sends_once_per_vector():
+    sp = ScheduleSpace(Dense(2048, 2048, 2048, "float64"), "sw26010")
+    cfg = dict(tile_m=32, tile_n=32, tile_k=32, share="mesh", dma="rows", put_lines=1, db_a=1, db_b=1,
+               tile_order="col", inner="m", simd=4, unroll=16, acc="reg")
+    a = sp.analyze(np.stack([sp.encode({**cfg, "grid": g}) for g in ("8x8", "4x4")]))
+    t = sp.target
+    vectors = 32 * 32 * 8 / (t.vector_bits / 8)  # one 32x32 float64 piece of a, and of b
+    lat = [p * t.share_latency_cycles for p in (8, 4)]
+    # 8x8: owner load + one broadcast putr; 7 receivers' getr + store.  4x4: owner load + 3 putr.
+    assert a.share_cycles_per_step[0] == pytest.approx(lat[0] + 2 * vectors * (2 + 2 * 7), rel=1e-9)
+    assert a.share_cycles_per_step[1] == pytest.approx(lat[1] + 2 * vectors * (4 + 2 * 3), rel=1e-9)
+
+
+def test_dgemm_needs_register_blocking_and_sharing_for_its_best():
+    """The best DGEMM 2048^3 over a sub-space that holds the calibration's best is reached only with
+    tiles shared over the mesh and accumulators in registers; without either it stays below 0.80."""
+    import itertools
+
+    sp = ScheduleSpace(Dense(2048, 2048, 2048, "float64"), "sw26010")
+    tiles = (16, 32, 64, 128)
+    rows = [sp.encode(dict(tile_m=m, tile_n=n, tile_k=k, grid="8x8", share=sh, dma="rows", put_lines=1, db_a=1,
+                           db_b=1, db_c=dc, tile_order="col", inner=inner, simd=4, unroll=u, acc=acc))
+            for m, n, k, sh, dc, inner, u, acc in itertools.product(
+                tiles, tiles, tiles, ("none", "bcast", "mesh"), (0, 1), ("m", "n", "k"), (4, 8, 16),
+                ("ldm", "reg"))]
+    index = np.stack(rows)
+    a = sp.analyze(index)
+    frac = np.where(a.valid, sp.workload.flops / simulate(sp, index, a) / sp.target.peak_flops("float64"), 0.0)
+    shared = a.share_mode != 0
+    reg = a.compute.acc_in_registers.astype(bool) & (a.compute.register_block >= 8)
+    best = frac.max()
+    assert frac[shared & reg].max() == best
+    assert frac[~shared].max() < min(0.80, 0.95 * best)
+    assert frac[~reg].max() < min(0.80, 0.95 * best)
