@@ -68,6 +68,7 @@ def analyze_expr(space: ExprSpace, index: np.ndarray) -> Analysis:
     pr, pc = space.grid_rows[g], space.grid_cols[g]
     share, dma_mode = v["share"], v["dma"]
     db_a, db_b = v["db_a"].astype(bool), v["db_b"].astype(bool)
+    db_c = v["db_c"].astype(bool) if "db_c" in v else np.zeros(n, dtype=bool)
 
     rows_total, cols_total, out_mean, out_full = np.ones(n), np.ones(n), np.ones(n), np.ones(n)
     for a in geo.axes:
@@ -102,8 +103,8 @@ def analyze_expr(space: ExprSpace, index: np.ndarray) -> Analysis:
 
     boxes = {op.access.tensor: geo.dims(op.access, t) for op in geo.operands}  # each operand's LDM box
 
-    def plans(group: tuple, is_a: bool) -> tuple[list[BufferPlan], np.ndarray]:
-        out, limits = [], np.ones(n, dtype=bool)
+    def plans(group: tuple, is_a: bool) -> tuple[list[BufferPlan], np.ndarray, np.ndarray]:
+        out, limits, fetches = [], np.ones(n, dtype=bool), np.zeros(n)
         shared = a_shared if is_a else b_shared
         bcast = shared & (share == SHARE_BCAST)
         split = np.where(bcast, np.minimum(pc, cols_total) if is_a else np.minimum(pr, rows_total), 1.0)
@@ -118,10 +119,12 @@ def analyze_expr(space: ExprSpace, index: np.ndarray) -> Analysis:
             plan, _, limit = _plan(boxes[op.access.tensor], ds, loads, split, dma_mode, total)
             out.append(plan)
             limits &= limit
-        return out, limits
+            fetches = np.maximum(fetches, loads)
+        return out, limits, fetches
 
-    a_plans, limit_a = plans(group_a, True)
-    b_plans, limit_b = plans(group_b, False)
+    # ``fetches``: tile fetches of the busiest CPE before a bcast splits their requests (what it packs)
+    a_plans, limit_a, fetches_a = plans(group_a, True)
+    b_plans, limit_b, fetches_b = plans(group_b, False)
     plan_a, plan_b = _merge(a_plans, n), _merge(b_plans, n)
     plan_c, lines_c, limit_c = _plan(geo.output_dims(t), ds, tiles_cpe, np.ones(n), dma_mode,
                                      rows_total * cols_total, put_lines=v["put_lines"])
@@ -151,8 +154,9 @@ def analyze_expr(space: ExprSpace, index: np.ndarray) -> Analysis:
 
     macs_tile = out_mean * geo.red_axis.extent * geo.red_fixed
     fma_step = macs_tile * geo.fma_per_point / chunks
-    pack_elems = (np.where(pack_a, plan_a.loads / np.maximum(steps, 1) * plan_a.ldm_bytes / ds, 0.0)
-                  + np.where(pack_b, plan_b.loads / np.maximum(steps, 1) * plan_b.ldm_bytes / ds, 0.0))
+    # every CPE packs the whole tile it holds, however many CPEs shared its fetch
+    pack_elems = (np.where(pack_a, fetches_a / np.maximum(steps, 1) * plan_a.ldm_bytes / ds, 0.0)
+                  + np.where(pack_b, fetches_b / np.maximum(steps, 1) * plan_b.ldm_bytes / ds, 0.0))
     cp = inner_loop(target, w, v["unroll"], reduction, v["acc"], inner_ext, out_full, out_mean, fma_step,
                     simd_fraction, pack_elems, np.where(vector, misaligned, 0.0),
                     red.full if geo.red_innermost == 0 else np.full(n, float(geo.red_innermost)))
@@ -163,13 +167,17 @@ def analyze_expr(space: ExprSpace, index: np.ndarray) -> Analysis:
         # RLC is issued by the CPEs: per 32-B vector the owner loads and sends it to the p-1 others,
         # each receiver takes it off the bus and stores it (P1 work before the step's compute).
         vec = target.vector_bits / 8
-        rlc_ops = (np.where(a_shared, plan_a.ldm_bytes / vec * (pc + 2.0 * (kf - 1.0)), 0.0)
-                   + np.where(b_shared, plan_b.ldm_bytes / vec * (pr + 2.0 * (kf - 1.0)), 0.0))
+        # a whole mesh row (column) takes one broadcast putr/putc
+        send_a = np.where(pc >= target.mesh_cols, 2.0, pc)
+        send_b = np.where(pr >= target.mesh_rows, 2.0, pr)
+        rlc_ops = (np.where(a_shared, plan_a.ldm_bytes / vec * (send_a + 2.0 * (kf - 1.0)), 0.0)
+                   + np.where(b_shared, plan_b.ldm_bytes / vec * (send_b + 2.0 * (kf - 1.0)), 0.0))
         share_cost = share_cost + np.where(mesh, rlc_ops, 0.0)
 
     ldm_a = plan_a.ldm_bytes * np.where(db_a, 2, 1)
     ldm_b = plan_b.ldm_bytes * np.where(db_b, 2, 1)
-    ldm_total = ldm_a + ldm_b + plan_c.ldm_bytes + ldm_pack
+    ldm_c = plan_c.ldm_bytes * np.where(db_c, 2, 1)
+    ldm_total = ldm_a + ldm_b + ldm_c + ldm_pack
     reason = np.zeros(n, dtype=np.int64)
 
     def fail(name: str, bad: np.ndarray) -> None:
@@ -187,11 +195,11 @@ def analyze_expr(space: ExprSpace, index: np.ndarray) -> Analysis:
     flops_cpe = tiles_cpe * out_mean * geo.red_axis.extent * geo.red_fixed * geo.expr.ops_per_point
     mem = plan_a.bytes + plan_b.bytes + plan_c.bytes
     return Analysis(
-        valid=reason == 0, reason=reason, ldm_a=ldm_a, ldm_b=ldm_b, ldm_c=plan_c.ldm_bytes, ldm_pack=ldm_pack,
+        valid=reason == 0, reason=reason, ldm_a=ldm_a, ldm_b=ldm_b, ldm_c=ldm_c, ldm_pack=ldm_pack,
         ldm_total=ldm_total, a=plan_a, b=plan_b, c=plan_c, pr=pr, pc=pc, active_cpes=active,
         tiles_per_cpe=tiles_cpe, steps_per_cpe=steps, chunks_per_tile=chunks, imbalance=imbalance,
         macs_per_cpe=macs_cpe, flops_per_cpe=flops_cpe, simd_width=w, simd_fraction=simd_fraction,
         kernel_efficiency=cp.efficiency, compute=cp, compute_cycles_per_step=compute,
         share_cycles_per_step=share_cost, double_buffer_a=db_a, double_buffer_b=db_b, share_mode=share,
-        dma_mode=dma_mode, arithmetic_intensity=flops_cpe / np.maximum(mem, 1.0),
+        dma_mode=dma_mode, arithmetic_intensity=flops_cpe / np.maximum(mem, 1.0), double_buffer_c=db_c,
     )

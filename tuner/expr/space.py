@@ -51,6 +51,8 @@ class ExprSpace(ScheduleSpace):
             Knob("put_lines", (0, 1), ordered=False, doc="pad output rows so puts write whole 128-B lines"),
             Knob("db_a", (0, 1), ordered=False, doc="double-buffer the row-shared operands"),
             Knob("db_b", (0, 1), ordered=False, doc="double-buffer the column-shared operands"),
+            Knob("db_c", (0, 1), ordered=False, default=0,
+                 doc="double-buffer the output tile: its put overlaps the next tile's compute"),
             Knob("tile_order", ORDER_CHOICES, ordered=False, doc="traversal of a CPE's output tiles"),
             Knob("inner", geo.inner_axes, ordered=False, doc="innermost compute loop axis"),
             Knob("simd", self.target.simd_widths[workload.dtype], doc="vector lanes (1 = scalar)"),
