@@ -242,10 +242,16 @@ def _plan_axis(n: Node, call: Any, target: Target, dtype: str, item: int, axis: 
     out = n.output.shape
     lead = prod(out[:axis])
     tries = 0
+    # which node inputs are sliced (an input matching the output's leading dims; others are whole)
+    sliced_by_input = [len(t.shape) == len(out) and tuple(t.shape[:axis + 1]) == out[:axis + 1] for t in n.inputs]
     for b in _divisors(out[axis]):
         nj = out[axis] // b
         if lead * nj < CPES and b > 1 and lead * out[axis] >= CPES:
             continue  # keep every CPE busy when there are enough rows
+        operands = [t for t, sl in zip(n.inputs, sliced_by_input) if sl] + list(n.outputs)
+        whole = sum(t.size for t, sl in zip(n.inputs, sliced_by_input) if not sl)
+        if (sum(b * prod(t.shape[axis + 1:]) for t in operands) + whole) * item > target.ldm_budget_bytes:
+            continue  # cannot fit before any scratch: no need to legalize
         shapes = [None if s is None or not sl else _sliced_shape(s, axis, b) for s, sl in zip(arg_shapes, sliced_arg)]
         shapes = [s if s is not None or arg_shapes[i] is None else arg_shapes[i]  # whole operands keep their shape
                   for i, s in enumerate(shapes)]

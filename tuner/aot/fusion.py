@@ -140,7 +140,8 @@ def fuse_epilogues(graph: Graph, ctype: str) -> int:
                 if channel is None:
                     break
                 *got, vectors = channel  # type: ignore[assignment]
-                if (sum(prev.vectors) if prev else 0) * 8 + sum(t.size for t in vectors) * 8 > VECTOR_BYTES:
+                item = 8 if ctype == "double" else 4
+                if ((sum(prev.vectors) if prev else 0) + sum(t.size for t in vectors)) * item > VECTOR_BYTES:
                     break
             stmts, result, work = got  # type: ignore[misc]
             if prev is not None:  # a chain: this stage reads the previous stage's result

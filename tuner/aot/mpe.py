@@ -2,7 +2,7 @@
 
 Operators of the model arrive as ``tir`` nodes: a call of the C function printed from their
 legalized PrimFunc (tuner.aot.tir_c). The other emitters are the compiler's own layout steps around
-the kernels: zero-padding a conv input, stripping the line padding of a kernel's output, a runtime
+the kernels: stripping the line padding of a kernel's output, a runtime
 transpose into the layout a kernel reads, and batch_norm folded to a per-channel scale and shift.
 Each emitter gets the node, ``ref`` (tensor -> C pointer expression) and the C scalar type, and
 returns statements; adjacent dimensions every operand walks contiguously are merged into one loop.
@@ -104,19 +104,6 @@ def _channel_affine(n: Node, ref: Ref, ty: str) -> list[str]:
             "    }"]
 
 
-def _pad_nchw(n: Node, ref: Ref, ty: str) -> list[str]:
-    x = n.inputs[0]
-    nn, c, h, w = x.shape
-    ph, pw = n.attrs["pad_h"], n.attrs["pad_w"]
-    hp, wp = h + 2 * ph, w + 2 * pw
-    X, Y = ref(x), ref(n.output)
-    return [f"  memset({Y}, 0, sizeof({ty}) * {n.output.size}L);",
-            f"  for (long nc = 0; nc < {nn * c}L; nc++)",
-            f"    for (long y = 0; y < {h}L; y++)",
-            f"      memcpy({Y} + nc * {hp * wp}L + (y + {ph}) * {wp}L + {pw}, {X} + nc * {h * w}L + y * {w}L, "
-            f"sizeof({ty}) * {w});"]
-
-
 def _unpitch(n: Node, ref: Ref, ty: str) -> list[str]:
     rows, cols, pitch = n.attrs["rows"], n.attrs["cols"], n.attrs["pitch"]
     X, Y = ref(n.inputs[0]), ref(n.output)
@@ -140,7 +127,7 @@ def _tir(n: Node, ref: Ref, ty: str) -> list[str]:
 
 
 EMITTERS: dict[str, Callable[[Node, Ref, str], list[str]]] = {
-    "tir": _tir, "channel_affine": _channel_affine, "pad_nchw": _pad_nchw, "unpitch": _unpitch,
+    "tir": _tir, "channel_affine": _channel_affine, "unpitch": _unpitch,
     "transpose": _transpose,
 }
 
@@ -157,8 +144,6 @@ def describe(n: Node) -> str:
     a: Any = n.attrs
     if n.op == "tir":
         return f"{a['function']} (legalized TIR) {list(n.output.shape)}"
-    if n.op == "pad_nchw":
-        return f"zero-pad conv input to {list(n.output.shape)}"
     if n.op == "unpitch":
         return f"strip line padding of the kernel output ({a['pitch']} -> {a['cols']})"
     if n.op == "channel_affine":

@@ -196,9 +196,11 @@ def _conv2d(r: RelaxReader, call: Any, name: str, op: str) -> Value:
     except InvalidWorkloadError as exc:
         raise AotError(f"{name} (nn.conv2d): {exc}") from None
     x, weight = r.tensor(call.args[0], name), r.tensor(call.args[1], name)
-    if w.pad_h or w.pad_w:  # the kernel reads a zero-padded input (swDNN style): the MPE pads once
-        x = r.node("pad_nchw", [x], (w.n, w.c, w.h + 2 * w.pad_h, w.w + 2 * w.pad_w), name, "nn.conv2d",
-                   pad_h=w.pad_h, pad_w=w.pad_w)
+    if w.pad_h or w.pad_w:  # the kernel reads a zero-padded input (swDNN style), padded once before it
+        from tvm import relax
+
+        pads = [0, 0, 0, 0, w.pad_h, w.pad_h, w.pad_w, w.pad_w]
+        x = _synthetic(r, x, lambda v: relax.op.nn.pad(v, pads), name, "nn.pad (conv input)")
     out = r.node("kernel", [x, weight], (w.n, w.k, w.oh, w.ow), name, "nn.conv2d", workload=w)
     if _out(call, name) != out.shape:
         raise AotError(f"{name} (nn.conv2d): output shape {_out(call, name)} != workload's {out.shape}")
@@ -299,19 +301,53 @@ def _call_tir(r: RelaxReader, call: Any, name: str, op: str) -> Value:
         values = _run_llvm(func, [a.data for a in args], outs)  # type: ignore[misc]
         consts = [r.const(v, name if len(values) == 1 else f"{name}.{i}") for i, v in enumerate(values)]
         return consts[0] if len(consts) == 1 else tuple(consts)
-    fname = f"tir_{gvar.name_hint}"
-    if fname not in r.functions:
-        from tuner.codegen.tir import ctype
+    return _generic_node(r, func, list(args), outs, name, relax_op, r.calls.get(name), f"tir_{gvar.name_hint}")
 
+
+def _generic_node(r: RelaxReader, func: Any, args: list[Tensor], outs: list[tuple[tuple[int, ...], str]],
+                  name: str, relax_op: str, relax_call: Any, fname: str) -> Value:
+    """A node running a legalized PrimFunc (printed once per function name), or a view when the
+    function only copies its operand (e.g. a broadcast_to that does not broadcast)."""
+    from tuner.aot.tir_c import print_prim_func, scalar_epilogue
+    from tuner.codegen.tir import ctype
+
+    if len(args) == 1 and len(outs) == 1 and outs[0][1] == args[0].dtype and prod(outs[0][0]) == args[0].size:
+        copy = scalar_epilogue(func, fname, ctype(r.dtype))
+        if copy is not None and copy[0] == [f"const {ctype(r.dtype)} _e0 = v;"]:
+            r.note(name, relax_op, "view (no-op)", f"a copy: {list(args[0].shape)} -> {list(outs[0][0])}")
+            return r.view(args[0], outs[0][0], name)
+    if fname not in r.functions:
         try:
             r.functions[fname] = print_prim_func(func, fname, ctype(r.dtype))
         except AotError as exc:
             raise AotError(f"operator {relax_op} (binding {name}): {exc}") from None
     results = [r._new(shape, dtype, "temp", name if i == 0 else f"{name}.{i}") for i, (shape, dtype) in enumerate(outs)]
     r.steps.append(Node("tir", list(args), results[0], {"function": fname, "extra_outputs": results[1:],
-                                                        "prim_func": func, "relax_call": r.calls.get(name)},
+                                                        "prim_func": func, "relax_call": relax_call},
                         relax_op, name))
     return results[0] if len(results) == 1 else tuple(results)
+
+
+def _synthetic(r: RelaxReader, x: Tensor, make_call: Callable[[Any], Any], name: str, relax_op: str) -> Value:
+    """A step the compiler adds itself (e.g. zero-padding a conv input), as a Relax operator on one
+    operand legalized like any other: plain C on the MPE or a CPE kernel (tuner.aot.cpe_ops)."""
+    import tvm_ffi
+    from tvm import relax
+
+    v = relax.Var("x", relax.TensorType(x.shape, x.dtype))
+    call = make_call(v)
+    bb = relax.BlockBuilder()
+    with bb.function("main", [v]):
+        with bb.dataflow():
+            out = bb.emit_output(bb.emit(call))
+        bb.emit_func_output(out)
+    mod = legalize(bb.get())
+    (ct,) = [b.value for blk in mod["main"].body.blocks for b in blk.bindings
+             if isinstance(b.value, relax.Call) and getattr(b.value.op, "name", "") == "relax.call_tir"]
+    func = mod[ct.args[0]]
+    info = ct.ty_args[0]
+    fname = f"tir_{ct.args[0].name_hint}_{tvm_ffi.structural_hash(func) & 0xffffffff:08x}"
+    return _generic_node(r, func, [x], [_tensor_type(info, name)], name, relax_op, call, fname)
 
 
 def _run_llvm(func: Any, inputs: list[np.ndarray], outs: list[tuple[tuple[int, ...], str]]) -> list[np.ndarray]:
