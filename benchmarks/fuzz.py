@@ -1,13 +1,14 @@
 """Schemathesis against a live server: no 5xx, and no response that contradicts the OpenAPI schema.
 
     python benchmarks/fuzz.py                       # SQLite, then PostgreSQL if SWTUNE_DATABASE_URL is set
-    python benchmarks/fuzz.py --max-time 60 --backends sqlite      # what the test suite runs
+    python benchmarks/fuzz.py --max-time 50 --backends sqlite      # about what the test suite runs
 
 A fresh database (a SQLite file, or a fresh schema of the PostgreSQL at SWTUNE_DATABASE_URL) gets
 the migrations, an admin token and a little data (a task with jobs, one measurement) so id-taking
 routes and the lookup have something to find; a uvicorn server (service.embedded.spawn_server) runs
 on it; `st run` fuzzes every operation of the service's API with the admin token and a fixed seed
-(examples, coverage and fuzzing phases; positive and negative data).
+(examples, coverage, fuzzing and stateful phases, the last following the schema's links; positive
+and negative data).
 
 Counted from schemathesis' NDJSON report: ``cases`` (requests sent), ``server_errors`` (failed
 ``not_a_server_error``), ``schema_violations`` (failed status code, content type, header or body
@@ -40,7 +41,7 @@ ROOT = Path(__file__).resolve().parent.parent
 SCHEMA_CHECKS = ("status_code_conformance", "content_type_conformance", "response_headers_conformance",
                  "response_schema_conformance")
 EXCLUDED_CHECKS = ("unsupported_method", "allow_header_conformance", "positive_data_acceptance", "ignored_auth")
-PHASES = "examples,coverage,fuzzing"
+PHASES = "examples,coverage,fuzzing,stateful"
 
 try:  # the hooks part: only when schemathesis imports this module
     import schemathesis

@@ -38,7 +38,14 @@ router = APIRouter(prefix="/api/v1", tags=["workers"], responses=responses(*AUTH
 JobIdPath = Annotated[int, Path(ge=1, le=MAX_JOB_ID, description="job id")]
 
 
-@router.post("/jobs/lease", response_model=LeaseOut, responses=responses(*BODY))
+# OpenAPI link: the ids of leased jobs are what the result route takes.
+_LEASE_LINKS = {"PostResult": {"operationId": "post_result_api_v1_jobs__job_id__result_post",
+                               "parameters": {"job_id": "$response.body#/jobs/0/id"}}}
+
+
+@router.post("/jobs/lease", response_model=LeaseOut,
+             responses={200: {"description": "the leased jobs (maybe none)", "links": _LEASE_LINKS},
+                        **responses(*BODY)})
 async def lease(body: LeaseRequest, request: Request, state: AppState, principal: WorkerAuth) -> LeaseOut:
     """Lease up to max_jobs pending jobs of a target; with wait_seconds, wait for work to appear."""
     settings = state.settings

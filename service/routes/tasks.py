@@ -18,7 +18,17 @@ router = APIRouter(prefix="/api/v1/tasks", tags=["tasks"], responses=responses(*
 TaskIdPath = Annotated[int, Path(ge=1, le=MAX_TASK_ID, description="task id")]
 
 
-@router.post("", status_code=201, response_model=TaskCreated, responses=responses(*BODY))
+# OpenAPI links: clients (and schemathesis' stateful phase) learn that the ids returned here name tasks.
+_TASK_LINKS = {
+    "ReadTask": {"operationId": "read_api_v1_tasks__task_id__get",
+                 "parameters": {"task_id": "$response.body#/task_ids/0"}},
+    "CancelTask": {"operationId": "cancel_api_v1_tasks__task_id__cancel_post",
+                   "parameters": {"task_id": "$response.body#/task_ids/0"}},
+}
+
+
+@router.post("", status_code=201, response_model=TaskCreated,
+             responses={201: {"description": "one task per workload", "links": _TASK_LINKS}, **responses(*BODY)})
 def submit(body: TaskCreate, db: Db, state: AppState, principal: Submitter) -> TaskCreated:
     strategy = body.strategy or default_strategy(state.settings.default_strategy)
     with db.session() as s:
