@@ -54,12 +54,12 @@ def post_results(session: Session, *, lease_token: str, worker: str, results: Se
     if is_postgres(session):
         # serializes with a concurrent reclaim or duplicate post of the same job
         stmt = stmt.with_for_update(of=JobRow)
-    found = {j.id: (j, wl, tname) for j, wl, tname in session.execute(stmt).all()}
-    jobs = {i: f[0] for i, f in found.items()}
+    by_id = {j.id: (j, wl, tname) for j, wl, tname in session.execute(stmt).all()}
+    jobs = {i: f[0] for i, f in by_id.items()}
     backend = session.scalar(select(WorkerRow.backend).where(WorkerRow.name == worker))
     # all or nothing: every result of a known job is validated before anything is written
-    checked = {r.job_id: validate_result(r, *found[r.job_id], worker=worker, backend=backend)
-               for r in results if r.job_id in found}
+    checked = {r.job_id: validate_result(r, *by_id[r.job_id], worker=worker, backend=backend)
+               for r in results if r.job_id in by_id}
 
     outcomes: dict[int, PostOutcome] = {}
     to_store: list[JobRow] = []

@@ -166,9 +166,9 @@ async def _overflow_handler(_request: Request, exc: Exception) -> JSONResponse:
 def install(app: FastAPI) -> None:
     for exc_type, status in STATUS:
         app.add_exception_handler(exc_type, _domain_handler(status))
-    for exc_type in INVALID:
-        app.add_exception_handler(exc_type, _invalid_handler)
+    for invalid in INVALID:
+        app.add_exception_handler(invalid, _invalid_handler)
     app.add_exception_handler(RequestValidationError, _validation_handler)  # type: ignore[arg-type]
-    for exc_type in (DBAPIError, DisconnectionError, PoolTimeoutError):
-        app.add_exception_handler(exc_type, _storage_handler)
+    for storage in (DBAPIError, DisconnectionError, PoolTimeoutError):
+        app.add_exception_handler(storage, _storage_handler)
     app.add_exception_handler(OverflowError, _overflow_handler)
