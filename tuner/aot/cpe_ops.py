@@ -194,8 +194,10 @@ def plan_node(n: Node, target: Target, dtype: str) -> CpeOp | None:
 
     call = n.attrs.get("relax_call")
     params = [*n.inputs, *n.outputs]
-    if call is None or len(params) > MAX_PARAMS or any(t.dtype != dtype for t in params):
+    if len(params) > MAX_PARAMS or any(t.dtype != dtype for t in params):
         return None
+    if call is None or getattr(call.op, "name", "") == "relax.call_tir":  # no Relax operator to slice
+        return _plan_elementwise(n, target, dtype)
     arg_shapes: list[tuple[int, ...] | None] = []
     for arg in call.args:
         if type(arg).__name__ == "PrimValue" or (isinstance(arg, ir.Constant)
@@ -231,6 +233,42 @@ def plan_node(n: Node, target: Target, dtype: str) -> CpeOp | None:
             return op
         log.info("%s (%s): slicing along axis %d changes its result", n.source, n.relax_op, op.axis)
     return None
+
+
+def _plan_elementwise(n: Node, target: Target, dtype: str) -> CpeOp | None:
+    """A PrimFunc given as is (e.g. the ONNX importer's call_tir for Clip) that is element-wise on one
+    operand (0-d constants aside, checked on its TIR): blocks of consecutive elements."""
+    from tuner.aot.tir_c import Work, ctype_of, scalar_epilogue
+
+    if len(n.outputs) != 1:
+        return None
+    scalars = {i: float(t.data.reshape(-1)[0]) for i, t in enumerate(n.inputs)
+               if t.kind == "const" and t.data is not None and t.size == 1}
+    operand = [i for i in range(len(n.inputs)) if i not in scalars]
+    if len(operand) != 1 or n.inputs[operand[0]].size != n.output.size:
+        return None
+    ty = ctype_of(dtype)
+    got = scalar_epilogue(n.attrs["prim_func"], n.attrs["function"], ty, "v", "_e", operand[0], scalars)
+    if got is None:
+        return None
+    stmts, result, w = got
+    size, item = n.output.size, np.dtype(dtype).itemsize
+    fits = [d for d in _divisors(size) if 2 * d * item <= target.ldm_budget_bytes]
+    busy = [d for d in fits if size // d >= CPES]
+    if not fits:
+        return None
+    b = busy[0] if busy else fits[-1]
+    k, o = operand[0], len(n.inputs)
+    args = ", ".join(f"SWTUNE_T *restrict q{i}" for i in range(len(n.inputs) + 1))
+    code = (f"static void body({args}) {{\n  for (long i = 0; i < {b}L; i++) {{ const SWTUNE_T v = q{k}[i]; "
+            f"{' '.join(stmts)} q{o}[i] = {result}; }}\n}}").replace(ty + " _e", "SWTUNE_T _e")
+    work = Work(b, b * w.loads, b * w.arith, b * w.transcendental)
+    body = CFunction("body", code, [dtype] * (o + 1), [(b,)] * (o + 1), work, [], 0)
+    plan = [ParamSlice(True, size, 1, b) if i == k else ParamSlice(False, 0, 1, 1) for i in range(o)]
+    plan.append(ParamSlice(True, size, 1, b))
+    op = CpeOp(body, 0, b, 1, size // b, plan, o, (2 * b + len(scalars)) * item, 0.0)
+    op.seconds = _kernel_seconds(target, op, item)
+    return op
 
 
 def _plan_axis(n: Node, call: Any, target: Target, dtype: str, item: int, axis: int,

@@ -133,8 +133,12 @@ def fuse_epilogues(graph: Graph, ctype: str) -> int:
             nvec = 0 if prev is None else len(prev.vectors)
             vectors: list[Tensor] = []
             got = None
-            if u.op == "tir" and len(u.inputs) == 1:
-                got = scalar_epilogue(u.attrs["prim_func"], u.attrs["function"], ctype, src, f"_e{stage}_")
+            scalars = {i: float(t.data.reshape(-1)[0]) for i, t in enumerate(u.inputs)
+                       if t.kind == "const" and t.data is not None and t.size == 1}
+            operand = [i for i, t in enumerate(u.inputs) if t.root is out]
+            if u.op == "tir" and len(operand) == 1 and len(u.inputs) == 1 + len(scalars):
+                got = scalar_epilogue(u.attrs["prim_func"], u.attrs["function"], ctype, src, f"_e{stage}_",
+                                      operand[0], scalars)
             if got is None:
                 channel = _channel_stage(graph, k, u, stage, src, nvec)
                 if channel is None:

@@ -340,9 +340,12 @@ def print_prim_func(prim_func: Any, name: str, store_type: str, ldm_prefix: str 
 class _ScalarPrinter(_Printer):
     """Prints an element-wise PrimFunc as scalar statements on one value ``v`` (a fused epilogue)."""
 
-    def __init__(self, func: Any, name: str, store_type: str, input_name: str, prefix: str) -> None:
+    def __init__(self, func: Any, name: str, store_type: str, input_name: str, prefix: str,
+                 operand: int = 0, scalars: dict[int, float] | None = None) -> None:
         super().__init__(func, name, store_type)
         self.input_name, self.prefix = input_name, prefix
+        self.operand = operand  # the parameter holding the element; the others are 0-d constants
+        self.scalars = scalars or {}
         self.loop_vars: list[Any] = []
         self.names: dict[Any, str] = {}  # buffer -> the scalar holding its element
         self.stmts: list[str] = []
@@ -351,6 +354,9 @@ class _ScalarPrinter(_Printer):
         if _kind(e) == "TensorLoad":
             from tvm_ffi import structural_equal
 
+            for i, value in self.scalars.items():  # a 0-d constant operand: its value as a literal
+                if e.source.same_as(self.func.params[i]):
+                    return repr(float(value)) + ("f" if self.store == "float" else "")
             if len(e.indices) != len(self.loop_vars) or not all(
                     structural_equal(i, v) for i, v in zip(e.indices, self.loop_vars)):
                 raise AotError(f"{self.name}: not element-wise (load of {e.source.name} at other indices)")
@@ -380,27 +386,28 @@ class _ScalarPrinter(_Printer):
 
     def scalar(self) -> tuple[list[str], str]:
         params = list(self.func.params)
-        if len(params) != 2:
-            raise AotError(f"{self.name}: an epilogue has one input and one output")
-        self.names[params[0]] = self.input_name
+        if len(params) != 2 + len(self.scalars) or self.operand in self.scalars:
+            raise AotError(f"{self.name}: an epilogue has one tensor input (and 0-d constants) and one output")
+        self.names[params[self.operand]] = self.input_name
         body = self.func.body
         items = body.seq if _kind(body) == "SeqStmt" else [body]
         for item in items:
             if _kind(item) in ("AllocBuffer", "DeclBuffer"):
                 continue
             self.nest(item)
-        out = next((b for b in self.names if b.same_as(params[1])), None)
+        out = next((b for b in self.names if b.same_as(params[-1])), None)
         if out is None:
             raise AotError(f"{self.name}: the output is never written")
         return self.stmts, self.names[out]
 
 
-def scalar_epilogue(prim_func: Any, name: str, store_type: str, input_name: str = "v", prefix: str = "_e"
-                    ) -> tuple[list[str], str, Work] | None:
+def scalar_epilogue(prim_func: Any, name: str, store_type: str, input_name: str = "v", prefix: str = "_e",
+                    operand: int = 0, scalars: dict[int, float] | None = None) -> tuple[list[str], str, Work] | None:
     """(statements computing the result from ``input_name``, the result's name, work per element) of
-    an element-wise single-input PrimFunc, or None when it is not one (then it cannot be fused)."""
+    an element-wise PrimFunc of one tensor (parameter ``operand``; ``scalars``: the values of its 0-d
+    constant parameters), or None when it is not one (then it cannot be fused)."""
     try:
-        p = _ScalarPrinter(lower_for_mpe(prim_func), name, store_type, input_name, prefix)
+        p = _ScalarPrinter(lower_for_mpe(prim_func), name, store_type, input_name, prefix, operand, scalars)
         stmts, result = p.scalar()
     except AotError:
         return None

@@ -252,6 +252,24 @@ TORCH_MODELS = {"alexnet": alexnet, "vgg19": vgg19, "resnet18": resnet18, "resne
 SEQUENCE = 128  # the BERT layer's sequence length (its input is [batch, 128, hidden])
 
 
+def _calibrate_batch_norm(module: Any, example: Any) -> None:
+    """Set every BatchNorm's running statistics from a forward pass over random inputs. With the
+    default statistics (mean 0, var 1) a randomly initialised deep net such as MobileNetV2 decays to
+    an output that no longer depends on its input, and a numerical check of it would prove nothing."""
+    import torch
+
+    norms = [m for m in module.modules() if isinstance(m, torch.nn.modules.batchnorm._BatchNorm)]
+    if not norms:
+        return
+    for bn in norms:
+        bn.reset_running_stats()
+        bn.momentum = None  # a cumulative average over the calibration pass
+    module.train()
+    with torch.no_grad():
+        module(torch.randn(8, *example.shape[1:]))
+    module.eval()
+
+
 def build(name: str, batch: int = 1, width: float = 1.0, image: int = 224) -> tuple[Any, tuple[Any, ...]]:
     """(module in eval mode, example inputs) of a named reference network; ``image`` is the input
     side of the image models (the BERT layer takes [batch, 128, hidden] activations instead)."""
@@ -267,4 +285,6 @@ def build(name: str, batch: int = 1, width: float = 1.0, image: int = 224) -> tu
         module = TORCH_MODELS[name](width, image=image).eval()
     else:
         module = TORCH_MODELS[name](width).eval()
-    return module, (torch.randn(batch, 3, image, image),)
+    x = torch.randn(batch, 3, image, image)
+    _calibrate_batch_norm(module, x)
+    return module, (x,)
