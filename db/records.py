@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import json
 import math
-from dataclasses import dataclass, field
+import tempfile
 from datetime import datetime
 from typing import Any, Iterable, Iterator
 
@@ -21,7 +21,7 @@ from db.domain import ImportStats, Measurement
 from db.errors import InvalidInputError
 from db.measurements import iter_measurements
 from db.orm import MeasurementRow
-from db.refs import insert_ignore, target_id, target_name, workload_id
+from db.refs import insert_ignore, target_id, target_name, workload_id, workload_of
 from db.validation import check_measurement
 from tuner.errors import InvalidWorkloadError
 from tuner.workloads import Workload, workload_from_json
@@ -119,14 +119,19 @@ def _parse(line_no: int, line: str) -> tuple[Workload, str, dict[str, Any]]:
     return workload, tname, row
 
 
-@dataclass
 class Importer:
-    """Parses JSON lines as they arrive (whole lines, or raw byte chunks cut anywhere) and keeps only
-    the checked rows; ``write`` then stores them in one transaction."""
+    """Parses JSON lines as they arrive (whole lines, or raw byte chunks cut anywhere); each checked
+    record goes, normalised, to a spool file (in memory up to ``SPOOL_BYTES``, then on disk), so
+    memory stays bounded whatever the size of the import. ``write`` then stores the spooled records
+    in chunks, in the caller's one transaction: nothing is written unless every line was valid."""
 
-    rows: list[tuple[Workload, str, dict[str, Any]]] = field(default_factory=list)
-    line_no: int = 0
-    _carry: bytearray = field(default_factory=bytearray)
+    SPOOL_BYTES = 4 << 20
+
+    def __init__(self) -> None:
+        self.line_no = 0
+        self.count = 0
+        self._carry = bytearray()
+        self._spool = tempfile.SpooledTemporaryFile(max_size=self.SPOOL_BYTES, mode="w+b")
 
     def line(self, raw: str | bytes) -> None:
         self.line_no += 1
@@ -137,10 +142,16 @@ class Importer:
                 raw = raw.decode()
             except UnicodeDecodeError:
                 raise InvalidInputError(f"line {self.line_no}: not UTF-8") from None
-        if raw.strip():
-            if len(self.rows) >= MAX_IMPORT_LINES:
-                raise InvalidInputError(f"at most {MAX_IMPORT_LINES} records per import")
-            self.rows.append(_parse(self.line_no, raw))
+        if not raw.strip():
+            return
+        if self.count >= MAX_IMPORT_LINES:
+            raise InvalidInputError(f"at most {MAX_IMPORT_LINES} records per import")
+        workload, tname, row = _parse(self.line_no, raw)
+        if "created_at" in row:
+            row = {**row, "created_at": row["created_at"].isoformat()}
+        self._spool.write(json.dumps([workload.canonical_json(), tname, row], separators=(",", ":")).encode())
+        self._spool.write(b"\n")
+        self.count += 1
 
     def feed(self, chunk: bytes) -> None:
         """A piece of the byte stream; complete lines are parsed at once, the rest is carried."""
@@ -158,33 +169,58 @@ class Importer:
             self.line(bytes(self._carry))
             self._carry.clear()
 
+    def records(self) -> Iterator[tuple[Workload, str, dict[str, Any]]]:
+        """The checked records, in input order, read back from the spool."""
+        self._spool.seek(0)
+        for raw in self._spool:
+            canonical, tname, row = json.loads(raw)
+            if "created_at" in row:
+                row["created_at"] = datetime.fromisoformat(row["created_at"])
+            yield workload_of(canonical), tname, row
+
+    def close(self) -> None:
+        self._spool.close()
+
     def write(self, session: Session, *, chunk: int = 500) -> ImportStats:
         wids: dict[str, int] = {}
         tids: dict[str, int] = {}
         imported = total = 0
-        for start in range(0, len(self.rows), chunk):
-            part = []
-            for workload, tname, row in self.rows[start:start + chunk]:
+        part: list[dict[str, Any]] = []
+
+        def flush() -> int:
+            # rows without created_at get the server default; SQLAlchemy needs uniform keys per statement
+            stored = 0
+            for group in ([r for r in part if "created_at" in r], [r for r in part if "created_at" not in r]):
+                if group:
+                    result = session.execute(insert_ignore(session, MeasurementRow).values(group)
+                                             .returning(MeasurementRow.id))
+                    stored += len(result.all())
+            part.clear()
+            return stored
+
+        try:
+            for workload, tname, row in self.records():
                 if workload.key not in wids:
                     wids[workload.key] = workload_id(session, workload)
                 if tname not in tids:
                     tids[tname] = target_id(session, tname)
                 part.append({**row, "workload_id": wids[workload.key], "target_id": tids[tname]})
-            total += len(part)
-            # rows without created_at get the server default; SQLAlchemy needs uniform keys per statement
-            with_ts = [r for r in part if "created_at" in r]
-            without_ts = [r for r in part if "created_at" not in r]
-            for group in (with_ts, without_ts):
-                if group:
-                    result = session.execute(insert_ignore(session, MeasurementRow).values(group)
-                                             .returning(MeasurementRow.id))
-                    imported += len(result.all())
+                total += 1
+                if len(part) >= chunk:
+                    imported += flush()
+            imported += flush()
+        finally:
+            self.close()
         return ImportStats(imported=imported, skipped=total - imported)
 
 
 def import_lines(session: Session, lines: Iterable[str | bytes], *, chunk: int = 500) -> ImportStats:
     """Import JSON lines (e.g. an open file, read line by line); all are checked before anything is written."""
     importer = Importer()
-    for raw in lines:
-        importer.line(raw)
+    try:
+        for raw in lines:
+            importer.line(raw)
+    except BaseException:
+        importer.close()
+        raise
     return importer.write(session, chunk=chunk)

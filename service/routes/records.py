@@ -37,13 +37,17 @@ def export(db: Db, _: Reader, target: str | None = Query(None, min_length=1, max
     "requestBody": {"required": False, "description": "JSON lines as produced by export (empty: nothing)",
                     "content": {"application/x-ndjson": {"schema": {"type": "string"}}}}})
 async def import_records(request: Request, state: AppState, _: Admin) -> ImportOut:
-    """Body: JSON lines as produced by export. Lines are parsed and checked as they arrive (the body
-    is never held whole); nothing is written unless every line is valid; records already present
+    """Body: JSON lines as produced by export. Lines are parsed and checked as they arrive and spooled
+    (memory stays bounded; the body is never held whole); nothing is written unless every line is valid; records already present
     are skipped, so importing a file twice changes nothing."""
     importer = records_db.Importer()
-    async for chunk in request.stream():  # the body size middleware caps this
-        importer.feed(chunk)
-    importer.finish()
+    try:
+        async for chunk in request.stream():  # the body size middleware caps this
+            importer.feed(chunk)
+        importer.finish()
+    except BaseException:
+        importer.close()
+        raise
 
     def run() -> ImportOut:
         with state.db.session() as s:

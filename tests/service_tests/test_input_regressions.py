@@ -442,7 +442,8 @@ def test_16_import_streams_lines_cut_anywhere(api) -> None:
         pieces.feed(data[i:i + 7])
     whole.finish()
     pieces.finish()
-    assert [r[2] for r in whole.rows] == [r[2] for r in pieces.rows] and len(whole.rows) == 4
+    rows = [r[2] for r in whole.records()]
+    assert rows == [r[2] for r in pieces.records()] and len(rows) == whole.count == 4
 
 
 def test_16_no_auth_on_a_public_address_warns(monkeypatch) -> None:
