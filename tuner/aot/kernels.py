@@ -93,7 +93,8 @@ def _generate(workload: Workload, target: Target, config: Config, index: int, st
         from tuner.aot.fusion import apply_epilogue
 
         axis = 1 if workload.op == "conv2d" else len(c) - 1
-        slave = apply_epilogue(slave, epilogue, ctype(workload.dtype), tuple(c), c_pitch(src.scheduled), axis)
+        slave = apply_epilogue(slave, epilogue, ctype(getattr(workload, "dtype", "float32")), tuple(c),
+                               c_pitch(src.scheduled), axis)
     return Kernel(index, workload, config, status, slave, rows, c[-1], c_pitch(src.scheduled), epilogue=epilogue)
 
 
@@ -102,7 +103,7 @@ def resolve_kernels(graph: Graph, target: Target, lookup: Lookup | None) -> list
 
     A kernel whose output rows are padded to whole DMA lines (``put_lines``) writes a pitched scratch
     tensor; an ``unpitch`` MPE node then copies the rows into the dense output."""
-    by_key: dict[tuple[str, str], Kernel] = {}
+    by_key: dict[tuple[str, str, str], Kernel] = {}
     chosen: dict[str, tuple[Config, str]] = {}
     steps: list[Any] = []
     for step in graph.steps:
@@ -186,7 +187,9 @@ def slave_file(kernels: list[Kernel], cpe_ops: list[Any] | None = None, ty: str 
     from tuner.aot.tir_c import PRELUDE
     from tuner.codegen.printer import SLAVE_INCLUDES, SW_RLC_HELPER
 
-    structs, codes, members = [], [], []
+    structs: list[str] = []
+    codes: list[str] = []
+    members: list[str] = []
     for k in kernels:
         s, c = _namespaced(k, SW_RLC_HELPER)
         structs.append(s)
@@ -199,7 +202,7 @@ def slave_file(kernels: list[Kernel], cpe_ops: list[Any] | None = None, ty: str 
         structs.append(s)
         codes.append(c)
         members.append(f"  struct {op.name}_ldm k{op.index};")
-    members = "\n".join(members)
+    union = "\n".join(members)
     return "\n".join([
         "/* swtune AOT: the slave (CPE) kernels of the model. Kernels run one at a time, so their LDM",
         " * buffers share one union: the static LDM use is that of the largest kernel. */",
@@ -207,7 +210,7 @@ def slave_file(kernels: list[Kernel], cpe_ops: list[Any] | None = None, ty: str 
         "",
         *structs,
         "union swtune_ldm_u {",
-        members or "  char none;",
+        union or "  char none;",
         "};",
         "__thread_local union swtune_ldm_u swtune_ldm __attribute__((aligned(64)));",
         SW_RLC_HELPER,

@@ -51,9 +51,9 @@ def plan_memory(graph: Graph) -> MemoryPlan:
                 free.remove(s)
             slot_of[out.id] = s
         # free after the outputs are placed: an operator never writes over its own inputs
-        for t in {t.root.id for t in n.inputs}:
-            if t in slot_of and last.get(t) == i:
-                free.append(slot_of[t])
+        for tid in {t.root.id for t in n.inputs}:
+            if tid in slot_of and last.get(tid) == i:
+                free.append(slot_of[tid])
         for out in n.outputs:
             if last.get(out.id, -1) < i:  # written but never read (an unused output of a split)
                 free.append(slot_of[out.id])

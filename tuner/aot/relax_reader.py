@@ -282,7 +282,6 @@ def _call_tir(r: RelaxReader, call: Any, name: str, op: str) -> Value:
     """A legalized operator: a generic MPE node running the PrimFunc's C, or a compile-time fold."""
     from tvm import relax
 
-    from tuner.aot.tir_c import print_prim_func
 
     gvar = call.args[0]
     relax_op = r.ops.get(name, gvar.name_hint)

@@ -166,7 +166,7 @@ def model_time(graph: Graph, target: "Target | str", config_of: Callable[[Any], 
 def format_table(mt: ModelTime, limit: int = 20) -> list[tuple[str, ...]]:
     """Rows (op, where, calls, tuned ms, share, baseline ms, share) sorted by tuned time share."""
     base = {(r.relax_op, r.where): r for r in mt.by_operator("baseline")}
-    rows = []
+    rows: list[tuple[str, ...]] = []
     for r in mt.by_operator("tuned")[:limit]:
         b = base[(r.relax_op, r.where)]
         rows.append((r.relax_op, r.where, str(r.calls), f"{r.seconds * 1e3:.3f}", f"{r.share:.1%}",
