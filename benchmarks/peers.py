@@ -6,7 +6,8 @@ measure through ``objective.TrialLog``, as swtune does: a repeated proposal is a
 invalid one is told back as a failure, neither costing a trial (the space's validity rule is thus given to
 the peers for free). Every peer runs to the same trial cap as ours; a peer that keeps proposing only
 repeats or invalid configs is stopped after ``MAX_ASKS_PER_TRIAL`` x cap asks, and its run is censored.
-The objective told to the peers is log-seconds; a failure is told as ten times the worst time seen.
+The objective told to the peers is log-seconds (SMAC: milliseconds, as its forest takes the log itself);
+a failure is told as ten times the worst time seen.
 """
 
 from __future__ import annotations
@@ -23,7 +24,6 @@ from tuner.space.space import ScheduleSpace
 MAX_ASKS_PER_TRIAL = 10
 FAILURE_LOG_PENALTY = math.log(10.0)
 SMAC_CHALLENGERS = 2000
-SMAC_RETRAIN_AFTER = 4
 
 
 class PeerSearch:
@@ -101,6 +101,7 @@ class Smac(PeerSearch):
         super().__init__(space, seed, budget)
         from ConfigSpace import Categorical, ConfigurationSpace, Integer
         from smac import HyperparameterOptimizationFacade, Scenario
+        from smac.model.random_forest import RandomForest
 
         cs = ConfigurationSpace(seed=seed)
         for k in space.knobs:
@@ -114,10 +115,12 @@ class Smac(PeerSearch):
         self.smac = facade(
             scenario, lambda config, seed=0: 0.0, overwrite=True, logging_level=40,
             initial_design=facade.get_initial_design(scenario, n_configs=16),
-            # defaults but for the acquisition search's size (10,000 -> 2,000 challengers) and retraining
-            # every 4th trial: SMAC's per-trial overhead otherwise makes a 1,000-trial run take hours here
-            acquisition_maximizer=facade.get_acquisition_maximizer(scenario, challengers=SMAC_CHALLENGERS),
-            config_selector=facade.get_config_selector(scenario, retrain_after=SMAC_RETRAIN_AFTER))
+            # the facade's defaults but for the acquisition search's size (10,000 -> 2,000 challengers: its
+            # per-trial overhead otherwise makes a 1,000-trial run take hours on the shared cores) and a
+            # single-threaded forest (joblib threads only contend with the other runs here)
+            model=RandomForest(log_y=True, n_trees=10, bootstrapping=True, ratio_features=1.0, min_samples_split=2,
+                               min_samples_leaf=1, max_depth=2**20, configspace=cs, seed=seed, n_jobs=1),
+            acquisition_maximizer=facade.get_acquisition_maximizer(scenario, challengers=SMAC_CHALLENGERS))
 
     def ask(self) -> tuple[Any, np.ndarray]:
         info = self.smac.ask()
@@ -128,7 +131,8 @@ class Smac(PeerSearch):
     def tell(self, token: Any, value: float) -> None:
         from smac.runhistory.dataclasses import TrialValue
 
-        self.smac.tell(token, TrialValue(cost=value), save=False)
+        # SMAC's forest takes the log of costs itself (log_y): it gets milliseconds, which are positive
+        self.smac.tell(token, TrialValue(cost=math.exp(value) * 1e3), save=False)
 
 
 class SkoptExtraTrees(PeerSearch):

@@ -16,9 +16,12 @@ The stored entries carry a fingerprint of the simulator's source, so a changed s
 from __future__ import annotations
 
 import argparse
+import fcntl
 import hashlib
+import tempfile
 import json
 import time
+from contextlib import contextmanager
 from pathlib import Path
 
 import _common  # noqa: F401
@@ -55,6 +58,17 @@ def entry_key(variant: Variant | str, space: ScheduleSpace) -> str:
     return f"{Variant(variant).value}:{space.target.name}:{space.workload.key}"
 
 
+@contextmanager
+def _locked():
+    """Serialise read-modify-write of the data file between concurrent benchmark processes."""
+    with open(Path(tempfile.gettempdir()) / "swtune-reference.lock", "w") as fh:
+        fcntl.flock(fh, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(fh, fcntl.LOCK_UN)
+
+
 def _read() -> dict:
     return json.loads(DATA.read_text()) if DATA.exists() else {"fingerprint": "", "entries": {}}
 
@@ -77,17 +91,25 @@ def ensure(variant: Variant | str, space: ScheduleSpace, sample: int = 200_000, 
     entry = load(variant, space)
     if entry is not None:
         return entry
-    data = _read()
-    if data.get("fingerprint") != fingerprint():
-        data = {"fingerprint": fingerprint(), "entries": {}, "procedure": data.get("procedure", "")}
     entry = compute(space, Variant(variant), sample, starts)
-    data["entries"][entry_key(variant, space)] = entry
-    _write(data)
-    return entry
+    with _locked():
+        data = _read()
+        if data.get("fingerprint") != fingerprint():
+            data = {"fingerprint": fingerprint(), "entries": {}, "procedure": PROCEDURE}
+        old = data["entries"].get(entry_key(variant, space))
+        if old is None or old["seconds"] > entry["seconds"]:
+            data["entries"][entry_key(variant, space)] = entry
+        _write(data)
+        return data["entries"][entry_key(variant, space)]
 
 
 def refresh(variant: Variant | str, space: ScheduleSpace, seconds: float, row: np.ndarray, how: str) -> bool:
     """Store a better config found by a run; True when it beat the stored reference."""
+    with _locked():
+        return _refresh(variant, space, seconds, row, how)
+
+
+def _refresh(variant: Variant | str, space: ScheduleSpace, seconds: float, row: np.ndarray, how: str) -> bool:
     data = _read()
     if data.get("fingerprint") != fingerprint():
         return False
@@ -180,10 +202,14 @@ def main() -> None:
             if old is not None and not args.force:
                 continue
             entry = compute(space, variant, args.sample, args.starts)
-            if old is not None and old["seconds"] < entry["seconds"]:
-                entry = old  # a run found better earlier: keep it
-            data["entries"][key] = entry
-            _write(data)
+            with _locked():
+                data = _read() if _read().get("fingerprint") == fp else data
+                data["procedure"] = PROCEDURE
+                old = data["entries"].get(key)
+                if old is not None and old["seconds"] < entry["seconds"]:
+                    entry = old  # a run found better earlier: keep it
+                data["entries"][key] = entry
+                _write(data)
             computed[key] = entry["seconds"]
             print(f"{key}: {entry['seconds'] * 1e3:.4f} ms  [{entry['how']}, {entry['compute_s']} s]", flush=True)
     emit({"fingerprint": fp, "entries": len(data["entries"]), "computed": computed})

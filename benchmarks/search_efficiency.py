@@ -50,7 +50,8 @@ BATCH = 16  # ours: proposals per round
 DEFAULT_PEER_SEEDS = {"optuna_tpe": 5, "nevergrad_de": 5, "skopt_et": 1, "smac": 1}  # the slow ones run fewer
 
 
-def trials_to(curve: list[float], goal: float, cap: int = CAP) -> int:
+def trials_to(curve: list[float], goal: float, cap: int | None = None) -> int:
+    cap = CAP if cap is None else cap
     for i, best in enumerate(curve):
         if best <= goal:
             return i + 1
@@ -175,7 +176,9 @@ def plot(curves: dict[Variant, dict[str, list[np.ndarray]]], path: Path) -> None
 
 
 def summarise(trials: dict[str, list[int]], finals: dict[str, list[float]], random_median: list[float],
-              peers: list[str]) -> dict[str, Any]:
+              peers: list[str], cells: dict[str, dict[tuple[int, int], int]]) -> dict[str, Any]:
+    """Medians, censored counts, ratios. A peer's ratio is paired: ours' median over the same
+    (workload, seed) runs the peer ran (slow peers run a subset)."""
     medians = {m: float(statistics.median(v)) for m, v in trials.items() if v}
     medians["random"] = float(statistics.median(random_median))
     block: dict[str, Any] = {
@@ -186,30 +189,42 @@ def summarise(trials: dict[str, list[int]], finals: dict[str, list[float]], rand
     }
     if "ours" in medians:
         block["ratio_random_over_ours"] = round(medians["random"] / medians["ours"], 2)
-        block["ratio_peer_over_ours"] = {p: round(medians[p] / medians["ours"], 2) for p in peers if p in medians}
+        paired = {}
+        for p in peers:
+            if p in medians:
+                ours_same = [cells["ours"][c] for c in cells[p] if c in cells["ours"]]
+                paired[p] = round(medians[p] / statistics.median(ours_same), 2) if ours_same else None
+        block["ratio_peer_over_ours"] = paired
     if "ours_transfer" in medians:
         block["ratio_random_over_ours_transfer"] = round(medians["random"] / medians["ours_transfer"], 2)
     return block
 
 
 def main() -> None:
+    global CAP
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--quick", action="store_true")
     parser.add_argument("--seeds", type=int, default=5, help="seeds of ours, ours_transfer and random")
     parser.add_argument("--peer-seeds", default=",".join(f"{k}={v}" for k, v in DEFAULT_PEER_SEEDS.items()))
+    parser.add_argument("--peer-workloads", default="",
+                        help="e.g. smac=0;skopt_et=0,2: suite indices a slow peer runs on (default: all)")
     parser.add_argument("--variants", default="plain,perturbed")
     parser.add_argument("--methods", default="ours,ours_transfer,random," + ",".join(PEERS))
     parser.add_argument("--ours-options", default="{}", help="JSON options of ModelGuidedSearch (ablations)")
     parser.add_argument("--png", default="benchmarks/out/search_efficiency.png")
     parser.add_argument("--workloads", default="", help="indices into the suite (default: all)")
+    parser.add_argument("--cap", type=int, default=1000, help="trial cap of every method (smoke tests only)")
     parser.add_argument("--jobs", type=int, default=2, help="worker processes (one per core)")
     args = parser.parse_args()
+    CAP = args.cap  # module-wide: worker processes are forked after this
     methods = [m for m in args.methods.split(",") if m]
     peers = [m for m in methods if m in PEERS]
     peer_seeds = {k: int(v) for k, v in (kv.split("=") for kv in args.peer_seeds.split(",") if kv)}
     seeds_of = {m: peer_seeds.get(m, args.seeds) if m in PEERS else args.seeds for m in methods}
     if "ours_transfer" in methods and "ours" not in methods:
         parser.error("ours_transfer learns from ours' histories: run ours too")
+    peer_workloads = {k: {int(x) for x in v.split(",")} for k, v in
+                      (kv.split("=") for kv in args.peer_workloads.split(";") if kv)}
     options = json.loads(args.ours_options)
     variants = [Variant(v) for v in args.variants.split(",") if v]
     items = suite(args.quick)
@@ -240,13 +255,17 @@ def main() -> None:
             for m in methods:
                 if m == "ours_transfer":
                     continue
+                if m in peer_workloads and i not in peer_workloads[m]:
+                    continue
                 for seed in range(seeds_of[m]):
                     jobs.append((m, v, i, seed, refs[(v, i)] / TARGET_FRACTION, options, None))
-    jobs.sort(key=lambda j: j[0] not in ("smac", "skopt_et"))  # the slowest first: better packing
+    slowness = {"ours": 0, "random": 0, "optuna_tpe": 1, "nevergrad_de": 1, "skopt_et": 2, "smac": 3}
+    jobs.sort(key=lambda j: slowness.get(j[0], 1))  # ours first: its figures are there even if peers overrun
     trials: dict[Variant, dict[str, list[int]]] = {v: {m: [] for m in methods} for v in variants}
     finals: dict[Variant, dict[str, list[float]]] = {v: {"ours": []} for v in variants}
     curves: dict[Variant, dict[str, list[np.ndarray]]] = {v: {m: [] for m in methods} for v in variants}
     histories: dict[tuple[Variant, int, int], tuple[np.ndarray, np.ndarray]] = {}
+    cells: dict[Variant, dict[str, dict[tuple[int, int], int]]] = {v: {} for v in variants}
     extras: dict[str, dict[str, float]] = {}
     refreshed = 0
 
@@ -256,6 +275,7 @@ def main() -> None:
         ref = refs[(v, i)]
         curve = out["curve"]
         trials[v][m].append(trials_to(curve, ref / TARGET_FRACTION))
+        cells[v].setdefault(m, {})[(i, out["seed"])] = trials[v][m][-1]
         curves[v][m].append(ref / np.asarray(curve) if curve else np.array([0.0]))
         if m == "ours":
             finals[v]["ours"].append(ref / curve[-1])
@@ -313,7 +333,7 @@ def main() -> None:
                              "runs": len(trials[v]["random"])} for v in variants if trials[v].get("random")}
     for v in variants:
         trials[v].pop("random", None)
-    blocks = {v: summarise(trials[v], finals[v], random_median[v], peers) for v in variants}
+    blocks = {v: summarise(trials[v], finals[v], random_median[v], peers, cells[v]) for v in variants}
     result: dict[str, Any] = {
         "reference": "strong", "reference_fingerprint": reference.fingerprint(), "references_refreshed": refreshed,
         "workloads": len(picked), "quick": args.quick, "cap": CAP, "noise": NOISE, "seeds": seeds_of,

@@ -29,8 +29,8 @@ class ModelGuidedSearch(SearchStrategy):
     def __init__(self, space: ScheduleSpace, seed: int = 0, cost_model: CostModel | None = None,
                  base_model: CostModel | None = None, n_init: int | None = None, epsilon: float = 0.1,
                  population: int = 1024, generations: int = 4, elite: int = 32, min_retrain: int = 8,
-                 retrain_growth: float = 0.2, objective: str = "rank", local: float = 0.5,
-                 local_starts: int = 4, ensemble: int = 0, kappa: float = 0.5) -> None:
+                 retrain_growth: float = 0.2, objective: str = "rank", local: float = 0.25,
+                 local_starts: int = 4, local_pairs: int = 128, ensemble: int = 0, kappa: float = 0.5) -> None:
         super().__init__(space, seed)
         if cost_model is None:
             cost_model = (BoosterEnsemble(ensemble, objective=objective, seed=seed, base=base_model) if ensemble > 1
@@ -46,6 +46,7 @@ class ModelGuidedSearch(SearchStrategy):
         self.retrain_growth = retrain_growth
         self.local = local
         self.local_starts = local_starts
+        self.local_pairs = local_pairs
         self._features: list[np.ndarray] = []
         self._trained_on = 0
 
@@ -104,7 +105,11 @@ class ModelGuidedSearch(SearchStrategy):
         order = [i for i in np.argsort(times)[: self.local_starts] if np.isfinite(times[i])]
         if not order:
             return []
-        cand = single_knob_moves(self.space, np.stack([self.measured_index[i] for i in order]))
+        top = np.stack([self.measured_index[i] for i in order])
+        cand = single_knob_moves(self.space, top)
+        if self.local_pairs:  # two-knob moves: trade one tile against another at the LDM limit
+            pairs = self.space.neighbours(np.repeat(top, self.local_pairs, axis=0), self.rng, n_moves=2)
+            cand = np.unique(np.concatenate([cand, pairs]), axis=0) if len(cand) else pairs
         if len(cand) == 0:
             return []
         return self._fresh(cand[np.argsort(-self._scores(cand))], n)
