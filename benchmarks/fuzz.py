@@ -129,8 +129,8 @@ def summarise(report: Path) -> dict[str, Any]:
             if not finished:
                 continue
             recorder = finished["recorder"]
-            if recorder.get("cases"):
-                operations.add(recorder["label"])
+            if recorder.get("cases") and recorder["label"].split(" ", 1)[0].isupper():  # "GET /path", not
+                operations.add(recorder["label"])                                        # "Stateful tests"
             for case_id in recorder.get("interactions", {}):
                 cases.add(case_id)
             for case_id, checks in recorder.get("checks", {}).items():
