@@ -140,7 +140,7 @@ def test_local_share_goes_to_neighbours_of_the_measured_incumbents():
     from tuner.search.neighbourhood import single_knob_moves
 
     space = ScheduleSpace(Conv2d(1, 64, 27, 27, 192, 5, 5, pad_h=2, pad_w=2), "sw26010")
-    search = create_strategy("model", space, seed=2, local=1.0, epsilon=0.0, local_starts=2)
+    search = create_strategy("model", space, seed=2, local=1.0, epsilon=0.0, local_starts=2, local_pairs=0)
     sim = Simulator(noise=0.0)
     while search.n_measured < 48:
         configs = search.ask(16)
