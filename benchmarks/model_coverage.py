@@ -95,6 +95,22 @@ def _emulate(out: Path, x: np.ndarray) -> tuple[np.ndarray, float]:
     return np.fromfile(out / "output.bin", dtype=np.float32), time.perf_counter() - start
 
 
+def _llvm_reference(mod: Any, x: np.ndarray) -> np.ndarray:
+    """The model run by TVM's llvm build (the second reference the acceptance allows)."""
+    import tvm
+    from tvm import relax
+
+    out = relax.VirtualMachine(tvm.compile(mod, target="llvm"), tvm.cpu())["main"](tvm.runtime.tensor(x))
+    return np.concatenate([np.asarray(p.numpy()).ravel() for p in (out if not hasattr(out, "numpy") else [out])])
+
+
+def _over_tolerance(got: np.ndarray, ref: np.ndarray, atol: float = ATOL) -> float:
+    """max |got - ref| / (atol + rtol |ref|): <= 1 means allclose at (RTOL, atol)."""
+    if got.shape != ref.shape:
+        return float("inf")
+    return float(np.max(np.abs(got - ref) / (atol + RTOL * np.abs(ref))))
+
+
 def _epilogue_candidates(graph: Any) -> int:
     """Element-wise steps still reading a kernel's output right after it (not fused: e.g. a residual
     add, or a chain whose vectors did not fit)."""
@@ -121,21 +137,31 @@ def run_model(name: str, full: bool, trials: int, strategy: str, work: Path, emu
     result = compile_model(mod, TARGET, work / name, lambda w: configs.get(w.key), name=name)
     t2 = time.perf_counter()
     ok: bool | None = None
-    err, emu_s = float("nan"), 0.0
+    ok_scaled: bool | None = None
+    err, err_scaled, ref_gap, emu_s = float("nan"), float("nan"), float("nan"), 0.0
     if emulate:
         got, emu_s = _emulate(result.out_dir, inputs[0].numpy())
         with torch.no_grad():
             ref = module(*inputs)
         ref = np.concatenate([r.numpy().ravel() for r in (ref if isinstance(ref, tuple) else (ref,))])
-        ok = got.shape == ref.shape and bool(np.allclose(got, ref, rtol=RTOL, atol=ATOL))
-        err = float(np.max(np.abs(got - ref) / (ATOL + RTOL * np.abs(ref)))) if got.shape == ref.shape else float("inf")
+        llvm = _llvm_reference(mod, inputs[0].numpy())
+        # the acceptance: torch or TVM llvm at rtol 1e-3, atol 1e-5 (whichever is closer)
+        err = min(_over_tolerance(got, ref), _over_tolerance(got, llvm))
+        ok = err <= 1.0
+        # float32 sums in another order differ by more than 1e-5 absolute on outputs of magnitude ~1
+        # after 50 layers (TVM llvm vs torch too: ref_gap); the same check with atol scaled by max |ref|
+        scale = float(np.abs(ref).max()) or 1.0
+        err_scaled = min(_over_tolerance(got, ref, ATOL * scale), _over_tolerance(got, llvm, ATOL * scale))
+        ok_scaled = err_scaled <= 1.0
+        ref_gap = _over_tolerance(llvm, ref)
     mt = result.timing
     assert mt is not None
     sm = mt.summary()
     row = {"model": name, "size": {"width": width, "image": image or None}, "tasks": tasks,
            "tuned_slower_than_baseline": slower, "kernels": len(result.kernels),
            "tuned_kernels": sum(1 for k in result.kernels if k.tuned), "steps": len(mt.steps),
-           "match": ok, "max_err_over_tolerance": err, "tuned_ms": sm["tuned_ms"], "baseline_ms": sm["baseline_ms"],
+           "match": ok, "max_err_over_tolerance": err, "match_scaled_atol": ok_scaled,
+           "max_err_over_scaled_tolerance": err_scaled, "llvm_vs_torch_over_tolerance": ref_gap, "tuned_ms": sm["tuned_ms"], "baseline_ms": sm["baseline_ms"],
            "speedup": sm["speedup_vs_baseline"], "mpe_time_fraction": sm["mpe_time_fraction"],
            "kernel_launches": sm["kernel_launches"], "fused_epilogues": result.counts().get("fused epilogue", 0),
            "memory_bound_on_cpes": result.counts().get("CPE (memory-bound)", 0), "mpe_steps": result.counts().get("MPE", 0),
@@ -170,6 +196,9 @@ def main() -> None:
     emit({
         "models_total": len(names), "models_compiled": len(rows), "failed": failed,
         "mismatches": None if args.no_emulate else sum(1 for r in rows if not r["match"]) + len(failed),
+        "mismatches_atol_scaled_by_output": None if args.no_emulate else
+        sum(1 for r in rows if not r["match_scaled_atol"]) + len(failed),
+        "llvm_vs_torch_over_tolerance": {n: round(r["llvm_vs_torch_over_tolerance"], 3) for n, r in by.items()},
         "mpe_time_fraction": {n: round(r["mpe_time_fraction"], 4) for n, r in by.items()},
         "fused_epilogues": {n: r["fused_epilogues"] for n, r in by.items()},
         "unfused_epilogue_candidates": {n: r["epilogue_candidates"] for n, r in by.items()},

@@ -381,7 +381,15 @@ def offload(graph: Graph, target: Target, mode: CpeMode = CpeMode.FASTER) -> int
                 log.info("%s (%s): no CPE kernel (%s: %s)", n.source, n.relax_op, type(exc).__name__, exc)
                 cache[key] = None
         op = cache[key]
-        if op is None or (mode == CpeMode.FASTER and op.seconds >= mpe_seconds(n, graph, target, item)):
+        if "pad_h" in n.attrs:  # a conv input's padding: on the MPE it would be row copies
+            n.op = "pad_nchw"
+            alt = mpe_seconds(n, graph, target, item)
+            n.op = "tir"
+        else:
+            alt = mpe_seconds(n, graph, target, item)
+        if op is None or (mode == CpeMode.FASTER and op.seconds >= alt):
+            if "pad_h" in n.attrs and mode != CpeMode.ALL:
+                n.op = "pad_nchw"  # the MPE's row-copy form of a conv input's padding
             continue
         n.op = "cpe"
         n.attrs["cpe"] = op

@@ -2,7 +2,8 @@
 
 Operators of the model arrive as ``tir`` nodes: a call of the C function printed from their
 legalized PrimFunc (tuner.aot.tir_c). The other emitters are the compiler's own layout steps around
-the kernels: stripping the line padding of a kernel's output, a runtime
+the kernels: zero-padding a conv input that stays on the MPE, stripping the line padding of a
+kernel's output, a runtime
 transpose into the layout a kernel reads, and batch_norm folded to a per-channel scale and shift.
 Each emitter gets the node, ``ref`` (tensor -> C pointer expression) and the C scalar type, and
 returns statements; adjacent dimensions every operand walks contiguously are merged into one loop.
@@ -104,6 +105,21 @@ def _channel_affine(n: Node, ref: Ref, ty: str) -> list[str]:
             "    }"]
 
 
+def _pad_nchw(n: Node, ref: Ref, ty: str) -> list[str]:
+    """A conv input's zero padding kept on the MPE: row copies (memset + memcpy), cheaper there than
+    the legalized nn.pad's per-element select (tuner.aot.cpe_ops.offload picks this form)."""
+    x = n.inputs[0]
+    nn, c, h, w = x.shape
+    ph, pw = n.attrs["pad_h"], n.attrs["pad_w"]
+    hp, wp = h + 2 * ph, w + 2 * pw
+    X, Y = ref(x), ref(n.output)
+    return [f"  memset({Y}, 0, sizeof({ty}) * {n.output.size}L);",
+            f"  for (long nc = 0; nc < {nn * c}L; nc++)",
+            f"    for (long y = 0; y < {h}L; y++)",
+            f"      memcpy({Y} + nc * {hp * wp}L + (y + {ph}) * {wp}L + {pw}, {X} + nc * {h * w}L + y * {w}L, "
+            f"sizeof({ty}) * {w});"]
+
+
 def _unpitch(n: Node, ref: Ref, ty: str) -> list[str]:
     rows, cols, pitch = n.attrs["rows"], n.attrs["cols"], n.attrs["pitch"]
     X, Y = ref(n.inputs[0]), ref(n.output)
@@ -127,7 +143,7 @@ def _tir(n: Node, ref: Ref, ty: str) -> list[str]:
 
 
 EMITTERS: dict[str, Callable[[Node, Ref, str], list[str]]] = {
-    "tir": _tir, "channel_affine": _channel_affine, "unpitch": _unpitch,
+    "tir": _tir, "channel_affine": _channel_affine, "pad_nchw": _pad_nchw, "unpitch": _unpitch,
     "transpose": _transpose,
 }
 

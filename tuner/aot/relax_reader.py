@@ -201,6 +201,7 @@ def _conv2d(r: RelaxReader, call: Any, name: str, op: str) -> Value:
 
         pads = [0, 0, 0, 0, w.pad_h, w.pad_h, w.pad_w, w.pad_w]
         x = _synthetic(r, x, lambda v: relax.op.nn.pad(v, pads), name, "nn.pad (conv input)")
+        r.steps[-1].attrs.update(pad_h=w.pad_h, pad_w=w.pad_w)  # its row-copy form on the MPE (mpe._pad_nchw)
     out = r.node("kernel", [x, weight], (w.n, w.k, w.oh, w.ow), name, "nn.conv2d", workload=w)
     if _out(call, name) != out.shape:
         raise AotError(f"{name} (nn.conv2d): output shape {_out(call, name)} != workload's {out.shape}")

@@ -110,6 +110,8 @@ def _mpe_step(n: Node, graph: Graph, target: Target, item: int) -> tuple[float, 
         return _mpe_seconds(target, cycles, touched), f"{work.stores} stores, {work.transcendental} transcendental"
     size = n.output.size
     moved = (sum(t.size for t in n.inputs) + size) * item
+    if n.op == "pad_nchw":  # memset + row memcpy: streaming
+        return (size * item + moved) / target.mpe_copy_Bps, "zero-pad (memset + row copies)"
     per_elem = 2 if n.op == "channel_affine" else 1
     return _mpe_seconds(target, per_elem * size, moved), n.op
 
