@@ -22,7 +22,7 @@ Lookup = Callable[[Any], "dict[str, Any] | None"]
 
 
 def load_relax(model: str, batch: int, width: float, image: int) -> Any:
-    """The Relax module of ``alexnet`` / ``resnet18`` (the torch definitions) or of an .onnx file."""
+    """The Relax module of a zoo model (tuner.models.torch_models) or of an .onnx file."""
     from tuner.bridge.extract import load_relax as load
 
     return load(model, batch, width, image)
@@ -110,7 +110,7 @@ def print_report(result: Any) -> None:
 
 
 def compile_cmd(
-    model: Annotated[str, typer.Argument(help="alexnet, resnet18, or a path to an .onnx file")],
+    model: Annotated[str, typer.Argument(help="a zoo model (alexnet, vgg19, resnet18, resnet50, mobilenet_v2, bert_layer, vit_tiny) or a path to an .onnx file")],
     out: Annotated[Path, typer.Option("--out", "-o", help="output directory")],
     target: Annotated[str, typer.Option(help="sw26010 or sw26010-pro")] = "sw26010",
     server: Annotated[Optional[str], typer.Option(help="look schedules up on a running swtune service")] = None,

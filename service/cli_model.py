@@ -57,7 +57,7 @@ def _run(url: str, token: str | None, layers: list[Any], target: str, trials: in
 
 
 def tune_model(
-    model: Annotated[str, typer.Argument(help="alexnet, resnet18, or a path to an .onnx file")],
+    model: Annotated[str, typer.Argument(help="a zoo model (alexnet, vgg19, resnet18, resnet50, mobilenet_v2, bert_layer, vit_tiny) or a path to an .onnx file")],
     target: Annotated[str, typer.Option(help="sw26010 or sw26010-pro")] = "sw26010",
     server: Annotated[Optional[str], typer.Option(help="URL of a running swtune service (default: embedded)")] = None,
     token: Annotated[Optional[str], typer.Option(envvar="SWTUNE_TOKEN", help="bearer token for --server")] = None,

@@ -136,8 +136,8 @@ def extract_onnx(path: "str | Path", shapes: dict[str, list[int]] | None = None)
 
 
 def load_relax(spec: str, batch: int = 1, width: float = 1.0, image: int = 224) -> Any:
-    """The Relax module of a model named on the command line: ``alexnet``/``resnet18`` (the torch
-    definitions, random weights) or a path to an .onnx file."""
+    """The Relax module of a model named on the command line: a zoo model (tuner.models.torch_models,
+    random weights) or a path to an .onnx file."""
     if spec.endswith(".onnx"):
         if not Path(spec).exists():
             raise FileNotFoundError(f"no ONNX file at {spec}")
