@@ -270,6 +270,19 @@ def _calibrate_batch_norm(module: Any, example: Any) -> None:
     module.eval()
 
 
+def _he_init(module: Any) -> None:
+    """He (Kaiming) initialisation of a net without normalisation (AlexNet, VGG): torch's default
+    init shrinks activations layer by layer until a deep VGG's output no longer depends on its input."""
+    import torch
+
+    torch.manual_seed(0)
+    for m in module.modules():
+        if isinstance(m, (torch.nn.Conv2d, torch.nn.Linear)):
+            torch.nn.init.kaiming_normal_(m.weight, nonlinearity="relu")
+            if m.bias is not None:
+                torch.nn.init.uniform_(m.bias, -0.1, 0.1)
+
+
 def build(name: str, batch: int = 1, width: float = 1.0, image: int = 224) -> tuple[Any, tuple[Any, ...]]:
     """(module in eval mode, example inputs) of a named reference network; ``image`` is the input
     side of the image models (the BERT layer takes [batch, 128, hidden] activations instead)."""
@@ -285,6 +298,8 @@ def build(name: str, batch: int = 1, width: float = 1.0, image: int = 224) -> tu
         module = TORCH_MODELS[name](width, image=image).eval()
     else:
         module = TORCH_MODELS[name](width).eval()
+    if name in ("alexnet", "vgg19"):
+        _he_init(module)
     x = torch.randn(batch, 3, image, image)
     _calibrate_batch_norm(module, x)
     return module, (x,)
