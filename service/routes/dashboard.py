@@ -23,6 +23,7 @@ from db import tasks as tasks_db
 from db.refs import parse_workload, target_name
 from service.auth import Reader
 from service.deps import Db
+from service.errors import AUTH, responses
 from tuner.workloads import Workload
 
 UI_DIR = FsPath(__file__).resolve().parents[1] / "ui"
@@ -31,7 +32,7 @@ UI_DIR = FsPath(__file__).resolve().parents[1] / "ui"
 TaskId = Annotated[int, Path(ge=1, le=2**31 - 1, description="task id")]
 Batch = Annotated[str, Path(min_length=1, max_length=64, description="submission id (the tasks' batch)")]
 
-router = APIRouter(prefix="/api/v1", tags=["dashboard"])
+router = APIRouter(prefix="/api/v1", tags=["dashboard"], responses=responses(*AUTH))
 root = APIRouter(include_in_schema=False)
 
 
@@ -147,7 +148,7 @@ def _baseline(canonical_json: str, target: str) -> float | None:
 
 
 # --- routes -----------------------------------------------------------------------------------
-@router.get("/tasks/{task_id}/trials", response_model=TaskTrialsOut)
+@router.get("/tasks/{task_id}/trials", response_model=TaskTrialsOut, responses=responses(404, 422))
 def task_trials(task_id: TaskId, db: Db, _: Reader) -> TaskTrialsOut:
     """A task's finished trials one by one (the points of its tuning curve) and a tally per worker."""
     with db.session() as s:
@@ -180,14 +181,14 @@ def _submission_out(info: history.SubmissionInfo) -> dict[str, Any]:
                 trials_done=info.trials_done)
 
 
-@router.get("/submissions", response_model=list[SubmissionOut])
+@router.get("/submissions", response_model=list[SubmissionOut], responses=responses(422))
 def submissions(db: Db, _: Reader, limit: int = Query(100, ge=1, le=1000)) -> list[SubmissionOut]:
     """Tasks grouped by the submission that created them, newest first."""
     with db.session() as s:
         return [SubmissionOut(**_submission_out(i)) for i in history.list_submissions(s, limit=limit)]
 
 
-@router.get("/submissions/{batch}", response_model=SubmissionReportOut)
+@router.get("/submissions/{batch}", response_model=SubmissionReportOut, responses=responses(404, 422))
 def submission(batch: Batch, db: Db, _: Reader) -> SubmissionReportOut:
     """A submission's per-layer table: baseline vs tuned time, speedup, GFLOPS, and the totals."""
     with db.session() as s:
@@ -211,7 +212,7 @@ def submission(batch: Batch, db: Db, _: Reader) -> SubmissionReportOut:
                                untuned=sum(1 for layer in layers if layer.tuned_time is None))
 
 
-@router.get("/workloads/key", response_model=WorkloadKeyOut)
+@router.get("/workloads/key", response_model=WorkloadKeyOut, responses=responses(422))
 def workload_key(_: Reader, workload: str = Query(min_length=2, max_length=4096,
                                                   description="a workload spec as JSON"),
                  target: str | None = Query(None, description="checked when given")) -> WorkloadKeyOut:

@@ -23,6 +23,9 @@ SERVICE_OPERATIONS = {
     "POST /api/v1/jobs/{job_id}/result", "POST /api/v1/jobs/results", "GET /api/v1/workers",
     "GET /api/v1/schedules/best", "POST /api/v1/schedules/best/batch",
     "GET /api/v1/records/export", "POST /api/v1/records/import",
+    # the dashboard's read-only views
+    "GET /api/v1/tasks/{task_id}/trials", "GET /api/v1/workers/leases", "GET /api/v1/submissions",
+    "GET /api/v1/submissions/{batch}", "GET /api/v1/workloads/key", "GET /api/v1/targets",
 }
 
 
