@@ -77,10 +77,12 @@ def _task_rows(session: Session, where: Any, limit: int | None = None) -> list[t
     stmt = (select(TaskRow, WorkloadRow.canonical_json, TargetRow.name)
             .join(WorkloadRow, WorkloadRow.id == TaskRow.workload_id)
             .join(TargetRow, TargetRow.id == TaskRow.target_id)
-            .where(where).order_by(TaskRow.id))
-    if limit is not None:
-        stmt = stmt.limit(limit)
-    return [tuple(r) for r in session.execute(stmt).all()]  # type: ignore[misc]
+            .where(where))
+    if limit is None:
+        return [tuple(r) for r in session.execute(stmt.order_by(TaskRow.id)).all()]  # type: ignore[misc]
+    # A capped listing shows the newest tasks (what a user watching the queue wants), oldest first.
+    newest = session.execute(stmt.order_by(TaskRow.id.desc()).limit(limit)).all()
+    return [tuple(r) for r in reversed(newest)]  # type: ignore[misc]
 
 
 def job_counts(session: Session, task_ids: Sequence[int]) -> dict[int, dict[str, int]]:

@@ -32,6 +32,13 @@ def test_submit_many_workloads_and_read_them(api) -> None:
     assert task["workload"]["op"] == "conv2d" and task["submitter"] == "test-submit"
 
 
+def test_a_capped_listing_shows_the_newest_tasks_oldest_first(api) -> None:
+    ids = [submit(api, {"workloads": [{**DENSE, "n": 64 * (i + 1)}], "target": "sw26010", "trials": 2,
+                        "strategy": "random"}).json()["task_ids"][0] for i in range(4)]
+    listed = api.client.get("/api/v1/tasks", params={"limit": 2}, headers=api.headers("read")).json()
+    assert [t["id"] for t in listed] == ids[2:]
+
+
 def test_default_strategy_is_model_when_registered(api) -> None:
     r = submit(api, {"workloads": [DENSE], "target": "sw26010", "trials": 2})
     assert r.json()["strategy"] in ("model", "random")
