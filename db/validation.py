@@ -87,6 +87,10 @@ def check_config(workload: Workload, target: str, config: Any) -> dict[str, Any]
     except (InvalidConfigError, UnknownTargetError, ValueError) as exc:
         raise InvalidInputError(f"no schedule space for {workload.key} on {target}: {exc}") from None
     unknown = sorted(str(k) for k in config if k not in space.knob_index)
+    # A knob added after configs were stored declares what a config without it means (its default):
+    # records exported before it existed still import, completed with that default.
+    config = {**{k.name: k.default for k in space.knobs if k.default is not None and k.name not in config},
+              **config}
     missing = sorted(k for k in space.knob_index if k not in config)
     if unknown or missing:
         raise InvalidInputError(f"config is not a point of the {workload.op} space on {target}: "

@@ -75,6 +75,19 @@ def test_cli_import_refuses_configs_outside_the_space(database: Database) -> Non
     assert stats.imported == 1 and n_measurements(database) == 1
 
 
+def test_a_record_from_before_a_knob_existed_imports_with_the_knobs_default(database: Database) -> None:
+    config = configs(1)[0]
+    old = {k: v for k, v in config.items() if k not in ("db_c", "acc")}  # exported before those knobs
+    rec = {"version": 1, "workload": WORKLOAD.to_json(), "target": TARGET, "status": "ok", "times": [1e-3],
+           "source": "simulator", "config": old}
+    with database.session() as s:
+        stats = records_db.import_lines(s, [json.dumps(rec).encode()])
+    assert stats.imported == 1
+    with database.session() as s:
+        stored = s.scalars(select(MeasurementRow)).one()
+    assert stored.config["db_c"] == 0 and stored.config["acc"] == "ldm"
+
+
 def test_mean_cannot_overflow_and_measurements_come_out_normalised() -> None:
     assert mean((1e308, 1e308, 1e308)) == pytest.approx(1e308)
     m = check_measurement(WORKLOAD, TARGET, config=configs(1)[0], status="ok", times=[1, 2e-3], source="simulator")
