@@ -7,10 +7,11 @@ Everything here only reads; it returns the frozen dataclasses below, never ORM r
 from __future__ import annotations
 
 from collections import defaultdict
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from enum import Enum
-from typing import Any, Sequence
+from typing import Any
 
 from sqlalchemy import and_, func, select
 from sqlalchemy.orm import Session
@@ -100,7 +101,7 @@ def task_trials(session: Session, task_id: int) -> list[TrialPoint]:
             .where(JobRow.task_id == task_id, JobRow.state.in_(("done", "failed")))
             .order_by(JobRow.finished_at, JobRow.id))
     points = []
-    for i, (job_id, job_state, job_worker, job_error, finished, m_status, m_time, m_worker, m_error,
+    for i, (job_id, _job_state, job_worker, job_error, finished, m_status, m_time, m_worker, m_error,
             m_at) in enumerate(session.execute(stmt).all()):
         if m_status is None:  # failed job: no result ever arrived
             status, time, worker, error = TrialOutcome.GIVEN_UP.value, None, job_worker or "", job_error

@@ -9,7 +9,8 @@ clause, rowcount checked) does the same job.
 from __future__ import annotations
 
 import secrets
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 from sqlalchemy import case, func, select, update
 from sqlalchemy.orm import Session
@@ -31,7 +32,7 @@ def enqueue(session: Session, task_id: int, workload_id: int, target_id_: int,
     Returns the configs actually queued."""
     if not configs:
         return []
-    values = [dict(task_id=task_id, workload_id=workload_id, target_id=target_id_, config=dict(c),
+    values: list[dict[str, Any]] = [dict(task_id=task_id, workload_id=workload_id, target_id=target_id_, config=dict(c),
                    config_hash=config_hash(c), state="pending", attempts=0, max_attempts=max_attempts, error="")
               for c in configs]
     inserted: set[str] = set()
@@ -149,7 +150,7 @@ def jobs_of_workload(session: Session, workload_id: int, target_id_: int,
     stmt = (select(JobRow.id, JobRow.state, JobRow.config)
             .where(JobRow.workload_id == workload_id, JobRow.target_id == target_id_, JobRow.id > after_id)
             .order_by(JobRow.id))
-    return [tuple(r) for r in session.execute(stmt).all()]  # type: ignore[misc]
+    return [tuple(r) for r in session.execute(stmt).all()]
 
 
 def count_jobs(session: Session, **filters: Any) -> dict[str, int]:

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from typing import Any, Iterator, Sequence
+from collections.abc import Iterator, Sequence
+from typing import Any
 
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session
@@ -96,12 +97,12 @@ def measurements_of(session: Session, workload_id: int, target_id: int,
     new = [i for i in ids if not exclude_ids or i not in exclude_ids]
     if not new:
         return []
-    out = []
+    out: list[tuple[Any, ...]] = []
     for start in range(0, len(new), 1000):
         stmt = (select(MeasurementRow.id, MeasurementRow.config, MeasurementRow.status, MeasurementRow.times)
                 .where(MeasurementRow.id.in_(new[start:start + 1000])).order_by(MeasurementRow.id))
         out.extend(tuple(r) for r in session.execute(stmt).all())
-    return out  # type: ignore[return-value]
+    return out
 
 
 def count_measurements(session: Session) -> int:

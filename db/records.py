@@ -12,8 +12,9 @@ from __future__ import annotations
 import json
 import math
 import tempfile
+from collections.abc import Iterable, Iterator
 from datetime import datetime
-from typing import Any, Iterable, Iterator
+from typing import Any
 
 from sqlalchemy.orm import Session
 

@@ -8,7 +8,7 @@ one that leased the job is refused ("forbidden", HTTP 403).
 
 from __future__ import annotations
 
-from typing import Sequence
+from collections.abc import Sequence
 
 from sqlalchemy import select, tuple_, update
 from sqlalchemy.orm import Session

@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import math
 import uuid
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing import Any, Iterable, Sequence
+from typing import Any
 
-from sqlalchemy import and_, delete, func, select, update
+from sqlalchemy import ColumnElement, and_, delete, func, select, update
 from sqlalchemy.orm import Session
 
 from db.domain import TaskInfo
@@ -139,7 +140,7 @@ def get_task(session: Session, task_id: int, *, curve: bool = True) -> TaskInfo:
 
 def list_tasks(session: Session, *, state: str | None = None, batch: str | None = None,
                limit: int = 100) -> list[TaskInfo]:
-    where = TaskRow.id.is_not(None)
+    where: ColumnElement[bool] = TaskRow.id.is_not(None)
     if state:
         where = and_(where, TaskRow.state == state)
     if batch:

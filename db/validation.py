@@ -64,7 +64,7 @@ def _space(workload: Workload, target: str) -> ScheduleSpace:
 
 def time_floor(workload: Workload, target: str) -> float:
     """The shortest time physically possible: the workload's FLOPs at the core group's peak."""
-    return max(MIN_TIME_S, workload.flops / get_target(target).peak_flops(workload.dtype))  # type: ignore[attr-defined]
+    return max(MIN_TIME_S, workload.flops / get_target(target).peak_flops(workload.dtype))
 
 
 def mean(times: tuple[float, ...]) -> float:

@@ -37,7 +37,7 @@ def run_online() -> None:
         engine.dispose()
 
 
-def _run(connection) -> None:  # type: ignore[no-untyped-def]
+def _run(connection) -> None:
     # render_as_batch: SQLite cannot ALTER most things in place; batch mode recreates tables.
     context.configure(connection=connection, target_metadata=target_metadata,
                       render_as_batch=connection.dialect.name == "sqlite")
