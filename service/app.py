@@ -5,8 +5,9 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
-from typing import Any, AsyncIterator
+from typing import Any
 
 from fastapi import FastAPI
 
@@ -24,10 +25,10 @@ from service.settings import Settings
 log = logging.getLogger(__name__)
 
 
-class _TaskSet(set):  # type: ignore[type-arg]
+class _TaskSet(set[asyncio.Task[Any]]):
     """Strong references to fire-and-forget asyncio tasks (the loop keeps only weak ones)."""
 
-    def add(self, task: "asyncio.Task[Any]") -> None:  # type: ignore[override]
+    def add(self, task: asyncio.Task[Any]) -> None:
         super().add(task)
         task.add_done_callback(self.discard)
 

@@ -3,12 +3,17 @@
 from __future__ import annotations
 
 import json
-from typing import Annotated, Optional
+from typing import Annotated
 
 import typer
 from rich.console import Console
 from rich.table import Table
 
+from service.cli_compile import register as _register_compile
+from service.cli_model import register as _register_model
+from service.cli_ops import register as _register_ops
+from service.cli_service import register as _register_service
+from service.cli_tasks import register as _register_tasks
 from tuner.measure.noise import DEFAULT_NOISE
 
 app = typer.Typer(no_args_is_help=True, help="Autotune deep-learning operators for Sunway processors.")
@@ -19,8 +24,8 @@ DEFAULT_WORKLOAD = '{"op": "conv2d", "n": 1, "c": 64, "h": 27, "w": 27, "k": 192
 
 @app.command()
 def tune(
-    workload: Annotated[Optional[list[str]], typer.Option("--workload", "-w", help="workload JSON (repeatable)")] = None,
-    model: Annotated[Optional[str], typer.Option(help="tune every layer of a model: alexnet, vgg19, resnet18")] = None,
+    workload: Annotated[list[str] | None, typer.Option("--workload", "-w", help="workload JSON (repeatable)")] = None,
+    model: Annotated[str | None, typer.Option(help="tune every layer of a model: alexnet, vgg19, resnet18")] = None,
     target: Annotated[str, typer.Option(help="sw26010 or sw26010-pro")] = "sw26010",
     trials: Annotated[int, typer.Option(help="measurements per workload")] = 200,
     strategy: Annotated[str, typer.Option(help="search strategy")] = "model",
@@ -28,8 +33,8 @@ def tune(
     seed: Annotated[int, typer.Option()] = 0,
     noise: Annotated[float, typer.Option(help="relative measurement noise of the simulator")] = DEFAULT_NOISE,
     json_out: Annotated[bool, typer.Option("--json", help="print the results as JSON lines")] = False,
-    op: Annotated[Optional[str], typer.Option(help="an operator as a tensor expression: FILE.py:FUNC")] = None,
-    args: Annotated[Optional[str], typer.Option(help="JSON keyword arguments of --op's function")] = None,
+    op: Annotated[str | None, typer.Option(help="an operator as a tensor expression: FILE.py:FUNC")] = None,
+    args: Annotated[str | None, typer.Option(help="JSON keyword arguments of --op's function")] = None,
 ) -> None:
     """Tune workloads in-process on the simulator and print the best config, its time and GFLOPS."""
     if op:
@@ -83,8 +88,9 @@ def targets() -> None:
     console.print(table)
 
 
-from service.cli_service import register; register(app)  # noqa: E402,E702
-from service.cli_model import register as _register_model; _register_model(app)  # noqa: E402,E702
-from service.cli_compile import register as _register_compile; _register_compile(app)  # noqa: E402
-from service.cli_tasks import register as _register_tasks; _register_tasks(app)  # noqa: E402,E702
-from service.cli_ops import register as _register_ops; _register_ops(app)  # noqa: E402,E702
+# the service, model, compile, task and operator commands live in their own modules
+_register_service(app)
+_register_model(app)
+_register_compile(app)
+_register_tasks(app)
+_register_ops(app)

@@ -10,14 +10,19 @@ and what runs as plain C on the MPE.
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from pathlib import Path
-from typing import Annotated, Any, Callable, Optional
+from typing import Annotated, Any
 
 import typer
 from rich.console import Console
 from rich.table import Table
 
 console = Console()
+
+# where `compile --server` keeps the schedules it looked up
+DEFAULT_CACHE = Path.home() / ".cache" / "swtune" / "schedules.json"
+
 Lookup = Callable[[Any], "dict[str, Any] | None"]
 
 
@@ -110,14 +115,14 @@ def print_report(result: Any) -> None:
 
 
 def compile_cmd(
-    model: Annotated[str, typer.Argument(help="a zoo model (alexnet, vgg19, resnet18, resnet50, mobilenet_v2, bert_layer, vit_tiny) or a path to an .onnx file")],
+    model: Annotated[str, typer.Argument(help="a zoo model (alexnet, vgg19, resnet18, resnet50, mobilenet_v2, "
+                                              "bert_layer, vit_tiny) or a path to an .onnx file")],
     out: Annotated[Path, typer.Option("--out", "-o", help="output directory")],
     target: Annotated[str, typer.Option(help="sw26010 or sw26010-pro")] = "sw26010",
-    server: Annotated[Optional[str], typer.Option(help="look schedules up on a running swtune service")] = None,
-    token: Annotated[Optional[str], typer.Option(envvar="SWTUNE_TOKEN", help="bearer token for --server")] = None,
-    db: Annotated[Optional[str], typer.Option(help="tuning log URL (default: SWTUNE_DATABASE_URL)")] = None,
-    cache: Annotated[Path, typer.Option(help="cache file of --server lookups")] = Path.home() / ".cache" / "swtune"
-    / "schedules.json",
+    server: Annotated[str | None, typer.Option(help="look schedules up on a running swtune service")] = None,
+    token: Annotated[str | None, typer.Option(envvar="SWTUNE_TOKEN", help="bearer token for --server")] = None,
+    db: Annotated[str | None, typer.Option(help="tuning log URL (default: SWTUNE_DATABASE_URL)")] = None,
+    cache: Annotated[Path, typer.Option(help="cache file of --server lookups")] = DEFAULT_CACHE,
     batch: Annotated[int, typer.Option(help="model batch size")] = 1,
     width: Annotated[float, typer.Option(help="channel width multiplier of the built-in models")] = 1.0,
     image: Annotated[int, typer.Option(help="input image size of the built-in models")] = 224,

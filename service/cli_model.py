@@ -12,7 +12,7 @@ table (baseline = OpenACC-like schedule, tuned = best measured) and the estimate
 from __future__ import annotations
 
 import time
-from typing import Annotated, Any, Optional
+from typing import Annotated, Any
 
 import typer
 from rich.console import Console
@@ -57,18 +57,19 @@ def _run(url: str, token: str | None, layers: list[Any], target: str, trials: in
 
 
 def tune_model(
-    model: Annotated[str, typer.Argument(help="a zoo model (alexnet, vgg19, resnet18, resnet50, mobilenet_v2, bert_layer, vit_tiny) or a path to an .onnx file")],
+    model: Annotated[str, typer.Argument(help="a zoo model (alexnet, vgg19, resnet18, resnet50, mobilenet_v2, "
+                                              "bert_layer, vit_tiny) or a path to an .onnx file")],
     target: Annotated[str, typer.Option(help="sw26010 or sw26010-pro")] = "sw26010",
-    server: Annotated[Optional[str], typer.Option(help="URL of a running swtune service (default: embedded)")] = None,
-    token: Annotated[Optional[str], typer.Option(envvar="SWTUNE_TOKEN", help="bearer token for --server")] = None,
+    server: Annotated[str | None, typer.Option(help="URL of a running swtune service (default: embedded)")] = None,
+    token: Annotated[str | None, typer.Option(envvar="SWTUNE_TOKEN", help="bearer token for --server")] = None,
     trials: Annotated[int, typer.Option(help="trials per task")] = 64,
     workers: Annotated[int, typer.Option(help="simulator workers in embedded mode")] = 2,
-    strategy: Annotated[Optional[str], typer.Option(help="search strategy")] = None,
+    strategy: Annotated[str | None, typer.Option(help="search strategy")] = None,
     batch: Annotated[int, typer.Option(help="model batch size")] = 1,
     width: Annotated[float, typer.Option(help="channel width multiplier of the built-in models")] = 1.0,
     image: Annotated[int, typer.Option(help="input image size of the built-in models")] = 224,
     timeout: Annotated[float, typer.Option(help="give up following the tasks after this many seconds")] = 1800.0,
-    db: Annotated[Optional[str], typer.Option(help="embedded tuning log URL (default: SWTUNE_DATABASE_URL, "
+    db: Annotated[str | None, typer.Option(help="embedded tuning log URL (default: SWTUNE_DATABASE_URL, "
                                                    "sqlite:///./swtune.db), read by `swtune compile`")] = None,
 ) -> None:
     """Tune every conv / dense / batch_matmul task of a model and report the per-layer result."""

@@ -7,7 +7,7 @@ tensors, inputs first and the output last (examples/ops/). Errors are one line a
 from __future__ import annotations
 
 import json
-from typing import Annotated, Optional
+from typing import Annotated
 
 import typer
 from rich.console import Console
@@ -34,7 +34,8 @@ def tune_op(op: str, args: str | None, target: str, trials: int, strategy: str, 
         raise typer.Exit(EXIT_ERROR) from None
     line = {"name": wl.name, "workload": wl.key, "best_time_s": result.best_time, "gflops": result.gflops,
             "trials": result.trials, "naive_time_s": naive, "openacc_time_s": baseline,
-            "over_naive": naive / result.best_time, "over_openacc": baseline / result.best_time, "best_config": result.best_config}
+            "over_naive": naive / result.best_time, "over_openacc": baseline / result.best_time,
+            "best_config": result.best_config}
     if json_out:
         print(json.dumps(line))
         return
@@ -54,7 +55,7 @@ def register(app: typer.Typer) -> None:
     @app.command("check-op")
     def check_op(
         op: Annotated[str, typer.Argument(help="the operator: FILE.py:FUNC")],
-        args: Annotated[Optional[str], typer.Option(help="JSON keyword arguments of the function")] = None,
+        args: Annotated[str | None, typer.Option(help="JSON keyword arguments of the function")] = None,
         target: Annotated[str, typer.Option(help="sw26010 or sw26010-pro")] = "sw26010",
         configs: Annotated[int, typer.Option(help="random valid configs to check")] = 50,
         seed: Annotated[int, typer.Option()] = 0,

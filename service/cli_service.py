@@ -13,8 +13,9 @@ import functools
 import ipaddress
 import os
 import sys
+from collections.abc import Callable
 from pathlib import Path
-from typing import Annotated, Any, Callable, Optional, TypeVar
+from typing import Annotated, Any, TypeVar
 
 import typer
 
@@ -56,7 +57,7 @@ def is_loopback(host: str) -> bool:
         return False
 
 
-def read_token(token: Optional[str], token_file: Optional[Path]) -> Optional[str]:
+def read_token(token: str | None, token_file: Path | None) -> str | None:
     """The worker token: SWTUNE_TOKEN / --token, or the first line of --token-file."""
     if token_file is not None:
         if token:
@@ -67,11 +68,11 @@ def read_token(token: Optional[str], token_file: Optional[Path]) -> Optional[str
         return value[0].strip()
     return token
 
-DbUrl = Annotated[Optional[str], typer.Option("--database-url", envvar="SWTUNE_DATABASE_URL",
+DbUrl = Annotated[str | None, typer.Option("--database-url", envvar="SWTUNE_DATABASE_URL",
                                               help="default: sqlite:///./swtune.db")]
 
 
-def _url(url: Optional[str]) -> str:
+def _url(url: str | None) -> str:
     from db.engine import DEFAULT_URL
 
     return url or DEFAULT_URL
@@ -104,17 +105,18 @@ def serve(host: Annotated[str, typer.Option(envvar="SWTUNE_HOST", help="bind add
 
 def worker(server: Annotated[str, typer.Option(help="service URL, e.g. http://127.0.0.1:8000")],
            target: Annotated[str, typer.Option(help="sw26010 or sw26010-pro")] = "sw26010",
-           backend: Annotated[str, typer.Option(help="simulator, emulator (athread C on the x86 emulator) or sunway")] = "simulator",
-           token: Annotated[Optional[str], typer.Option(
+           backend: Annotated[str, typer.Option(
+               help="simulator, emulator (athread C on the x86 emulator) or sunway")] = "simulator",
+           token: Annotated[str | None, typer.Option(
                envvar="SWTUNE_TOKEN", help="worker bearer token; prefer the SWTUNE_TOKEN variable or "
                                            "--token-file: an argument shows in `ps`")] = None,
-           token_file: Annotated[Optional[Path], typer.Option(
+           token_file: Annotated[Path | None, typer.Option(
                envvar="SWTUNE_TOKEN_FILE", help="file whose first line is the worker token")] = None,
            batch: Annotated[int, typer.Option(help="jobs per lease")] = 8,
-           name: Annotated[Optional[str], typer.Option(help="worker name (default host-pid-random)")] = None,
+           name: Annotated[str | None, typer.Option(help="worker name (default host-pid-random)")] = None,
            wait: Annotated[float, typer.Option(help="long-poll seconds per lease request")] = 10.0,
-           max_jobs: Annotated[Optional[int], typer.Option(help="exit after posting this many results")] = None,
-           idle_exit: Annotated[Optional[float], typer.Option(help="exit after this many idle seconds")] = None,
+           max_jobs: Annotated[int | None, typer.Option(help="exit after posting this many results")] = None,
+           idle_exit: Annotated[float | None, typer.Option(help="exit after this many idle seconds")] = None,
            noise: Annotated[float, typer.Option(help="simulator: relative measurement noise")] = DEFAULT_NOISE,
            compile_cmd: Annotated[str, typer.Option(help="sunway: compile command template")] = "",
            run_cmd: Annotated[str, typer.Option(help="sunway: run command template")] = "",
@@ -147,9 +149,9 @@ def driver(database_url: DbUrl = None) -> None:
 
 def demo(trials: Annotated[int, typer.Option(help="trials per layer")] = 64,
          workers: Annotated[int, typer.Option(help="simulator worker processes")] = 2,
-         db: Annotated[Optional[Path], typer.Option(help="SQLite file to keep (default: a temp dir)")] = None,
+         db: Annotated[Path | None, typer.Option(help="SQLite file to keep (default: a temp dir)")] = None,
          target: Annotated[str, typer.Option()] = "sw26010",
-         strategy: Annotated[Optional[str], typer.Option(help="default: model if available, else random")] = None
+         strategy: Annotated[str | None, typer.Option(help="default: model if available, else random")] = None
          ) -> None:
     """Tune AlexNet's conv and dense layers end to end (embedded server, simulator workers)."""
     from service.demo import run_demo
@@ -177,9 +179,9 @@ def db_upgrade(database_url: DbUrl = None, revision: Annotated[str, typer.Option
 @db_app.command("export")
 @cli_errors
 def db_export(database_url: DbUrl = None,
-              out: Annotated[Optional[Path], typer.Option(help="file (default: stdout)")] = None,
-              target: Annotated[Optional[str], typer.Option()] = None,
-              workload_key: Annotated[Optional[str], typer.Option()] = None) -> None:
+              out: Annotated[Path | None, typer.Option(help="file (default: stdout)")] = None,
+              target: Annotated[str | None, typer.Option()] = None,
+              workload_key: Annotated[str | None, typer.Option()] = None) -> None:
     """Write the measurements as JSON lines."""
     from db import records
     from db.engine import Database
@@ -219,7 +221,7 @@ def db_import(path: Annotated[Path, typer.Argument(help="JSON lines file from `s
 @cli_errors
 def token_create(role: Annotated[str, typer.Option(help="submit, worker, read or admin")],
                  name: Annotated[str, typer.Option(help="a label")] = "",
-                 value: Annotated[Optional[str], typer.Option(
+                 value: Annotated[str | None, typer.Option(
                      envvar="SWTUNE_TOKEN_VALUE", help="provision this secret instead of a random one")] = None,
                  if_missing: Annotated[bool, typer.Option(help="with --value: succeed if it exists")] = False,
                  database_url: DbUrl = None) -> None:

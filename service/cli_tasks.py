@@ -9,8 +9,9 @@ from __future__ import annotations
 
 import contextlib
 import json
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Annotated, Any, Iterator, Optional
+from typing import Annotated, Any
 
 import typer
 from rich.console import Console
@@ -22,7 +23,7 @@ DEFAULT_SERVER = "http://127.0.0.1:8000"
 EXIT_ERROR = 2
 
 Server = Annotated[str, typer.Option("--server", envvar="SWTUNE_SERVER", help="URL of the swtune service")]
-Token = Annotated[Optional[str], typer.Option("--token", envvar="SWTUNE_TOKEN", show_default=False,
+Token = Annotated[str | None, typer.Option("--token", envvar="SWTUNE_TOKEN", show_default=False,
                                              help="bearer token (default: $SWTUNE_TOKEN)")]
 JsonOut = Annotated[bool, typer.Option("--json", help="print the API's JSON answer instead of a table")]
 
@@ -39,7 +40,7 @@ def fail(message: str) -> typer.Exit:
 
 
 @contextlib.contextmanager
-def client(server: str, token: Optional[str]) -> Iterator[Any]:
+def client(server: str, token: str | None) -> Iterator[Any]:
     """A ServiceClient for one command; transport and API errors become one-line exits."""
     import httpx
 
@@ -65,19 +66,19 @@ def _print_json(value: Any) -> None:
     typer.echo(json.dumps(value, indent=2))
 
 
-def _ms(seconds: Optional[float]) -> str:
+def _ms(seconds: float | None) -> str:
     return f"{seconds * 1e3:.4f}" if seconds else "-"
 
 
-def _gflops(value: Optional[float]) -> str:
+def _gflops(value: float | None) -> str:
     return f"{value:.1f}" if value else "-"
 
 
 # --- tasks ------------------------------------------------------------------------------------
 @tasks_app.command("list")
 def tasks_list(server: Server = DEFAULT_SERVER, token: Token = None, json_out: JsonOut = False,
-               state: Annotated[Optional[str], typer.Option(help="active, done or cancelled")] = None,
-               batch: Annotated[Optional[str], typer.Option(help="only the tasks of this submission")] = None,
+               state: Annotated[str | None, typer.Option(help="active, done or cancelled")] = None,
+               batch: Annotated[str | None, typer.Option(help="only the tasks of this submission")] = None,
                limit: Annotated[int, typer.Option(min=1, max=1000, help="at most this many tasks")] = 100) -> None:
     """List tuning tasks with their progress, best time and GFLOPS."""
     with client(server, token) as api:
@@ -160,7 +161,7 @@ def best(workload: Annotated[str, typer.Argument(help="workload JSON, e.g. '{\"o
 
 
 # --- submit -----------------------------------------------------------------------------------
-def _workloads_from_file(path: Path) -> tuple[list[dict[str, Any]], Optional[list[str]]]:
+def _workloads_from_file(path: Path) -> tuple[list[dict[str, Any]], list[str] | None]:
     """A JSON file: a list of workload specs, or {"workloads": [...], "labels": [...]}."""
     try:
         data = json.loads(path.read_text())
@@ -173,13 +174,15 @@ def _workloads_from_file(path: Path) -> tuple[list[dict[str, Any]], Optional[lis
     raise CliError(f"{path}: expected a list of workloads or an object with 'workloads'")
 
 
-def _collect(workload: list[str], file: Optional[Path], model: Optional[str], batch_size: int,
-             labels: list[str]) -> tuple[list[dict[str, Any]], Optional[list[str]]]:
+def _collect(workload: list[str], file: Path | None, model: str | None, batch_size: int,
+             labels: list[str]) -> tuple[list[dict[str, Any]], list[str] | None]:
     from tuner.workloads import workload_from_json
 
     sources = sum(bool(x) for x in (workload, file, model))
     if sources != 1:
         raise CliError("give exactly one of --workload (repeatable), --file or --model")
+    specs: list[Any]  # workload specs: JSON objects, or the strings the user typed that are not JSON
+    names: list[str] | None
     if model:
         from tuner.bridge.extract import extract_model
 
@@ -203,16 +206,17 @@ def _collect(workload: list[str], file: Optional[Path], model: Optional[str], ba
 
 
 def submit(target: Annotated[str, typer.Option(help="sw26010 or sw26010-pro")],
-           workload: Annotated[Optional[list[str]], typer.Option("--workload", "-w",
+           workload: Annotated[list[str] | None, typer.Option("--workload", "-w",
                                                                  help="workload JSON (repeatable)")] = None,
-           file: Annotated[Optional[Path], typer.Option(help="JSON file: a list of workloads, or "
+           file: Annotated[Path | None, typer.Option(help="JSON file: a list of workloads, or "
                                                              "{\"workloads\": [...], \"labels\": [...]}")] = None,
-           model: Annotated[Optional[str], typer.Option(help="alexnet, resnet18 or an .onnx file: its tasks "
-                                                             "(extracted through TVM Relax, needs swtune[models])")] = None,
+           model: Annotated[str | None, typer.Option(
+               help="alexnet, resnet18 or an .onnx file: its tasks (extracted through TVM Relax, needs swtune[models])"
+           )] = None,
            model_batch: Annotated[int, typer.Option(help="--model: the model's batch size")] = 1,
-           label: Annotated[Optional[list[str]], typer.Option(help="one per workload (repeatable)")] = None,
+           label: Annotated[list[str] | None, typer.Option(help="one per workload (repeatable)")] = None,
            trials: Annotated[int, typer.Option(min=1, help="trial budget per workload")] = 200,
-           strategy: Annotated[Optional[str], typer.Option(help="search strategy (default: the server's)")] = None,
+           strategy: Annotated[str | None, typer.Option(help="search strategy (default: the server's)")] = None,
            seed: Annotated[int, typer.Option(min=0)] = 0,
            server: Server = DEFAULT_SERVER, token: Token = None, json_out: JsonOut = False) -> None:
     """Submit tuning tasks (one per workload) to a server."""

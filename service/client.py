@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import random
 import time
-from typing import Any, Iterable, Iterator
+from collections.abc import Iterable, Iterator
+from typing import Any
 
 import httpx
 
@@ -54,7 +55,7 @@ class ServiceClient:
     def close(self) -> None:
         self.http.close()
 
-    def __enter__(self) -> "ServiceClient":
+    def __enter__(self) -> ServiceClient:
         return self
 
     def __exit__(self, *exc: object) -> None:

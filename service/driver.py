@@ -20,8 +20,8 @@ from __future__ import annotations
 import contextlib
 import logging
 import threading
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from typing import Callable, Iterator
 
 from sqlalchemy import text
 from sqlalchemy.exc import OperationalError
@@ -233,7 +233,7 @@ class TuningDriver:
             state = self._states[task.id] = _TaskState(create_strategy(name, space, seed=task.seed))
         return state
 
-    def _sync(self, session, task: tasks_db.TaskSpec, state: _TaskState) -> None:  # type: ignore[no-untyped-def]
+    def _sync(self, session, task: tasks_db.TaskSpec, state: _TaskState) -> None:
         """Tell the strategy new measurements of its (workload, target), then mark new jobs in flight."""
         space = state.strategy.space
         configs, results = [], []

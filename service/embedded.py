@@ -29,7 +29,7 @@ class EmbeddedServer:
     def url(self) -> str:
         return f"http://{self.host}:{self.port}"
 
-    def start(self, timeout: float = 30.0) -> "EmbeddedServer":
+    def start(self, timeout: float = 30.0) -> EmbeddedServer:
         self.thread.start()
         deadline = time.monotonic() + timeout
         while not self.server.started:
@@ -43,14 +43,14 @@ class EmbeddedServer:
         self.thread.join(timeout)
         self.sock.close()
 
-    def __enter__(self) -> "EmbeddedServer":
+    def __enter__(self) -> EmbeddedServer:
         return self.start()
 
     def __exit__(self, *exc: object) -> None:
         self.stop()
 
 
-def spawn_server(env: dict[str, str], cwd: "str | Path", *extra_args: str, ready_timeout: float = 30.0
+def spawn_server(env: dict[str, str], cwd: str | Path, *extra_args: str, ready_timeout: float = 30.0
                  ) -> tuple[subprocess.Popen[bytes], str]:
     """Start `uvicorn service.app:create_app` as a child process on a free loopback port; wait until
     /ready answers. Returns (process, base URL). ``env`` carries the SWTUNE_ settings."""

@@ -96,7 +96,7 @@ def validation_body(msg: str, loc: tuple[str | int, ...] = ("body",), kind: str 
     return {"detail": [{"loc": list(loc), "msg": msg, "type": kind}]}
 
 
-def _domain_handler(status: int):  # type: ignore[no-untyped-def]
+def _domain_handler(status: int):
     async def handler(_request: Request, exc: Exception) -> JSONResponse:
         return JSONResponse({"detail": str(exc)}, status_code=status)
 

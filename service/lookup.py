@@ -11,8 +11,9 @@ import json
 import logging
 import os
 import tempfile
+from collections.abc import Iterable
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any
 
 import httpx
 
@@ -23,7 +24,7 @@ log = logging.getLogger(__name__)
 
 
 class ScheduleLookup:
-    def __init__(self, server: str, target: str, cache_file: "str | Path | None" = None, timeout: float = 5.0,
+    def __init__(self, server: str, target: str, cache_file: str | Path | None = None, timeout: float = 5.0,
                  token: str | None = None, http: httpx.Client | None = None) -> None:
         self.server, self.target, self.timeout, self.token, self.http = server, target, timeout, token, http
         self.cache_file = Path(cache_file) if cache_file else None

@@ -27,7 +27,7 @@ class JobSignal:
             return
         try:
             await asyncio.wait_for(self._event.wait(), timeout)
-        except asyncio.TimeoutError:
+        except TimeoutError:
             pass
         finally:
             self._event.clear()

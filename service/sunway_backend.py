@@ -16,9 +16,9 @@ import shlex
 import shutil
 import subprocess
 import tempfile
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 from tuner.measure.base import MeasureResult
 from tuner.targets import Target, get_target

@@ -14,7 +14,8 @@ def task_out(t: TaskInfo) -> TaskOut:
                    target=t.target, label=t.label, batch=t.batch, strategy=t.strategy, seed=t.seed,
                    trial_budget=t.trial_budget, trials_done=t.trials_done, failed=t.failed, pending=t.pending,
                    leased=t.leased, best_time=t.best_time, best_gflops=gflops, best_config=t.best_config,
-                   curve=list(t.curve), submitter=t.submitter, created_at=t.created_at, updated_at=t.updated_at)
+                   curve=[list(point) for point in t.curve], submitter=t.submitter, created_at=t.created_at,
+                   updated_at=t.updated_at)
 
 
 def job_out(j: Job) -> JobOut:

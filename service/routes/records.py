@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Iterator
+from collections.abc import Iterator
 
 from fastapi import APIRouter, Query, Request
 from fastapi.responses import StreamingResponse
@@ -38,8 +38,8 @@ def export(db: Db, _: Reader, target: str | None = Query(None, min_length=1, max
                     "content": {"application/x-ndjson": {"schema": {"type": "string"}}}}})
 async def import_records(request: Request, state: AppState, _: Admin) -> ImportOut:
     """Body: JSON lines as produced by export. Lines are parsed and checked as they arrive and spooled
-    (memory stays bounded; the body is never held whole); nothing is written unless every line is valid; records already present
-    are skipped, so importing a file twice changes nothing."""
+    (memory stays bounded; the body is never held whole); nothing is written unless every line is valid;
+    records already present are skipped, so importing a file twice changes nothing."""
     importer = records_db.Importer()
     try:
         async for chunk in request.stream():  # the body size middleware caps this
