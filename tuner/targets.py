@@ -89,7 +89,7 @@ class Target:
         return self.peak_flops_per_cpe_cycle(dtype) * self.clock_hz * self.cpes
 
     @property
-    def dma(self) -> "DmaParams":
+    def dma(self) -> DmaParams:
         from tuner.measure.dma_model import FITTED  # local: keeps targets import-light
 
         return FITTED[self.name]
@@ -158,7 +158,7 @@ SW26010_PRO = Target(
 TARGETS: dict[str, Target] = {t.name: t for t in (SW26010, SW26010_PRO)}
 
 
-def get_target(target: "str | Target") -> Target:
+def get_target(target: str | Target) -> Target:
     """Resolve a preset name (or pass a Target through)."""
     if isinstance(target, Target):
         return target

@@ -6,13 +6,14 @@ slower than the baseline it is compared against.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Sequence
+from typing import TYPE_CHECKING
 
 from tuner.measure.base import MeasureBackend
+from tuner.measure.noise import DEFAULT_NOISE
 from tuner.measure.simulator import Simulator
 from tuner.search import SearchStrategy, create_strategy
-from tuner.measure.noise import DEFAULT_NOISE
 from tuner.search.scheduler import GradientScheduler
 from tuner.space.space import Config, ScheduleSpace
 from tuner.targets import Target, get_target
@@ -36,11 +37,11 @@ class TuneResult:
         return self.workload.flops / self.best_time / 1e9 if self.best_config else 0.0
 
 
-def tune_workloads(workloads: Sequence[Workload], target: "Target | str", trials: int = 200,
+def tune_workloads(workloads: Sequence[Workload], target: Target | str, trials: int = 200,
                    strategy: str = "model", batch: int = 32, seed: int = 0, noise: float = DEFAULT_NOISE,
                    weights: Sequence[float] | None = None, total_trials: int | None = None,
                    early_stop: int | None = None, backend: MeasureBackend | None = None,
-                   console: "Console | None" = None) -> list[TuneResult]:
+                   console: Console | None = None) -> list[TuneResult]:
     """Tune workloads with up to ``trials`` measurements each.
 
     Rounds go to the task with the largest expected gain in weighted end-to-end time (the gradient

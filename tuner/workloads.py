@@ -38,7 +38,7 @@ def _check_dtype(dtype: Any) -> None:
         raise InvalidWorkloadError(f"unsupported dtype {dtype!r}; expected one of {sorted(DTYPE_BYTES)}")
 
 
-def _check_flops(workload: "Workload") -> None:
+def _check_flops(workload: Workload) -> None:
     if workload.flops > MAX_FLOPS:
         raise InvalidWorkloadError(f"{workload.op} workload has {workload.flops:.3e} FLOPs, above the maximum "
                                    f"{MAX_FLOPS:.0e} of one operator instance")
@@ -51,8 +51,13 @@ class Workload:
     op: ClassVar[str] = ""
 
     @property
+    def dtype(self) -> str:
+        """The element type; every subclass declares it as a field (with a default, so it comes last)."""
+        raise NotImplementedError
+
+    @property
     def dtype_bytes(self) -> int:
-        return DTYPE_BYTES[self.dtype]  # type: ignore[attr-defined]
+        return DTYPE_BYTES[self.dtype]
 
     @property
     def flops(self) -> int:
@@ -69,7 +74,7 @@ class Workload:
     def key(self) -> str:
         """Readable and unique: every field is in it, in a fixed order."""
         parts = [f"{f.name}{getattr(self, f.name)}" for f in fields(self) if f.name != "dtype"]
-        return f"{self.op}-{'-'.join(parts)}-{self.dtype}"  # type: ignore[attr-defined]
+        return f"{self.op}-{'-'.join(parts)}-{self.dtype}"
 
     def __str__(self) -> str:
         return self.key

@@ -8,9 +8,10 @@ This package never imports service or db.
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 from tuner.aot.cpe_ops import CpeMode
 from tuner.aot.graph import AotError, Graph, Node, Note
@@ -32,7 +33,9 @@ class OpRow:
 
     source: str
     relax_op: str
-    where: str  # "tuned kernel" | "fallback kernel" | "CPE (memory-bound)" | "MPE" | "view (no-op)" | "compile time" | "removed (unused)"
+    # "tuned kernel" | "fallback kernel" | "CPE (memory-bound)" | "MPE" | "view (no-op)" | "compile time"
+    # | "removed (unused)"
+    where: str
     detail: str = ""
 
 
@@ -93,7 +96,8 @@ def _rows(graph: Graph) -> list[OpRow]:
         elif isinstance(s, Node) and s.op == "cpe":
             op = s.attrs["cpe"]
             rows.append(OpRow(s.source, s.relax_op, "CPE (memory-bound)",
-                              f"{op.name}: {op.blocks} blocks of {op.block} along axis {op.axis}, {op.ldm_bytes} B LDM"))
+                              f"{op.name}: {op.blocks} blocks of {op.block} along axis {op.axis}, "
+                              f"{op.ldm_bytes} B LDM"))
         elif isinstance(s, Node) and s.op == "kernel":
             k: Kernel = s.attrs["kernel"]
             where = "tuned kernel" if k.tuned else "fallback kernel"
@@ -123,9 +127,9 @@ def assign_cpe_kernels(graph: Graph, target: Target, first_index: int, mode: Cpe
     return ops
 
 
-def compile_model(model: Any, target: "Target | str", out_dir: "str | Path", lookup: Lookup | None, *,
+def compile_model(model: Any, target: Target | str, out_dir: str | Path, lookup: Lookup | None, *,
                   example_inputs: Sequence[Any] | None = None, name: str = "model",
-                  cpe_mode: "CpeMode | str" = "faster", fuse: bool = True) -> AotResult:
+                  cpe_mode: CpeMode | str = "faster", fuse: bool = True) -> AotResult:
     """Compile ``model`` ahead of time for ``target`` into ``out_dir`` (created if needed);
     ``cpe_mode`` says which memory-bound operators become CPE kernels (tuner.aot.cpe_ops.CpeMode)."""
     from tuner.aot.relax_reader import read_relax

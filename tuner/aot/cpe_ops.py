@@ -353,7 +353,8 @@ def slave_text(op: CpeOp, ty: str) -> str:
 
     for k, p in enumerate(op.params[:op.n_inputs]):
         if p.sliced:
-            lines.append(f"    SW_GET(_arg->p[{k}] + {off(p)}, P{k}_ldm, {p.elems} * {item}, 0, 0, &g_reply[0]); n_rep++;")
+            lines.append(f"    SW_GET(_arg->p[{k}] + {off(p)}, P{k}_ldm, {p.elems} * {item}, 0, 0, &g_reply[0]); "
+                         "n_rep++;")
     lines += ["    SW_WAIT(&g_reply[0], n_rep);", f"    {op.name}_body({ldm_args});"]
     for k, p in enumerate(op.params[op.n_inputs:], start=op.n_inputs):
         lines.append(f"    SW_PUT(P{k}_ldm, _arg->p[{k}] + {off(p)}, {p.elems} * {item}, 0, 0, &g_reply[0]); n_rep++;")

@@ -204,7 +204,8 @@ def apply_epilogue(slave: str, ep: Epilogue, ctype: str, c_shape: tuple[int, ...
                 dst = line[line.index("_arg_c"):].split(",")[0]
                 args = [a.strip() for a in line[line.index("SW_PUT(") + 7:].split(",")]
                 bs, gp = args[3], args[4]
-                pos = (f"const long _bsE = ({bs}) / (long)sizeof({ctype}), _stE = (({bs}) + ({gp})) / (long)sizeof({ctype}); "
+                pos = (f"const long _bsE = ({bs}) / (long)sizeof({ctype}), "
+                       f"_stE = (({bs}) + ({gp})) / (long)sizeof({ctype}); "
                        f"const long _d = (long)(({dst}) - _arg_c) + (_bsE ? (_q / _bsE) * _stE + _q % _bsE : _q); "
                        f"const long _ch = {channel}; if (_ch >= {c_shape[axis]}L) continue; ")
                 lines.append(f"{ind}if (!_ev_ready) {{ SW_WAIT(&_ev_reply[0], {len(ep.vectors)}); _ev_ready = 1; }}")
@@ -217,7 +218,8 @@ def apply_epilogue(slave: str, ep: Epilogue, ctype: str, c_shape: tuple[int, ...
             lines.append("  _ev_reply[0] = 0;")
             lines += [f"  SW_GET(_arg->p[{j}], _ev{j}, {n} * sizeof({ctype}), 0, 0, &_ev_reply[0]);"
                       for j, n in enumerate(ep.vectors)]
-            lines.append("  int _ev_ready = 0;  /* the vectors arrive while the kernel computes; waited for at the first put */")
+            lines.append("  int _ev_ready = 0;  "
+                         "/* the vectors arrive while the kernel computes; waited for at the first put */")
     if count == 0:
         raise ValueError("no output-tile put found in the generated kernel")
     return "\n".join(lines) + ("\n" if slave.endswith("\n") else "")

@@ -30,7 +30,7 @@ class Tensor:
     kind: str  # "input" | "const" | "temp"
     name: str
     data: np.ndarray | None = None  # constants only
-    base: "Tensor | None" = None
+    base: Tensor | None = None
     index: int = 0  # inputs: position among the function's parameters
 
     @property
@@ -38,7 +38,7 @@ class Tensor:
         return prod(self.shape)
 
     @property
-    def root(self) -> "Tensor":
+    def root(self) -> Tensor:
         t = self
         while t.base is not None:
             t = t.base
@@ -85,7 +85,7 @@ class Graph:
 
     inputs: list[Tensor]
     outputs: list[Tensor]
-    steps: list["Node | Note"]
+    steps: list[Node | Note]
     dtype: str
     last_id: int = 0  # tensor ids are unique within the graph
     functions: dict[str, Any] = field(default_factory=dict)  # generic operators: name -> printed C

@@ -135,10 +135,12 @@ static void swtune_run({ty} *const *inputs, {ty} *const W, {ty} *const *slots) {
 
 int main(int argc, char **argv) {{
   if (argc != SWTUNE_N_INPUTS + 3) {{
-    fprintf(stderr, "usage: %s weights.bin input0.bin [...] output.bin  (%d input file(s))\\n", argv[0], SWTUNE_N_INPUTS);
+    fprintf(stderr, "usage: %s weights.bin input0.bin [...] output.bin  (%d input file(s))\\n",
+            argv[0], SWTUNE_N_INPUTS);
     return 2;
   }}
-  static const long in_elems[SWTUNE_N_INPUTS] = {{ {", ".join(f"SWTUNE_INPUT{i}_ELEMS" for i in range(len(graph.inputs)))} }};
+  static const long in_elems[SWTUNE_N_INPUTS] = {{
+    {", ".join(f"SWTUNE_INPUT{i}_ELEMS" for i in range(len(graph.inputs)))} }};
   {ty} *W = sw_alloc(SWTUNE_WEIGHTS_BYTES);
   sw_read(argv[1], W, SWTUNE_WEIGHTS_BYTES);
   {ty} *inputs[SWTUNE_N_INPUTS];
@@ -155,7 +157,8 @@ int main(int argc, char **argv) {{
   athread_halt();
   printf("SWTUNE_MODEL_SECONDS=%.9e\\n", (double)(stop - start) / {hz!r});
   if (getenv("SWTUNE_PROFILE"))
-    for (int i = 0; i < SWTUNE_N_STEPS; i++) printf("SWTUNE_STEP %3d %.9e %s\\n", i, (double)step_cycles[i] / {hz!r}, step_names[i]);
+    for (int i = 0; i < SWTUNE_N_STEPS; i++)
+      printf("SWTUNE_STEP %3d %.9e %s\\n", i, (double)step_cycles[i] / {hz!r}, step_names[i]);
   FILE *f = fopen(argv[argc - 1], "wb");
   if (!f) {{ fprintf(stderr, "cannot write %s\\n", argv[argc - 1]); return 2; }}
 {out_decls}

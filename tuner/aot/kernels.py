@@ -11,8 +11,9 @@ from __future__ import annotations
 
 import logging
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any
 
 from tuner.aot.graph import AotError, Graph, Node
 from tuner.space.space import Config

@@ -12,7 +12,7 @@ from pathlib import Path
 from tuner.targets import Toolchain, get_target
 
 
-def makefile(target: str, emulator_dir: "str | Path") -> str:
+def makefile(target: str, emulator_dir: str | Path) -> str:
     pro = get_target(target).toolchain is Toolchain.SWGCC
     default = "swgcc" if pro else "sw5cc"
     # Pro kernels assume 256 KB of LDM and 8-lane vectors: they cannot run on an SW26010

@@ -11,8 +11,9 @@ returns statements; adjacent dimensions every operand walks contiguously are mer
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from math import prod
-from typing import Any, Callable, Sequence
+from typing import Any
 
 from tuner.aot.graph import AotError, Node, Tensor
 

@@ -13,8 +13,9 @@ neither path can compile is an AotError naming it and its binding.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from math import prod
-from typing import Any, Callable
+from typing import Any
 
 import numpy as np
 
@@ -201,7 +202,9 @@ def _conv2d(r: RelaxReader, call: Any, name: str, op: str) -> Value:
 
         pads = [0, 0, 0, 0, w.pad_h, w.pad_h, w.pad_w, w.pad_w]
         x = _synthetic(r, x, lambda v: relax.op.nn.pad(v, pads), name, "nn.pad (conv input)")
-        r.steps[-1].attrs.update(pad_h=w.pad_h, pad_w=w.pad_w)  # its row-copy form on the MPE (mpe._pad_nchw)
+        pad_step = r.steps[-1]
+        assert isinstance(pad_step, Node), "a conv input's padding is a step of its own"
+        pad_step.attrs.update(pad_h=w.pad_h, pad_w=w.pad_w)  # its row-copy form on the MPE (mpe._pad_nchw)
     out = r.node("kernel", [x, weight], (w.n, w.k, w.oh, w.ow), name, "nn.conv2d", workload=w)
     if _out(call, name) != out.shape:
         raise AotError(f"{name} (nn.conv2d): output shape {_out(call, name)} != workload's {out.shape}")
@@ -298,7 +301,7 @@ def _call_tir(r: RelaxReader, call: Any, name: str, op: str) -> Value:
         raise AotError(f"{name} ({relax_op}): call_tir with symbolic shape variables is not supported")
     if all(a.kind == "const" for a in args):
         r.note(name, relax_op, "compile time", "constant operands folded")
-        values = _run_llvm(func, [a.data for a in args], outs)  # type: ignore[misc]
+        values = _run_llvm(func, [a.data for a in args], outs)
         consts = [r.const(v, name if len(values) == 1 else f"{name}.{i}") for i, v in enumerate(values)]
         return consts[0] if len(consts) == 1 else tuple(consts)
     return _generic_node(r, func, list(args), outs, name, relax_op, r.calls.get(name), f"tir_{gvar.name_hint}")

@@ -116,7 +116,7 @@ def _mpe_step(n: Node, graph: Graph, target: Target, item: int) -> tuple[float, 
     return _mpe_seconds(target, per_elem * size, moved), n.op
 
 
-def model_time(graph: Graph, target: "Target | str", config_of: Callable[[Any], dict[str, Any] | None]
+def model_time(graph: Graph, target: Target | str, config_of: Callable[[Any], dict[str, Any] | None]
                ) -> ModelTime:
     """Per-step simulated times of ``graph`` (kernel nodes carry ``workload``); ``config_of(workload)``
     gives the tuned program's config of a kernel (None: the baseline schedule, as compile falls back)."""

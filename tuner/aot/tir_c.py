@@ -33,7 +33,10 @@ _MATH = {"exp": "exp", "exp2": "exp2", "log": "log", "log2": "log2", "log10": "l
 
 # C helpers the printed functions use (emitted once per host file)
 PRELUDE = """/* helpers of the generic (legalized TIR) operators */
-static inline long sw_floordiv(long a, long b) { long q = a / b; return (q * b != a && ((a < 0) != (b < 0))) ? q - 1 : q; }
+static inline long sw_floordiv(long a, long b) {
+  long q = a / b;
+  return (q * b != a && ((a < 0) != (b < 0))) ? q - 1 : q;
+}
 static inline long sw_floormod(long a, long b) { long m = a % b; return (m != 0 && ((m < 0) != (b < 0))) ? m + b : m; }
 #define SWG_MIN(a, b) ((a) < (b) ? (a) : (b))
 #define SWG_MAX(a, b) ((a) > (b) ? (a) : (b))

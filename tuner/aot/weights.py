@@ -23,7 +23,7 @@ class WeightsLayout:
     total_bytes: int
 
 
-def write_weights(graph: Graph, path: "str | Path") -> WeightsLayout:
+def write_weights(graph: Graph, path: str | Path) -> WeightsLayout:
     itemsize = np.dtype(graph.dtype).itemsize
     offset_of: dict[int, int] = {}
     names: dict[int, str] = {}

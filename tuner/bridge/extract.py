@@ -10,9 +10,10 @@ other operator is listed in ``untuned`` with its count: nothing is dropped silen
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 from tuner.errors import InvalidWorkloadError
 from tuner.models.zoo import Layer
@@ -37,7 +38,7 @@ def _shape(expr: Any) -> tuple[list[int], str]:
     return [int(d) for d in info.shape], str(info.dtype)
 
 
-def _conv(call: Any) -> Workload:
+def _conv(call: Any) -> Conv2d:
     attrs = call.attrs
     if str(attrs.data_layout) != "NCHW" or str(attrs.kernel_layout) != "OIHW":
         raise InvalidWorkloadError(f"conv2d layout {attrs.data_layout}/{attrs.kernel_layout} is not NCHW/OIHW")
@@ -52,7 +53,7 @@ def _conv(call: Any) -> Workload:
                   groups=int(attrs.groups), dtype=dtype)
 
 
-def _matmul(call: Any) -> Workload:
+def _matmul(call: Any) -> Dense | BatchMatmul:
     a, dtype = _shape(call.args[0])
     b, _ = _shape(call.args[1])
     if len(a) == 2 and len(b) == 2:
@@ -122,7 +123,7 @@ def extract_torch(module: Any, example_inputs: Sequence[Any]) -> ExtractedModel:
     return extract_relax(torch_to_relax(module, example_inputs))
 
 
-def onnx_to_relax(path: "str | Path", shapes: dict[str, list[int]] | None = None) -> Any:
+def onnx_to_relax(path: str | Path, shapes: dict[str, list[int]] | None = None) -> Any:
     onnx = _require("onnx")
     from tvm.relax.frontend.onnx import from_onnx
 
@@ -130,7 +131,7 @@ def onnx_to_relax(path: "str | Path", shapes: dict[str, list[int]] | None = None
     return from_onnx(model, shape_dict=shapes, keep_params_in_input=False)
 
 
-def extract_onnx(path: "str | Path", shapes: dict[str, list[int]] | None = None) -> ExtractedModel:
+def extract_onnx(path: str | Path, shapes: dict[str, list[int]] | None = None) -> ExtractedModel:
     """Tasks of an ONNX model file (input shapes from the file unless given)."""
     return extract_relax(onnx_to_relax(path, shapes))
 

@@ -10,8 +10,9 @@ tuner/space/analysis.py).
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any
 
 from tuner.codegen.tir import cexpr, const_int, free_vars, kind
 

@@ -59,22 +59,29 @@ SLAVE_API = r"""/* swtune: the DMA / sync calls a generated slave file uses, for
 #define SW_VLOADU(vt, addr) ({ vt _v; simd_loadu(_v, (addr)); _v; })
 #ifdef SWTUNE_PRO
 #define SW_REPLY_T athread_rply_t
-#define SW_GET(mem, ldm, len, bsize, gap, rp) do { if (bsize) athread_dma_iget_stride((ldm), (mem), (len), (bsize), (gap), (rp)); \
+#define SW_GET(mem, ldm, len, bsize, gap, rp) do { \
+    if (bsize) athread_dma_iget_stride((ldm), (mem), (len), (bsize), (gap), (rp)); \
     else athread_dma_iget((ldm), (mem), (len), (rp)); } while (0)
-#define SW_PUT(ldm, mem, len, bsize, gap, rp) do { if (bsize) athread_dma_iput_stride((mem), (ldm), (len), (bsize), (gap), (rp)); \
+#define SW_PUT(ldm, mem, len, bsize, gap, rp) do { \
+    if (bsize) athread_dma_iput_stride((mem), (ldm), (len), (bsize), (gap), (rp)); \
     else athread_dma_iput((mem), (ldm), (len), (rp)); } while (0)
-#define SW_GET_ROWBC(mem, ldm, len, bsize, gap, rp) do { if (bsize) athread_dma_row_ibcast_stride((ldm), (mem), (len), (bsize), (gap), (rp)); \
+#define SW_GET_ROWBC(mem, ldm, len, bsize, gap, rp) do { \
+    if (bsize) athread_dma_row_ibcast_stride((ldm), (mem), (len), (bsize), (gap), (rp)); \
     else athread_dma_row_ibcast((ldm), (mem), (len), (rp)); } while (0)
-#define SW_GET_COLBC(mem, ldm, len, bsize, gap, rp) do { if (bsize) athread_dma_col_ibcast_stride((ldm), (mem), (len), (bsize), (gap), (rp)); \
+#define SW_GET_COLBC(mem, ldm, len, bsize, gap, rp) do { \
+    if (bsize) athread_dma_col_ibcast_stride((ldm), (mem), (len), (bsize), (gap), (rp)); \
     else athread_dma_col_ibcast((ldm), (mem), (len), (rp)); } while (0)
 #define SW_WAIT(rp, n) athread_dma_wait_value((rp), (n))
 #define SW_SYNC_ROW(mask) athread_ssync(ROW_SCOPE, (mask))
 #define SW_SYNC_COL(mask) athread_ssync(COL_SCOPE, (mask))
 #else
 #define SW_REPLY_T int
-#define SW_GET(mem, ldm, len, bsize, gap, rp) athread_get(PE_MODE, (void *)(mem), (void *)(ldm), (len), (void *)(rp), 0, (gap), (bsize))
-#define SW_GET_ROWBC(mem, ldm, len, bsize, gap, rp) athread_get(ROW_MODE, (void *)(mem), (void *)(ldm), (len), (void *)(rp), 0, (gap), (bsize))
-#define SW_PUT(ldm, mem, len, bsize, gap, rp) athread_put(PE_MODE, (void *)(ldm), (void *)(mem), (len), (void *)(rp), (gap), (bsize))
+#define SW_GET(mem, ldm, len, bsize, gap, rp) \
+    athread_get(PE_MODE, (void *)(mem), (void *)(ldm), (len), (void *)(rp), 0, (gap), (bsize))
+#define SW_GET_ROWBC(mem, ldm, len, bsize, gap, rp) \
+    athread_get(ROW_MODE, (void *)(mem), (void *)(ldm), (len), (void *)(rp), 0, (gap), (bsize))
+#define SW_PUT(ldm, mem, len, bsize, gap, rp) \
+    athread_put(PE_MODE, (void *)(ldm), (void *)(mem), (len), (void *)(rp), (gap), (bsize))
 #define SW_WAIT(rp, n) while (*(rp) != (n))
 #define SW_SYNC_ROW(mask) athread_syn(ROW_SCOPE, (mask))
 #define SW_SYNC_COL(mask) athread_syn(COL_SCOPE, (mask))
@@ -124,7 +131,8 @@ def host_file(s: Scheduled) -> str:
   for (long n = 0; n < {w.n}; n++)
     for (long c = 0; c < {w.c}; c++)
       for (long y = 0; y < {w.h}; y++)
-        memcpy(a + ((n * {w.groups} + c / {cpg}) * {cpg} + c % {cpg}) * {hp * wp}L + (y + {w.pad_h}) * {wp}L + {w.pad_w},
+        memcpy(a + ((n * {w.groups} + c / {cpg}) * {cpg} + c % {cpg}) * {hp * wp}L
+                 + (y + {w.pad_h}) * {wp}L + {w.pad_w},
                in + ((n * {w.c} + c) * {w.h} + y) * {w.w}L, sizeof({ty}) * {w.w});"""
     else:
         pad = f"\n  memcpy(a, in, sizeof({ty}) * {n_a}L);"

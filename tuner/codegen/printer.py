@@ -7,8 +7,9 @@ between global and ``local.ldm`` buffers become DMA requests (tuner.codegen.boxe
 pitches of the box that filled the buffer. Knobs the TIR cannot express are applied where the schedule
 annotated them: double buffering (a prefetch of the next iteration of the copy's loop into a second
 LDM copy; ``db_c``: two output copies behind the ``C_ldm`` pointer, the put asynchronous and waited on
-before its copy is reused two tiles later), sharing (bcast: round-robin requests in row-broadcast mode for ``a``; ``b`` over a column by
-column broadcast DMA on SW26010-Pro or by register communication on SW26010), and line-padded puts.
+before its copy is reused two tiles later), sharing (bcast: round-robin requests in row-broadcast mode
+for ``a``; ``b`` over a column by column broadcast DMA on SW26010-Pro or by register communication on
+SW26010), and line-padded puts.
 """
 
 from __future__ import annotations
@@ -74,6 +75,7 @@ class SlavePrinter:
             buf = node.buffer
             if buf.scope() == LDM_SCOPE:
                 role = _role_of(buf.name)
+                assert role is not None, f"LDM buffer {buf.name} is not A_*, B_* or C_*"
                 self.ldm[role] = buf
                 self.roles[buf.name] = role
         elif k == "SeqStmt":
@@ -452,7 +454,8 @@ class SlavePrinter:
                 ]
                 continue
             decl += [
-                f"__thread_local {ty} {role.upper()}_ldm[{slots}][{self.ldm_elems(role)}] __attribute__((aligned(64)));",
+                f"__thread_local {ty} {role.upper()}_ldm[{slots}][{self.ldm_elems(role)}] "
+                "__attribute__((aligned(64)));",
                 f"__thread_local long {role}_o[{slots}][{nd}];",
                 f"__thread_local int {role}_n[{slots}][{nd}], {role}_p[{slots}][{nd}], {role}_ok[{slots}];",
                 f"__thread_local volatile SW_REPLY_T {role}_reply[{slots}];",
@@ -472,8 +475,10 @@ class SlavePrinter:
             f"void {KERNEL}(swtune_args *_arg) {{",
             f"  {ty} *const _arg_a = _arg->a, *const _arg_b = _arg->b, *const _arg_c = _arg->c;",
             "  int a_s = 0, b_s = 0, c_s = 0;",
-            "  for (int _x = 0; _x < 2 && _x < (int)(sizeof a_exp / sizeof a_exp[0]); _x++) { a_reply[_x] = 0; a_exp[_x] = 0; }",
-            "  for (int _x = 0; _x < 2 && _x < (int)(sizeof b_exp / sizeof b_exp[0]); _x++) { b_reply[_x] = 0; b_exp[_x] = 0; }",
+            "  for (int _x = 0; _x < 2 && _x < (int)(sizeof a_exp / sizeof a_exp[0]); _x++) "
+            "{ a_reply[_x] = 0; a_exp[_x] = 0; }",
+            "  for (int _x = 0; _x < 2 && _x < (int)(sizeof b_exp / sizeof b_exp[0]); _x++) "
+            "{ b_reply[_x] = 0; b_exp[_x] = 0; }",
             *(["  c_reply[0] = 0; c_exp[0] = 0; c_reply[1] = 0; c_exp[1] = 0;",
                f"  {ty} (*C_ldm)[{self.ldm_elems('c')}] = &C_buf[0]; int c_slot = 0;"]
               if self.db["c"] else ["  c_reply[0] = 0; c_exp[0] = 0;"]),

@@ -91,7 +91,7 @@ def operand_reuse(workload: Workload, tiles: dict[str, int], chunks: int, order:
     return order == "row" and a_free, order == "col" and b_free
 
 
-def build_schedule(workload: Workload, target: "Target | str", config: Config) -> Scheduled:
+def build_schedule(workload: Workload, target: Target | str, config: Config) -> Scheduled:
     import tvm
 
     from tuner.codegen.te_ops import op_def

@@ -88,8 +88,9 @@ def simd_loop(pr: Any, node: Any, ctx: Any, w: int) -> bool:
             ctx.emit(f"{vt} _vc = SW_VLOADU({vt}, &{store});", f"_vc = {vmad}(_va, _vb, _vc);",
                      f"simd_storeu(_vc, &{store});")
         else:
-            ctx.emit(f"{ty} _l[{w}] __attribute__((aligned(64)));", f"{vt} _vc = simd_vmul{'d' if ty == 'double' else 's'}(_va, _vb);",
-                     f"simd_storeu(_vc, _l);")
+            vmul = "simd_vmuld" if ty == "double" else "simd_vmuls"
+            ctx.emit(f"{ty} _l[{w}] __attribute__((aligned(64)));", f"{vt} _vc = {vmul}(_va, _vb);",
+                     "simd_storeu(_vc, _l);")
             for i, ln in enumerate(lanes):
                 ctx.emit(f"{pr._ldm_ref(body.buffer, list(body.indices), {var: ln})} += _l[{i}];")
     ctx.depth -= 1

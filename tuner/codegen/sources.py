@@ -26,7 +26,7 @@ class KernelSources:
         return d
 
 
-def generate(workload: Workload, target: "Target | str", config: Config) -> KernelSources:
+def generate(workload: Workload, target: Target | str, config: Config) -> KernelSources:
     s = build_schedule(workload, target, config)
     slave = SlavePrinter(s).render()
     files = {"slave.c": slave, "host.c": host_file(s), "swtune_kernel.h": header(s),

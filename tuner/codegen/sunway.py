@@ -35,7 +35,7 @@ class NodeJob:
     run_command: str
 
 
-def write_kernel(workload: Workload, target: "Target | str", config: Config, directory: str | Path,
+def write_kernel(workload: Workload, target: Target | str, config: Config, directory: str | Path,
                  build_template: str = DEFAULT_BUILD, run_template: str | None = None,
                  queue: str = "q_sw_expr") -> NodeJob:
     """Write slave.c, host.c, headers and the Makefile to ``directory``; return the commands to run."""

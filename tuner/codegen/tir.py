@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 _BIN = {"Add": "+", "Sub": "-", "Mul": "*", "LT": "<", "LE": "<=", "GT": ">", "GE": ">=", "EQ": "==",
         "NE": "!=", "And": "&&", "Or": "||"}
@@ -90,12 +91,13 @@ def const_int(e: Any) -> int:
     return int(e.value)
 
 
-_PY = {"Add": lambda a, b: a + b, "Sub": lambda a, b: a - b, "Mul": lambda a, b: a * b,
-       "FloorDiv": lambda a, b: a // b, "FloorMod": lambda a, b: a % b, "Div": lambda a, b: a // b,
-       "Mod": lambda a, b: a % b, "Min": min, "Max": max, "LT": lambda a, b: a < b,
-       "LE": lambda a, b: a <= b, "GT": lambda a, b: a > b, "GE": lambda a, b: a >= b,
-       "EQ": lambda a, b: a == b, "NE": lambda a, b: a != b, "And": lambda a, b: a and b,
-       "Or": lambda a, b: a or b}
+_PY: dict[str, Callable[[Any, Any], Any]] = {
+    "Add": lambda a, b: a + b, "Sub": lambda a, b: a - b, "Mul": lambda a, b: a * b,
+    "FloorDiv": lambda a, b: a // b, "FloorMod": lambda a, b: a % b, "Div": lambda a, b: a // b,
+    "Mod": lambda a, b: a % b, "Min": min, "Max": max, "LT": lambda a, b: a < b,
+    "LE": lambda a, b: a <= b, "GT": lambda a, b: a > b, "GE": lambda a, b: a >= b,
+    "EQ": lambda a, b: a == b, "NE": lambda a, b: a != b, "And": lambda a, b: a and b,
+    "Or": lambda a, b: a or b}
 
 
 def evaluate(e: Any, env: dict[str, int]) -> int:

@@ -43,6 +43,7 @@ class _Walker:
         self.put_lines = bool(s.config["put_lines"])
         self.strided = s.config["dma"] == "strided"
         self.row_var = self.col_var = ""
+        self.cpe_var = ""  # the kernel's CPE-id loop variable, set once the loop is found
 
     # LDM allocations ---------------------------------------------------------------------------
     def allocs(self, node: Any) -> None:
@@ -103,12 +104,12 @@ class _Walker:
         s, role = self.s, nest.role
         cpe = env[self.cpe_var]
         ci, cj = cpe // s.pc, cpe % s.pc
-        rt, ct = tile if tile is not None else (None, None)
-        if rt is None:  # a reused operand fetched in the outer rounds loop
-            if role == "a":
-                rt, ct = env[self.row_var] * s.pr + ci, cj
-            else:
-                rt, ct = ci, env[self.col_var] * s.pc + cj
+        if tile is not None:
+            rt, ct = tile
+        elif role == "a":  # a reused operand fetched in the outer rounds loop
+            rt, ct = env[self.row_var] * s.pr + ci, cj
+        else:
+            rt, ct = ci, env[self.col_var] * s.pc + cj
         if self.shared[role]:
             if role == "a" and (rt >= s.rows_total or cj != 0):
                 return

@@ -127,7 +127,8 @@ def describe(func: Any, name: str | None = None) -> Expr:
     def access(region: Any) -> Access:
         buf = region.source
         shape = tuple(_int(s, f"the shape of {buf.name}") for s in buf.shape)
-        return Access(str(buf.name), shape, tuple(_dim_access(r, variables, names, str(buf.name)) for r in region.region))
+        dims = tuple(_dim_access(r, variables, names, str(buf.name)) for r in region.region)
+        return Access(str(buf.name), shape, dims)
 
     output = access(block.writes[0])
     spatial = [a.name for a in axes if a.kind is AxisKind.SPATIAL]

@@ -35,6 +35,7 @@ from tuner.targets import Target, get_target
 class ExprSpace(ScheduleSpace):
     """All schedules of one expression operator on one target."""
 
+    workload: ExprWorkload
     geometry: ExprGeometry  # type: ignore[assignment]  # OpGeometry's role, with operand groups
 
     def __init__(self, workload: ExprWorkload, target: Target | str,

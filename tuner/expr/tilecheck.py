@@ -19,6 +19,7 @@ codegen for expression operators yet), nor the analysis' per-CPE and timing figu
 from __future__ import annotations
 
 import itertools
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from math import prod
 from typing import Any
@@ -202,7 +203,8 @@ class TileChecker:
                             acc = op.access
                             start, lengths = [], []
                             for d, extent, full in zip(acc.dims, acc.shape, fulls[acc.tensor]):
-                                lo = d.offset + sum(c * (span_k[a][0] if c > 0 else span_k[a][1] - 1) for a, c in d.coefs)
+                                lo = d.offset + sum(c * (span_k[a][0] if c > 0 else span_k[a][1] - 1)
+                                                    for a, c in d.coefs)
                                 start.append(lo)
                                 lengths.append(min(full, extent - lo))
                             sl = tuple(slice(s, s + n) for s, n in zip(start, lengths))
@@ -219,12 +221,14 @@ class TileChecker:
                         acc_tile = part if acc_tile is None else _combine(expr.reducer.value, acc_tile, part)
                     out_sl = tuple(slice(*span[a.name]) for a in expr.spatial)
                     result[out_sl] = acc_tile
-                    lengths = [min(f, e - span[a.name][0]) for f, e, a in zip(out_full, expr.output.shape, expr.spatial)]
+                    lengths = [min(f, e - span[a.name][0])
+                               for f, e, a in zip(out_full, expr.output.shape, expr.spatial)]
                     requests["c"] += _requests(lengths, out_full, list(expr.output.shape), strided)
         except MissingData as exc:
             return False, True, str(exc)
         tol = 1e-4 if self.reference.dtype == np.float32 else 1e-10
-        right = bool(np.allclose(result, self.reference, rtol=tol, atol=tol * max(1.0, float(np.abs(self.reference).max()))))
+        atol = tol * max(1.0, float(np.abs(self.reference).max()))
+        right = bool(np.allclose(result, self.reference, rtol=tol, atol=atol))
         want = {"a": float(analysis.a.total_requests[0]), "b": float(analysis.b.total_requests[0]),
                 "c": float(analysis.c.total_requests[0])}
         dma_ok = all(abs(requests[g] - want[g]) <= 1e-6 * max(1.0, want[g]) for g in want)
@@ -252,10 +256,13 @@ class TileChecker:
         return min(pr, n_other) / n_other if reuse and first_k else (0.0 if reuse else 1.0)
 
 
+_REDUCERS: dict[str, Callable[..., Any]] = {"sum": np.sum, "max": np.max, "min": np.min}
+
+
 def _reduce(kind: str, vals: np.ndarray, dims: tuple[int, ...]) -> np.ndarray:
     if not dims:
         return vals
-    return {"sum": np.sum, "max": np.max, "min": np.min}[kind](vals, axis=dims)
+    return _REDUCERS[kind](vals, axis=dims)
 
 
 def _combine(kind: str, a: np.ndarray, b: np.ndarray) -> np.ndarray:

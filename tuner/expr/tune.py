@@ -20,7 +20,7 @@ from tuner.tune import TuneResult
 class ExprSimulator(Simulator):
     """The simulator backend over expression spaces (built-in workloads keep the base behaviour)."""
 
-    def space(self, workload, target):  # type: ignore[no-untyped-def]
+    def space(self, workload, target):
         if not isinstance(workload, ExprWorkload):
             return super().space(workload, target)
         key = (workload.key, target.name)

@@ -21,10 +21,10 @@ A point is compared on bandwidth (bytes per cycle): |model - measured| / measure
 from __future__ import annotations
 
 import csv
+from collections.abc import Sequence
 from dataclasses import dataclass, fields, replace
-from functools import lru_cache
+from functools import cache
 from importlib import resources
-from typing import Sequence
 
 import numpy as np
 
@@ -244,7 +244,7 @@ def _round(params: DmaParams) -> DmaParams:
     return DmaParams(**values)
 
 
-@lru_cache(maxsize=None)
+@cache
 def fit(target_name: str) -> DmaParams:
     """Fit the identifiable parameters of ``target_name`` to its calibration points; deterministic.
 

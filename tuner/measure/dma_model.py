@@ -101,7 +101,11 @@ _INV_LINE = 1.0 / LINE_BYTES  # exact (power of two): multiplying is faster than
 _INV_SECTOR = 1.0 / SECTOR_BYTES
 
 
-def _block_counts(o: np.ndarray, b: np.ndarray, put: bool) -> tuple[np.ndarray, ...]:
+# (lines, read-modify-write pieces, hazards, misaligned lines) of a block; the last three only for a put
+_Counts = tuple[np.ndarray, np.ndarray | None, np.ndarray | None, np.ndarray | None]
+
+
+def _block_counts(o: np.ndarray, b: np.ndarray, put: bool) -> _Counts:
     """Exact line accounting of one block of ``b`` bytes starting ``o`` (0..127) bytes into a line.
 
     Returns (lines touched, RMW write pieces, RMW hazards, misaligned lines); the last three only
@@ -173,7 +177,7 @@ def request_cycles(params: DmaParams, op: str, block_bytes, n_blocks=1, gap_byte
     return out.reshape(shape)
 
 
-def _block_service(params: DmaParams, put: bool, counts: tuple[np.ndarray, ...],
+def _block_service(params: DmaParams, put: bool, counts: _Counts,
                    cpes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """(CPE-path cycles, CG service cycles) of one block with the given line accounting.
 
@@ -182,6 +186,7 @@ def _block_service(params: DmaParams, put: bool, counts: tuple[np.ndarray, ...],
     """
     lines, rmw, hazards, misaligned = counts
     if put:
+        assert rmw is not None and hazards is not None and misaligned is not None  # counted for every put
         t_cpe = lines * (LINE_BYTES / params.put_cpe_bw)
         t_cpe += hazards * params.rmw_hazard_cycles
         # a put line costs more the more writers interleave in the DRAM rows

@@ -10,8 +10,9 @@ import os
 import subprocess
 import tempfile
 import time
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -47,13 +48,17 @@ def reference(workload: Workload, a: np.ndarray, b: np.ndarray) -> np.ndarray:
 
 def random_inputs(workload: Workload, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
     w = workload
+    shapes: tuple[tuple[int, ...], tuple[int, ...]]
     if isinstance(w, Dense):
         shapes = (w.m, w.k), (w.n, w.k)
     elif isinstance(w, BatchMatmul):
         shapes = (w.b, w.m, w.k), (w.b, w.n, w.k)
-    else:
+    elif isinstance(w, Conv2d):
         shapes = (w.n, w.c, w.h, w.w), (w.k, w.c // w.groups, w.r, w.s)
-    return tuple(rng.uniform(-1, 1, s).astype(w.dtype) for s in shapes)  # type: ignore[return-value]
+    else:
+        raise TypeError(f"no emulator inputs for {type(w).__name__}")
+    a_shape, b_shape = shapes
+    return rng.uniform(-1, 1, a_shape).astype(w.dtype), rng.uniform(-1, 1, b_shape).astype(w.dtype)
 
 
 class EmulatorBackend:
@@ -77,7 +82,7 @@ class EmulatorBackend:
             self._emu_obj = compile_emulator(self.workdir, cflags=self.cflags)
         return self._emu_obj
 
-    def measure(self, workload: Workload, target: "Target | str", configs: Sequence[Config]) -> list[MeasureResult]:
+    def measure(self, workload: Workload, target: Target | str, configs: Sequence[Config]) -> list[MeasureResult]:
         target = get_target(target)
         space = ScheduleSpace(workload, target)
         return [self.measure_one(space, dict(c)) for c in configs]

@@ -5,17 +5,17 @@ The busiest CPE walks its output tiles; per (tile, reduction chunk) step it wait
 operands it does not double-buffer, then for max(compute, DMA of the double-buffered ones) -- the
 double-buffered fetch of the next chunk overlaps this chunk's compute. After the last chunk it puts
 the output tile: waited on at once, or (``db_c``, two LDM copies of the tile) asynchronously, the
-put sharing the DMA lane with the next tile's double-buffered gets. DMA times come from the fitted request model (``tuner.measure.dma_model``) with the
-bandwidth shared by every active CPE; compute comes from the analysis (the two CPE pipes, the register
-blocking, packing, horizontal reductions); sharing tiles over the mesh adds register-communication
-(RLC) or RMA latency. Deterministic for a seed; multiplicative lognormal noise per repeat (default
-``DEFAULT_NOISE``, see tuner/measure/noise.py).
+put sharing the DMA lane with the next tile's double-buffered gets. DMA times come from the fitted
+request model (``tuner.measure.dma_model``) with the bandwidth shared by every active CPE; compute
+comes from the analysis (the two CPE pipes, the register blocking, packing, horizontal reductions);
+sharing tiles over the mesh adds register-communication (RLC) or RMA latency. Deterministic for a
+seed; multiplicative lognormal noise per repeat (default ``DEFAULT_NOISE``, see tuner/measure/noise.py).
 """
 
 from __future__ import annotations
 
 import hashlib
-from typing import Sequence
+from collections.abc import Sequence
 
 import numpy as np
 
@@ -29,7 +29,7 @@ from tuner.targets import Target, get_target
 from tuner.workloads import Workload
 
 
-def dma_time(target: "Target | str", op: str, block_bytes: float, n_blocks: float = 1, gap_bytes: float = 0,
+def dma_time(target: Target | str, op: str, block_bytes: float, n_blocks: float = 1, gap_bytes: float = 0,
              active_cpes: float = 64, host_offset: float = 0) -> float:
     """Modelled seconds for one DMA request of ``n_blocks`` blocks of ``block_bytes`` (gap between
     blocks ``gap_bytes``) issued at the same time by ``active_cpes`` CPEs. ``op`` is "get" or "put"."""
@@ -144,7 +144,7 @@ class Simulator:
         digest = hashlib.sha1(f"{self.seed}:{workload.key}:{config_hash(config)}".encode()).digest()
         return np.random.default_rng(int.from_bytes(digest[:8], "little"))
 
-    def measure(self, workload: Workload, target: "Target | str", configs: Sequence[Config]) -> list[MeasureResult]:
+    def measure(self, workload: Workload, target: Target | str, configs: Sequence[Config]) -> list[MeasureResult]:
         target = get_target(target)
         space = self.space(workload, target)
         results: list[MeasureResult | None] = [None] * len(configs)

@@ -9,6 +9,7 @@ and benchmarks use narrow copies to stay fast and say so); depths and sequence l
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 
@@ -247,8 +248,9 @@ def vit_tiny(width: float = 1.0, num_classes: int = 1000, image: int = 224, patc
     return ViT()
 
 
-TORCH_MODELS = {"alexnet": alexnet, "vgg19": vgg19, "resnet18": resnet18, "resnet50": resnet50,
-                "mobilenet_v2": mobilenet_v2, "bert_layer": bert_layer, "vit_tiny": vit_tiny}
+TORCH_MODELS: dict[str, Callable[..., Any]] = {
+    "alexnet": alexnet, "vgg19": vgg19, "resnet18": resnet18, "resnet50": resnet50,
+    "mobilenet_v2": mobilenet_v2, "bert_layer": bert_layer, "vit_tiny": vit_tiny}
 SEQUENCE = 128  # the BERT layer's sequence length (its input is [batch, 128, hidden])
 
 

@@ -187,7 +187,7 @@ def _plan(dims: list[Dim], dtype_bytes: int, loads: np.ndarray, split: np.ndarra
     return plan, line_ok, limit_ok
 
 
-def analyze(space: "ScheduleSpace", index: np.ndarray) -> Analysis:
+def analyze(space: ScheduleSpace, index: np.ndarray) -> Analysis:
     """Analyse configs given as an (n, n_knobs) matrix of choice indices."""
     index = np.atleast_2d(np.asarray(index, dtype=np.int64))
     geo, target, wl = space.geometry, space.target, space.workload

@@ -84,9 +84,9 @@ def tile_choices(extent: int, limit: int = 16) -> tuple[int, ...]:
     if len(values) > limit:
         keep = {values[0], values[-1]}
         keep.update(v for v in values if v & (v - 1) == 0)  # powers of two first
-        rest = [v for v in values if v not in keep]
-        while len(keep) < limit and rest:
-            keep.add(rest.pop(len(rest) // 2))
+        others = [v for v in values if v not in keep]
+        while len(keep) < limit and others:
+            keep.add(others.pop(len(others) // 2))
         values = sorted(keep)[: max(limit, 2)] if len(keep) > limit else sorted(keep)
         if extent not in values:
             values[-1] = extent
@@ -142,6 +142,8 @@ class OpGeometry:
 class GemmGeometry(OpGeometry):
     """dense and batch_matmul: a[(b),m,k], b[(b),n,k], c[(b),m,n]."""
 
+    workload: Dense | BatchMatmul
+
     def __init__(self, workload: Dense | BatchMatmul) -> None:
         self.workload = workload
         w = workload
@@ -154,15 +156,16 @@ class GemmGeometry(OpGeometry):
         self.inner_axes = ("n", "k", "m")
 
     def _batch(self, t: dict[str, AxisTiles]) -> list[Dim]:
-        if "b" not in t:
+        w = self.workload
+        if "b" not in t or not isinstance(w, BatchMatmul):  # only a batch_matmul has the b axis
             return []
-        return [Dim(t["b"].full, t["b"].mean, self.workload.b)]  # type: ignore[attr-defined]
+        return [Dim(t["b"].full, t["b"].mean, w.b)]
 
     def tensors(self, t: dict[str, AxisTiles]) -> dict[str, list[Dim]]:
         w = self.workload
-        m = Dim(t["m"].full, t["m"].mean, w.m)  # type: ignore[attr-defined]
-        n = Dim(t["n"].full, t["n"].mean, w.n)  # type: ignore[attr-defined]
-        k = Dim(t["k"].full, t["k"].mean, w.k)  # type: ignore[attr-defined]
+        m = Dim(t["m"].full, t["m"].mean, w.m)
+        n = Dim(t["n"].full, t["n"].mean, w.n)
+        k = Dim(t["k"].full, t["k"].mean, w.k)
         return {"a": self._batch(t) + [m, k], "b": self._batch(t) + [n, k], "c": self._batch(t) + [m, n]}
 
     def inner_access(self, inner: str, t: dict[str, AxisTiles]) -> InnerAccess:
@@ -189,6 +192,8 @@ class GemmGeometry(OpGeometry):
 
 class Conv2dGeometry(OpGeometry):
     """conv2d NCHW: a = padded data[N, G, C/G, Hp, Wp], b = weight[K, C/G, R, S], c = out[N, K, OH, OW]."""
+
+    workload: Conv2d
 
     def __init__(self, workload: Conv2d) -> None:
         self.workload = w = workload

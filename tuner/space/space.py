@@ -10,8 +10,9 @@ from __future__ import annotations
 import hashlib
 import json
 import math
+from collections.abc import Mapping, Sequence
 from functools import cached_property
-from typing import Any, Mapping, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -42,7 +43,7 @@ def config_hash(config: Config) -> str:
 class ScheduleSpace:
     """All schedules of one workload on one target."""
 
-    def __init__(self, workload: Workload, target: "Target | str",
+    def __init__(self, workload: Workload, target: Target | str,
                  restrict: Mapping[str, Sequence[Any]] | None = None) -> None:
         """``restrict`` narrows knobs to some of their choices (pinning a knob, a user's sub-space)."""
         self.workload = workload
@@ -230,4 +231,5 @@ class ScheduleSpace:
         return cfg
 
     def __repr__(self) -> str:
-        return f"ScheduleSpace({self.workload.key}, {self.target.name}, {len(self.knobs)} knobs, {self.size:.3g} points)"
+        return (f"ScheduleSpace({self.workload.key}, {self.target.name}, {len(self.knobs)} knobs, "
+                f"{self.size:.3g} points)")

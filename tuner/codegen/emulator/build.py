@@ -23,8 +23,8 @@ import shutil
 import subprocess
 import sys
 import tempfile
+from collections.abc import Iterable, Sequence
 from pathlib import Path
-from typing import Iterable, Sequence
 
 EMU_DIR = Path(__file__).resolve().parent
 EMU_SOURCE = EMU_DIR / "athread_emu.c"
@@ -94,9 +94,9 @@ def rename_slave_objects(objs: Iterable[str | os.PathLike], *, nm: str = "nm",
                          objcopy: str = "objcopy") -> dict[str, str]:
     """Rename every global function defined in the slave objects to ``slave_<name>``
     (definitions and references, in place).  Returns the mapping."""
-    objs = [Path(o) for o in objs]
+    paths = [Path(o) for o in objs]
     mapping: dict[str, str] = {}
-    for o in objs:
+    for o in paths:
         for name in _defined_functions(o, nm):
             if not name.startswith("slave_"):
                 mapping[name] = "slave_" + name
@@ -106,7 +106,7 @@ def rename_slave_objects(objs: Iterable[str | os.PathLike], *, nm: str = "nm",
         fh.write("".join(f"{k} {v}\n" for k, v in sorted(mapping.items())))
         map_file = fh.name
     try:
-        for o in objs:
+        for o in paths:
             _run([objcopy, f"--redefine-syms={map_file}", str(o)])
     finally:
         os.unlink(map_file)
