@@ -16,7 +16,6 @@ from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
-
 from _common import emit  # noqa: F401  (also puts the checkout on sys.path)
 
 from tuner.measure.emulator_backend import EmulatorBackend

@@ -23,7 +23,6 @@ import argparse
 import time
 
 import numpy as np
-
 from _common import ROOT, emit
 
 from tuner.expr.space import ExprSpace
@@ -87,7 +86,8 @@ def builtin_expressions() -> list[tuple[object, list]]:
 
     def conv(n, c, h, w, k, r, s, st):
         x, wt = te.placeholder((n, c, h, w), name="data"), te.placeholder((k, c, r, s), name="weight")
-        rc, rr, rs = te.reduce_axis((0, c), name="c"), te.reduce_axis((0, r), name="r"), te.reduce_axis((0, s), name="s")
+        rc = te.reduce_axis((0, c), name="c")
+        rr, rs = te.reduce_axis((0, r), name="r"), te.reduce_axis((0, s), name="s")
         shape = (n, k, (h - r) // st + 1, (w - s) // st + 1)
         return [x, wt, te.compute(shape, lambda n, k, oh, ow: te.sum(
             x[n, rc, oh * st + rr, ow * st + rs] * wt[k, rc, rr, rs], axis=[rc, rr, rs]), name="conv")]
@@ -121,7 +121,8 @@ def regression(n_configs: int, target: str) -> dict[str, dict[str, float]]:
             "validity_mismatches": int((a_old.valid != a_new.valid).sum()),
             "reason_mismatches": int((a_old.reason != a_new.reason).sum()),
             "max_rel_diff_analysis": max(diffs.values()),
-            "max_rel_diff_sim_time": float(np.max(np.abs(t_old[both] - t_new[both]) / t_old[both])) if both.any() else 0.0,
+            "max_rel_diff_sim_time": (float(np.max(np.abs(t_old[both] - t_new[both]) / t_old[both]))
+                                      if both.any() else 0.0),
         }
     return out
 

@@ -25,7 +25,6 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-
 from _common import emit  # noqa: F401  (also puts the checkout on sys.path)
 
 TARGET = "sw26010"
@@ -161,10 +160,12 @@ def run_model(name: str, full: bool, trials: int, strategy: str, work: Path, emu
            "tuned_slower_than_baseline": slower, "kernels": len(result.kernels),
            "tuned_kernels": sum(1 for k in result.kernels if k.tuned), "steps": len(mt.steps),
            "match": ok, "max_err_over_tolerance": err, "match_scaled_atol": ok_scaled,
-           "max_err_over_scaled_tolerance": err_scaled, "llvm_vs_torch_over_tolerance": ref_gap, "tuned_ms": sm["tuned_ms"], "baseline_ms": sm["baseline_ms"],
+           "max_err_over_scaled_tolerance": err_scaled, "llvm_vs_torch_over_tolerance": ref_gap,
+           "tuned_ms": sm["tuned_ms"], "baseline_ms": sm["baseline_ms"],
            "speedup": sm["speedup_vs_baseline"], "mpe_time_fraction": sm["mpe_time_fraction"],
            "kernel_launches": sm["kernel_launches"], "fused_epilogues": result.counts().get("fused epilogue", 0),
-           "memory_bound_on_cpes": result.counts().get("CPE (memory-bound)", 0), "mpe_steps": result.counts().get("MPE", 0),
+           "memory_bound_on_cpes": result.counts().get("CPE (memory-bound)", 0),
+           "mpe_steps": result.counts().get("MPE", 0),
            "epilogue_candidates": _epilogue_candidates(result.graph),
            "top_ops": [(o.relax_op, o.where, round(o.share, 3)) for o in mt.by_operator()[:4]],
            "tune_s": t1 - t0, "compile_s": t2 - t1, "emulate_s": emu_s}

@@ -29,10 +29,9 @@ import uuid
 from typing import Any
 
 import _common  # noqa: F401  (sets the import path)
-from _common import ROOT, emit
-
 import httpx
 import numpy as np
+from _common import ROOT, emit
 from sqlalchemy import create_engine, func, select, text
 from sqlalchemy.engine import make_url
 

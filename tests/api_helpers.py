@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import contextlib
 import warnings
+from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Any, Iterator
+from typing import Any
 
 with warnings.catch_warnings():  # starlette nags about httpx2 on import; the tests do not care
     warnings.simplefilter("ignore")

@@ -6,8 +6,8 @@ from __future__ import annotations
 import contextlib
 import os
 import uuid
+from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Callable, Iterator
 
 import pytest
 from sqlalchemy import create_engine, text
@@ -39,7 +39,7 @@ def fresh_url(kind: str, directory: Path, *, upgrade: bool = True) -> Iterator[s
         return
     base = normalize_url(os.environ[PG_ENV])
     schema = f"swt_test_{uuid.uuid4().hex[:12]}"
-    admin = create_engine(base)
+    admin = create_engine(base, pool_pre_ping=True)  # its connection may predate a restart test
     with admin.begin() as conn:
         conn.execute(text(f'CREATE SCHEMA "{schema}"'))
     url = with_search_path(base, schema)

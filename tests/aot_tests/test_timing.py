@@ -13,7 +13,7 @@ pytest.importorskip("tvm")
 pytest.importorskip("torch")
 
 from tuner.aot import compile_model  # noqa: E402
-from tuner.aot.timing import CPE, MPE, model_time  # noqa: E402
+from tuner.aot.timing import CPE, MPE  # noqa: E402
 from tuner.baseline import openacc_baseline  # noqa: E402
 from tuner.measure.simulator import simulate  # noqa: E402
 from tuner.space.space import ScheduleSpace  # noqa: E402

@@ -4,8 +4,8 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-
 from backends import backend_names, fresh_url
+
 from tuner.bridge.ms_database import MemoryStore
 
 

@@ -7,6 +7,7 @@ import time
 
 import pytest
 from sqlalchemy import func, select
+from storage_helpers import TARGET
 
 from db import jobs as jobs_db
 from db import results as results_db
@@ -16,7 +17,6 @@ from db.engine import Database
 from db.orm import JobRow, MeasurementRow
 from service.driver import TuningDriver
 from service.settings import Settings
-from storage_helpers import TARGET
 from tuner.measure.simulator import Simulator
 from tuner.workloads import Conv2d, Dense
 

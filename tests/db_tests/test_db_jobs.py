@@ -6,12 +6,12 @@ import threading
 import time
 
 import pytest
+from storage_helpers import TARGET, task_with_jobs
 
 from db import jobs as jobs_db
 from db import tasks as tasks_db
 from db.engine import Database
 from db.errors import ForbiddenError, InvalidInputError, LeaseLostError
-from storage_helpers import TARGET, task_with_jobs
 
 
 def lease(db: Database, worker: str = "w1", n: int = 10, seconds: float = 30.0, token_id: int | None = None):

@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import json
-from typing import Callable
+from collections.abc import Callable
 
 import pytest
+from storage_helpers import TARGET, task_with_jobs
 
 from db import jobs as jobs_db
 from db import records as records_db
@@ -13,7 +14,6 @@ from db import results as results_db
 from db.domain import ResultIn
 from db.engine import Database
 from db.errors import InvalidInputError
-from storage_helpers import TARGET, task_with_jobs
 
 
 def populate(db: Database, n: int = 12) -> None:

@@ -7,6 +7,7 @@ import random
 
 import pytest
 from sqlalchemy import func, select
+from storage_helpers import TARGET, WORKLOAD, task_with_jobs
 
 from db import jobs as jobs_db
 from db import measurements as measurements_db
@@ -15,7 +16,6 @@ from db.domain import ResultIn
 from db.engine import Database
 from db.errors import ForbiddenError, InvalidInputError, LeaseLostError, NotFoundError
 from db.orm import JobRow, MeasurementRow
-from storage_helpers import TARGET, WORKLOAD, task_with_jobs
 
 
 def lease(db: Database, worker: str = "w1", n: int = 10, seconds: float = 30.0, token_id: int | None = None):

@@ -3,14 +3,15 @@ best it reports is never slower than the baseline (service driver and in-process
 
 from __future__ import annotations
 
+from storage_helpers import TARGET
+from test_db_driver import measure_some
+
 from db import jobs as jobs_db
 from db import measurements as measurements_db
 from db import tasks as tasks_db
 from db.engine import Database
 from service.driver import TuningDriver
 from service.settings import Settings
-from storage_helpers import TARGET
-from test_db_driver import measure_some
 from tuner.baseline import openacc_baseline
 from tuner.measure.simulator import simulate
 from tuner.space.space import ScheduleSpace

@@ -14,8 +14,9 @@ import shutil
 import signal
 import subprocess
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import pytest
 
@@ -107,7 +108,8 @@ def test_dashboard_follows_a_tuning_run(backend_url: str, backend_kind: str) -> 
             prober.lease("ui-prober", TARGET, max_jobs=1, wait_seconds=5)), timeout=30)
         job = lease["jobs"][0]
         prober.post_result(job["id"], lease["lease_token"], "ui-prober",
-                           {"status": "ldm_overflow", "error": "injected by the browser test: LDM budget exceeded", "source": "simulator"})
+                           {"status": "ldm_overflow", "error": "injected by the browser test: LDM budget exceeded",
+                            "source": "simulator"})
         watched = job["task_id"]
 
         with sync_api.sync_playwright() as pw:

@@ -124,7 +124,7 @@ def test_alexnet_over_http_with_a_worker_killed(backend_url: str) -> None:
         batch = reader.best_batch([l.workload.key for l in layers], "sw26010")
         assert not batch["missing"]
 
-        for name, proc in workers.items():  # SIGTERM: the survivors stop cleanly
+        for proc in workers.values():  # SIGTERM: the survivors stop cleanly
             if proc.poll() is None:
                 proc.send_signal(signal.SIGTERM)
         for name, proc in workers.items():

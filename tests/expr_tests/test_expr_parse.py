@@ -39,7 +39,8 @@ def test_strides_and_dilation_are_coefficients():
 
 def test_stencil_halo_is_a_span_and_ops_are_counted():
     x = te.placeholder((10, 12), name="X")
-    y = te.compute((8, 10), lambda i, j: x[i, j + 1] + x[i + 2, j + 1] + x[i + 1, j] + x[i + 1, j + 2] - x[i + 1, j + 1],
+    y = te.compute((8, 10),
+                   lambda i, j: x[i, j + 1] + x[i + 2, j + 1] + x[i + 1, j] + x[i + 1, j + 2] - x[i + 1, j + 1],
                    name="st")
     e = describe(prim_func_from_tensors([x, y]))
     assert e.reducer is Reducer.NONE and not e.reduce
@@ -62,7 +63,8 @@ def test_script_round_trip_describes_the_same():
     k = te.reduce_axis((0, 16), name="k")
     c = te.compute((32, 8), lambda i, j: te.sum(a[i, k] * b[k, j], axis=k), name="mm")
     text = script_text(prim_func_from_tensors([a, b, c]))
-    assert describe(prim_func_from_script(text)) == describe(prim_func_from_script(script_text(prim_func_from_script(text))))
+    again = prim_func_from_script(script_text(prim_func_from_script(text)))
+    assert describe(prim_func_from_script(text)) == describe(again)
     assert script_text(prim_func_from_script(text)) == text
 
 

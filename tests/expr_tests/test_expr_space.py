@@ -39,7 +39,8 @@ def conv_expr(n, c, h, w, k, r, s, stride):
 CASES = [
     (Dense(m=96, n=200, k=300), lambda: dense_expr(96, 200, 300)),
     (BatchMatmul(b=6, m=40, n=72, k=50), lambda: bmm_expr(6, 40, 72, 50)),
-    (Conv2d(n=1, c=24, h=30, w=30, k=40, r=3, s=3, stride_h=2, stride_w=2), lambda: conv_expr(1, 24, 30, 30, 40, 3, 3, 2)),
+    (Conv2d(n=1, c=24, h=30, w=30, k=40, r=3, s=3, stride_h=2, stride_w=2),
+     lambda: conv_expr(1, 24, 30, 30, 40, 3, 3, 2)),
 ]
 FIELDS = ["valid", "ldm_total", "steps_per_cpe", "tiles_per_cpe", "macs_per_cpe", "compute_cycles_per_step",
           "simd_fraction", "imbalance", "a_requests", "a_bytes", "a_block_bytes", "b_requests", "b_bytes",

@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-from db import tokens as tokens_db
 from storage_helpers import task_with_jobs
+
+from db import tokens as tokens_db
 
 TASK = {"workloads": [{"op": "dense", "m": 1, "n": 64, "k": 64}], "target": "sw26010", "trials": 4,
         "strategy": "random"}

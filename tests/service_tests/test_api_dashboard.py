@@ -75,9 +75,10 @@ def test_submissions_group_tasks_and_compare_with_the_baseline(api: Api) -> None
     assert listed[1]["states"] == {"active": 2}
 
     # measure one config of fc1 only: fc2 stays untuned and counts at its baseline
+    from storage_helpers import configs
+
     from db import jobs as jobs_db
     from db import tasks as tasks_db
-    from storage_helpers import configs
 
     with api.db.session() as s:
         spec = next(t for t in tasks_db.active_tasks(s) if t.id == ids[0])

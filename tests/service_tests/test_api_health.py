@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from api_helpers import TestClient
 from backends import fresh_url
+
 from service.app import create_app
 from service.settings import Settings
 

@@ -6,12 +6,12 @@ import json
 import time
 
 import pytest
+from api_helpers import lease, make_api
 from sqlalchemy import func, select
+from storage_helpers import task_with_jobs
+from wire import detail_text
 
 from db.orm import JobRow, MeasurementRow
-from wire import detail_text
-from api_helpers import lease, make_api
-from storage_helpers import task_with_jobs
 
 
 def n_measurements(api) -> int:
@@ -76,8 +76,8 @@ def test_bad_times_are_422_and_nothing_is_stored(api, times) -> None:
     task_with_jobs(api.db, 1)
     got = lease(api)
     job = got["jobs"][0]["id"]
-    raw = ('{"status": "ok", "source": "simulator", "lease_token": "%s", "worker": "w1", "times": %s}'
-           % (got["lease_token"], times))
+    token = got["lease_token"]
+    raw = f'{{"status": "ok", "source": "simulator", "lease_token": "{token}", "worker": "w1", "times": {times}}}'
     r = api.client.post(f"/api/v1/jobs/{job}/result", content=raw,
                         headers={**api.headers("worker"), "Content-Type": "application/json"})
     assert r.status_code == 422 and "times" in detail_text(r)

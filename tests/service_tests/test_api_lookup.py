@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import random
 
-from sqlalchemy import select
-
 from api_helpers import lease
-from db.orm import MeasurementRow
+from sqlalchemy import select
 from storage_helpers import WORKLOAD, task_with_jobs
+
+from db.orm import MeasurementRow
 
 PARAMS = {"workload_key": WORKLOAD.key, "target": "sw26010"}
 

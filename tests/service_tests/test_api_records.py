@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from wire import detail_text
 from api_helpers import lease, make_api
 from storage_helpers import task_with_jobs
+from wire import detail_text
 
 
 def test_export_import_round_trip(api, backend_factory) -> None:

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import pytest
 from sqlalchemy import func, select
+from wire import detail_text
 
 from db.orm import TaskRow, WorkloadRow
 from service.driver import TuningDriver
 from service.settings import Settings
-from wire import detail_text
 
 DENSE = {"op": "dense", "m": 1, "n": 128, "k": 256}
 CONV = {"op": "conv2d", "n": 1, "c": 16, "h": 14, "w": 14, "k": 32, "r": 3, "s": 3, "padding": 1}

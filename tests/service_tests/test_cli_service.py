@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from backends import fresh_url
 from typer.testing import CliRunner
 
-from backends import fresh_url
 from db import tokens as tokens_db
 from db.engine import Database
 from service.cli import app

@@ -4,17 +4,18 @@ loopback port, auth on, no driver: the test plays the worker), on every storage 
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 import pytest
-from typer.testing import CliRunner
-
 from api_helpers import Api, lease, make_api
 from backends import fresh_url
+from storage_helpers import TARGET, WORKLOAD, configs
+from typer.testing import CliRunner
+
 from service.cli import app
 from service.embedded import EmbeddedServer
-from storage_helpers import TARGET, WORKLOAD, configs
 
 DENSE = '{"op": "dense", "m": 16, "n": 64, "k": 128}'
 CONV = '{"op": "conv2d", "n": 1, "c": 16, "h": 14, "w": 14, "k": 32, "r": 3, "s": 3, "padding": 1}'
@@ -60,7 +61,8 @@ def test_submit_list_show_best_cancel(live: tuple[Api, str], tmp_path: Path) -> 
     listed = run(url, read_token, "tasks", "list", "--batch", created["batch"], "--json")
     assert listed.exit_code == 0, listed.output
     tasks = json.loads(listed.stdout)
-    assert [(t["id"], t["label"], t["state"]) for t in tasks] == [(dense_id, "fc", "active"), (conv_id, "conv", "active")]
+    listed_tasks = [(t["id"], t["label"], t["state"]) for t in tasks]
+    assert listed_tasks == [(dense_id, "fc", "active"), (conv_id, "conv", "active")]
     table = run(url, read_token, "tasks", "list")
     assert table.exit_code == 0 and "fc" in table.stdout and WORKLOAD.key[:20] in table.stdout
 

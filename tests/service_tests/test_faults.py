@@ -3,9 +3,11 @@ leases were reclaimed), the API server killed with SIGKILL and restarted, and (P
 database connection of the server dropped mid-run. A SIGKILLed worker is covered by
 tests/e2e/test_service_e2e.py.
 
-The database itself is not restarted: the PostgreSQL at 127.0.0.1:5432 is shared by everything on
-this machine, so its outage is simulated by terminating the server's backends
-(pg_terminate_backend), which the server sees exactly as a restart: every pooled connection dies.
+A database outage is tested two ways. Always: the server's backends are terminated
+(pg_terminate_backend), which the server sees as a restart (every pooled connection dies). And where
+the run owns the machine's PostgreSQL (`SWTUNE_TEST_PG_RESTART=1`, which `.ci/run` sets when it runs
+as root with `pg_ctlcluster`): the cluster itself is restarted mid-run, so for a few seconds no
+connection can be made at all.
 
 After each fault: every task finishes with its whole budget, no job is lost, no measurement is
 stored twice, and the lookup answers the minimum of the measurements table.
@@ -14,6 +16,7 @@ stored twice, and the lookup answers the minimum of the measurements table.
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -127,6 +130,9 @@ def _run(url: str, tmp_path: Path, fault: str) -> None:
                 time.sleep(1.0)
             admin.dispose()
 
+        elif fault == "db_restart":
+            _restart_postgres()
+
         _wait(lambda: all(t["state"] == "done" for t in client.tasks(batch=submitted["batch"])), 150,
               "every task to finish")
         tasks = client.tasks(batch=submitted["batch"])
@@ -177,3 +183,20 @@ def test_dropped_database_connections_lose_nothing(backend_kind: str, backend_ur
     url = make_url(backend_url).update_query_dict(
         {"application_name": f"swtune_fault_{uuid.uuid4().hex[:8]}"}).render_as_string(hide_password=False)
     _run(url, tmp_path, "db_drop")
+
+
+def _restart_postgres() -> None:
+    """Restart the local PostgreSQL cluster (stop + start) and wait until it accepts connections."""
+    version = sorted(os.listdir("/etc/postgresql"))[0]
+    subprocess.run(["pg_ctlcluster", "--skip-systemctl-redirect", version, "main", "restart"],
+                   check=True, timeout=120, capture_output=True)
+    _wait(lambda: subprocess.run(["pg_isready", "-q", "-h", "127.0.0.1", "-p", "5432"]).returncode == 0, 60,
+          "PostgreSQL to accept connections again")
+
+
+def test_a_database_restart_loses_nothing(backend_kind: str, backend_url: str, tmp_path: Path) -> None:
+    if backend_kind != "postgresql":
+        pytest.skip("a database server to restart exists on PostgreSQL only (SQLite is a file)")
+    if os.environ.get("SWTUNE_TEST_PG_RESTART") != "1" or shutil.which("pg_ctlcluster") is None:
+        pytest.skip("restarting PostgreSQL needs SWTUNE_TEST_PG_RESTART=1 and pg_ctlcluster (set by .ci/run as root)")
+    _run(backend_url, tmp_path, "db_restart")

@@ -6,8 +6,8 @@ import json
 import logging
 
 import pytest
-
 from api_helpers import make_api
+
 from service.lookup import ScheduleLookup
 from tuner.measure.simulator import Simulator
 from tuner.space import ScheduleSpace

@@ -8,14 +8,14 @@ import threading
 from pathlib import Path
 
 import pytest
-from sqlalchemy import func, select
-
 from api_helpers import make_api
+from sqlalchemy import func, select
+from storage_helpers import task_with_jobs
+
 from db.orm import JobRow, MeasurementRow
 from service.client import ServiceClient
 from service.sunway_backend import BackendUnavailable, SunwayBackend
 from service.worker import Worker, make_backend
-from storage_helpers import task_with_jobs
 from tuner.space import ScheduleSpace
 from tuner.workloads import Dense
 

@@ -12,8 +12,15 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tuner.measure.calibration import (STRIDED_FACTS, StridedFact, fit, load_points, model_bandwidth,
-                                       relative_errors, strided_fact_gbps)
+from tuner.measure.calibration import (
+    STRIDED_FACTS,
+    StridedFact,
+    fit,
+    load_points,
+    model_bandwidth,
+    relative_errors,
+    strided_fact_gbps,
+)
 from tuner.measure.dma_model import FITTED, LINE_BYTES, DmaParams, request_cycles
 
 TARGETS = ("sw26010", "sw26010-pro")
