@@ -18,8 +18,8 @@ from __future__ import annotations
 import argparse
 import fcntl
 import hashlib
-import tempfile
 import json
+import tempfile
 import time
 from contextlib import contextmanager
 from pathlib import Path

@@ -50,5 +50,5 @@ class CostModel(ABC):
 
     @classmethod
     @abstractmethod
-    def load(cls, path: str | Path) -> "CostModel":
+    def load(cls, path: str | Path) -> CostModel:
         ...

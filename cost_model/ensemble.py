@@ -56,7 +56,7 @@ class BoosterEnsemble(CostModel):
         (path / "ensemble.json").write_text(json.dumps({"members": len(self.members)}))
 
     @classmethod
-    def load(cls, path: str | Path) -> "BoosterEnsemble":
+    def load(cls, path: str | Path) -> BoosterEnsemble:
         path = Path(path)
         n = json.loads((path / "ensemble.json").read_text())["members"]
         ens = cls.__new__(cls)

@@ -99,7 +99,7 @@ class XGBoostCostModel(CostModel):
         (path / "model.json").write_text(json.dumps(meta, indent=2))
 
     @classmethod
-    def load(cls, path: str | Path) -> "XGBoostCostModel":
+    def load(cls, path: str | Path) -> XGBoostCostModel:
         path = Path(path)
         meta = json.loads((path / "model.json").read_text())
         model = cls(objective=meta["objective"], num_rounds=meta["num_rounds"], base_prior=meta["base_prior"])

@@ -9,7 +9,8 @@ fresh strategy every stored measurement and marking queued jobs with ``mark_in_f
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from typing import Any, Callable, Sequence
+from collections.abc import Callable, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -93,7 +94,7 @@ class SearchStrategy(ABC):
     def _propose(self, n: int) -> list[np.ndarray]:
         """Index rows of new configs."""
 
-    def _observe(self) -> None:
+    def _observe(self) -> None:  # noqa: B027 (an optional hook, not an abstract method)
         """Hook: learn from the measurements told so far."""
 
 

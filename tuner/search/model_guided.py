@@ -5,11 +5,13 @@ MetaSchedule do), evolve a population that starts from the best measured configs
 valid ones by neighbour moves, keeping the configs the model ranks highest, then propose the best
 unseen ones plus an epsilon share of random configs for exploration. A ``local`` share of each round
 goes to a model-guided local search: every valid single-knob change of the ``local_starts`` best
-*measured* configs, ranked by the model (the evolutionary population alone drifts around the model's
-optimum, which the model misplaces by a few percent; measured incumbents anchor the search to the
-real objective). With ``ensemble`` > 1 the model is a booster ensemble and configs are ranked by
-mean + ``kappa`` x spread of its members (exploration where the model is unsure). Nothing measured or in flight is ever proposed again. With a ``base_model`` trained on other workloads (transfer), the model is
-useful from the first round, so no random warm-up is spent.
+*measured* configs plus ``local_pairs`` random two-knob moves from each, ranked by the model (the
+evolutionary population alone drifts around the model's optimum, which the model misplaces by a few
+percent; measured incumbents anchor the search to the real objective). With ``ensemble`` > 1 the
+model is a booster ensemble and configs are ranked by mean + ``kappa`` x spread of its members
+(exploration where the model is unsure). Nothing measured
+or in flight is ever proposed again. With a ``base_model`` trained on other workloads (transfer), the
+model is useful from the first round, so no random warm-up is spent.
 """
 
 from __future__ import annotations
