@@ -29,7 +29,7 @@ def tune(
     target: Annotated[str, typer.Option(help="sw26010 or sw26010-pro")] = "sw26010",
     trials: Annotated[int, typer.Option(help="measurements per workload")] = 200,
     strategy: Annotated[str, typer.Option(help="search strategy")] = "model",
-    batch: Annotated[int, typer.Option(help="configs measured per round")] = 32,
+    batch: Annotated[int, typer.Option("--per-round", help="configs measured per search round")] = 32,
     seed: Annotated[int, typer.Option()] = 0,
     noise: Annotated[float, typer.Option(help="relative measurement noise of the simulator")] = DEFAULT_NOISE,
     json_out: Annotated[bool, typer.Option("--json", help="print the results as JSON lines")] = False,

@@ -65,7 +65,7 @@ def tune_model(
     trials: Annotated[int, typer.Option(help="trials per task")] = 64,
     workers: Annotated[int, typer.Option(help="simulator workers in embedded mode")] = 2,
     strategy: Annotated[str | None, typer.Option(help="search strategy")] = None,
-    batch: Annotated[int, typer.Option(help="model batch size")] = 1,
+    batch: Annotated[int, typer.Option("--batch-size", help="the model's batch size")] = 1,
     width: Annotated[float, typer.Option(help="channel width multiplier of the built-in models")] = 1.0,
     image: Annotated[int, typer.Option(help="input image size of the built-in models")] = 224,
     timeout: Annotated[float, typer.Option(help="give up following the tasks after this many seconds")] = 1800.0,

@@ -78,7 +78,8 @@ def _gflops(value: float | None) -> str:
 @tasks_app.command("list")
 def tasks_list(server: Server = DEFAULT_SERVER, token: Token = None, json_out: JsonOut = False,
                state: Annotated[str | None, typer.Option(help="active, done or cancelled")] = None,
-               batch: Annotated[str | None, typer.Option(help="only the tasks of this submission")] = None,
+               batch: Annotated[str | None,
+                                typer.Option("--submission", help="only the tasks of this submission")] = None,
                limit: Annotated[int, typer.Option(min=1, max=1000, help="at most this many tasks")] = 100) -> None:
     """List tuning tasks with their progress, best time and GFLOPS."""
     with client(server, token) as api:
@@ -213,7 +214,7 @@ def submit(target: Annotated[str, typer.Option(help="sw26010 or sw26010-pro")],
            model: Annotated[str | None, typer.Option(
                help="alexnet, resnet18 or an .onnx file: its tasks (extracted through TVM Relax, needs swtune[models])"
            )] = None,
-           model_batch: Annotated[int, typer.Option(help="--model: the model's batch size")] = 1,
+           model_batch: Annotated[int, typer.Option("--batch-size", help="--model: the model's batch size")] = 1,
            label: Annotated[list[str] | None, typer.Option(help="one per workload (repeatable)")] = None,
            trials: Annotated[int, typer.Option(min=1, help="trial budget per workload")] = 200,
            strategy: Annotated[str | None, typer.Option(help="search strategy (default: the server's)")] = None,
@@ -232,7 +233,7 @@ def submit(target: Annotated[str, typer.Option(help="sw26010 or sw26010-pro")],
     for i, (tid, key) in enumerate(zip(created["task_ids"], created["workload_keys"])):
         table.add_row(str(tid), names[i] if names else "-", key)
     console.print(table)
-    console.print(f"follow: swtune tasks list --batch {created['batch']}   or   "
+    console.print(f"follow: swtune tasks list --submission {created['batch']}   or   "
                   f"{server.rstrip('/')}/ui/#/submission/{created['batch']}")
 
 

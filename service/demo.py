@@ -62,7 +62,7 @@ def start_workers(url: str, n: int, target: str, *, batch: int = 8, token: str |
     if token:
         env["SWTUNE_TOKEN"] = token
     cmd = [sys.executable, "-m", "service.worker", "--server", url, "--target", target, "--backend", "simulator",
-           "--batch", str(batch), "--wait", "5", "--log-level", "WARNING", *(extra or [])]
+           "--jobs-per-lease", str(batch), "--wait", "5", "--log-level", "WARNING", *(extra or [])]
     return [subprocess.Popen(cmd, env=env, cwd=str(REPO)) for _ in range(n)]
 
 

@@ -251,7 +251,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--token", default=None, help="bearer token (default: $SWTUNE_TOKEN); an argument shows in "
                                                   "`ps`: prefer SWTUNE_TOKEN or --token-file")
     p.add_argument("--token-file", default=None, help="file whose first line is the bearer token")
-    p.add_argument("--batch", type=int, default=8, help="jobs per lease")
+    p.add_argument("--jobs-per-lease", dest="batch", type=int, default=8, help="jobs asked for per lease")
     p.add_argument("--name", default=None)
     p.add_argument("--wait", type=float, default=10.0, help="long-poll seconds per lease request")
     p.add_argument("--max-jobs", type=int, default=None, help="exit after posting this many results")

@@ -58,7 +58,7 @@ def test_submit_list_show_best_cancel(live: tuple[Api, str], tmp_path: Path) -> 
     assert len(created["task_ids"]) == 2 and created["workload_keys"][0] == WORKLOAD.key
     dense_id, conv_id = created["task_ids"]
 
-    listed = run(url, read_token, "tasks", "list", "--batch", created["batch"], "--json")
+    listed = run(url, read_token, "tasks", "list", "--submission", created["batch"], "--json")
     assert listed.exit_code == 0, listed.output
     tasks = json.loads(listed.stdout)
     listed_tasks = [(t["id"], t["label"], t["state"]) for t in tasks]
