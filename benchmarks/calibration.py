@@ -23,6 +23,7 @@ from tuner.measure.calibration import load_points, relative_errors, strided_fact
 from tuner.measure.noise import DEFAULT_NOISE, noise_factors
 from tuner.measure.simulator import breakdown, simulate
 from tuner.space import ScheduleSpace
+from tuner.space.factory import space_for
 from tuner.targets import get_target
 from tuner.workloads import Conv2d, Dense
 
@@ -65,7 +66,7 @@ def conv_figures(samples: int, noise: float) -> tuple[float, dict[str, object], 
     """Best conv2d n=32 c=128 h=w=18 k=128 3x3 float64 on one SW26010 CG: peak fraction, breakdown."""
     target = get_target("sw26010")
     conv = Conv2d(32, 128, 18, 18, 128, 3, 3, dtype="float64")
-    space = ScheduleSpace(conv, target)
+    space = space_for(conv, target)
     best, best_t = best_by_search(space, samples, seed=2, noise=noise, rounds=120)
     config = space.decode(best)
     parts = breakdown(space, config)
@@ -108,7 +109,7 @@ def main() -> None:
 
     target = get_target("sw26010")
     gemm = Dense(2048, 2048, 2048, "float64")
-    space = ScheduleSpace(gemm, target)
+    space = space_for(gemm, target)
     best, best_t = best_by_search(space, args.samples, noise=args.noise)
     peak = target.peak_flops("float64")
     fraction = gemm.flops / best_t / peak

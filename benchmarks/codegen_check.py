@@ -19,7 +19,7 @@ import numpy as np
 from _common import emit  # noqa: F401  (also puts the checkout on sys.path)
 
 from tuner.measure.emulator_backend import EmulatorBackend
-from tuner.space.space import ScheduleSpace
+from tuner.space.factory import space_for
 from tuner.workloads import BatchMatmul, Conv2d, Dense
 
 # small shapes (each run is fast) with ragged tiles, strides, padding, groups and depthwise
@@ -49,7 +49,7 @@ def configs_for(op: str, per_op: int, shares: tuple[str, ...], rng: np.random.Ge
     out = []
     for i, (wl, target) in enumerate(wls):
         n = per_op // len(wls) + (1 if i < per_op % len(wls) else 0)
-        space = ScheduleSpace(wl, target, restrict={"share": list(shares)} if shares else None)
+        space = space_for(wl, target, restrict={"share": list(shares)} if shares else None)
         rows = space.sample(n, rng)
         out += [(wl, target, space.decode(r)) for r in rows]
     return out

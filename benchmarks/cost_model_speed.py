@@ -17,11 +17,11 @@ from cost_model import XGBoostCostModel
 from tuner.measure.simulator import simulate
 from tuner.models import model_layers
 from tuner.search.features import features
-from tuner.space import ScheduleSpace
+from tuner.space.factory import space_for
 
 
 def main() -> None:
-    space = ScheduleSpace(model_layers("resnet18", 1)[2].workload, "sw26010")
+    space = space_for(model_layers("resnet18", 1)[2].workload, "sw26010")
     rng = np.random.default_rng(0)
     train = space.sample(10_000, rng)
     x_train, y_train = features(space, train), simulate(space, train)

@@ -95,12 +95,12 @@ def seed(url: str) -> str:
     from db import tokens as tokens_db
     from db.domain import ResultIn
     from db.engine import Database
-    from tuner.space.space import ScheduleSpace
+    from tuner.space.factory import space_for
     from tuner.workloads import workload_from_json
 
     db = Database(url)
     wl = workload_from_json({"op": "dense", "m": 16, "n": 64, "k": 128})
-    space = ScheduleSpace(wl, "sw26010")
+    space = space_for(wl, "sw26010")
     configs = [space.decode(row) for row in space.sample(8, rng=0)]
     with db.session() as s:
         token = tokens_db.create_token(s, "admin", "fuzz")[1]

@@ -33,6 +33,7 @@ from workload_suite import suite
 from tuner.search.neighbourhood import single_knob_moves
 from tuner.space import ScheduleSpace
 from tuner.space.analysis import analyze
+from tuner.space.factory import space_for
 
 PROCEDURE = ("per workload and variant, noise-free: exhaustive when the space has at most 20M knob "
              "combinations, else the best of a 200,000-config random sample hill-climbed from its 50 best "
@@ -195,7 +196,7 @@ def main() -> None:
     data["procedure"] = PROCEDURE
     computed = {}
     for target, workload in suite(quick=not args.all):
-        space = ScheduleSpace(workload, target)
+        space = space_for(workload, target)
         for variant in Variant:
             key = entry_key(variant, space)
             old = data["entries"].get(key)

@@ -42,6 +42,7 @@ from tuner.models import model_layers
 from tuner.search import create_strategy
 from tuner.search.features import features
 from tuner.space import ScheduleSpace
+from tuner.space.factory import space_for
 
 TARGET_FRACTION = 0.95
 CAP = 1000
@@ -103,7 +104,7 @@ Job = tuple[str, Variant, int, int, float, dict, Any]
 def run_job(job: Job) -> dict[str, Any]:
     method, variant, i, seed, goal, options, base = job
     target, workload = suite(bool(QUICK))[i]
-    space = ScheduleSpace(workload, target)
+    space = space_for(workload, target)
     began = time.perf_counter()
     out: dict[str, Any] = {"method": method, "variant": variant, "i": i, "seed": seed}
     if method == "ours":
@@ -132,7 +133,7 @@ def _init(quick: bool) -> None:
 def round_time(seed: int = 0) -> float:
     """One round of 64 proposals from a 5,000-record history, retraining included (median of 3)."""
     layer = model_layers("resnet18", 1)[2]
-    space = ScheduleSpace(layer.workload, "sw26010")
+    space = space_for(layer.workload, "sw26010")
     rows = space.sample(5000, np.random.default_rng(seed))
     seconds = Objective(space).measure(rows)
     configs = [space.decode(r) for r in rows]
@@ -229,7 +230,7 @@ def main() -> None:
     variants = [Variant(v) for v in args.variants.split(",") if v]
     items = suite(args.quick)
     picked = [int(x) for x in args.workloads.split(",") if x] or list(range(len(items)))
-    spaces = [ScheduleSpace(w, t) for t, w in items]
+    spaces = [space_for(w, t) for t, w in items]
     print(f"{len(items)} workloads, variants {[v.value for v in variants]}, cap {CAP}, noise {NOISE:.0%}; "
           f"seeds: {seeds_of}; ours options {options}", flush=True)
 

@@ -43,7 +43,8 @@ from db.engine import Database, normalize_url
 from db.orm import JobRow, MeasurementRow
 from db.refs import insert_ignore, target_id, workload_id
 from service.embedded import spawn_server
-from tuner.space.space import ScheduleSpace, config_hash
+from tuner.space.factory import space_for
+from tuner.space.space import config_hash
 from tuner.workloads import Dense
 
 DEFAULT_URL = "postgresql+psycopg://postgres@127.0.0.1:5432/test"
@@ -78,7 +79,7 @@ def seed_lookups(db: Database, n_workloads: int, per_workload: int) -> list[str]
             wl = Dense(1, 256 * (1 + i % 8), 512 * (1 + i // 8), "float32")
             keys.append(wl.key)
             wid = workload_id(s, wl)
-            space = ScheduleSpace(wl, TARGET)
+            space = space_for(wl, TARGET)
             rows = []
             for row in space.sample(per_workload, rng):
                 cfg = space.decode(row)
@@ -93,7 +94,7 @@ def seed_lookups(db: Database, n_workloads: int, per_workload: int) -> list[str]
 def enqueue_jobs(db: Database, n: int, seed: int) -> int:
     """A task with ``n`` pending jobs of valid configs (as the driver would queue them)."""
     wl = Dense(1, 4096, 4096 + 64 * seed, "float32")
-    space = ScheduleSpace(wl, TARGET)
+    space = space_for(wl, TARGET)
     configs = [space.decode(r) for r in space.sample(n, np.random.default_rng(seed))]
     with db.session() as s:
         task = tasks_db.create_tasks(s, [wl], TARGET, n, "random")[0]

@@ -20,6 +20,7 @@ from typing import Any
 from db.errors import InvalidInputError
 from tuner.errors import InvalidConfigError, UnknownTargetError
 from tuner.measure.base import OK, SOURCES, STATUSES
+from tuner.space.factory import space_for
 from tuner.space.space import ScheduleSpace, config_hash
 from tuner.targets import get_target
 from tuner.workloads import Workload
@@ -59,7 +60,7 @@ class CheckedMeasurement:
 
 @lru_cache(maxsize=512)
 def _space(workload: Workload, target: str) -> ScheduleSpace:
-    return ScheduleSpace(workload, target)
+    return space_for(workload, target)
 
 
 def time_floor(workload: Workload, target: str) -> float:

@@ -33,7 +33,7 @@ from service.settings import Settings
 from tuner.baseline import openacc_baseline
 from tuner.measure.simulator import simulate
 from tuner.models.zoo import model_layers
-from tuner.space.space import ScheduleSpace
+from tuner.space.factory import space_for
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -82,7 +82,7 @@ def stop_workers(procs: list[subprocess.Popen[bytes]], timeout: float = 15.0) ->
 def baselines(layers: list[Any], target: str) -> dict[str, float]:
     out = {}
     for layer in layers:
-        space = ScheduleSpace(layer.workload, target)
+        space = space_for(layer.workload, target)
         out[layer.name] = float(simulate(space, space.encode(openacc_baseline(space))[None, :])[0])
     return out
 

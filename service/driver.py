@@ -35,7 +35,8 @@ from service.strategies import available
 from tuner.errors import InvalidConfigError
 from tuner.measure.base import MeasureResult
 from tuner.search import SearchStrategy, create_strategy
-from tuner.space.space import Config, ScheduleSpace
+from tuner.space.factory import space_for
+from tuner.space.space import Config
 
 log = logging.getLogger(__name__)
 # Keyed by (schema, task): test schemas and deployments sharing one PostgreSQL do not collide.
@@ -229,7 +230,7 @@ class TuningDriver:
             name = task.strategy if task.strategy in available() else "random"
             if name != task.strategy:
                 log.warning("task %s: strategy %r is not registered here; using random", task.id, task.strategy)
-            space = ScheduleSpace(task.workload, task.target)
+            space = space_for(task.workload, task.target)
             state = self._states[task.id] = _TaskState(create_strategy(name, space, seed=task.seed))
         return state
 

@@ -15,7 +15,8 @@ from tuner.measure.noise import DEFAULT_NOISE
 from tuner.measure.simulator import Simulator
 from tuner.search import SearchStrategy, create_strategy
 from tuner.search.scheduler import GradientScheduler
-from tuner.space.space import Config, ScheduleSpace
+from tuner.space.factory import space_for
+from tuner.space.space import Config
 from tuner.targets import Target, get_target
 from tuner.workloads import Workload
 
@@ -55,7 +56,7 @@ def tune_workloads(workloads: Sequence[Workload], target: Target | str, trials: 
         raise ValueError(f"unknown search strategy {strategy!r}; expected one of {strategy_names()}")
     if trials < 1 or batch < 1:
         raise ValueError("trials and batch must be positive")
-    searches = [create_strategy(strategy, ScheduleSpace(w, target), seed=seed) for w in workloads]
+    searches = [create_strategy(strategy, space_for(w, target), seed=seed) for w in workloads]
     scheduler = GradientScheduler(list(weights or [1.0] * len(workloads)), [trials] * len(workloads),
                                   early_stop=early_stop)
     curves: list[list[float]] = [[] for _ in workloads]

@@ -1,5 +1,8 @@
 """Operator workloads (conv2d incl. depthwise, dense, batch_matmul): validation, canonical JSON and keys.
 
+Operators written as tensor expressions (tuner/expr/workload.py, op ``"expr"``) share the JSON
+round-trip: :func:`workload_from_json` rebuilds them from the TVMScript text they carry.
+
 A workload is one operator instance: op, shapes and dtype. Its canonical JSON (sorted keys, no
 spaces) is what the tuning log stores, and its key is a readable, stable string that names it in
 URLs and lookups. Layouts follow TVM's topi defaults: conv2d NCHW data with OIHW weights, dense
@@ -15,6 +18,7 @@ from typing import Any, ClassVar
 from tuner.errors import InvalidWorkloadError
 
 DTYPE_BYTES = {"float32": 4, "float64": 8}
+EXPR_OP = "expr"  # op of an operator written as a tensor expression (tuner.expr.workload.ExprWorkload)
 
 # Bounds that keep a workload tunable and every figure of it inside a 64-bit column: the largest
 # extent of any shape field (16 Mi: far beyond any layer of a real model) and the largest FLOP count
@@ -221,10 +225,16 @@ def workload_from_json(spec: dict[str, Any] | str) -> Workload:
     spec = dict(spec)
     op = spec.pop("op", None)
     if not isinstance(op, str):
-        raise InvalidWorkloadError(f"op must be a string naming one of {sorted(WORKLOAD_TYPES)}, got {op!r}")
+        raise InvalidWorkloadError(f"op must be a string naming one of {sorted(WORKLOAD_TYPES)} or "
+                                   f"{EXPR_OP!r}, got {op!r}")
     op = _ALIASES.get(op, op)
+    if op == EXPR_OP:
+        # imported lazily: tuner.expr builds on this module (and parses the script with tvm)
+        from tuner.expr.workload import ExprWorkload
+
+        return ExprWorkload.from_json({"op": op, **spec})
     if op not in WORKLOAD_TYPES:
-        raise InvalidWorkloadError(f"unknown op {op!r}; expected one of {sorted(WORKLOAD_TYPES)}")
+        raise InvalidWorkloadError(f"unknown op {op!r}; expected one of {sorted(WORKLOAD_TYPES)} or {EXPR_OP!r}")
     cls = WORKLOAD_TYPES[op]
     if cls is Conv2d:
         spec = _pairs(spec)

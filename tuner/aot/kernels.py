@@ -61,9 +61,9 @@ def _fallback(space: Any) -> Config:
 
 def choose_config(workload: Workload, target: Target, lookup: Lookup | None) -> tuple[Config, str]:
     """The looked-up config when it is valid for the space, else the default schedule (with a warning)."""
-    from tuner.space.space import ScheduleSpace
+    from tuner.space.factory import space_for
 
-    space = ScheduleSpace(workload, target)
+    space = space_for(workload, target)
     config = lookup(workload) if lookup is not None else None
     if config is None:
         log.warning("untuned workload %s on %s: falling back to the OpenACC-like default schedule",
@@ -126,9 +126,9 @@ def resolve_kernels(graph: Graph, target: Target, lookup: Lookup | None) -> list
                     raise AotError(f"{step.source}: cannot generate the default schedule of {w.key}: {exc}") from None
                 log.warning("tuned config of workload %s cannot be generated (%s): falling back to the "
                             "OpenACC-like default schedule", w.key, exc)
-                from tuner.space.space import ScheduleSpace
+                from tuner.space.factory import space_for
 
-                config = _fallback(ScheduleSpace(w, target))
+                config = _fallback(space_for(w, target))
                 chosen[w.key] = (config, "fallback: codegen failed")
                 key = (w.key, repr(sorted(config.items())), ep_key)
                 if key not in by_key:

@@ -124,7 +124,7 @@ def model_time(graph: Graph, target: Target | str, config_of: Callable[[Any], di
 
     from tuner.baseline import openacc_baseline
     from tuner.measure.simulator import simulate
-    from tuner.space.space import ScheduleSpace
+    from tuner.space.factory import space_for
 
     tgt = get_target(target)
     item = int(np.dtype(graph.dtype).itemsize)
@@ -132,7 +132,7 @@ def model_time(graph: Graph, target: Target | str, config_of: Callable[[Any], di
 
     def kernel(w: Any) -> tuple[float, float, float]:
         if w.key not in cache:
-            space = ScheduleSpace(w, tgt)
+            space = space_for(w, tgt)
             base = openacc_baseline(space)
             tuned = config_of(w) or base
             prepass = space.geometry.prepass_bytes / tgt.mpe_copy_Bps

@@ -39,7 +39,8 @@ from typing import Any
 
 import numpy as np
 
-from tuner.space.space import Config, ScheduleSpace
+from tuner.space.factory import space_for
+from tuner.space.space import Config
 from tuner.targets import Target, get_target
 from tuner.workloads import BatchMatmul, Conv2d, Workload
 
@@ -97,7 +98,7 @@ def build_schedule(workload: Workload, target: Target | str, config: Config) -> 
     from tuner.codegen.te_ops import op_def
 
     target = get_target(target)
-    space = ScheduleSpace(workload, target)
+    space = space_for(workload, target)
     space.check(config)
     geo = space.geometry
     op = op_def(workload)

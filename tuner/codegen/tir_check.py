@@ -177,10 +177,10 @@ def _ldm_buffers(func: Any) -> dict[str, Any]:
 
 def compare_with_analysis(s: Scheduled, fig: TirFigures | None = None) -> dict[str, tuple[float, float]]:
     """Mismatches {figure: (tir, analysis)} between the TIR walk and the analysis (empty = agree)."""
-    from tuner.space.space import ScheduleSpace
+    from tuner.space.factory import space_for
 
     fig = fig if fig is not None else tir_figures(s)
-    space = ScheduleSpace(s.workload, s.target)
+    space = space_for(s.workload, s.target)
     an = space.analyze(space.encode(s.config)[None, :])
     out: dict[str, tuple[float, float]] = {}
     for role in "abc":

@@ -1,8 +1,8 @@
 """In-process tuning of an expression operator on the simulator (what ``swtune tune --op`` runs).
 
-``tuner.tune.tune_workloads`` builds a built-in ScheduleSpace per workload, so this loop does the same
-ask/measure/tell with an :class:`ExprSpace`: the OpenACC-like baseline among the first batch (the
-reported best is never slower), then the chosen search strategy until the budget is spent.
+The same ask/measure/tell as ``tuner.tune`` for one operator: the OpenACC-like baseline among the
+first batch (the reported best is never slower), then the chosen search strategy until the budget is
+spent. The simulator gets the operator's :class:`ExprSpace` from ``tuner.space.space_for``.
 """
 
 from __future__ import annotations
@@ -17,18 +17,6 @@ from tuner.targets import Target, get_target
 from tuner.tune import TuneResult
 
 
-class ExprSimulator(Simulator):
-    """The simulator backend over expression spaces (built-in workloads keep the base behaviour)."""
-
-    def space(self, workload, target):
-        if not isinstance(workload, ExprWorkload):
-            return super().space(workload, target)
-        key = (workload.key, target.name)
-        if key not in self._spaces:
-            self._spaces[key] = ExprSpace(workload, target)
-        return self._spaces[key]
-
-
 def tune_expr(workload: ExprWorkload, target: Target | str, trials: int = 200, strategy: str = "model",
               batch: int = 32, seed: int = 0, noise: float = 0.0) -> TuneResult:
     if strategy not in strategy_names():
@@ -36,7 +24,7 @@ def tune_expr(workload: ExprWorkload, target: Target | str, trials: int = 200, s
     if trials < 1 or batch < 1:
         raise ValueError("trials and batch must be positive")
     target = get_target(target)
-    backend = ExprSimulator(noise=noise, seed=seed)
+    backend = Simulator(noise=noise, seed=seed)  # its space is space_for's ExprSpace
     space = backend.space(workload, target)
     search = create_strategy(strategy, space, seed=seed)
     first: list[Config] = []
@@ -66,4 +54,4 @@ def naive_and_baseline_seconds(space: ExprSpace) -> tuple[float, float]:
     return naive, base
 
 
-__all__ = ["ExprSimulator", "naive_and_baseline_seconds", "tune_expr"]
+__all__ = ["naive_and_baseline_seconds", "tune_expr"]

@@ -20,9 +20,9 @@ from typing import Any, ClassVar
 
 from tuner.errors import InvalidWorkloadError
 from tuner.expr.expr import Expr
-from tuner.workloads import DTYPE_BYTES, MAX_FLOPS, Workload
+from tuner.workloads import DTYPE_BYTES, EXPR_OP, MAX_FLOPS, Workload
 
-OP = "expr"
+OP = EXPR_OP
 
 
 def script_hash(script: str) -> str:

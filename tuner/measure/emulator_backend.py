@@ -17,6 +17,7 @@ from typing import Any
 import numpy as np
 
 from tuner.measure.base import OK, MeasureResult
+from tuner.space.factory import space_for
 from tuner.space.space import Config, ScheduleSpace
 from tuner.targets import Family, Target, get_target
 from tuner.workloads import BatchMatmul, Conv2d, Dense, Workload
@@ -84,7 +85,7 @@ class EmulatorBackend:
 
     def measure(self, workload: Workload, target: Target | str, configs: Sequence[Config]) -> list[MeasureResult]:
         target = get_target(target)
-        space = ScheduleSpace(workload, target)
+        space = space_for(workload, target)
         return [self.measure_one(space, dict(c)) for c in configs]
 
     def measure_one(self, space: ScheduleSpace, config: Config) -> MeasureResult:

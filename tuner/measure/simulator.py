@@ -24,6 +24,7 @@ from tuner.measure.dma_model import request_cycles
 from tuner.measure.noise import DEFAULT_NOISE, noise_factors
 from tuner.space.analysis import REASONS, Analysis, BufferPlan
 from tuner.space.compute import PipeBound
+from tuner.space.factory import space_for
 from tuner.space.space import Config, ScheduleSpace, config_hash
 from tuner.targets import Target, get_target
 from tuner.workloads import Workload
@@ -136,7 +137,7 @@ class Simulator:
     def space(self, workload: Workload, target: Target) -> ScheduleSpace:
         key = (workload.key, target.name)
         if key not in self._spaces:
-            self._spaces[key] = ScheduleSpace(workload, target)
+            self._spaces[key] = space_for(workload, target)
         return self._spaces[key]
 
     def _rng(self, workload: Workload, config: Config) -> np.random.Generator:
