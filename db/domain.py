@@ -33,6 +33,13 @@ class TaskInfo:
     best_time: float | None = None
     best_config: dict[str, Any] | None = None
     curve: tuple[tuple[int, float], ...] = ()
+    # Set for a task of a model submission (db.submissions); its trial_budget is then what the
+    # driver has granted it so far out of the submission's one budget.
+    submission_id: str | None = None
+    model: str | None = None
+    call_count: int = 1  # how many times the model runs this workload
+    layer_names: tuple[str, ...] = ()
+    weight: float | None = None  # estimated seconds per model run: call_count x baseline time
 
     @property
     def workload_key(self) -> str:

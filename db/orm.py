@@ -38,6 +38,7 @@ BigId = BigInteger().with_variant(Integer(), "sqlite")
 
 JOB_STATES = ("pending", "leased", "done", "failed")
 TASK_STATES = ("active", "done", "cancelled")
+SUBMISSION_STATES = ("active", "done", "cancelled")
 ROLES = ("submit", "worker", "read", "admin")
 
 
@@ -69,9 +70,34 @@ class WorkloadRow(Base):
     created_at: Mapped[datetime] = _created()
 
 
+class SubmissionRow(Base):
+    """A model submission: one trial budget spread over its tasks by the driver's gradient scheduler.
+
+    Its id is also its tasks' ``batch``. Tasks submitted without one (POST /tasks) have no row here."""
+
+    __tablename__ = "submissions"
+
+    id: Mapped[str] = mapped_column(String(64), primary_key=True)
+    model: Mapped[str] = mapped_column(String(128), nullable=False)
+    target_id: Mapped[int] = mapped_column(ForeignKey("targets.id"), nullable=False)
+    trial_budget: Mapped[int] = mapped_column(Integer, nullable=False)
+    per_round: Mapped[int] = mapped_column(Integer, nullable=False)
+    early_stop: Mapped[int | None] = mapped_column(Integer, nullable=True)
+    strategy: Mapped[str] = mapped_column(String(64), nullable=False)
+    seed: Mapped[int] = mapped_column(Integer, nullable=False, default=0)
+    state: Mapped[str] = mapped_column(String(16), nullable=False, default="active", index=True)
+    submitter: Mapped[str] = mapped_column(String(128), nullable=False, default="")
+    submitter_token_id: Mapped[int | None] = mapped_column(Integer, nullable=True)
+    created_at: Mapped[datetime] = _created()
+    updated_at: Mapped[datetime] = _created()
+
+
 class TaskRow(Base):
     """One tuning task: one workload on one target with a trial budget (a multi-workload
-    submission creates one task per workload, so state, budget and best config are per task)."""
+    submission creates one task per workload, so state, budget and best config are per task).
+
+    A task of a model submission (``submission_id`` set) starts with a budget of 0: its budget is
+    what the driver has granted it so far out of the submission's one budget."""
 
     __tablename__ = "tuning_tasks"
     __table_args__ = (Index("ix_tuning_tasks_state_target", "state", "target_id"),)
@@ -88,6 +114,14 @@ class TaskRow(Base):
     submitter: Mapped[str] = mapped_column(String(128), nullable=False, default="")
     # The API token that submitted the task: with admins, the only one that may cancel it.
     submitter_token_id: Mapped[int | None] = mapped_column(Integer, nullable=True)
+    submission_id: Mapped[str | None] = mapped_column(ForeignKey("submissions.id", ondelete="CASCADE"),
+                                                      nullable=True, index=True)
+    # How many times the model runs this workload (layers sharing a workload are one task).
+    call_count: Mapped[int] = mapped_column(Integer, nullable=False, default=1, server_default="1")
+    # The model's layer names this task stands for (NULL for tasks outside a model submission).
+    layer_names: Mapped[list[str] | None] = mapped_column(JSON, nullable=True)
+    # Estimated seconds of one model run spent in this task: call_count x its baseline time.
+    weight: Mapped[float | None] = mapped_column(Float, nullable=True)
     created_at: Mapped[datetime] = _created()
     updated_at: Mapped[datetime] = _created()
 

@@ -13,7 +13,7 @@ from sqlalchemy.orm import Session
 
 from db.domain import TaskInfo
 from db.errors import ConflictError, ForbiddenError, InvalidInputError, NotFoundError
-from db.orm import JobRow, MeasurementRow, TargetRow, TaskRow, WorkloadRow
+from db.orm import JobRow, MeasurementRow, SubmissionRow, TargetRow, TaskRow, WorkloadRow
 from db.refs import parse_workload, target_id, target_name, workload_id, workload_of
 from db.timeutil import as_utc, utcnow
 from tuner.workloads import Workload
@@ -35,6 +35,7 @@ class TaskSpec:
     trial_budget: int
     strategy: str
     seed: int
+    submission_id: str | None = None  # set: the budget is granted by the submission's scheduler
 
 
 def create_tasks(session: Session, workloads: Sequence[Workload | dict[str, Any] | str], target: str,
@@ -74,10 +75,13 @@ def create_tasks(session: Session, workloads: Sequence[Workload | dict[str, Any]
     return [get_task(session, row.id, curve=False) for row in rows]
 
 
-def _task_rows(session: Session, where: Any, limit: int | None = None) -> list[tuple[TaskRow, str, str]]:
-    stmt = (select(TaskRow, WorkloadRow.canonical_json, TargetRow.name)
+def _task_rows(session: Session, where: Any,
+               limit: int | None = None) -> list[tuple[TaskRow, str, str, str | None]]:
+    """(task, workload canonical JSON, target name, model name or None) per task."""
+    stmt = (select(TaskRow, WorkloadRow.canonical_json, TargetRow.name, SubmissionRow.model)
             .join(WorkloadRow, WorkloadRow.id == TaskRow.workload_id)
             .join(TargetRow, TargetRow.id == TaskRow.target_id)
+            .outerjoin(SubmissionRow, SubmissionRow.id == TaskRow.submission_id)
             .where(where))
     if limit is None:
         return [tuple(r) for r in session.execute(stmt.order_by(TaskRow.id)).all()]  # type: ignore[misc]
@@ -109,8 +113,8 @@ def _curve(session: Session, task: TaskRow) -> list[tuple[int, float | None, dic
     return [(i + 1, t, c) for i, (_state, t, c) in enumerate(session.execute(stmt).all())]
 
 
-def _info(session: Session, row: TaskRow, canonical: str, target: str, counts: dict[str, int],
-          curve: bool) -> TaskInfo:
+def _info(session: Session, row: TaskRow, canonical: str, target: str, model: str | None,
+          counts: dict[str, int], curve: bool) -> TaskInfo:
     best_time: float | None = None
     best_config: dict[str, Any] | None = None
     points: list[tuple[int, float]] = []
@@ -125,6 +129,8 @@ def _info(session: Session, row: TaskRow, canonical: str, target: str, counts: d
         submitter=row.submitter, created_at=as_utc(row.created_at), updated_at=as_utc(row.updated_at),
         pending=counts["pending"], leased=counts["leased"], done=counts["done"], failed=counts["failed"],
         best_time=best_time, best_config=best_config, curve=tuple(points) if curve else (),
+        submission_id=row.submission_id, model=model, call_count=row.call_count,
+        layer_names=tuple(row.layer_names or ()), weight=row.weight,
     )
 
 
@@ -134,8 +140,8 @@ def get_task(session: Session, task_id: int, *, curve: bool = True) -> TaskInfo:
     rows = _task_rows(session, TaskRow.id == task_id)
     if not rows:
         raise NotFoundError(f"tuning task {task_id} does not exist")
-    row, canonical, target = rows[0]
-    return _info(session, row, canonical, target, job_counts(session, [task_id])[task_id], curve)
+    row, canonical, target, model = rows[0]
+    return _info(session, row, canonical, target, model, job_counts(session, [task_id])[task_id], curve)
 
 
 def list_tasks(session: Session, *, state: str | None = None, batch: str | None = None,
@@ -147,7 +153,8 @@ def list_tasks(session: Session, *, state: str | None = None, batch: str | None 
         where = and_(where, TaskRow.batch == batch)
     rows = _task_rows(session, where, limit)
     counts = job_counts(session, [r[0].id for r in rows])
-    return [_info(session, row, canonical, target, counts[row.id], curve=False) for row, canonical, target in rows]
+    return [_info(session, row, canonical, target, model, counts[row.id], curve=False)
+            for row, canonical, target, model in rows]
 
 
 def cancel_task(session: Session, task_id: int, *, token_id: int | None = None, admin: bool = True) -> TaskInfo:
@@ -177,7 +184,8 @@ def active_tasks(session: Session) -> list[TaskSpec]:
             .join(TargetRow, TargetRow.id == TaskRow.target_id)
             .where(TaskRow.state == "active").order_by(TaskRow.id))
     return [TaskSpec(id=row.id, workload=workload_of(canonical), workload_id=row.workload_id, target=target,
-                     target_id=row.target_id, trial_budget=row.trial_budget, strategy=row.strategy, seed=row.seed)
+                     target_id=row.target_id, trial_budget=row.trial_budget, strategy=row.strategy, seed=row.seed,
+                     submission_id=row.submission_id)
             for row, canonical, target in session.execute(stmt).all()]
 
 

@@ -1,0 +1,64 @@
+"""Model submissions: one trial budget per model, and per task its layer names, call count and weight.
+
+A submission row owns the one budget the driver spreads over its tasks; its tasks point to it with
+``submission_id`` (NULL for tasks submitted one per workload, which keep their own budgets) and carry
+how many times the model runs their workload (``call_count``, 1 for older tasks).
+
+Revision ID: 0004
+Revises: 0003
+Create Date: 2026-12-01
+"""
+
+from __future__ import annotations
+
+import sqlalchemy as sa
+from alembic import op
+
+from db.timeutil import utcnow
+
+revision = "0004"
+down_revision = "0003"
+branch_labels = None
+depends_on = None
+
+
+def upgrade() -> None:
+    op.create_table(
+        "submissions",
+        sa.Column("id", sa.String(64), nullable=False),
+        sa.Column("model", sa.String(128), nullable=False),
+        sa.Column("target_id", sa.Integer(), nullable=False),
+        sa.Column("trial_budget", sa.Integer(), nullable=False),
+        sa.Column("per_round", sa.Integer(), nullable=False),
+        sa.Column("early_stop", sa.Integer(), nullable=True),
+        sa.Column("strategy", sa.String(64), nullable=False),
+        sa.Column("seed", sa.Integer(), nullable=False),
+        sa.Column("state", sa.String(16), nullable=False),
+        sa.Column("submitter", sa.String(128), nullable=False),
+        sa.Column("submitter_token_id", sa.Integer(), nullable=True),
+        sa.Column("created_at", sa.DateTime(timezone=True), server_default=utcnow(), nullable=False),
+        sa.Column("updated_at", sa.DateTime(timezone=True), server_default=utcnow(), nullable=False),
+        sa.ForeignKeyConstraint(["target_id"], ["targets.id"], name="fk_submissions_target_id_targets"),
+        sa.PrimaryKeyConstraint("id", name="pk_submissions"),
+    )
+    op.create_index("ix_submissions_state", "submissions", ["state"])
+    with op.batch_alter_table("tuning_tasks") as batch:
+        batch.add_column(sa.Column("submission_id", sa.String(64), nullable=True))
+        batch.add_column(sa.Column("call_count", sa.Integer(), nullable=False, server_default="1"))
+        batch.add_column(sa.Column("layer_names", sa.JSON(), nullable=True))
+        batch.add_column(sa.Column("weight", sa.Float(), nullable=True))
+        batch.create_foreign_key("fk_tuning_tasks_submission_id_submissions", "submissions", ["submission_id"],
+                                 ["id"], ondelete="CASCADE")
+        batch.create_index("ix_tuning_tasks_submission_id", ["submission_id"])
+
+
+def downgrade() -> None:
+    with op.batch_alter_table("tuning_tasks") as batch:
+        batch.drop_index("ix_tuning_tasks_submission_id")
+        batch.drop_constraint("fk_tuning_tasks_submission_id_submissions", type_="foreignkey")
+        batch.drop_column("weight")
+        batch.drop_column("layer_names")
+        batch.drop_column("call_count")
+        batch.drop_column("submission_id")
+    op.drop_index("ix_submissions_state", table_name="submissions")
+    op.drop_table("submissions")

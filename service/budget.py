@@ -1,0 +1,90 @@
+"""One trial budget per model submission: which of its tasks gets the next round (the driver's policy).
+
+The gradient task scheduler of in-process tuning (tuner.search.scheduler) decides, here for the
+service. Its objective is the model's end-to-end time, sum_i w_i * best_i, with w_i a task's call
+count: its gain for task i, w_i * best_i / trials_i, is then the call count times the task's time per
+trial so far, i.e. the task's share of end-to-end time, so the layers that dominate the model get
+the rounds. (The stored ``weight``, call count x baseline time, is what this share is before any
+trial is measured; the scheduler gives every task one warm-up round instead of guessing from it.)
+
+Nothing is kept in memory between driver rounds: the scheduler is rebuilt from the database each
+time (a task's finished trials, replayed in rounds of ``per_round``; what it was granted), so a
+restarted driver continues the same submission with the same budget. Measurements are asynchronous,
+so a granted round counts as trials at once; a submission has at most ``in_flight_cap`` granted
+trials unfinished, which keeps grants following results instead of handing the budget out at once.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+from db.submissions import Submission
+from tuner.search.scheduler import GradientScheduler
+
+
+@dataclass(frozen=True)
+class Plan:
+    """What the driver does to a submission now: grant rounds, stop converged tasks, or close it."""
+
+    grants: tuple[tuple[int, int], ...] = ()  # (task id, trials) in grant order
+    stop: tuple[int, ...] = ()  # active tasks the scheduler stopped, with nothing in flight
+    finish: str | None = None  # "done" or "cancelled": the submission is over
+
+
+def _replay(scheduler: GradientScheduler, i: int, times: Sequence[float | None], per_round: int) -> None:
+    """Feed a task's finished trials (None: failed) to the scheduler in rounds of ``per_round``."""
+    best = math.inf
+    for k, t in enumerate(times, 1):
+        if t is not None and t < best:
+            best = t
+        if k % per_round == 0 or k == len(times):
+            scheduler.record(i, k, best)
+
+
+def plan(sub: Submission, times: Mapping[int, Sequence[float | None]], in_flight_cap: int) -> Plan:
+    """The next grants of a submission's budget, given its tasks' finished trials (db.submissions.trial_times)."""
+    tasks = sub.tasks
+    if not tasks:
+        return Plan(finish="done")
+    scheduler = GradientScheduler([float(t.call_count) for t in tasks], [sub.trial_budget] * len(tasks),
+                                  early_stop=sub.early_stop)
+    for i, t in enumerate(tasks):
+        _replay(scheduler, i, times.get(t.task_id, ()), sub.per_round)
+    active = [i for i, t in enumerate(tasks) if t.state == "active"]
+    # converged: the scheduler stopped giving it trials (no improvement in early_stop trials)
+    stop = tuple(tasks[i].task_id for i in active if scheduler.tasks[i].stopped and tasks[i].queued == 0)
+    for i, t in enumerate(tasks):
+        progress = scheduler.tasks[i]
+        if t.state != "active":
+            progress.stopped = True
+        # a granted round counts as trials when it is granted, not when its results arrive
+        progress.trials = max(t.granted, t.used + t.queued) if t.state == "active" else t.used + t.queued
+        # a task with no valid result yet has an unknown (infinite) gain: one round at a time
+        if t.state == "active" and not math.isfinite(progress.best) and t.granted > t.used:
+            progress.stopped = True
+    remaining = sub.trial_budget - sub.spent
+    in_flight = sum(max(tasks[i].granted - tasks[i].used, 0) for i in active)
+    grants: list[tuple[int, int]] = []
+    while remaining > 0 and in_flight < in_flight_cap:
+        pick = scheduler.next_task()
+        if pick is None:
+            break
+        i = pick
+        progress = scheduler.tasks[i]
+        n = min(sub.per_round, remaining, progress.budget - progress.trials)
+        grants.append((tasks[i].task_id, n))
+        progress.trials += n
+        remaining -= n
+        in_flight += n
+        if not math.isfinite(progress.best):
+            progress.stopped = True
+    if grants:
+        return Plan(grants=tuple(grants), stop=stop)
+    still = [tasks[i] for i in active if tasks[i].task_id not in stop]
+    settled = all(t.queued == 0 and t.used >= t.granted for t in still)
+    if settled and (remaining <= 0 or scheduler.next_task() is None):
+        everything_cancelled = all(t.state == "cancelled" for t in tasks)
+        return Plan(stop=stop, finish="cancelled" if everything_cancelled else "done")
+    return Plan(stop=stop)
