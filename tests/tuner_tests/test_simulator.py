@@ -117,7 +117,12 @@ def test_default_noise_is_realistic_lognormal_and_repeats_differ(space):
     rel = np.array(res.times) / base
     assert len(set(res.times)) == len(res.times)  # repeats differ
     assert abs(rel.mean() - 1) < 0.005 and rel.std() == pytest.approx(DEFAULT_NOISE, rel=0.2)
-    assert (rel > 0).all() and np.mean(rel > 1) < 0.5  # right-skewed: the median sits below the mean
+    assert (rel > 0).all()
+    # right-skewed: the median sits below the mean (P(rel > 1) = 0.496 at 2%: needs a large sample)
+    from tuner.measure.noise import noise_factors
+
+    many = noise_factors(np.random.default_rng(0), DEFAULT_NOISE, 1_000_000)
+    assert np.mean(many > 1) < 0.499 and abs(many.mean() - 1) < 1e-3
     assert res.details["model_seconds"] == base
 
 
@@ -171,10 +176,10 @@ def test_dgemm_needs_register_blocking_and_sharing_for_its_best():
     sp = ScheduleSpace(Dense(2048, 2048, 2048, "float64"), "sw26010")
     tiles = (16, 32, 64, 128)
     rows = [sp.encode(dict(tile_m=m, tile_n=n, tile_k=k, grid="8x8", share=sh, dma="rows", put_lines=1, db_a=1,
-                           db_b=1, db_c=dc, tile_order="col", inner=inner, simd=4, unroll=u, acc=acc))
-            for m, n, k, sh, dc, inner, u, acc in itertools.product(
+                           db_b=1, db_c=dc, tile_order="col", inner=inner, simd=4, unroll=u, acc=acc, pack=pk))
+            for m, n, k, sh, dc, inner, u, acc, pk in itertools.product(
                 tiles, tiles, tiles, ("none", "bcast", "mesh"), (0, 1), ("m", "n", "k"), (4, 8, 16),
-                ("ldm", "reg"))]
+                ("ldm", "reg"), ("none", "b"))]
     index = np.stack(rows)
     a = sp.analyze(index)
     frac = np.where(a.valid, sp.workload.flops / simulate(sp, index, a) / sp.target.peak_flops("float64"), 0.0)
@@ -194,16 +199,41 @@ def _dgemm_subspace_fractions() -> float:
     tiles = (16, 32, 64, 128)
     index = np.stack([sp.encode(dict(tile_m=m, tile_n=n, tile_k=k, grid="8x8", share=sh, dma="rows", put_lines=1,
                                      db_a=1, db_b=1, db_c=dc, tile_order="col", inner=inner, simd=4, unroll=u,
-                                     acc="reg"))
-                      for m, n, k, sh, dc, inner, u in itertools.product(
-                          tiles, tiles, tiles, ("bcast", "mesh"), (0, 1), ("m", "n", "k"), (4, 8, 16))])
+                                     acc="reg", pack=pk))
+                      for m, n, k, sh, dc, inner, u, pk in itertools.product(
+                          tiles, tiles, tiles, ("bcast", "mesh"), (0, 1), ("m", "n", "k"), (4, 8, 16),
+                          ("none", "b"))])
     a = sp.analyze(index)
     frac = np.where(a.valid, sp.workload.flops / simulate(sp, index, a) / sp.target.peak_flops("float64"), 0.0)
     return float(frac.max())
 
 
-@pytest.mark.xfail(strict=True, reason="issue #11: the model's best DGEMM is DMA-bound at ~0.72 of peak (dense "
-                                        "layout, 256-B rows); FACTS §4 measures 88.7-95%")
+def test_packed_b_is_one_contiguous_request_per_tile_and_costs_host_time_only_when_not_constant():
+    """pack=b: a b tile is one request of the whole box; free for weights, a host pass for batch_matmul's B;
+    ragged b tiles cannot pack."""
+    from tuner.space.analysis import REASONS
+    from tuner.workloads import BatchMatmul
+
+    dense = ScheduleSpace(Dense(256, 256, 256, "float64"), "sw26010")
+    cfg = dict(tile_m=32, tile_n=32, tile_k=32, grid="8x8", share="none", dma="rows", put_lines=1, db_a=1,
+               db_b=1, db_c=0, tile_order="col", inner="m", simd=4, unroll=16, acc="reg")
+    a = dense.analyze(np.stack([dense.encode({**cfg, "pack": p}) for p in ("none", "b")]))
+    assert a.b.requests[0] == 32 * a.b.loads[0] and a.b.requests[1] == a.b.loads[1]
+    assert a.b.block_bytes[1] == 32 * 32 * 8 and a.b.bytes[1] == a.b.bytes[0]
+    assert a.host_pack_bytes is not None and (a.host_pack_bytes == 0).all()
+    t = simulate(dense, np.stack([dense.encode({**cfg, "pack": p}) for p in ("none", "b")]))
+    assert t[1] < t[0]
+    bmm = ScheduleSpace(BatchMatmul(4, 64, 64, 64, "float64"), "sw26010")
+    bcfg = {**cfg, "tile_b": 1, "tile_m": 16, "tile_n": 16, "tile_k": 16, "grid": "4x4"}
+    b = bmm.analyze(bmm.encode({**bcfg, "pack": "b"})[None])
+    assert b.valid[0] and b.host_pack_bytes is not None and b.host_pack_bytes[0] == 2 * 4 * 64 * 64 * 8
+    ragged = ScheduleSpace(Dense(100, 100, 100, "float64"), "sw26010")
+    r = ragged.analyze(ragged.encode({**cfg, "tile_n": 32, "pack": "b"})[None])
+    assert REASONS[int(r.reason[0])] == "pack_needs_whole_tiles"
+    # a config stored before the knob existed reads as unpacked
+    assert (dense.encode(cfg) == dense.encode({**cfg, "pack": "none"})).all()
+
+
 def test_facts_dgemm_reaches_0_80_to_0_95_of_a_core_groups_peak():
     assert 0.80 <= _dgemm_subspace_fractions() <= 0.95
 

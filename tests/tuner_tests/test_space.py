@@ -184,7 +184,8 @@ def test_neighbours_stay_valid_and_close(small_workload):
 
 
 def test_enumeration_of_a_small_space_is_complete_and_valid():
-    space = ScheduleSpace(Dense(4, 4, 4, "float32"), "sw26010", restrict={"unroll": [1, 4], "dma": ["rows"]})
+    space = ScheduleSpace(Dense(4, 4, 4, "float32"), "sw26010", restrict={"unroll": [1, 4], "dma": ["rows"],
+                                                                          "db_c": [0]})
     every = space.enumerate()
     assert every is not None and space.is_valid(every).all()
     raw = np.stack(np.unravel_index(np.arange(space.size), tuple(space.sizes)), axis=1)

@@ -71,6 +71,7 @@ class BoxC:
     first_block_dim: int  # k: dims k.. form the contiguous block
     ds: int
     padded_last: int | None = None  # put_lines: memory row pitch when the box covers whole rows
+    packed: bool = False  # the tensor is stored tile after tile (pack knob): one request per box
 
     def setup(self, slot: str) -> list[str]:
         p = self.prefix
@@ -97,6 +98,8 @@ class BoxC:
         p, k, nd, ds = self.prefix, self.first_block_dim, len(self.bases), self.ds
         n = lambda d: f"{p}_n[{slot}][{d}]"  # noqa: E731
         o = lambda d: f"{p}_o[{slot}][{d}]"  # noqa: E731
+        if self.packed:
+            return self._packed_request(o, action)
         blk = " * ".join(n(d) for d in range(k, nd))
         lines = ["{", f"  long _blk = {blk}; long _lo = 0; int _rq = 0;"]
         loop_dims = list(range(0, k - 1)) if mode == "strided" else list(range(0, k))
@@ -126,8 +129,26 @@ class BoxC:
         return lines
 
 
+    def _packed_request(self, o: Callable[[int], str],
+                        action: Callable[[str, str, str, str, str], list[str]]) -> list[str]:
+        """One contiguous request of the whole box from a tile-after-tile copy of the tensor
+        (host.py packs it; only whole tiles pack, so the box is never clipped)."""
+        box = 1
+        for f in self.full:
+            box *= f
+        tiles = [e // f for e, f in zip(self.extents, self.full)]
+        terms, stride = [], 1
+        for d in range(len(self.bases) - 1, -1, -1):
+            terms.append(f"({o(d)} / {self.full[d]}) * {stride * box}L")
+            stride *= tiles[d]
+        mem_off = " + ".join(reversed(terms))
+        return ["{", "  long _lo = 0; int _rq = 0;",
+                *["  " + x for x in action(mem_off, "_lo", f"{box * self.ds}", "0", "0")],
+                f"  _lo += {box}; _rq++;", "}"]
+
+
 def box_c(nest: CopyNest, env: dict[str, str], ds: int, prefix: str,
-          put_lines: bool = False, line_elems: int = 0) -> BoxC:
+          put_lines: bool = False, line_elems: int = 0, packed: bool = False) -> BoxC:
     """C pieces of a copy nest's box; ``env`` renames loop variables (e.g. next chunk for prefetch)."""
     dims = nest.dims()
     sub = dict(env)
@@ -154,4 +175,4 @@ def box_c(nest: CopyNest, env: dict[str, str], ds: int, prefix: str,
     k = len(dims) - 1
     while k >= 1 and full[k] >= extents[k]:
         k -= 1
-    return BoxC(prefix, bases, full, extents, pitches, k, ds, padded)
+    return BoxC(prefix, bases, full, extents, pitches, k, ds, padded, packed)

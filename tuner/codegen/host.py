@@ -11,8 +11,11 @@ from __future__ import annotations
 
 from math import prod
 
+import numpy as np
+
 from tuner.codegen.schedule import Scheduled
 from tuner.codegen.tir import ctype
+from tuner.space.ops import axis_tiles, geometry_for
 from tuner.targets import Toolchain
 from tuner.workloads import Conv2d
 
@@ -108,6 +111,31 @@ def c_pitch(s: Scheduled) -> int:
     return -(-last // per_line) * per_line
 
 
+def pack_b(s: Scheduled, ty: str) -> tuple[str, str]:
+    """C that stores b tile after tile (the pack knob) into ``bp``, and the name the kernel reads.
+
+    The tile of b is the analysis' box (tuner/space/ops.py); only whole tiles pack, so the copy
+    is a permutation. Returns ("", "b") when b is not packed."""
+    if s.config.get("pack", "none") != "b":
+        return "", "b"
+    geo = geometry_for(s.workload)
+    t = {a.name: axis_tiles(a.extent, np.array([float(s.config[f"tile_{a.name}"])])) for a in geo.axes}
+    full = [int(d.full[0]) for d in geo.tensors(t)["b"]]
+    ext = list(shapes(s)["b"])
+    box = prod(full)
+    body, t_stride, f_stride = [], 1, 1
+    for e, f in zip(reversed(ext), reversed(full)):
+        body.append(f"i = r % {e}L; r /= {e}L; t += (i / {f}L) * {t_stride}L; o += (i % {f}L) * {f_stride}L;")
+        t_stride *= e // f
+        f_stride *= f
+    code = (f"\n  /* pack: b tile after tile ({'x'.join(map(str, full))} tiles), one contiguous DMA per tile */"
+            f"\n  for (long e = 0; e < {prod(ext)}L; e++) {{"
+            f"\n    long r = e, i, t = 0, o = 0;"
+            + "".join(f"\n    {x}" for x in body)
+            + f"\n    bp[t * {box}L + o] = b[e];\n  }}")
+    return code, "bp"
+
+
 def header(s: Scheduled) -> str:
     ty = ctype(s.workload.dtype)
     return (f"/* swtune kernel interface: {s.workload.key} */\n#ifndef SWTUNE_KERNEL_H\n#define SWTUNE_KERNEL_H\n"
@@ -136,6 +164,10 @@ def host_file(s: Scheduled) -> str:
                in + ((n * {w.c} + c) * {w.h} + y) * {w.w}L, sizeof({ty}) * {w.w});"""
     else:
         pad = f"\n  memcpy(a, in, sizeof({ty}) * {n_a}L);"
+    # A constant b (weights) is packed when the kernel is built, so before the timer; any other b
+    # is packed by the host before each call, timed with the pad stage (tuner/space/analysis.py).
+    pack, b_arg = pack_b(s, ty)
+    pack_const, pack_run = (pack, "") if geometry_for(w).b_constant else ("", pack)
     return f"""/* swtune host program: {w.key} on {s.target.name}
  * usage: prog [input_a input_b output]   (raw {w.dtype} arrays; without files: a fixed pattern) */
 #include <stdio.h>
@@ -155,13 +187,14 @@ static void sw_fill({ty} *p, long n, unsigned seed) {{
 int main(int argc, char **argv) {{
   {ty} *in = sw_alloc(sizeof({ty}) * {n_in}L), *a = sw_alloc(sizeof({ty}) * {n_a}L);
   {ty} *b = sw_alloc(sizeof({ty}) * {n_b}L), *c = sw_alloc(sizeof({ty}) * {rows_c * pitch}L);
+  {ty} *bp = {"sw_alloc(sizeof(" + ty + ") * " + str(n_b) + "L)" if pack else "b"};
   if (argc >= 3) {{ sw_read(argv[1], in, sizeof({ty}) * {n_in}L); sw_read(argv[2], b, sizeof({ty}) * {n_b}L); }}
   else {{ sw_fill(in, {n_in}L, 1u); sw_fill(b, {n_b}L, 2u); }}
-  memset(c, 0, sizeof({ty}) * {rows_c * pitch}L);
+  memset(c, 0, sizeof({ty}) * {rows_c * pitch}L);{pack_const}
   athread_init();
-  unsigned long t0 = sw_cycles();{pad}
+  unsigned long t0 = sw_cycles();{pad}{pack_run}
   unsigned long t1 = sw_cycles();
-  swtune_args args = {{a, b, c}};
+  swtune_args args = {{a, {b_arg}, c}};
   athread_spawn(swtune_kernel, &args);
   athread_join();
   unsigned long t2 = sw_cycles();
@@ -174,7 +207,7 @@ int main(int argc, char **argv) {{
     for (long r = 0; r < {rows_c}L; r++) fwrite(c + r * {pitch}L, sizeof({ty}), {w_c}, f);
     fclose(f);
   }}
-  free(in); free(a); free(b); free(c);
+  free(in); free(a); free(b); free(c);{" free(bp);" if pack else ""}
   return 0;
 }}
 """

@@ -92,7 +92,8 @@ class SlavePrinter:
 
     def _box(self, nest: CopyNest, env: dict[str, str]) -> BoxC:
         pl = self.put_lines and nest.role == "c"
-        box = box_c(nest, env, self.ds, nest.role, put_lines=pl, line_elems=self.line_elems)
+        packed = nest.role == "b" and self.s.config.get("pack", "none") == "b"  # host.py stores b tiled
+        box = box_c(nest, env, self.ds, nest.role, put_lines=pl, line_elems=self.line_elems, packed=packed)
         self.ndims[nest.role] = len(box.bases)
         self.full[nest.role] = box.full
         return box

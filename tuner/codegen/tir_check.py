@@ -137,6 +137,8 @@ class _Walker:
         while kdim >= 1 and full[kdim] >= extents[kdim]:
             kdim -= 1
         outer = lens[: max(kdim - 1, 0)] if self.strided else lens[:kdim]
+        if role == "b" and s.config.get("pack", "none") == "b":
+            outer = []  # b stored tile after tile (pack knob): one request per box
         self.fig.requests[role] += prod(outer)
         self.fig.bytes[role] += prod(lens) * self.ds
 

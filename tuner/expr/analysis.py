@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from tuner.space.analysis import (
+    PACK_B,
     REASONS,
     SHARE_BCAST,
     SHARE_MESH,
@@ -25,6 +26,7 @@ from tuner.space.analysis import (
     Analysis,
     BufferPlan,
     _plan,
+    packed_plan,
 )
 from tuner.space.compute import inner_loop
 from tuner.space.ops import AxisTiles, axis_tiles
@@ -102,6 +104,8 @@ def analyze_expr(space: ExprSpace, index: np.ndarray) -> Analysis:
     col_rounds, row_rounds = np.ceil(cols_total / pc), np.ceil(rows_total / pr)
 
     boxes = {op.access.tensor: geo.dims(op.access, t) for op in geo.operands}  # each operand's LDM box
+    packed_b = (v["pack"] == PACK_B) if "pack" in v else np.zeros(n, dtype=bool)
+    b_whole = np.ones(n, dtype=bool)
 
     def plans(group: tuple, is_a: bool) -> tuple[list[BufferPlan], np.ndarray, np.ndarray]:
         out, limits, fetches = [], np.ones(n, dtype=bool), np.zeros(n)
@@ -117,6 +121,9 @@ def analyze_expr(space: ExprSpace, index: np.ndarray) -> Analysis:
             total = np.where(shared, np.where(reuse, own, own * rounds * k_tiles),
                              np.where(reuse, own * np.minimum(other_p, other), rows_total * cols_total * k_tiles))
             plan, _, limit = _plan(boxes[op.access.tensor], ds, loads, split, dma_mode, total)
+            if not is_a:  # the pack knob stores every b operand tile after tile
+                plan, whole = packed_plan(plan, boxes[op.access.tensor], ds, total, packed_b)
+                np.logical_and(b_whole, whole, out=b_whole)
             out.append(plan)
             limits &= limit
             fetches = np.maximum(fetches, loads)
@@ -126,6 +133,12 @@ def analyze_expr(space: ExprSpace, index: np.ndarray) -> Analysis:
     a_plans, limit_a, fetches_a = plans(group_a, True)
     b_plans, limit_b, fetches_b = plans(group_b, False)
     plan_a, plan_b = _merge(a_plans, n), _merge(b_plans, n)
+    # b operands that read no row axis are a layer's weights (dense, conv; tuner/space/ops.py
+    # b_constant), packed at compile time; one that follows a row axis (a batch) is an activation,
+    # packed by the host before each call
+    b_constant = all(not op.row_axes for op in group_b)
+    b_bytes = float(sum(np.prod(op.access.shape) for op in group_b)) * ds
+    host_pack = np.where(packed_b & (not b_constant), 2.0 * b_bytes, 0.0)
     plan_c, lines_c, limit_c = _plan(geo.output_dims(t), ds, tiles_cpe, np.ones(n), dma_mode,
                                      rows_total * cols_total, put_lines=v["put_lines"])
 
@@ -190,6 +203,7 @@ def analyze_expr(space: ExprSpace, index: np.ndarray) -> Analysis:
     fail("put_lines_unaligned", v["put_lines"].astype(bool) & ~lines_c)
     fail("dma_descriptor_limit", ~(limit_a & limit_b & limit_c))
     fail("acc_reg_needs_output_inner", v["acc"].astype(bool) & reduction)
+    fail("pack_needs_whole_tiles", packed_b & ~b_whole)
 
     macs_cpe = tiles_cpe * macs_tile
     flops_cpe = tiles_cpe * out_mean * geo.red_axis.extent * geo.red_fixed * geo.expr.ops_per_point
@@ -202,4 +216,5 @@ def analyze_expr(space: ExprSpace, index: np.ndarray) -> Analysis:
         kernel_efficiency=cp.efficiency, compute=cp, compute_cycles_per_step=compute,
         share_cycles_per_step=share_cost, double_buffer_a=db_a, double_buffer_b=db_b, share_mode=share,
         dma_mode=dma_mode, arithmetic_intensity=flops_cpe / np.maximum(mem, 1.0), double_buffer_c=db_c,
+        host_pack_bytes=host_pack,
     )

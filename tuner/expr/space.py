@@ -25,6 +25,7 @@ from tuner.space.space import (
     DMA_CHOICES,
     GRIDS,
     ORDER_CHOICES,
+    PACK_CHOICES,
     SHARE_CHOICES,
     UNROLL_CHOICES,
     ScheduleSpace,
@@ -59,6 +60,8 @@ class ExprSpace(ScheduleSpace):
             Knob("simd", self.target.simd_widths[workload.dtype], doc="vector lanes (1 = scalar)"),
             Knob("unroll", UNROLL_CHOICES, doc="independent accumulators (register block)"),
             Knob("acc", ACC_CHOICES, ordered=False, default="ldm", doc="accumulators in LDM or registers"),
+            Knob("pack", PACK_CHOICES, ordered=False, default="none",
+                 doc="column-shared operands laid out tile after tile: one contiguous DMA per tile"),
         ]
         if restrict:
             knobs = self._restricted(knobs, restrict)

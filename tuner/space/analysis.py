@@ -29,7 +29,9 @@ DMA_STRIDED, DMA_ROWS = 0, 1
 
 # Reasons a config is invalid, in the order they are checked (the first that applies is reported).
 REASONS = ("ok", "ldm_overflow", "sharing_needs_mesh_grid", "rlc_needs_square_grid",
-           "operand_not_shareable", "put_lines_unaligned", "dma_descriptor_limit", "acc_reg_needs_output_inner")
+           "operand_not_shareable", "put_lines_unaligned", "dma_descriptor_limit", "acc_reg_needs_output_inner",
+           "pack_needs_whole_tiles")
+PACK_NONE, PACK_B = 0, 1  # codes of the pack knob (tuner/space/space.py PACK_CHOICES)
 
 
 @dataclass
@@ -84,6 +86,9 @@ class Analysis:
     # Two LDM copies of the output tile: a tile's put runs while the next tile computes (None: the
     # space has no db_c knob, one copy, the put is waited on at once).
     double_buffer_c: np.ndarray | None = None
+    # Bytes the host reads and writes before the spawn to pack an operand that is not a constant
+    # (a constant is packed once when the kernel is compiled). None: the space has no pack knob.
+    host_pack_bytes: np.ndarray | None = None
 
     def __len__(self) -> int:
         return len(self.valid)
@@ -187,6 +192,30 @@ def _plan(dims: list[Dim], dtype_bytes: int, loads: np.ndarray, split: np.ndarra
     return plan, line_ok, limit_ok
 
 
+def packed_plan(plan: BufferPlan, dims: list[Dim], dtype_bytes: int, total_loads: np.ndarray,
+                use: np.ndarray) -> tuple[BufferPlan, np.ndarray]:
+    """The plan of an operand stored pre-tiled (``pack``), where ``use``; plus whether it can be.
+
+    A packed operand is laid out tile after tile in the order of its box (BLAS/swGEMM packing), so a
+    tile is one contiguous request of the whole box and every tile starts on a 128-B line when the
+    box is whole lines. Only whole tiles pack: every box dimension divides its tensor extent (a
+    ragged or overlapping box would need a padded or duplicated copy).
+    """
+    whole = np.ones_like(plan.ldm_bytes, dtype=bool)
+    box_bytes = np.full_like(plan.ldm_bytes, float(dtype_bytes))
+    for d in dims:
+        whole &= (d.mean == d.full) & (np.mod(d.extent, d.full) == 0)
+        box_bytes = box_bytes * d.full
+    packed = BufferPlan(
+        ldm_bytes=plan.ldm_bytes, loads=plan.loads, requests=plan.loads, bytes=plan.bytes,
+        block_bytes=box_bytes, blocks_per_request=np.ones_like(box_bytes),
+        aligned=np.mod(box_bytes, LINE) == 0, total_requests=total_loads, total_bytes=plan.total_bytes,
+    )
+    chosen = BufferPlan(**{f.name: np.where(use, getattr(packed, f.name), getattr(plan, f.name))
+                           for f in fields(BufferPlan)})
+    return chosen, whole
+
+
 def analyze(space: ScheduleSpace, index: np.ndarray) -> Analysis:
     """Analyse configs given as an (n, n_knobs) matrix of choice indices."""
     index = np.atleast_2d(np.asarray(index, dtype=np.int64))
@@ -258,6 +287,12 @@ def analyze(space: ScheduleSpace, index: np.ndarray) -> Analysis:
                        np.where(reuse_b, cols_total * np.minimum(pr, rows_total), rows_total * cols_total * k_tiles))
     plan_a, _, limit_a = _plan(tensors["a"], ds, a_loads, a_split, dma_mode, a_total)
     plan_b, _, limit_b = _plan(tensors["b"], ds, b_loads, b_split, dma_mode, b_total)
+    packed_b = (v["pack"] == PACK_B) if "pack" in v else np.zeros(n, dtype=bool)
+    plan_b, b_whole = packed_plan(plan_b, tensors["b"], ds, b_total, packed_b)
+    # A constant b (weights) is packed when the kernel is compiled; any other b is packed by the host
+    # before every call: one read and one write of the whole tensor.
+    b_elems = float(np.prod([d.extent for d in tensors["b"]]))
+    host_pack = np.where(packed_b & (not geo.b_constant), 2.0 * b_elems * ds, 0.0)
     plan_c, lines_c, limit_c = _plan(tensors["c"], ds, tiles_cpe, np.ones(n), dma_mode, rows_total * cols_total,
                                      put_lines=v["put_lines"])
 
@@ -335,6 +370,7 @@ def analyze(space: ScheduleSpace, index: np.ndarray) -> Analysis:
     fail(5, v["put_lines"].astype(bool) & ~lines_c)
     fail(6, ~(limit_a & limit_b & limit_c))
     fail(7, v["acc"].astype(bool) & reduction)  # lanes along the reduction already keep acc in registers
+    fail(8, packed_b & ~b_whole)
 
     macs_cpe = tiles_cpe * macs_tile
     mem_bytes = plan_a.bytes + plan_b.bytes + plan_c.bytes
@@ -348,4 +384,5 @@ def analyze(space: ScheduleSpace, index: np.ndarray) -> Analysis:
         compute_cycles_per_step=compute, share_cycles_per_step=share_cost,
         double_buffer_a=db_a, double_buffer_b=db_b, share_mode=share, dma_mode=dma_mode,
         arithmetic_intensity=2 * macs_cpe / np.maximum(mem_bytes, 1.0), double_buffer_c=db_c,
+        host_pack_bytes=host_pack,
     )

@@ -112,6 +112,9 @@ class OpGeometry:
     red_fixed: int = 1  # untiled reduction extent (a conv's R*S)
     red_innermost: int = 0  # extent of the innermost untiled reduction loop (a conv's S); 0: the tiled one
     prepass_bytes: int = 0  # host-side work before the spawn (padding a conv input)
+    # b is a layer's weights, a constant of the compiled model: packing it (the pack knob) is done
+    # once at compile time. batch_matmul's b is an activation: the host packs it before each call.
+    b_constant: bool = True
 
     def tensors(self, t: dict[str, AxisTiles]) -> dict[str, list[Dim]]:
         raise NotImplementedError
@@ -154,6 +157,7 @@ class GemmGeometry(OpGeometry):
             TileAxis("k", w.k, "red", tile_choices(w.k)),
         )
         self.inner_axes = ("n", "k", "m")
+        self.b_constant = not isinstance(w, BatchMatmul)
 
     def _batch(self, t: dict[str, AxisTiles]) -> list[Dim]:
         w = self.workload

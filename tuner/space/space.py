@@ -33,6 +33,7 @@ DMA_CHOICES = ("strided", "rows")
 ORDER_CHOICES = ("row", "col")
 UNROLL_CHOICES = (1, 2, 4, 8, 16, 32)  # 32 accumulators + operands exceed 32 vector registers: spills
 ACC_CHOICES = ("ldm", "reg")
+PACK_CHOICES = ("none", "b")  # b (weights) stored tile after tile: one contiguous DMA per tile
 
 
 def config_hash(config: Config) -> str:
@@ -70,6 +71,9 @@ class ScheduleSpace:
             Knob("acc", ACC_CHOICES, ordered=False, default="ldm",
                  doc="with an output axis innermost: accumulators through LDM every reduction step, or "
                      "held in registers across the chunk's reduction (tuner/space/compute.py)"),
+            Knob("pack", PACK_CHOICES, ordered=False, default="none",
+                 doc="b laid out tile after tile (packed at compile time when it is a constant, "
+                     "by the host before each call otherwise), so each b tile is one contiguous DMA"),
         ]
         if restrict:
             knobs = self._restricted(knobs, restrict)
@@ -227,7 +231,7 @@ class ScheduleSpace:
         for a in self.geometry.axes:
             cfg[f"tile_{a.name}"] = a.choices[0]  # every tile axis 1: element-wise transfers
         cfg.update(grid="1x8", share="none", dma="rows", put_lines=0, db_a=0, db_b=0, tile_order="row",
-                   inner=self.geometry.inner_axes[0], simd=1, unroll=1, acc="ldm")
+                   inner=self.geometry.inner_axes[0], simd=1, unroll=1, acc="ldm", pack="none")
         return cfg
 
     def __repr__(self) -> str:
