@@ -1,21 +1,19 @@
 """`swtune demo`: tune AlexNet's conv layers and VGG-19's fc layers end to end on this machine
 (the layers the swTVM paper reports: 6.71x conv, 2.45x fc over OpenACC).
 
-Embedded mode: a SQLite file, the API server in this process on a free loopback port (auth off:
-single user, 127.0.0.1 only), N simulator worker processes, the tasks submitted over HTTP, a live
-progress view, and a per-layer table of baseline (OpenACC-like schedule) vs tuned time.
+Embedded mode (``service.embedded.embedded_service``): a SQLite file, the API server in this
+process on a free loopback port (auth off: single user, 127.0.0.1 only), N simulator worker
+processes, the tasks submitted over HTTP, a live progress view, and a per-layer table of baseline
+(OpenACC-like schedule) vs tuned time.
 """
 
 from __future__ import annotations
 
 import math
-import os
-import signal
 import statistics
-import subprocess
-import sys
 import tempfile
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -24,18 +22,12 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from db import migrate
-from db.engine import Database
-from service.app import create_app
 from service.client import ServiceClient
-from service.embedded import EmbeddedServer
-from service.settings import Settings
+from service.embedded import embedded_service
 from tuner.baseline import openacc_baseline
 from tuner.measure.simulator import simulate
 from tuner.models.zoo import model_layers
-from tuner.space.factory import space_for
-
-REPO = Path(__file__).resolve().parents[1]
+from tuner.space.space import ScheduleSpace
 
 
 @dataclass(frozen=True)
@@ -56,35 +48,25 @@ class LayerResult:
         return self.flops / self.tuned_s / 1e9 if self.tuned_s else None
 
 
-def start_workers(url: str, n: int, target: str, *, batch: int = 8, token: str | None = None,
-                  extra: list[str] | None = None) -> list[subprocess.Popen[bytes]]:
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")]))}
-    if token:
-        env["SWTUNE_TOKEN"] = token
-    cmd = [sys.executable, "-m", "service.worker", "--server", url, "--target", target, "--backend", "simulator",
-           "--jobs-per-lease", str(batch), "--wait", "5", "--log-level", "WARNING", *(extra or [])]
-    return [subprocess.Popen(cmd, env=env, cwd=str(REPO)) for _ in range(n)]
-
-
-def stop_workers(procs: list[subprocess.Popen[bytes]], timeout: float = 15.0) -> None:
-    for p in procs:
-        if p.poll() is None:
-            p.send_signal(signal.SIGTERM)  # workers hand their leases back and exit
-    deadline = time.monotonic() + timeout
-    for p in procs:
-        try:
-            p.wait(max(0.1, deadline - time.monotonic()))
-        except subprocess.TimeoutExpired:
-            p.kill()
-            p.wait()
-
-
 def baselines(layers: list[Any], target: str) -> dict[str, float]:
+    """The simulated time of each layer under the OpenACC-like schedule, by layer name."""
     out = {}
     for layer in layers:
-        space = space_for(layer.workload, target)
+        space = ScheduleSpace(layer.workload, target)
         out[layer.name] = float(simulate(space, space.encode(openacc_baseline(space))[None, :])[0])
     return out
+
+
+def follow_tasks(client: ServiceClient, submitted: dict[str, Any], deadline: float,
+                 show: Callable[[dict[int, dict[str, Any]]], None]) -> list[dict[str, Any]]:
+    """Poll a submission's tasks (``show`` gets them by id each time) until none is active or the
+    deadline passes; the tasks in submission order."""
+    while True:
+        tasks = {t["id"]: t for t in client.tasks(batch=submitted["batch"])}
+        show(tasks)
+        if all(tasks[tid]["state"] != "active" for tid in submitted["task_ids"]) or time.monotonic() > deadline:
+            return [tasks[tid] for tid in submitted["task_ids"]]
+        time.sleep(0.5)
 
 
 SWTVM = "swtvm"  # AlexNet conv1-5 + VGG-19 fc6-8, as the swTVM paper reports them
@@ -102,60 +84,47 @@ def run_demo(*, trials: int = 64, workers: int = 2, db_path: str | None = None, 
              timeout: float = 900.0) -> list[LayerResult]:
     console = console or Console()
     layers = demo_layers(model)
-    tmp = None
-    if db_path is None:
-        tmp = tempfile.TemporaryDirectory(prefix="swtune-demo-")
-        db_path = str(Path(tmp.name) / "swtune-demo.db")
-    url = f"sqlite:///{Path(db_path).resolve()}"
-    migrate.upgrade(url)
-    settings = Settings(database_url=url, auth_enabled=False, lease_seconds=30, queue_depth=16,
-                        driver_interval_seconds=0.2, lookup_cache_seconds=0)
-    app = create_app(settings, db=Database(url))
-    console.print(f"[bold]swtune demo[/]: {model} conv+dense layers on {target}, {trials} trials per layer, "
-                  f"{workers} simulator workers, log {db_path}")
-    start = time.monotonic()
-    with EmbeddedServer(app) as server:
-        procs = start_workers(server.url, workers, target)
-        try:
-            with ServiceClient(server.url) as client:
-                submitted = client.submit([l.workload.to_json() for l in layers], target, trials, strategy=strategy,
-                                          labels=[l.name for l in layers])
-                console.print(f"API on {server.url}; {len(submitted['task_ids'])} tasks, "
-                              f"strategy {submitted['strategy']}")
-                base = baselines(layers, target)  # while the workers start measuring
-                tasks = _follow(client, submitted, layers, console, deadline=start + timeout)
-                best = client.best_batch([l.workload.key for l in layers], target)["found"]
-        finally:
-            stop_workers(procs)
+    with tempfile.TemporaryDirectory(prefix="swtune-demo-") as tmp:
+        db_path = db_path or str(Path(tmp) / "swtune-demo.db")
+        console.print(f"[bold]swtune demo[/]: {model} conv+dense layers on {target}, {trials} trials per layer, "
+                      f"{workers} simulator workers, log {db_path}")
+        start = time.monotonic()
+        with embedded_service(f"sqlite:///{Path(db_path).resolve()}", workers=workers, target=target) as service, \
+                service.client() as client:
+            submitted = client.submit([l.workload.to_json() for l in layers], target, trials, strategy=strategy,
+                                      labels=[l.name for l in layers])
+            console.print(f"API on {service.url}; {len(submitted['task_ids'])} tasks, "
+                          f"strategy {submitted['strategy']}")
+            base = baselines(layers, target)  # while the workers start measuring
+            tasks = _follow(client, submitted, layers, console, deadline=start + timeout)
+            best = client.best_batch([l.workload.key for l in layers], target)["found"]
     results = []
     for layer, task in zip(layers, tasks):
         found = best.get(layer.workload.key)
         results.append(LayerResult(layer.name, layer.workload.key, layer.workload.flops, base[layer.name],
                                    found["mean_time"] if found else None, task["trials_done"]))
     _report(results, console, time.monotonic() - start, target, model)
-    if tmp is not None:
-        tmp.cleanup()
     return results
 
 
 def _follow(client: ServiceClient, submitted: dict[str, Any], layers: list[Any], console: Console,
             deadline: float) -> list[dict[str, Any]]:
+    """A progress bar per layer while the tasks run."""
     columns = (TextColumn("{task.description:<6}"), BarColumn(), MofNCompleteColumn(),
                TextColumn("{task.fields[best]}"), TimeElapsedColumn())
     with Progress(*columns, console=console, transient=False) as progress:
         bars = {tid: progress.add_task(l.name, total=None, best="") for tid, l in zip(submitted["task_ids"], layers)}
-        while True:
-            tasks = {t["id"]: t for t in client.tasks(batch=submitted["batch"])}
+
+        def show(tasks: dict[int, dict[str, Any]]) -> None:
             for tid, bar in bars.items():
                 t = tasks[tid]
                 best = f"best {t['best_time'] * 1e3:8.3f} ms" if t["best_time"] else ""
                 progress.update(bar, total=t["trial_budget"], completed=t["trials_done"], best=best)
-            if all(t["state"] != "active" for t in tasks.values()):
-                return [tasks[tid] for tid in submitted["task_ids"]]
-            if time.monotonic() > deadline:
-                console.print("[red]timed out waiting for the tasks[/]")
-                return [tasks[tid] for tid in submitted["task_ids"]]
-            time.sleep(0.5)
+
+        tasks = follow_tasks(client, submitted, deadline, show)
+    if any(t["state"] == "active" for t in tasks):
+        console.print("[red]timed out waiting for the tasks[/]")
+    return tasks
 
 
 def _report(results: list[LayerResult], console: Console, elapsed: float, target: str, model: str = SWTVM) -> None:

@@ -13,9 +13,11 @@ pytest.importorskip("torch")
 
 from typer.testing import CliRunner  # noqa: E402
 
-from service.cli import app  # noqa: E402
+from cli.app import build_app  # noqa: E402
 from tuner.space.space import ScheduleSpace  # noqa: E402
 from tuner.workloads import Dense  # noqa: E402
+
+app = build_app()
 
 MODEL = ["resnet18", "--width", "0.0625", "--image", "32"]
 DENSE = Dense(1, 1000, 32)  # the classifier of that model
@@ -73,7 +75,7 @@ def test_compile_with_a_server(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) 
 
 
 def test_no_tuning_log_means_untuned(capsys: Any) -> None:
-    from service.cli_compile import db_lookup
+    from cli.schedule_lookup import db_lookup
 
     lookup, close = db_lookup("sqlite:////nonexistent-dir/swtune.db", "sw26010")
     assert lookup(DENSE) is None

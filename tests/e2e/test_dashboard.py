@@ -23,8 +23,7 @@ import pytest
 from db import tokens as tokens_db
 from db.engine import Database
 from service.client import ServiceClient
-from service.demo import start_workers, stop_workers
-from service.embedded import spawn_server
+from service.embedded import spawn_server, start_workers, stop_workers
 from tuner.models.zoo import model_layers
 
 REPO = Path(__file__).resolve().parents[2]

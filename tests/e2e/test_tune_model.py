@@ -11,7 +11,9 @@ from typer.testing import CliRunner
 
 pytest.importorskip("torch", reason="task extraction needs torch (dev extra)")
 
-from service.cli import app  # noqa: E402
+from cli.app import build_app  # noqa: E402
+
+app = build_app()
 
 
 def test_tune_model_then_compile_embedded(tmp_path: Path) -> None:

@@ -7,7 +7,9 @@ import pytest
 pytest.importorskip("tvm")
 from typer.testing import CliRunner
 
-from service.cli import app
+from cli.app import build_app
+
+app = build_app()
 
 
 def test_tune_op_prints_a_json_line_faster_than_the_baselines(examples):

@@ -7,9 +7,11 @@ from pathlib import Path
 from backends import fresh_url
 from typer.testing import CliRunner
 
+from cli.app import build_app
 from db import tokens as tokens_db
 from db.engine import Database
-from service.cli import app
+
+app = build_app()
 
 
 def test_db_upgrade_and_tokens(backend_kind: str, tmp_path: Path) -> None:

@@ -1,30 +1,55 @@
-"""`swtune tasks list|show|cancel`, `swtune best`, `swtune submit` against a live server (uvicorn on a
-loopback port, auth on, no driver: the test plays the worker), on every storage backend."""
+"""`swtune tasks list|show|cancel`, `swtune best`, `swtune submit` against a live server (the embedded
+service: uvicorn on a loopback port, auth on, no driver: the test plays the worker), on every
+storage backend."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import pytest
-from api_helpers import Api, lease, make_api
 from backends import fresh_url
 from storage_helpers import TARGET, WORKLOAD, configs
 from typer.testing import CliRunner
 
-from service.cli import app
-from service.embedded import EmbeddedServer
+from cli.app import build_app
+from db import tokens as tokens_db
+from service.embedded import EmbeddedService, embedded_service
+
+app = build_app()
 
 DENSE = '{"op": "dense", "m": 16, "n": 64, "k": 128}'
 CONV = '{"op": "conv2d", "n": 1, "c": 16, "h": 14, "w": 14, "k": 32, "r": 3, "s": 3, "padding": 1}'
 
 
+@dataclass
+class Live:
+    service: EmbeddedService
+    tokens: dict[str, str]
+
+    @property
+    def url(self) -> str:
+        return self.service.url
+
+
+@contextlib.contextmanager
+def live_service(url: str) -> Iterator[Live]:
+    """The embedded service with auth on and no driver, and one token per role."""
+    with embedded_service(url, migrate=False, auth_enabled=True, driver_enabled=False) as service:
+        with service.database.session() as s:
+            tokens = {role: tokens_db.create_token(s, role, f"cli-{role}")[1]
+                      for role in ("read", "submit", "worker")}
+        yield Live(service, tokens)
+
+
 @pytest.fixture
-def live(backend_url: str) -> Iterator[tuple[Api, str]]:
-    with make_api(backend_url) as api, EmbeddedServer(api.app) as server:
-        yield api, server.url
+def live(backend_url: str) -> Iterator[Live]:
+    with live_service(backend_url) as live:
+        yield live
 
 
 def run(url: str, token: str | None, *args: str) -> Any:
@@ -32,25 +57,25 @@ def run(url: str, token: str | None, *args: str) -> Any:
     return CliRunner().invoke(app, [*args, "--server", url], env=env)
 
 
-def measure(api: Api, task_id: int, times: list[float]) -> None:
-    """Queue one config per time for the task and post them as a worker would."""
+def measure(live: Live, task_id: int, times: list[float]) -> None:
+    """Queue one config per time for the task and post them over HTTP as a worker would."""
     from db import jobs as jobs_db
     from db import tasks as tasks_db
 
-    with api.db.session() as s:
+    with live.service.database.session() as s:
         spec = next(t for t in tasks_db.active_tasks(s) if t.id == task_id)
         jobs_db.enqueue(s, task_id, spec.workload_id, spec.target_id, configs(len(times), workload=spec.workload), 3)
-    got = lease(api, worker="cli-w", max_jobs=len(times))
-    results = [{"job_id": j["id"], "status": "ok", "times": [t], "source": "simulator"}
-               for j, t in zip(got["jobs"], times)]
-    r = api.client.post("/api/v1/jobs/results", json={"lease_token": got["lease_token"], "worker": "cli-w",
-                                                      "results": results}, headers=api.headers("worker"))
-    assert r.status_code == 200, r.text
+    with live.service.client(live.tokens["worker"]) as worker:
+        got = worker.lease("cli-w", TARGET, max_jobs=len(times))
+        results = [{"job_id": j["id"], "status": "ok", "times": [t], "source": "simulator"}
+                   for j, t in zip(got["jobs"], times)]
+        outcomes = worker.post_results(got["lease_token"], "cli-w", results)
+    assert [o["outcome"] for o in outcomes] == ["stored"] * len(times), outcomes
 
 
-def test_submit_list_show_best_cancel(live: tuple[Api, str], tmp_path: Path) -> None:
-    api, url = live
-    submit_token, read_token = api.tokens["submit"], api.tokens["read"]
+def test_submit_list_show_best_cancel(live: Live, tmp_path: Path) -> None:
+    url = live.url
+    submit_token, read_token = live.tokens["submit"], live.tokens["read"]
     done = run(url, submit_token, "submit", "--target", TARGET, "--trials", "20", "--strategy", "random",
                "-w", DENSE, "-w", CONV, "--label", "fc", "--label", "conv", "--json")
     assert done.exit_code == 0, done.output
@@ -66,7 +91,7 @@ def test_submit_list_show_best_cancel(live: tuple[Api, str], tmp_path: Path) -> 
     table = run(url, read_token, "tasks", "list")
     assert table.exit_code == 0 and "fc" in table.stdout and WORKLOAD.key[:20] in table.stdout
 
-    measure(api, dense_id, [3e-5, 2e-5])
+    measure(live, dense_id, [3e-5, 2e-5])
     shown = run(url, read_token, "tasks", "show", str(dense_id), "--json")
     assert shown.exit_code == 0, shown.output
     task = json.loads(shown.stdout)
@@ -99,14 +124,15 @@ def test_submit_a_model_through_the_extraction(tmp_path: Path) -> None:
     pytest.importorskip("torch", reason="model extraction needs swtune[models]")
     from tuner.bridge.extract import extract_model
 
-    with fresh_url("sqlite", tmp_path) as url, make_api(url) as api, EmbeddedServer(api.app) as server:
-        done = run(server.url, api.tokens["submit"], "submit", "--model", "alexnet", "--target", TARGET,
+    with fresh_url("sqlite", tmp_path) as url, live_service(url) as live:
+        done = run(live.url, live.tokens["submit"], "submit", "--model", "alexnet", "--target", TARGET,
                    "--trials", "4", "--json")
         assert done.exit_code == 0, done.output
         created = json.loads(done.stdout)
         layers = extract_model("alexnet").layers
         assert created["workload_keys"] == [layer.workload.key for layer in layers]
-        tasks = api.client.get("/api/v1/tasks", params={"batch": created["batch"]}, headers=api.headers("read")).json()
+        with live.service.client(live.tokens["read"]) as api:
+            tasks = api.tasks(batch=created["batch"])
         assert [t["label"] for t in tasks] == [layer.name for layer in layers]
 
 
@@ -118,9 +144,9 @@ def _one_line_error(result: Any, *needles: str) -> None:
         assert needle in lines[0], lines[0]
 
 
-def test_errors_are_one_line_with_exit_code_2(live: tuple[Api, str]) -> None:
-    api, url = live
-    read_token = api.tokens["read"]
+def test_errors_are_one_line_with_exit_code_2(live: Live) -> None:
+    url, tokens = live.url, live.tokens
+    read_token = tokens["read"]
     _one_line_error(run(url, None, "tasks", "list"), "401", "SWTUNE_TOKEN")
     _one_line_error(run(url, "not-a-token", "tasks", "list"), "401")
     _one_line_error(run(url, read_token, "tasks", "show", "424242"), "404", "424242")
@@ -128,7 +154,7 @@ def test_errors_are_one_line_with_exit_code_2(live: tuple[Api, str]) -> None:
     _one_line_error(run(url, read_token, "best", DENSE, "--target", TARGET), "404", "never been tuned")
     _one_line_error(run(url, read_token, "best", DENSE, "--target", "x86"), "422")
     _one_line_error(run(url, read_token, "best", '{"op": "dense", "m": 1}', "--target", TARGET), "missing fields")
-    _one_line_error(run(url, api.tokens["submit"], "submit", "--target", TARGET, "-w", DENSE, "--label", "a",
+    _one_line_error(run(url, tokens["submit"], "submit", "--target", TARGET, "-w", DENSE, "--label", "a",
                         "--label", "b"), "2 --label for 1 workloads")
-    _one_line_error(run(url, api.tokens["submit"], "submit", "--target", TARGET), "exactly one of")
+    _one_line_error(run(url, tokens["submit"], "submit", "--target", TARGET), "exactly one of")
     _one_line_error(run("http://127.0.0.1:9", read_token, "tasks", "list"), "cannot reach")

@@ -291,7 +291,7 @@ def test_11_compose_passes_no_token_in_argv_and_the_worker_reads_a_token_file(tm
         assert "--token" not in command and "--value" not in command, name
         assert "TOKEN" not in command, name
     assert compose["services"]["worker"]["environment"]["SWTUNE_TOKEN"].startswith("${SWTUNE_WORKER_TOKEN")
-    from service.cli_service import read_token
+    from cli.service_commands import read_token
 
     path = tmp_path / "token"
     path.write_text("swt_secret_value\n")
@@ -385,7 +385,9 @@ def test_14_a_heartbeat_racing_the_final_post_logs_no_lost_lease(caplog) -> None
 def test_15_cli_errors_are_one_line_with_exit_2(backend_url, tmp_path) -> None:
     from typer.testing import CliRunner
 
-    from service.cli import app
+    from cli.app import build_app
+
+    app = build_app()
 
     bad = tmp_path / "bad.jsonl"
     bad.write_text('{"bogus": 1}\n')
@@ -450,7 +452,9 @@ def test_16_no_auth_on_a_public_address_warns(monkeypatch) -> None:
     import uvicorn
     from typer.testing import CliRunner
 
-    from service.cli import app
+    from cli.app import build_app
+
+    app = build_app()
 
     monkeypatch.setattr(uvicorn, "run", lambda *a, **k: None)
     for name in ("SWTUNE_DATABASE_URL", "SWTUNE_AUTH_ENABLED", "SWTUNE_DRIVER_ENABLED"):

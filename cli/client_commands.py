@@ -1,135 +1,103 @@
-"""The service's client commands: `swtune tasks list|show|cancel`, `swtune best`, `swtune submit`.
+"""The commands that talk to a running server: ``tasks list|show|cancel``, ``best``, ``submit``.
 
-Each talks to a running server over HTTP (``--server``, default ``$SWTUNE_SERVER`` or
-http://127.0.0.1:8000) with the bearer token in ``$SWTUNE_TOKEN``, prints rich tables (or the API's
-JSON with ``--json``), and turns every failure into one line on stderr and exit code 2.
+Each takes ``--server`` (default ``$SWTUNE_SERVER`` or http://127.0.0.1:8000) and the bearer token
+in ``$SWTUNE_TOKEN``, and prints rich tables, or the API's JSON with ``--json``. Errors are raised,
+not printed: ``cli.errors`` turns HTTP answers, transport failures and refused input into one line.
 """
 
 from __future__ import annotations
 
-import contextlib
 import json
-from collections.abc import Iterator
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
-from rich.console import Console
 from rich.table import Table
 
-console = Console()
+from cli.errors import CommandError
+from cli.output import console, gflops, ms, print_json
+
+if TYPE_CHECKING:
+    from service.client import ServiceClient
 
 DEFAULT_SERVER = "http://127.0.0.1:8000"
-EXIT_ERROR = 2
 
 Server = Annotated[str, typer.Option("--server", envvar="SWTUNE_SERVER", help="URL of the swtune service")]
 Token = Annotated[str | None, typer.Option("--token", envvar="SWTUNE_TOKEN", show_default=False,
                                              help="bearer token (default: $SWTUNE_TOKEN)")]
 JsonOut = Annotated[bool, typer.Option("--json", help="print the API's JSON answer instead of a table")]
 
-tasks_app = typer.Typer(no_args_is_help=True, help="Tuning tasks on a server: list, show, cancel.")
 
+def connect(server: str, token: str | None) -> ServiceClient:
+    """A client for one command: few retries, since a person is waiting and a server that is down
+    should say so within seconds."""
+    from service.client import ServiceClient
 
-class CliError(Exception):
-    """A failure the user can act on: printed as one line, exit code 2."""
-
-
-def fail(message: str) -> typer.Exit:
-    typer.echo("error: " + " ".join(message.split()), err=True)
-    return typer.Exit(EXIT_ERROR)
-
-
-@contextlib.contextmanager
-def client(server: str, token: str | None) -> Iterator[Any]:
-    """A ServiceClient for one command; transport and API errors become one-line exits."""
-    import httpx
-
-    from service.client import ServiceClient, ServiceError
-    from tuner.errors import SwtuneError
-
-    # few retries: a person is waiting, and a server that is down should say so within seconds
-    api = ServiceClient(server, token, timeout=30.0, retries=2, backoff=0.2)
-    try:
-        yield api
-    except ServiceError as exc:
-        hint = " (set SWTUNE_TOKEN)" if exc.status == 401 and not token else ""
-        raise fail(f"{server}: HTTP {exc.status}: {exc.detail}{hint}") from None
-    except httpx.HTTPError as exc:
-        raise fail(f"cannot reach {server}: {exc or type(exc).__name__}") from None
-    except (CliError, SwtuneError, ValueError, FileNotFoundError) as exc:
-        raise fail(str(exc)) from None
-    finally:
-        api.close()
-
-
-def _print_json(value: Any) -> None:
-    typer.echo(json.dumps(value, indent=2))
-
-
-def _ms(seconds: float | None) -> str:
-    return f"{seconds * 1e3:.4f}" if seconds else "-"
-
-
-def _gflops(value: float | None) -> str:
-    return f"{value:.1f}" if value else "-"
+    return ServiceClient(server, token, timeout=30.0, retries=2, backoff=0.2)
 
 
 # --- tasks ------------------------------------------------------------------------------------
-@tasks_app.command("list")
 def tasks_list(server: Server = DEFAULT_SERVER, token: Token = None, json_out: JsonOut = False,
                state: Annotated[str | None, typer.Option(help="active, done or cancelled")] = None,
                batch: Annotated[str | None,
                                 typer.Option("--submission", help="only the tasks of this submission")] = None,
                limit: Annotated[int, typer.Option(min=1, max=1000, help="at most this many tasks")] = 100) -> None:
     """List tuning tasks with their progress, best time and GFLOPS."""
-    with client(server, token) as api:
+    with connect(server, token) as api:
         tasks = api.tasks(state=state, batch=batch, limit=limit)
     if json_out:
-        return _print_json(tasks)
+        return print_json(tasks)
     table = Table(title=f"tuning tasks on {server}")
     for col in ("id", "label", "workload", "target", "state", "trials", "failed", "best ms", "GFLOPS"):
         table.add_column(col, justify="right" if col in ("id", "trials", "failed", "best ms", "GFLOPS") else "left")
     for t in tasks:
         table.add_row(str(t["id"]), t["label"] or "-", t["workload_key"], t["target"], t["state"],
-                      f"{t['trials_done']}/{t['trial_budget']}", str(t["failed"]), _ms(t["best_time"]),
-                      _gflops(t["best_gflops"]))
+                      f"{t['trials_done']}/{t['trial_budget']}", str(t["failed"]), ms(t["best_time"]),
+                      gflops(t["best_gflops"]))
     console.print(table)
 
 
-@tasks_app.command("show")
 def tasks_show(task_id: Annotated[int, typer.Argument(help="task id")], server: Server = DEFAULT_SERVER,
                token: Token = None, json_out: JsonOut = False) -> None:
     """One task: progress, best config, and what each worker measured."""
-    with client(server, token) as api:
+    with connect(server, token) as api:
         task = api.task(task_id)
         trials = api.request("GET", f"/api/v1/tasks/{task_id}/trials").json()
     if json_out:
-        return _print_json({**task, "trials": trials["trials"], "workers": trials["workers"]})
+        return print_json({**task, "trials": trials["trials"], "workers": trials["workers"]})
     failed = sum(1 for t in trials["trials"] if t["status"] != "ok")
     console.print(f"[bold]task {task['id']}[/] {task['label'] or ''} [{task['state']}]  {task['workload_key']} "
                   f"on {task['target']}, strategy {task['strategy']}, submission {task['batch']}")
     console.print(f"trials {task['trials_done']}/{task['trial_budget']} ({failed} failed, {task['pending']} pending, "
-                  f"{task['leased']} leased); best {_ms(task['best_time'])} ms, {_gflops(task['best_gflops'])} GFLOPS")
+                  f"{task['leased']} leased); best {ms(task['best_time'])} ms, {gflops(task['best_gflops'])} GFLOPS")
     if task["best_config"]:
         console.print("best config: " + json.dumps(task["best_config"]))
     table = Table(title="measurements per worker")
     for col in ("worker", "trials", "ok", "failed", "best ms", "GFLOPS"):
         table.add_column(col, justify="left" if col == "worker" else "right")
     for w in trials["workers"]:
-        table.add_row(w["worker"] or "-", str(w["trials"]), str(w["ok"]), str(w["failed"]), _ms(w["best_time"]),
-                      _gflops(w["best_gflops"]))
+        table.add_row(w["worker"] or "-", str(w["trials"]), str(w["ok"]), str(w["failed"]), ms(w["best_time"]),
+                      gflops(w["best_gflops"]))
     console.print(table)
 
 
-@tasks_app.command("cancel")
 def tasks_cancel(task_id: Annotated[int, typer.Argument(help="task id")], server: Server = DEFAULT_SERVER,
                  token: Token = None, json_out: JsonOut = False) -> None:
     """Cancel a task: its pending jobs are dropped (results of leased ones are still kept)."""
-    with client(server, token) as api:
+    with connect(server, token) as api:
         task = api.cancel(task_id)
     if json_out:
-        return _print_json(task)
+        return print_json(task)
     console.print(f"task {task['id']} {task['state']} after {task['trials_done']}/{task['trial_budget']} trials")
+
+
+def build_tasks_app() -> typer.Typer:
+    """``swtune tasks``: a new sub-app on each call."""
+    app = typer.Typer(no_args_is_help=True, help="Tuning tasks on a server: list, show, cancel.")
+    app.command("list")(tasks_list)
+    app.command("show")(tasks_show)
+    app.command("cancel")(tasks_cancel)
+    return app
 
 
 # --- best -------------------------------------------------------------------------------------
@@ -145,13 +113,13 @@ def best(workload: Annotated[str, typer.Argument(help="workload JSON, e.g. '{\"o
          target: Annotated[str, typer.Option(help="sw26010 or sw26010-pro")],
          server: Server = DEFAULT_SERVER, token: Token = None, json_out: JsonOut = False) -> None:
     """The best tuned schedule of a workload on a target (what a compiler gets)."""
-    with client(server, token) as api:
-        key = workload_key(workload)
+    key = workload_key(workload)
+    with connect(server, token) as api:
         found = api.request("GET", "/api/v1/schedules/best", params={"workload_key": key, "target": target}).json()
     if json_out:
-        return _print_json(found)
-    console.print(f"[bold]{found['workload_key']}[/] on {found['target']}: {_ms(found['mean_time'])} ms, "
-                  f"{_gflops(found['gflops'])} GFLOPS ({len(found['times'])} runs, {found['source']}, "
+        return print_json(found)
+    console.print(f"[bold]{found['workload_key']}[/] on {found['target']}: {ms(found['mean_time'])} ms, "
+                  f"{gflops(found['gflops'])} GFLOPS ({len(found['times'])} runs, {found['source']}, "
                   f"worker {found['worker'] or '-'}, config {found['config_hash']})")
     table = Table(show_header=True)
     table.add_column("knob")
@@ -167,21 +135,22 @@ def _workloads_from_file(path: Path) -> tuple[list[dict[str, Any]], list[str] | 
     try:
         data = json.loads(path.read_text())
     except json.JSONDecodeError as exc:
-        raise CliError(f"{path} is not JSON: {exc}") from None
+        raise CommandError(f"{path} is not JSON: {exc}") from None
     if isinstance(data, dict) and "workloads" in data:
         return list(data["workloads"]), data.get("labels")
     if isinstance(data, list):
         return data, None
-    raise CliError(f"{path}: expected a list of workloads or an object with 'workloads'")
+    raise CommandError(f"{path}: expected a list of workloads or an object with 'workloads'")
 
 
-def _collect(workload: list[str], file: Path | None, model: str | None, batch_size: int,
-             labels: list[str]) -> tuple[list[dict[str, Any]], list[str] | None]:
+def collect_workloads(workload: list[str], file: Path | None, model: str | None, batch_size: int,
+                      labels: list[str]) -> tuple[list[Any], list[str] | None]:
+    """The workload specs and labels of a submission from exactly one source, each spec checked here
+    (a typo should not cost a round trip)."""
     from tuner.workloads import workload_from_json
 
-    sources = sum(bool(x) for x in (workload, file, model))
-    if sources != 1:
-        raise CliError("give exactly one of --workload (repeatable), --file or --model")
+    if sum(bool(x) for x in (workload, file, model)) != 1:
+        raise CommandError("give exactly one of --workload (repeatable), --file or --model")
     specs: list[Any]  # workload specs: JSON objects, or the strings the user typed that are not JSON
     names: list[str] | None
     if model:
@@ -194,14 +163,14 @@ def _collect(workload: list[str], file: Path | None, model: str | None, batch_si
         specs, names = _workloads_from_file(file)
     else:
         specs, names = [json.loads(w) if w.lstrip().startswith("{") else w for w in workload], None
-    for i, spec in enumerate(specs):  # check here: a typo should not cost a round trip
+    for i, spec in enumerate(specs):
         try:
             workload_from_json(spec)
         except ValueError as exc:
-            raise CliError(f"workload {i}: {exc}") from None
+            raise CommandError(f"workload {i}: {exc}") from None
     if labels:
         if len(labels) != len(specs):
-            raise CliError(f"got {len(labels)} --label for {len(specs)} workloads")
+            raise CommandError(f"got {len(labels)} --label for {len(specs)} workloads")
         names = labels
     return specs, names
 
@@ -221,11 +190,11 @@ def submit(target: Annotated[str, typer.Option(help="sw26010 or sw26010-pro")],
            seed: Annotated[int, typer.Option(min=0)] = 0,
            server: Server = DEFAULT_SERVER, token: Token = None, json_out: JsonOut = False) -> None:
     """Submit tuning tasks (one per workload) to a server."""
-    with client(server, token) as api:
-        specs, names = _collect(workload or [], file, model, model_batch, label or [])
+    specs, names = collect_workloads(workload or [], file, model, model_batch, label or [])
+    with connect(server, token) as api:
         created = api.submit(specs, target, trials, strategy=strategy, labels=names, seed=seed)
     if json_out:
-        return _print_json(created)
+        return print_json(created)
     table = Table(title=f"submitted {len(created['task_ids'])} tasks (submission {created['batch']}, "
                         f"strategy {created['strategy']})")
     for col in ("task", "label", "workload"):
@@ -235,10 +204,3 @@ def submit(target: Annotated[str, typer.Option(help="sw26010 or sw26010-pro")],
     console.print(table)
     console.print(f"follow: swtune tasks list --submission {created['batch']}   or   "
                   f"{server.rstrip('/')}/ui/#/submission/{created['batch']}")
-
-
-def register(app: typer.Typer) -> None:
-    """Add the client commands to the `swtune` app."""
-    app.add_typer(tasks_app, name="tasks")
-    app.command("best")(best)
-    app.command("submit")(submit)

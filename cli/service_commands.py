@@ -1,51 +1,25 @@
-"""The service's CLI commands (serve, worker, driver, demo, db ..., token ...), added to the lead's
-`swtune` Typer app by ``register(app)``. Heavy imports stay inside the commands so that
-`swtune worker` loads no server-side stack.
+"""The service's commands: ``serve``, ``worker``, ``driver``, ``demo``, ``db upgrade|export|import``
+and ``token create|list|revoke``.
 
-Every command reports a refused input or an unreachable database as one line on stderr with exit
-code 2 (``cli_errors``), never a traceback. Secrets never travel in argv (visible in ``ps``): the
-worker reads its token from SWTUNE_TOKEN or a file (--token-file).
+Heavy imports stay inside the commands, so ``swtune worker`` loads no server-side stack. Secrets
+never travel in argv (visible in ``ps``): the worker reads its token from SWTUNE_TOKEN or a file
+(``--token-file``). Errors are raised, not printed: ``cli.errors`` turns them into one line.
 """
 
 from __future__ import annotations
 
-import functools
 import ipaddress
 import os
 import sys
-from collections.abc import Callable
 from pathlib import Path
-from typing import Annotated, Any, TypeVar
+from typing import Annotated
 
 import typer
 
 from tuner.measure.noise import DEFAULT_NOISE
 
-F = TypeVar("F", bound=Callable[..., Any])
-
-
-def cli_errors(func: F) -> F:
-    """Run a command; a domain, file or database error becomes ``error: <message>`` and exit 2."""
-
-    @functools.wraps(func)
-    def wrapper(*args: Any, **kwargs: Any) -> Any:
-        from sqlalchemy.exc import SQLAlchemyError
-
-        from tuner.errors import SwtuneError
-
-        try:
-            return func(*args, **kwargs)
-        except (SwtuneError, OSError, ValueError, OverflowError) as exc:
-            message = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-            typer.echo(f"error: {message}", err=True)
-            raise typer.Exit(2) from None
-        except SQLAlchemyError as exc:
-            orig = getattr(exc, "orig", None) or exc
-            first = (str(orig).strip().splitlines() or [""])[0]
-            typer.echo(f"error: database: {type(orig).__name__}: {first}", err=True)
-            raise typer.Exit(2) from None
-
-    return wrapper  # type: ignore[return-value]
+DbUrl = Annotated[str | None, typer.Option("--database-url", envvar="SWTUNE_DATABASE_URL",
+                                              help="default: sqlite:///./swtune.db")]
 
 
 def is_loopback(host: str) -> bool:
@@ -68,9 +42,6 @@ def read_token(token: str | None, token_file: Path | None) -> str | None:
         return value[0].strip()
     return token
 
-DbUrl = Annotated[str | None, typer.Option("--database-url", envvar="SWTUNE_DATABASE_URL",
-                                              help="default: sqlite:///./swtune.db")]
-
 
 def _url(url: str | None) -> str:
     from db.engine import DEFAULT_URL
@@ -78,6 +49,7 @@ def _url(url: str | None) -> str:
     return url or DEFAULT_URL
 
 
+# --- processes ---------------------------------------------------------------------------------
 def serve(host: Annotated[str, typer.Option(envvar="SWTUNE_HOST", help="bind address")] = "127.0.0.1",
           port: Annotated[int, typer.Option(envvar="SWTUNE_PORT", help="port")] = 8000,
           database_url: DbUrl = None,
@@ -128,11 +100,7 @@ def worker(server: Annotated[str, typer.Option(help="service URL, e.g. http://12
 
     from service.worker import run_worker
 
-    try:
-        token = read_token(token, token_file)
-    except (OSError, ValueError) as exc:
-        typer.echo(f"error: {exc}", err=True)
-        raise typer.Exit(2) from None
+    token = read_token(token, token_file)
     logging.basicConfig(level=log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     raise typer.Exit(run_worker(server, target, backend, token=token, batch=batch, name=name, wait_seconds=wait,
                                 max_jobs=max_jobs, idle_exit=idle_exit, noise=noise, compile_cmd=compile_cmd,
@@ -162,12 +130,7 @@ def demo(trials: Annotated[int, typer.Option(help="trials per layer")] = 64,
         raise typer.Exit(1)
 
 
-db_app = typer.Typer(no_args_is_help=True, help="The tuning log: migrations, export, import.")
-token_app = typer.Typer(no_args_is_help=True, help="API tokens (stored hashed).")
-
-
-@db_app.command("upgrade")
-@cli_errors
+# --- db ... -----------------------------------------------------------------------------------
 def db_upgrade(database_url: DbUrl = None, revision: Annotated[str, typer.Option()] = "head") -> None:
     """Apply the Alembic migrations (alembic upgrade head)."""
     from db import migrate
@@ -176,8 +139,6 @@ def db_upgrade(database_url: DbUrl = None, revision: Annotated[str, typer.Option
     typer.echo(f"database at revision {revision}")
 
 
-@db_app.command("export")
-@cli_errors
 def db_export(database_url: DbUrl = None,
               out: Annotated[Path | None, typer.Option(help="file (default: stdout)")] = None,
               target: Annotated[str | None, typer.Option()] = None,
@@ -199,8 +160,6 @@ def db_export(database_url: DbUrl = None,
         database.dispose()
 
 
-@db_app.command("import")
-@cli_errors
 def db_import(path: Annotated[Path, typer.Argument(help="JSON lines file from `swtune db export`")],
               database_url: DbUrl = None) -> None:
     """Import measurements (idempotent: records already present are skipped)."""
@@ -217,8 +176,16 @@ def db_import(path: Annotated[Path, typer.Argument(help="JSON lines file from `s
     typer.echo(f"imported {stats.imported}, skipped {stats.skipped} already present")
 
 
-@token_app.command("create")
-@cli_errors
+def build_db_app() -> typer.Typer:
+    """``swtune db``: a new sub-app on each call."""
+    app = typer.Typer(no_args_is_help=True, help="The tuning log: migrations, export, import.")
+    app.command("upgrade")(db_upgrade)
+    app.command("export")(db_export)
+    app.command("import")(db_import)
+    return app
+
+
+# --- token ... --------------------------------------------------------------------------------
 def token_create(role: Annotated[str, typer.Option(help="submit, worker, read or admin")],
                  name: Annotated[str, typer.Option(help="a label")] = "",
                  value: Annotated[str | None, typer.Option(
@@ -228,29 +195,25 @@ def token_create(role: Annotated[str, typer.Option(help="submit, worker, read or
     """Create a token and print it (only its hash is stored: it cannot be shown again)."""
     from db import tokens
     from db.engine import Database
-    from db.errors import ConflictError, StorageError
+    from db.errors import ConflictError
 
     database = Database(_url(database_url))
     try:
         with database.session() as s:
             info, plaintext = tokens.create_token(s, role, name, value)
     except ConflictError:
-        if if_missing:
-            typer.echo("token already present")
-            return
-        raise
-    except StorageError as exc:
-        typer.echo(f"error: {exc}", err=True)
-        raise typer.Exit(2) from None
+        if not if_missing:
+            raise
+        typer.echo("token already present")
+        return
     finally:
         database.dispose()
     typer.echo(plaintext)
     typer.echo(f"token {info.id} ({info.role}{', ' + info.name if info.name else ''}) created", err=True)
 
 
-@token_app.command("list")
-@cli_errors
 def token_list(database_url: DbUrl = None) -> None:
+    """List the tokens: id, role, label, state (never the secret)."""
     from db import tokens
     from db.engine import Database
 
@@ -264,9 +227,8 @@ def token_list(database_url: DbUrl = None) -> None:
         database.dispose()
 
 
-@token_app.command("revoke")
-@cli_errors
 def token_revoke(token_id: Annotated[int, typer.Argument()], database_url: DbUrl = None) -> None:
+    """Revoke a token by its id."""
     from db import tokens
     from db.engine import Database
 
@@ -279,11 +241,10 @@ def token_revoke(token_id: Annotated[int, typer.Argument()], database_url: DbUrl
     typer.echo(f"token {token_id} revoked")
 
 
-def register(app: typer.Typer) -> None:
-    """Add the service's commands to the `swtune` app."""
-    app.command("serve")(serve)
-    app.command("worker")(worker)
-    app.command("driver")(driver)
-    app.command("demo")(demo)
-    app.add_typer(db_app, name="db")
-    app.add_typer(token_app, name="token")
+def build_token_app() -> typer.Typer:
+    """``swtune token``: a new sub-app on each call."""
+    app = typer.Typer(no_args_is_help=True, help="API tokens (stored hashed).")
+    app.command("create")(token_create)
+    app.command("list")(token_list)
+    app.command("revoke")(token_revoke)
+    return app

@@ -1,0 +1,77 @@
+"""The tables ``tune-model`` and ``compile`` print: per layer, per operator of the whole program,
+and per Relax binding of a compiled model."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from rich.table import Table
+
+from cli.output import console
+
+
+def whole_model_report(mt: Any, model: str, target: str) -> None:
+    """The simulated end-to-end time of the whole model, per operator, tuned vs baseline program."""
+    from tuner.aot.timing import format_table
+
+    table = Table(title=f"{model} on {target}: simulated end-to-end time by operator (tuned program)")
+    for col in ("operator", "where", "calls", "tuned ms", "share", "baseline ms", "baseline share"):
+        table.add_column(col, justify="left" if col in ("operator", "where") else "right")
+    for row in format_table(mt):
+        table.add_row(*row)
+    console.print(table)
+    sm = mt.summary()
+    console.print(f"whole model (simulated): tuned {sm['tuned_ms']:.3f} ms, OpenACC-like baseline "
+                  f"{sm['baseline_ms']:.3f} ms ({sm['speedup_vs_baseline']:.2f}x); MPE {sm['mpe_ms']:.3f} ms "
+                  f"({sm['mpe_time_fraction']:.1%}); {sm['kernel_launches']} kernel launches, "
+                  f"spawn/join {sm['spawn_join_ms']:.3f} ms included.", soft_wrap=True)
+
+
+def layer_report(layers: list[Any], tasks: list[dict[str, Any]], best: dict[str, Any], target: str,
+                 elapsed: float) -> None:
+    """Per layer: baseline (OpenACC-like schedule) vs the best measured time, weighted by calls."""
+    from service.demo import baselines
+
+    base = baselines(layers, target)
+    table = Table(title=f"per-layer result on {target}")
+    for col in ("layer", "calls", "trials", "baseline ms", "tuned ms", "speedup", "GFLOPS"):
+        table.add_column(col, justify="left" if col == "layer" else "right")
+    total_base = total_tuned = 0.0
+    for layer, task in zip(layers, tasks):
+        found = best.get(layer.workload.key)
+        tuned = found["mean_time"] if found else None
+        b = base[layer.name]
+        total_base += layer.weight * b
+        total_tuned += layer.weight * (tuned if tuned else b)
+        table.add_row(layer.name, str(layer.weight), str(task.get("trials_done", 0)), f"{b * 1e3:.3f}",
+                      f"{tuned * 1e3:.3f}" if tuned else "-", f"{b / tuned:.2f}x" if tuned else "-",
+                      f"{layer.workload.flops / tuned / 1e9:.1f}" if tuned else "-")
+    console.print(table)
+    console.print(f"estimated end-to-end time of the tuned operators: {total_tuned * 1e3:.3f} ms "
+                  f"(baseline {total_base * 1e3:.3f} ms, {total_base / total_tuned:.2f}x); the whole model "
+                  f"follows. {elapsed:.0f} s.")
+
+
+_STYLE = {"tuned kernel": "green", "fallback kernel": "yellow", "MPE": "cyan"}
+
+
+def compile_report(result: Any) -> None:
+    """What each Relax binding became (tuned kernel, fallback kernel, MPE C), the counts, the files."""
+    table = Table(title=f"{result.out_dir} ({result.target})")
+    for col in ("#", "binding", "op", "where", "detail"):
+        table.add_column(col, justify="right" if col == "#" else "left")
+    for i, r in enumerate(result.rows):
+        style = _STYLE.get(r.where, "dim")
+        table.add_row(str(i), r.source, r.relax_op, f"[{style}]{r.where}[/]", r.detail)
+    console.print(table)
+    counts = result.counts()
+    untuned = [k for k in result.kernels if not k.tuned]
+    console.print(f"{counts.get('tuned kernel', 0)} tuned kernel calls, {counts.get('fallback kernel', 0)} "
+                  f"fallback kernel calls ({len(untuned)} of {len(result.kernels)} distinct kernels untuned), "
+                  f"{counts.get('MPE', 0)} MPE steps, {counts.get('view (no-op)', 0)} views, "
+                  f"{counts.get('compile time', 0)} folded at compile time.", soft_wrap=True)
+    if result.timing is not None:
+        whole_model_report(result.timing, result.out_dir.name, result.target)
+    console.print(f"wrote {', '.join(result.files)} to {result.out_dir}; build with "
+                  f"`make -C {result.out_dir}` (Sunway) or `make -C {result.out_dir} emu` (x86 emulator), "
+                  f"run `./model weights.bin input.bin output.bin`.", soft_wrap=True)

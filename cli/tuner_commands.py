@@ -1,0 +1,277 @@
+"""The tuner's commands: ``tune`` (also ``--op``), ``targets``, ``check-op``, ``compile``, ``tune-model``.
+
+Each runs the tuner in this process; the tuner, TVM and torch are imported inside the commands, so
+``swtune --help`` stays fast. Two commands may reach the service, and import it only then:
+``compile --server`` looks schedules up over HTTP, and ``tune-model`` tunes through a server
+(``--server``) or an embedded one (``service.embedded.embedded_service``). Errors are raised, not
+printed: ``cli.errors`` turns them into one line and exit code 2.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+from rich.table import Table
+
+from cli.errors import CommandError
+from cli.output import console
+from cli.schedule_lookup import DEFAULT_CACHE, db_lookup, server_lookup
+from tuner.measure.noise import DEFAULT_NOISE
+
+DEFAULT_WORKLOAD = '{"op": "conv2d", "n": 1, "c": 64, "h": 27, "w": 27, "k": 192, "r": 5, "s": 5, "padding": 2}'
+MODEL_HELP = ("a zoo model (alexnet, vgg19, resnet18, resnet50, mobilenet_v2, bert_layer, vit_tiny) or a path "
+              "to an .onnx file")
+
+Target = Annotated[str, typer.Option(help="sw26010 or sw26010-pro")]
+Trials = Annotated[int, typer.Option(help="measurements per workload")]
+Seed = Annotated[int, typer.Option()]
+Width = Annotated[float, typer.Option(help="channel width multiplier of the built-in models")]
+Image = Annotated[int, typer.Option(help="input image size of the built-in models")]
+TokenOpt = Annotated[str | None, typer.Option(envvar="SWTUNE_TOKEN", help="bearer token for --server")]
+
+
+# --- tune, targets ----------------------------------------------------------------------------
+def tune(
+    workload: Annotated[list[str] | None, typer.Option("--workload", "-w", help="workload JSON (repeatable)")] = None,
+    model: Annotated[str | None, typer.Option(help="tune every layer of a model: alexnet, vgg19, resnet18")] = None,
+    target: Target = "sw26010",
+    trials: Trials = 200,
+    strategy: Annotated[str, typer.Option(help="search strategy")] = "model",
+    batch: Annotated[int, typer.Option("--per-round", help="configs measured per search round")] = 32,
+    seed: Seed = 0,
+    noise: Annotated[float, typer.Option(help="relative measurement noise of the simulator")] = DEFAULT_NOISE,
+    json_out: Annotated[bool, typer.Option("--json", help="print the results as JSON lines")] = False,
+    op: Annotated[str | None, typer.Option(help="an operator as a tensor expression: FILE.py:FUNC")] = None,
+    args: Annotated[str | None, typer.Option(help="JSON keyword arguments of --op's function")] = None,
+) -> None:
+    """Tune workloads in-process on the simulator and print the best config, its time and GFLOPS."""
+    if op:
+        return _tune_op(op, args, target, trials, strategy, batch, seed, noise, json_out)
+    from tuner.models import model_layers
+    from tuner.tune import tune_workloads
+    from tuner.workloads import workload_from_json
+
+    if model:
+        layers = model_layers(model)
+        names = [layer.name for layer in layers]
+        workloads = [layer.workload for layer in layers]
+    else:
+        workloads = [workload_from_json(w) for w in (workload or [DEFAULT_WORKLOAD])]
+        names = [w.op for w in workloads]
+    results = tune_workloads(workloads, target, trials=trials, strategy=strategy, batch=batch, seed=seed,
+                             noise=noise, console=None if json_out else console)
+    if json_out:
+        for name, r in zip(names, results):
+            print(json.dumps({"name": name, "workload": r.workload.key, "best_time_s": r.best_time,
+                              "gflops": r.gflops, "trials": r.trials, "best_config": r.best_config}))
+        return
+    table = Table(title=f"swtune on {target} (simulator)")
+    for col in ("layer", "workload", "trials", "best time (ms)", "GFLOPS"):
+        table.add_column(col, justify="right" if col not in ("layer", "workload") else "left")
+    for name, r in zip(names, results):
+        table.add_row(name, r.workload.key, str(r.trials), f"{r.best_time * 1e3:.4f}", f"{r.gflops:.1f}")
+    console.print(table)
+    for name, r in zip(names, results):
+        console.print(f"[bold]{name}[/bold] best config: {json.dumps(r.best_config)}")
+
+
+def _tune_op(op: str, args: str | None, target: str, trials: int, strategy: str, batch: int, seed: int,
+             noise: float, json_out: bool) -> None:
+    """``tune --op``: one expression operator, with its naive and OpenACC-like baselines."""
+    from tuner.expr.space import ExprSpace
+    from tuner.expr.tune import naive_and_baseline_seconds, tune_expr
+    from tuner.expr.workload import workload_from_op
+
+    wl = workload_from_op(op, args)
+    result = tune_expr(wl, target, trials=trials, strategy=strategy, batch=batch, seed=seed, noise=noise)
+    naive, baseline = naive_and_baseline_seconds(ExprSpace(wl, target))
+    line = {"name": wl.name, "workload": wl.key, "best_time_s": result.best_time, "gflops": result.gflops,
+            "trials": result.trials, "naive_time_s": naive, "openacc_time_s": baseline,
+            "over_naive": naive / result.best_time, "over_openacc": baseline / result.best_time,
+            "best_config": result.best_config}
+    if json_out:
+        print(json.dumps(line))
+        return
+    table = Table(title=f"swtune on {target} (simulator)")
+    for col in ("operator", "workload", "trials", "best time (ms)", "GFLOPS", "x naive", "x OpenACC-like"):
+        table.add_column(col)
+    table.add_row(wl.name, wl.key, str(result.trials), f"{result.best_time * 1e3:.4f}", f"{result.gflops:.1f}",
+                  f"{naive / result.best_time:.1f}", f"{baseline / result.best_time:.1f}")
+    console.print(table)
+    console.print(f"[bold]best config:[/bold] {json.dumps(result.best_config)}")
+
+
+def targets() -> None:
+    """List the target presets and their main figures."""
+    from tuner.targets import TARGETS
+
+    table = Table()
+    for col in ("name", "clock GHz", "LDM budget KB", "fp64 peak GFLOPS", "mem GB/s", "sharing"):
+        table.add_column(col)
+    for t in TARGETS.values():
+        table.add_row(t.name, f"{t.clock_hz / 1e9:.2f}", f"{t.ldm_budget_bytes // 1024}",
+                      f"{t.peak_flops('float64') / 1e9:.1f}", f"{t.mem_bandwidth_Bps / 1e9:.1f}", t.sharing)
+    console.print(table)
+
+
+# --- check-op ---------------------------------------------------------------------------------
+def check_op(
+    op: Annotated[str, typer.Argument(help="the operator: FILE.py:FUNC")],
+    args: Annotated[str | None, typer.Option(help="JSON keyword arguments of the function")] = None,
+    target: Target = "sw26010",
+    configs: Annotated[int, typer.Option(help="random valid configs to check")] = 50,
+    seed: Seed = 0,
+    max_steps: Annotated[int, typer.Option(help="skip configs with more (tile, k tile) steps than this")] = 1500,
+) -> None:
+    """Check random valid configs of an operator tile by tile against TVM and the DMA analysis.
+
+    Each output tile is computed only from the operand boxes its schedule fetches and compared with
+    TVM's llvm run of the whole expression; the DMA requests of those fetches are compared with the
+    analysis. Athread C for expression operators is not generated yet, so nothing is compiled:
+    ``compile_failures`` is null. Last line: JSON."""
+    from tuner.expr.space import ExprSpace
+    from tuner.expr.tilecheck import check_space
+    from tuner.expr.workload import workload_from_op
+
+    wl = workload_from_op(op, args)
+    summary = check_space(ExprSpace(wl, target), configs, seed=seed, max_steps=max_steps)
+    for problem in summary.problems[:10]:
+        console.print(f"[red]problem:[/red] {problem}")
+    print(json.dumps({"workload": wl.key, "check": "tiles", **summary.as_json(), "compile_failures": None}))
+    if summary.wrong_results or summary.dma_count_mismatches:
+        raise typer.Exit(1)
+
+
+# --- compile ----------------------------------------------------------------------------------
+class _ConsoleHandler(logging.Handler):
+    """Shows the compiler's fallback warnings in the console (they name the workload)."""
+
+    def emit(self, record: logging.LogRecord) -> None:
+        console.print(f"[yellow]warning:[/] {record.getMessage()}", highlight=False, soft_wrap=True)
+
+
+def compile_model(
+    model: Annotated[str, typer.Argument(help=MODEL_HELP)],
+    out: Annotated[Path, typer.Option("--out", "-o", help="output directory")],
+    target: Target = "sw26010",
+    server: Annotated[str | None, typer.Option(help="look schedules up on a running swtune service")] = None,
+    token: TokenOpt = None,
+    db: Annotated[str | None, typer.Option(help="tuning log URL (default: SWTUNE_DATABASE_URL)")] = None,
+    cache: Annotated[Path, typer.Option(help="cache file of --server lookups")] = DEFAULT_CACHE,
+    batch: Annotated[int, typer.Option(help="model batch size")] = 1,
+    width: Width = 1.0,
+    image: Image = 224,
+) -> None:
+    """Compile a whole model ahead of time: host C, tuned slave kernels, weights.bin, Makefile."""
+    from cli.model_report import compile_report
+    from tuner.aot import compile_model as aot_compile
+    from tuner.bridge.extract import load_relax
+    from tuner.targets import get_target
+
+    tname = get_target(target).name
+    lookup, close = server_lookup(server, token, tname, cache) if server else db_lookup(db, tname)
+    handler = _ConsoleHandler(logging.WARNING)
+    log = logging.getLogger("tuner.aot")
+    log.addHandler(handler)
+    try:
+        mod = load_relax(model, batch, width, image)
+        name = Path(model).stem if model.endswith(".onnx") else model
+        result = aot_compile(mod, tname, out, lookup, name=name)
+    finally:
+        log.removeHandler(handler)
+        close()
+    compile_report(result)
+
+
+# --- tune-model -------------------------------------------------------------------------------
+def _follow(client: Any, submitted: dict[str, Any], names: list[str], deadline: float) -> list[dict[str, Any]]:
+    """A live table of the submission's tasks until none is active (or the deadline passes)."""
+    from rich.live import Live
+
+    from service.demo import follow_tasks
+
+    def table(tasks: dict[int, dict[str, Any]]) -> Table:
+        t = Table(title="tuning tasks")
+        for col in ("layer", "state", "trials", "best ms"):
+            t.add_column(col, justify="left" if col in ("layer", "state") else "right")
+        for tid, name in zip(submitted["task_ids"], names):
+            task = tasks.get(tid, {})
+            best = task.get("best_time")
+            t.add_row(name, task.get("state", "?"), f"{task.get('trials_done', 0)}/{task.get('trial_budget', '?')}",
+                      f"{best * 1e3:.4f}" if best else "-")
+        return t
+
+    with Live(table({}), console=console, refresh_per_second=4) as live:
+        return follow_tasks(client, submitted, deadline, lambda tasks: live.update(table(tasks)))
+
+
+def _tune_on(url: str, token: str | None, layers: list[Any], target: str, trials: int, strategy: str | None,
+             timeout: float) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+    """Submit the layers to the service at ``url``, follow them, and fetch their best schedules."""
+    from service.client import ServiceClient
+
+    with ServiceClient(url, token) as client:
+        submitted = client.submit([l.workload.to_json() for l in layers], target, trials, strategy=strategy,
+                                  labels=[l.name for l in layers])
+        tasks = _follow(client, submitted, [l.name for l in layers], time.monotonic() + timeout)
+        best = client.best_batch([l.workload.key for l in layers], target)["found"]
+    return tasks, best
+
+
+def tune_model(
+    model: Annotated[str, typer.Argument(help=MODEL_HELP)],
+    target: Target = "sw26010",
+    server: Annotated[str | None, typer.Option(help="URL of a running swtune service (default: embedded)")] = None,
+    token: TokenOpt = None,
+    trials: Annotated[int, typer.Option(help="trials per task")] = 64,
+    workers: Annotated[int, typer.Option(help="simulator workers in embedded mode")] = 2,
+    strategy: Annotated[str | None, typer.Option(help="search strategy")] = None,
+    batch: Annotated[int, typer.Option("--batch-size", help="the model's batch size")] = 1,
+    width: Width = 1.0,
+    image: Image = 224,
+    timeout: Annotated[float, typer.Option(help="give up following the tasks after this many seconds")] = 1800.0,
+    db: Annotated[str | None, typer.Option(help="embedded tuning log URL (default: SWTUNE_DATABASE_URL, "
+                                                   "sqlite:///./swtune.db), read by `swtune compile`")] = None,
+) -> None:
+    """Tune every conv / dense / batch_matmul task of a model and report the per-layer result.
+
+    Before any tuning the whole model goes through the AOT compiler's reader (legalization and C
+    for every operator without a kernel): an operator that cannot compile is named with its binding
+    and nothing is submitted. Embedded (the default): the tuning log at ``--db``, the API on a free
+    loopback port and simulator worker processes, as ``swtune demo`` runs them."""
+    from cli.model_report import layer_report, whole_model_report
+    from tuner.aot import AotError
+    from tuner.aot.relax_reader import read_relax
+    from tuner.aot.timing import model_time
+    from tuner.bridge.extract import extract_relax, load_relax
+    from tuner.targets import get_target
+
+    get_target(target)
+    mod = load_relax(model, batch=batch, width=width, image=image)
+    extracted = extract_relax(mod)
+    try:
+        graph = read_relax(mod)  # every operator must compile before anything is tuned
+    except AotError as exc:
+        raise CommandError(f"{model} cannot be compiled for Sunway, nothing was tuned: {exc}") from exc
+    layers = extracted.layers
+    console.print(f"[bold]{model}[/]: {len(layers)} tunable tasks "
+                  f"({sum(l.weight for l in layers)} calls); not tuned here (legalized, plain C on the MPE): "
+                  + (", ".join(f"{op} x{n}" for op, n in sorted(extracted.untuned.items())) or "none"))
+    start = time.monotonic()
+    if server:
+        tasks, best = _tune_on(server, token, layers, target, trials, strategy, timeout)
+    else:
+        from service.embedded import embedded_service
+        from service.settings import Settings
+
+        url = db or Settings().database_url
+        console.print(f"tuning log: {url} (`swtune compile {model} --db {url}` reads it)", soft_wrap=True)
+        with embedded_service(url, workers=workers, target=target) as service:
+            tasks, best = _tune_on(service.url, None, layers, target, trials, strategy, timeout)
+    layer_report(layers, tasks, best, target, time.monotonic() - start)
+    whole_model_report(model_time(graph, target, lambda w: best.get(w.key, {}).get("config")), model, target)
