@@ -20,6 +20,7 @@ from typing import Any
 from db.errors import InvalidInputError
 from tuner.errors import InvalidConfigError, UnknownTargetError
 from tuner.measure.base import OK, SOURCES, STATUSES
+from tuner.measure.registry import BACKEND_SOURCE
 from tuner.space.factory import space_for
 from tuner.space.space import ScheduleSpace, config_hash
 from tuner.targets import get_target
@@ -36,11 +37,8 @@ MAX_TIME_S = 86_400.0
 MIN_TIME_S = 1e-9
 
 # Which result source a worker of each backend may claim (a simulator worker cannot claim hardware).
-BACKEND_SOURCES: dict[str, frozenset[str]] = {
-    "simulator": frozenset({"simulator"}),
-    "emulator": frozenset({"emulator"}),
-    "sunway": frozenset({"hardware"}),
-}
+BACKEND_SOURCES: dict[str, frozenset[str]] = {name.value: frozenset({source.value})
+                                               for name, source in BACKEND_SOURCE.items()}
 
 
 @dataclass(frozen=True)

@@ -2,10 +2,14 @@
 post what is measured, hand the rest back and exit.
 
 It talks to the service through ``service.client`` only (httpx): no db, fastapi, sqlalchemy or
-xgboost is imported here, so it runs on a Sunway login node or a bare container. Backends:
-``simulator`` (the calibrated model, source "simulator"), ``emulator`` (generated athread C built
-with gcc and run on the x86 athread emulator, checked against numpy, source "emulator") and
-``sunway`` (codegen + sw5cc/swgcc + bsub, source "hardware"; see service.sunway_backend).
+xgboost is imported here, so it runs on a Sunway login node or a bare container. The backend comes
+from ``tuner.measure.registry``: ``simulator`` (the calibrated model, source "simulator"),
+``emulator`` (generated athread C built with gcc and run on the x86 athread emulator, checked against
+numpy, source "emulator") and ``sunway`` (codegen + sw5cc/swgcc + bsub, source "hardware"; see
+tuner.measure.sunway). The worker uses the MeasureBackend protocol only: it preflights the backend
+before leasing, leases one ``chunk`` of jobs by default, measures a chunk per call, and when the
+backend raises InfrastructureError (this machine cannot measure) posts what was measured, hands the
+other jobs back unblamed and exits with code 2.
 
     python -m service.worker --server http://127.0.0.1:8000 --target sw26010 --backend simulator
 """
@@ -29,8 +33,9 @@ from typing import Any
 import httpx
 
 from service.client import ForbiddenError, LeaseLostError, ServiceClient, ServiceError
-from tuner.measure.base import MeasureResult
+from tuner.measure.base import InfrastructureError, MeasureBackend, MeasureResult
 from tuner.measure.noise import DEFAULT_NOISE
+from tuner.measure.registry import BackendName, BackendOptions, backend_for, backend_names
 from tuner.workloads import workload_from_json
 
 log = logging.getLogger("swtune.worker")
@@ -73,15 +78,20 @@ class _Heartbeat(threading.Thread):
 
 
 class Worker:
-    def __init__(self, client: ServiceClient, target: str, backend: Any, *, name: str | None = None,
-                 backend_name: str = "simulator", batch: int = 8, wait_seconds: float = 10.0,
+    """Leases jobs of ``target`` for ``backend`` (registered under ``backend_name``, which the service
+    checks the results' source against); ``batch`` jobs per lease, by default the backend's chunk."""
+
+    def __init__(self, client: ServiceClient, target: str, backend: MeasureBackend, *, name: str | None = None,
+                 backend_name: str = BackendName.SIMULATOR, batch: int | None = None, wait_seconds: float = 10.0,
                  max_jobs: int | None = None, idle_exit: float | None = None, latency: float = 0.0) -> None:
+        if backend.chunk < 1 or (batch is not None and batch < 1):
+            raise ValueError(f"jobs per lease and the backend's chunk must be positive, got {batch}, {backend.chunk}")
         self.client = client
         self.target = target
         self.backend = backend
         self.backend_name = backend_name
         self.name = name or default_name()
-        self.batch = batch
+        self.batch = batch if batch is not None else backend.chunk
         self.wait_seconds = wait_seconds
         self.max_jobs = max_jobs
         self.idle_exit = idle_exit
@@ -141,7 +151,7 @@ class Worker:
             by_workload: dict[str, list[dict[str, Any]]] = {}
             for job in lease["jobs"]:
                 by_workload.setdefault(job["workload_key"], []).append(job)
-            chunk = max(1, int(getattr(self.backend, "chunk", 64)))
+            chunk = self.backend.chunk
             for jobs in by_workload.values():
                 workload = workload_from_json(jobs[0]["workload"])
                 for start in range(0, len(jobs), chunk):
@@ -150,17 +160,14 @@ class Worker:
                     part = jobs[start:start + chunk]
                     if self.latency:
                         time.sleep(self.latency * len(part))
-                    measured = self._measure(workload, part)
-                    for job, m in zip(part, measured):
-                        if m.details.get("infrastructure"):
-                            self.fatal = f"backend {self.backend_name} cannot measure: {m.error}"
-                            continue  # not a property of the config: the job goes back
+                    # Results come in config order; jobs without one (the backend stopped) stay pending.
+                    for job, m in zip(part, self._measure(workload, part)):
                         results.append(_result_json(job["id"], m))
                         pending.pop(job["id"], None)
         finally:
             beat.stop()
             # A heartbeat still in flight would otherwise race the post below and report a lost lease.
-            beat.join(timeout=self.client.timeout if hasattr(self.client, "timeout") else 30.0)
+            beat.join(timeout=self.client.timeout)
         if results and not beat.lost.is_set():
             self._post(token, results)
         if pending and not beat.lost.is_set():
@@ -171,14 +178,22 @@ class Worker:
                 log.warning("could not hand back %d jobs (their lease will expire): %s", len(pending), exc)
 
     def _measure(self, workload: Any, jobs: Sequence[dict[str, Any]]) -> list[MeasureResult]:
+        """The results of the jobs' configs, in order. When this machine cannot measure, only those the
+        backend completed: the rest are handed back, since no config is to blame, and the worker stops."""
         configs = [j["config"] for j in jobs]
         try:
-            return self.backend.measure(workload, self.target, configs)
+            measured = self.backend.measure(workload, self.target, configs)
+        except InfrastructureError as exc:
+            self.fatal = f"backend {self.backend_name} cannot measure here: {exc}"
+            return list(exc.completed)
         except Exception as exc:  # noqa: BLE001 - a backend crash is ours, not the config's: hand back
             log.exception("backend crashed on %s", workload)
             self.fatal = f"backend {self.backend_name} crashed: {exc}"
-            return [MeasureResult(config=c, status="runtime_error", error=str(exc), source="host",
-                                  details={"infrastructure": True}) for c in configs]
+            return []
+        if len(measured) != len(configs):
+            self.fatal = f"backend {self.backend_name} returned {len(measured)} results for {len(configs)} configs"
+            return []
+        return measured
 
     def _post(self, token: str, results: list[dict[str, Any]]) -> None:
         try:
@@ -194,42 +209,21 @@ class Worker:
                 log.warning("result of job %s refused: %s", o["job_id"], o["outcome"])
 
 
-def make_backend(kind: str, target: str, *, noise: float = DEFAULT_NOISE, seed: int = 0, compile_cmd: str = "",
-                 run_cmd: str = "", queue: str = "q_sw_expr", time_pattern: str = "") -> Any:
-    if kind == "simulator":
-        from tuner.measure.simulator import Simulator
-
-        sim = Simulator(noise=noise, seed=seed)
-        sim.chunk = 16  # type: ignore[attr-defined]  # check for SIGTERM every 16 configs
-        return sim
-    if kind == "sunway":
-        from service.sunway_backend import DEFAULT_TIME_PATTERN, SunwayBackend
-
-        return SunwayBackend(target=target, compile_cmd=compile_cmd, run_cmd=run_cmd, queue=queue,
-                             time_pattern=time_pattern or DEFAULT_TIME_PATTERN)
-    if kind == "emulator":
-        from tuner.measure.emulator_backend import EmulatorBackend
-
-        emu = EmulatorBackend(seed=seed)
-        emu.chunk = 1  # type: ignore[attr-defined]  # each config is a gcc build + a run
-        return emu
-    raise ValueError(f"unknown backend {kind!r}; expected simulator, emulator or sunway")
-
-
-def run_worker(server: str, target: str, backend: str = "simulator", *, token: str | None = None, batch: int = 8,
+def run_worker(server: str, target: str, backend: str = BackendName.SIMULATOR, *, token: str | None = None,
+               batch: int | None = None,
                name: str | None = None, wait_seconds: float = 10.0, max_jobs: int | None = None,
                idle_exit: float | None = None, latency: float = 0.0, noise: float = DEFAULT_NOISE, seed: int = 0,
                compile_cmd: str = "", run_cmd: str = "", queue: str = "q_sw_expr", time_pattern: str = "",
                on_start: Callable[[Worker], None] | None = None) -> int:
-    """What `swtune worker` and `python -m service.worker` run; returns the exit code."""
-    measure = make_backend(backend, target, noise=noise, seed=seed, compile_cmd=compile_cmd, run_cmd=run_cmd,
-                           queue=queue, time_pattern=time_pattern)
-    if hasattr(measure, "preflight"):
-        try:
-            measure.preflight()
-        except Exception as exc:  # noqa: BLE001 - say why and stop before leasing anything
-            log.error("backend %s unavailable: %s", backend, exc)
-            return 2
+    """What `swtune worker` and `python -m service.worker` run; returns the exit code (2: the backend
+    cannot measure on this machine, said before anything is leased)."""
+    measure = backend_for(backend, target, BackendOptions(noise=noise, seed=seed, compile_cmd=compile_cmd,
+                                                          run_cmd=run_cmd, queue=queue, time_pattern=time_pattern))
+    try:
+        measure.preflight()
+    except InfrastructureError as exc:
+        log.error("backend %s cannot measure on this machine: %s", backend, exc)
+        return 2
     client = ServiceClient(server, token or os.environ.get("SWTUNE_TOKEN") or None)
     worker = Worker(client, target, measure, name=name, backend_name=backend, batch=batch,
                     wait_seconds=wait_seconds, max_jobs=max_jobs, idle_exit=idle_exit, latency=latency)
@@ -247,11 +241,12 @@ def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python -m service.worker", description=__doc__.splitlines()[0])
     p.add_argument("--server", required=True)
     p.add_argument("--target", default="sw26010")
-    p.add_argument("--backend", choices=("simulator", "emulator", "sunway"), default="simulator")
+    p.add_argument("--backend", choices=backend_names(), default=BackendName.SIMULATOR.value)
     p.add_argument("--token", default=None, help="bearer token (default: $SWTUNE_TOKEN); an argument shows in "
                                                   "`ps`: prefer SWTUNE_TOKEN or --token-file")
     p.add_argument("--token-file", default=None, help="file whose first line is the bearer token")
-    p.add_argument("--jobs-per-lease", dest="batch", type=int, default=8, help="jobs asked for per lease")
+    p.add_argument("--jobs-per-lease", dest="batch", type=int, default=None,
+                   help="jobs asked for per lease (default: the backend's chunk, 16 on the simulator, 1 otherwise)")
     p.add_argument("--name", default=None)
     p.add_argument("--wait", type=float, default=10.0, help="long-poll seconds per lease request")
     p.add_argument("--max-jobs", type=int, default=None, help="exit after posting this many results")

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING
 
 from tuner.measure.base import MeasureBackend
 from tuner.measure.noise import DEFAULT_NOISE
-from tuner.measure.simulator import Simulator
+from tuner.measure.registry import BackendName, BackendOptions, backend_for
 from tuner.search import SearchStrategy, create_strategy
 from tuner.search.scheduler import GradientScheduler
 from tuner.space.factory import space_for
@@ -51,11 +51,12 @@ def tune_workloads(workloads: Sequence[Workload], target: Target | str, trials: 
     from tuner.search import strategy_names
 
     target = get_target(target)
-    backend = backend or Simulator(noise=noise, seed=seed)
+    backend = backend or backend_for(BackendName.SIMULATOR, target, BackendOptions(noise=noise, seed=seed))
     if strategy not in strategy_names():
         raise ValueError(f"unknown search strategy {strategy!r}; expected one of {strategy_names()}")
     if trials < 1 or batch < 1:
         raise ValueError("trials and batch must be positive")
+    backend.preflight()  # a machine that cannot measure fails here (InfrastructureError), before any search
     searches = [create_strategy(strategy, space_for(w, target), seed=seed) for w in workloads]
     scheduler = GradientScheduler(list(weights or [1.0] * len(workloads)), [trials] * len(workloads),
                                   early_stop=early_stop)

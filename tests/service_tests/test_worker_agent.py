@@ -1,11 +1,15 @@
-"""The worker agent: its imports, a full tuning loop in-process, and the sunway backend's honesty."""
+"""The worker agent: its imports, a full tuning loop in-process, the sunway backend's honesty, and how
+the worker treats the backend protocol (chunk, preflight, a machine that cannot measure)."""
 
 from __future__ import annotations
 
+import logging
 import subprocess
 import sys
 import threading
+from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 import pytest
 from api_helpers import make_api
@@ -14,10 +18,15 @@ from storage_helpers import task_with_jobs
 
 from db.orm import JobRow, MeasurementRow
 from service.client import ServiceClient
-from service.sunway_backend import BackendUnavailable, SunwayBackend
-from service.worker import Worker, make_backend
+from service.worker import Worker, run_worker
+from tuner.measure.base import InfrastructureError, MeasureResult, Source
+from tuner.measure.registry import backend_for
+from tuner.measure.simulator import Simulator
+from tuner.measure.sunway import SunwayBackend
 from tuner.space import ScheduleSpace
-from tuner.workloads import Dense
+from tuner.space.space import Config
+from tuner.targets import Target
+from tuner.workloads import Dense, Workload
 
 REPO = Path(__file__).resolve().parents[2]
 # ServiceClient passes per-request timeouts, which starlette's TestClient ignores (and warns about).
@@ -25,7 +34,8 @@ pytestmark = pytest.mark.filterwarnings("ignore:You should not use the 'timeout'
 
 
 def test_the_worker_imports_no_server_side_stack() -> None:
-    code = ("import sys, service.worker, service.client, service.sunway_backend, tuner.measure.simulator;"
+    code = ("import sys, service.worker, service.client, tuner.measure.sunway, tuner.measure.simulator,"
+            " tuner.measure.emulator_backend;"
             "bad = sorted(m for m in sys.modules if m.split('.')[0] in "
             "('db', 'fastapi', 'sqlalchemy', 'xgboost', 'starlette', 'uvicorn'));"
             "print(bad); sys.exit(1 if bad else 0)")
@@ -39,7 +49,7 @@ def test_workers_tune_a_task_to_its_budget(backend_url) -> None:
                 "strategy": "random"}
         tid = api.client.post("/api/v1/tasks", json=body, headers=api.headers("submit")).json()["task_ids"][0]
         client = ServiceClient("http://testserver", api.tokens["worker"], http=api.client)
-        worker = Worker(client, "sw26010", make_backend("simulator", "sw26010"), name="w-test", batch=4,
+        worker = Worker(client, "sw26010", backend_for("simulator", "sw26010"), name="w-test", batch=4,
                         wait_seconds=0.5, max_jobs=15)
         runner = threading.Thread(target=worker.run)
         runner.start()
@@ -56,14 +66,14 @@ def test_workers_tune_a_task_to_its_budget(backend_url) -> None:
 def test_the_sunway_backend_never_pretends() -> None:
     backend = SunwayBackend(target="sw26010")
     space = ScheduleSpace(Dense(1, 64, 64), "sw26010")
-    (r,) = backend.measure(space.workload, "sw26010", [space.decode(space.sample(1, 0)[0])])
-    # no sw5cc on this machine: the generated kernel cannot be built, and the result says so
-    assert r.status == "compile_error" and r.source == "hardware"
-    assert r.details["stage"] == "compile" and r.details["infrastructure"] is True
-    with pytest.raises(BackendUnavailable, match="not found on PATH"):
+    # no sw5cc on this machine: the generated kernel cannot be built, and no config is blamed for it
+    with pytest.raises(InfrastructureError, match="sw5cc: No such file or directory") as err:
+        backend.measure(space.workload, "sw26010", [space.decode(space.sample(1, 0)[0])])
+    assert err.value.completed == ()
+    with pytest.raises(InfrastructureError, match="not found on PATH"):
         backend.preflight()
     (bad,) = backend.measure(space.workload, "sw26010", [{"tile_m": 1}])
-    assert bad.status == "compile_error" and "codegen failed" in bad.error
+    assert bad.status == "compile_error" and bad.source is Source.HARDWARE and "codegen failed" in bad.error
 
 
 def test_the_sunway_backend_builds_runs_and_parses_with_its_command_templates(tmp_path) -> None:
@@ -79,13 +89,6 @@ def test_the_sunway_backend_builds_runs_and_parses_with_its_command_templates(tm
     assert all(r.source == "emulator" and r.mean_time > 0 for r in results)
 
 
-def test_the_emulator_backend_is_offered_to_workers() -> None:
-    backend = make_backend("emulator", "sw26010")
-    assert backend.source == "emulator"
-    with pytest.raises(ValueError, match="simulator, emulator or sunway"):
-        make_backend("gpu", "sw26010")
-
-
 def test_a_worker_hands_back_jobs_its_backend_cannot_measure(api) -> None:
     task_with_jobs(api.db, 3)
     client = ServiceClient("http://testserver", api.tokens["worker"], http=api.client)
@@ -96,3 +99,67 @@ def test_a_worker_hands_back_jobs_its_backend_cannot_measure(api) -> None:
         assert s.scalar(select(func.count()).select_from(MeasurementRow)) == 0
         states = s.execute(select(JobRow.state, JobRow.attempts)).all()
     assert states == [("pending", 0)] * 3  # handed back, the attempt not counted
+
+
+class _BreaksAfter:
+    """A simulator on a machine that loses its toolchain after ``good`` configs (a test double)."""
+
+    source = Source.SIMULATOR
+
+    def __init__(self, good: int, chunk: int) -> None:
+        self.sim, self.good, self.chunk = Simulator(), good, chunk
+        self.calls: list[int] = []
+
+    def preflight(self) -> None:
+        pass
+
+    def measure(self, workload: Workload, target: Target | str, configs: Sequence[Config]) -> list[MeasureResult]:
+        self.calls.append(len(configs))
+        done = self.sim.measure(workload, target, configs[:self.good])
+        self.good -= len(done)
+        if len(done) < len(configs):
+            raise InfrastructureError("swgcc: command not found", completed=done)
+        return done
+
+
+def test_a_machine_that_cannot_measure_keeps_what_it_measured_and_hands_back_the_rest(api) -> None:
+    task_with_jobs(api.db, 4)
+    client = ServiceClient("http://testserver", api.tokens["worker"], http=api.client)
+    backend = _BreaksAfter(good=1, chunk=4)
+    worker = Worker(client, "sw26010", backend, name="w-breaks", wait_seconds=0)
+    assert worker.run() == 2 and "cannot measure here: swgcc: command not found" in (worker.fatal or "")
+    assert backend.calls == [4] and worker.counts == {"leased": 4, "posted": 1, "released": 3, "refused": 0}
+    with api.db.session() as s:
+        assert s.scalar(select(func.count()).select_from(MeasurementRow)) == 1
+        states = sorted(s.execute(select(JobRow.state, JobRow.attempts)).all())
+    assert states == [("done", 1)] + [("pending", 0)] * 3  # retryable elsewhere, no attempt counted
+
+
+class _Recorder(ServiceClient):
+    """The HTTP client, recording how many jobs each lease asks for."""
+
+    asked: list[int]
+
+    def lease(self, worker: str, target: str, max_jobs: int = 8, wait_seconds: float = 0.0,
+              backend: str = "") -> dict[str, Any]:
+        self.asked.append(max_jobs)
+        return super().lease(worker, target, max_jobs, wait_seconds, backend)
+
+
+@pytest.mark.parametrize(("jobs_per_lease", "asked", "calls"), [(None, 2, [2, 2, 1]), (5, 5, [2, 2, 1])])
+def test_the_worker_leases_one_chunk_by_default_and_measures_a_chunk_per_call(api, jobs_per_lease, asked,
+                                                                              calls) -> None:
+    task_with_jobs(api.db, 5)
+    client = _Recorder("http://testserver", api.tokens["worker"], http=api.client)
+    client.asked = []
+    backend = _BreaksAfter(good=5, chunk=2)
+    worker = Worker(client, "sw26010", backend, name="w-chunk", batch=jobs_per_lease, wait_seconds=0, max_jobs=5)
+    assert worker.run() == 0 and worker.counts["posted"] == 5
+    assert set(client.asked) == {asked} and backend.calls == calls
+
+
+def test_a_worker_whose_backend_fails_preflight_says_why_and_leases_nothing(caplog) -> None:
+    # no bsub here; the server address is never contacted (nothing listens on port 9)
+    with caplog.at_level(logging.ERROR, logger="swtune.worker"):
+        assert run_worker("http://127.0.0.1:9", "sw26010", "sunway") == 2
+    assert "backend sunway cannot measure on this machine: 'bsub' not found on PATH" in caplog.text

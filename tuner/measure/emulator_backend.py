@@ -1,6 +1,8 @@
 """Measurement backend on swemu: generate the athread C of a config, build it with gcc against the
 x86 athread emulator, run it on random inputs, check the output against numpy and report the
 emulator's time and DMA counters (source "emulator": a functional emulator, never hardware timing).
+No C compiler or binutils, or an emulator that does not build, is an InfrastructureError (this machine
+cannot measure), never a config's compile error.
 """
 
 from __future__ import annotations
@@ -16,7 +18,7 @@ from typing import Any
 
 import numpy as np
 
-from tuner.measure.base import OK, MeasureResult
+from tuner.measure.base import InfrastructureError, MeasureResult, Source, Status
 from tuner.space.factory import space_for
 from tuner.space.space import Config, ScheduleSpace
 from tuner.targets import Family, Target, get_target
@@ -65,7 +67,8 @@ def random_inputs(workload: Workload, rng: np.random.Generator) -> tuple[np.ndar
 class EmulatorBackend:
     """``measure(workload, target, configs)``: one gcc build and one emulator run per config."""
 
-    source = "emulator"
+    source = Source.EMULATOR
+    chunk = 1  # each config is a gcc build and an emulator run: seconds each
 
     def __init__(self, workdir: str | os.PathLike | None = None, timeout_s: float = 60.0, seed: int = 0,
                  keep: bool = False, cflags: Sequence[str] = ("-O2", "-Wno-psabi")) -> None:
@@ -77,24 +80,42 @@ class EmulatorBackend:
         self._count = 0
 
     def emulator_object(self) -> Path:
-        from tuner.codegen.emulator.build import compile_emulator
+        """The compiled athread emulator, built once; InfrastructureError when it cannot be built here."""
+        from tuner.codegen.emulator.build import BuildError, compile_emulator
 
         if self._emu_obj is None:
-            self._emu_obj = compile_emulator(self.workdir, cflags=self.cflags)
+            try:
+                self._emu_obj = compile_emulator(self.workdir, cflags=self.cflags)
+            except (OSError, BuildError) as exc:  # no gcc (FileNotFoundError), or the emulator does not compile
+                raise InfrastructureError(f"cannot build the athread emulator: {exc}") from exc
         return self._emu_obj
+
+    def preflight(self) -> None:
+        """Build the emulator now (it is reused): raises InfrastructureError without gcc or when it fails."""
+        self.emulator_object()
 
     def measure(self, workload: Workload, target: Target | str, configs: Sequence[Config]) -> list[MeasureResult]:
         target = get_target(target)
         space = space_for(workload, target)
-        return [self.measure_one(space, dict(c)) for c in configs]
+        results: list[MeasureResult] = []
+        for c in configs:
+            try:
+                results.append(self.measure_one(space, dict(c)))
+            except InfrastructureError as exc:
+                raise InfrastructureError(str(exc), completed=results) from exc
+        return results
 
     def measure_one(self, space: ScheduleSpace, config: Config) -> MeasureResult:
+        """One config's result; raises only InfrastructureError (the machine, not the config, failed)."""
         try:
             return self._measure(space, config)
-        except Exception as exc:  # a measurement never raises: an unexpected failure is a result
-            return MeasureResult(config, "compile_error", error=f"{type(exc).__name__}: {exc}", source=self.source)
+        except InfrastructureError:
+            raise
+        except Exception as exc:  # a config's unexpected failure is a result of that config
+            return MeasureResult(config, Status.COMPILE_ERROR, error=f"{type(exc).__name__}: {exc}",
+                                 source=self.source)
 
-    def _fail(self, config: Config, status: str, error: str, **details: Any) -> MeasureResult:
+    def _fail(self, config: Config, status: Status, error: str, **details: Any) -> MeasureResult:
         return MeasureResult(config, status, error=error[-2000:], source=self.source, details=details)
 
     def _measure(self, space: ScheduleSpace, config: Config) -> MeasureResult:
@@ -105,18 +126,19 @@ class EmulatorBackend:
         try:
             row = space.encode(config)
         except ValueError as exc:
-            return self._fail(config, "invalid_config", str(exc))
+            return self._fail(config, Status.INVALID_CONFIG, str(exc))
         an = space.analyze(row[None, :])
         if not an.valid[0]:
             from tuner.space.analysis import REASONS
 
             reason = REASONS[int(an.reason[0])]
-            return self._fail(config, "ldm_overflow" if reason == "ldm_overflow" else "invalid_config", reason)
+            status = Status.LDM_OVERFLOW if reason == "ldm_overflow" else Status.INVALID_CONFIG
+            return self._fail(config, status, reason)
         t0 = time.perf_counter()
         try:
             src = generate(workload, target, config)
         except NotImplementedError as exc:
-            return self._fail(config, "compile_error", f"codegen: {exc}")
+            return self._fail(config, Status.COMPILE_ERROR, f"codegen: {exc}")
         self._count += 1
         d = src.write(self.workdir / f"k{self._count:05d}")
         pro = target.family is Family.SW26010_PRO  # the emulator's Pro API and LDM size
@@ -126,7 +148,9 @@ class EmulatorBackend:
             prog = build([d / "host.c"], [d / "slave.c"], d / "kernel_emu", cflags=self.cflags,
                          host_cflags=defs, slave_cflags=defs, emulator_object=self.emulator_object())
         except BuildError as exc:
-            return self._fail(config, "compile_error", exc.stderr or str(exc))
+            return self._fail(config, Status.COMPILE_ERROR, exc.stderr or str(exc))
+        except OSError as exc:  # gcc, nm or objcopy missing: no config builds on this machine
+            raise InfrastructureError(f"cannot build kernels here: {exc}") from exc
         t2 = time.perf_counter()
         rng = np.random.default_rng(self.seed)
         a, b = random_inputs(workload, rng)
@@ -139,14 +163,14 @@ class EmulatorBackend:
             proc = subprocess.run([str(prog), str(d / "a.bin"), str(d / "b.bin"), str(d / "c.bin")],
                                   capture_output=True, text=True, timeout=self.timeout_s + 10, env=env, cwd=d)
         except subprocess.TimeoutExpired:
-            return self._fail(config, "timeout", f"emulator run exceeded {self.timeout_s} s")
+            return self._fail(config, Status.TIMEOUT, f"emulator run exceeded {self.timeout_s} s")
         t3 = time.perf_counter()
         report = self._report(d / "report.json")
         errors = report.get("errors", []) if report else []
         if proc.returncode != 0 or errors:
             kinds = {e.get("type") for e in errors}
-            status = ("ldm_overflow" if "ldm_overflow" in kinds else "timeout" if "timeout" in kinds
-                      else "runtime_error")
+            status = (Status.LDM_OVERFLOW if "ldm_overflow" in kinds else Status.TIMEOUT if "timeout" in kinds
+                      else Status.RUNTIME_ERROR)
             return self._fail(config, status, proc.stderr or json.dumps(errors), report_errors=errors)
         seconds = _parse_seconds(proc.stdout)
         ref = reference(workload, a, b)
@@ -156,19 +180,19 @@ class EmulatorBackend:
                        ldm_static_bytes=report.get("ldm_static_bytes"),
                        emulator_kernel_wall_ns=report.get("kernel_wall_ns"))
         if out.size != ref.size:
-            return self._fail(config, "wrong_result", f"output has {out.size} values, expected {ref.size}",
+            return self._fail(config, Status.WRONG_RESULT, f"output has {out.size} values, expected {ref.size}",
                               **details)
         rtol = RTOL[workload.dtype]
         scale = float(np.abs(ref).max()) if ref.size else 0.0
         if not np.allclose(out.reshape(ref.shape), ref, rtol=rtol, atol=rtol * max(scale, 1e-30)):
             err = float(np.abs(out.reshape(ref.shape) - ref).max())
-            return self._fail(config, "wrong_result", f"max abs error {err:.3g} (scale {scale:.3g})", **details)
+            return self._fail(config, Status.WRONG_RESULT, f"max abs error {err:.3g} (scale {scale:.3g})", **details)
         if not self.keep:
             for f in ("a.bin", "b.bin", "c.bin", "kernel_emu"):
                 (d / f).unlink(missing_ok=True)
         if seconds is None or seconds <= 0:
             seconds = max(report.get("kernel_wall_ns", 0) * 1e-9, 1e-9)
-        return MeasureResult(config, OK, times=(seconds,), source=self.source, details=details)
+        return MeasureResult(config, Status.OK, times=(seconds,), source=self.source, details=details)
 
     @staticmethod
     def _report(path: Path) -> dict[str, Any]:

@@ -19,7 +19,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from tuner.measure.base import OK, MeasureResult
+from tuner.measure.base import MeasureResult, Source, Status
 from tuner.measure.dma_model import request_cycles
 from tuner.measure.noise import DEFAULT_NOISE, noise_factors
 from tuner.space.analysis import REASONS, Analysis, BufferPlan
@@ -104,8 +104,6 @@ def breakdown(space: ScheduleSpace, config: Config) -> dict[str, object]:
                 "tile_overhead")}
     seconds["spawn_join"] = target.spawn_join_s
     seconds["host_prepass"] = space.geometry.prepass_bytes / target.mpe_copy_Bps
-    if a.host_pack_bytes is not None:
-        seconds["host_prepass"] += float(a.host_pack_bytes[0]) / target.mpe_copy_Bps
     total = float(simulate(space, index, a)[0])
     return {"seconds": seconds, "share_of_total": {k: v / total for k, v in seconds.items()},
             "total_s": total, "pipe_bound": PipeBound(int(parts["pipe_bound"][0])).name,
@@ -121,8 +119,6 @@ def simulate(space: ScheduleSpace, index: np.ndarray, analysis: Analysis | None 
     cycles = kernel_cycles(target, a)["total"]
     seconds = target.spawn_join_s + cycles / target.clock_hz
     seconds = seconds + space.geometry.prepass_bytes / target.mpe_copy_Bps
-    if a.host_pack_bytes is not None:  # packing a non-constant operand on the host, before the spawn
-        seconds = seconds + a.host_pack_bytes / target.mpe_copy_Bps
     return np.where(a.valid, seconds, np.inf)
 
 
@@ -130,7 +126,9 @@ class Simulator:
     """Measurement backend over the model. ``noise`` is the relative std-dev of each repeat
     (lognormal, mean 1; default :data:`tuner.measure.noise.DEFAULT_NOISE`)."""
 
-    source = "simulator"
+    source = Source.SIMULATOR
+    # Microseconds per config: a worker measures 16 per call, so a stop request waits for 16 at most.
+    chunk = 16
 
     def __init__(self, noise: float = DEFAULT_NOISE, repeats: int = 3, seed: int = 0) -> None:
         if noise < 0 or repeats < 1:
@@ -143,6 +141,9 @@ class Simulator:
         if key not in self._spaces:
             self._spaces[key] = space_for(workload, target)
         return self._spaces[key]
+
+    def preflight(self) -> None:
+        """Nothing to check: the model runs wherever numpy does."""
 
     def _rng(self, workload: Workload, config: Config) -> np.random.Generator:
         # Seeded by (seed, workload, config): a config measures the same whatever batch it is in.
@@ -160,7 +161,7 @@ class Simulator:
                 rows.append(space.encode(config))
                 positions.append(i)
             except ValueError as exc:
-                results[i] = MeasureResult(config=dict(config), status="invalid_config", error=str(exc),
+                results[i] = MeasureResult(config=dict(config), status=Status.INVALID_CONFIG, error=str(exc),
                                            source=self.source)
         if rows:
             index = np.stack(rows)
@@ -170,7 +171,7 @@ class Simulator:
                 config = dict(configs[i])
                 if not analysis.valid[row]:
                     reason = REASONS[int(analysis.reason[row])]
-                    status = "ldm_overflow" if reason == "ldm_overflow" else "invalid_config"
+                    status = Status.LDM_OVERFLOW if reason == "ldm_overflow" else Status.INVALID_CONFIG
                     results[i] = MeasureResult(
                         config=config, status=status, source=self.source,
                         error=f"{reason}: LDM {int(analysis.ldm_total[row])} B, budget {target.ldm_budget_bytes} B",
@@ -179,7 +180,7 @@ class Simulator:
                 base = float(seconds[row])
                 factors = noise_factors(self._rng(workload, config), self.noise, self.repeats)
                 results[i] = MeasureResult(
-                    config=config, status=OK, times=tuple(float(base * f) for f in factors), source=self.source,
+                    config=config, status=Status.OK, times=tuple(float(base * f) for f in factors), source=self.source,
                     details={"model_seconds": base, "ldm_bytes": int(analysis.ldm_total[row])},
                 )
         return [r for r in results if r is not None]
