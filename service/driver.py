@@ -9,6 +9,11 @@ Budget rule: a task's trials are its jobs that are done, failed or still queued;
 queues more than ``budget - that``, and a task is done when done + failed reaches its budget (or its
 space is exhausted). Strategies ask (and train) here, never in a request handler.
 
+Model submissions (db.submissions) have one budget for all their tasks: each round the driver
+grants trials to the tasks the gradient task scheduler picks (service.budget) by raising their
+budgets, under a row lock of the submission; a submission's task is never finished for reaching its
+budget here (more may be granted), only when the submission ends or the scheduler stops it.
+
 Replicas: on PostgreSQL a task's refill runs under a session advisory lock
 (``pg_try_advisory_lock``), so two service replicas never refill the same task at once; the
 budget is re-checked under a row lock of the task, and the unique (workload, target, config_hash)
@@ -28,8 +33,10 @@ from sqlalchemy.exc import OperationalError
 
 from db import jobs as jobs_db
 from db import measurements as measurements_db
+from db import submissions as submissions_db
 from db import tasks as tasks_db
 from db.engine import Database
+from service import budget
 from service.settings import Settings
 from service.strategies import available
 from tuner.errors import InvalidConfigError
@@ -52,6 +59,8 @@ class DriverStats:
     conflicts: int = 0  # proposals the unique constraint refused (queued elsewhere meanwhile)
     lock_skips: int = 0  # refills skipped because another replica held the task's lock
     finished: int = 0
+    granted: int = 0  # trials granted to tasks out of their submissions' budgets
+    submissions_finished: int = 0
     reclaimed: int = 0
     errors: int = 0
 
@@ -120,6 +129,18 @@ class TuningDriver:
             back, failed = jobs_db.reclaim_expired(s)
             self.stats.reclaimed += back + failed
         with self.db.session() as s:
+            submission_ids = submissions_db.active_submission_ids(s)
+        for sid in submission_ids:
+            if self._stop.is_set():
+                break
+            try:
+                self._allocate(sid)
+            except OperationalError:
+                raise
+            except Exception:  # noqa: BLE001 - one broken submission must not starve the others
+                self.stats.errors += 1
+                log.exception("driver: budget of submission %s failed", sid)
+        with self.db.session() as s:
             tasks = tasks_db.active_tasks(s)
             counts = tasks_db.job_counts(s, [t.id for t in tasks])
         active = {t.id for t in tasks}
@@ -149,10 +170,32 @@ class TuningDriver:
         want = min(task.trial_budget - used - queued, self.queue_depth - queued)
         return used, queued, want
 
+    def _allocate(self, submission_id: str) -> None:
+        """Grant the next rounds of a submission's budget, stop converged tasks, close it when over.
+        Decided under the submission's row lock from what the database holds (service.budget)."""
+        with self.db.session() as s:
+            if submissions_db.lock_submission(s, submission_id) != "active":
+                return
+            sub = submissions_db.get_submission(s, submission_id)
+            times = submissions_db.trial_times(s, submission_id)
+            step = budget.plan(sub, times, in_flight_cap=max(self.queue_depth, sub.per_round))
+            for task_id, trials in step.grants:
+                submissions_db.grant(s, task_id, trials)
+            for task_id in step.stop:
+                if tasks_db.finish_task(s, task_id):
+                    self.stats.finished += 1
+                    log.info("task %s of submission %s converged", task_id, submission_id)
+            if step.finish is not None and submissions_db.finish_submission(s, submission_id, step.finish):
+                self.stats.submissions_finished += 1
+                log.info("submission %s %s after %s of %s trials", submission_id, step.finish, sub.trials_done,
+                         sub.trial_budget)
+        self.stats.granted += sum(n for _, n in step.grants)
+
     def _refill(self, task: tasks_db.TaskSpec, counts: dict[str, int]) -> int:
         used, queued, want = self._room(task, counts)
         if used >= task.trial_budget:
-            self._finish(task.id)
+            if task.submission_id is None:  # a submission's task may be granted more: the budget decides
+                self._finish(task.id)
             return 0
         if want <= 0:
             return 0

@@ -104,6 +104,8 @@ def breakdown(space: ScheduleSpace, config: Config) -> dict[str, object]:
                 "tile_overhead")}
     seconds["spawn_join"] = target.spawn_join_s
     seconds["host_prepass"] = space.geometry.prepass_bytes / target.mpe_copy_Bps
+    if a.host_pack_bytes is not None:
+        seconds["host_prepass"] += float(a.host_pack_bytes[0]) / target.mpe_copy_Bps
     total = float(simulate(space, index, a)[0])
     return {"seconds": seconds, "share_of_total": {k: v / total for k, v in seconds.items()},
             "total_s": total, "pipe_bound": PipeBound(int(parts["pipe_bound"][0])).name,
@@ -119,6 +121,8 @@ def simulate(space: ScheduleSpace, index: np.ndarray, analysis: Analysis | None 
     cycles = kernel_cycles(target, a)["total"]
     seconds = target.spawn_join_s + cycles / target.clock_hz
     seconds = seconds + space.geometry.prepass_bytes / target.mpe_copy_Bps
+    if a.host_pack_bytes is not None:  # packing a non-constant operand on the host, before the spawn
+        seconds = seconds + a.host_pack_bytes / target.mpe_copy_Bps
     return np.where(a.valid, seconds, np.inf)
 
 
