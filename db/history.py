@@ -1,5 +1,6 @@
 """Read-only history queries for the dashboard and the service CLI: a task's trials one by one, the
-leases workers hold now, and tuning tasks grouped by submission (the ``batch`` of one POST /tasks).
+leases workers hold now, and tuning tasks grouped by submission (the ``batch`` of one POST /tasks, or
+a model submission's id, whose record adds the model name, its one budget and call counts).
 
 Everything here only reads; it returns the frozen dataclasses below, never ORM rows.
 """
@@ -17,7 +18,7 @@ from sqlalchemy import and_, func, select
 from sqlalchemy.orm import Session
 
 from db.errors import NotFoundError
-from db.orm import JobRow, MeasurementRow, TargetRow, TaskRow
+from db.orm import JobRow, MeasurementRow, SubmissionRow, TargetRow, TaskRow
 from db.timeutil import as_utc, utcnow
 from tuner.measure.base import OK
 
@@ -72,7 +73,8 @@ class WorkerLeases:
 
 @dataclass(frozen=True)
 class SubmissionInfo:
-    """The tasks created by one submission (one POST /tasks: a model's layers, or a list of workloads)."""
+    """The tasks created by one submission: a model submission (db.submissions, one budget), or one
+    POST /tasks (a list of workloads, a budget each: ``model`` and ``state`` are None)."""
 
     batch: str
     target: str
@@ -81,8 +83,11 @@ class SubmissionInfo:
     tasks: int
     states: dict[str, int]
     labels: tuple[str, ...]
-    trial_budget: int
+    trial_budget: int  # a model submission's one budget, else the sum of its tasks' budgets
     trials_done: int
+    model: str | None = None
+    state: str | None = None
+    calls: int = 0  # layer calls of one model run: the sum of the tasks' call counts
 
 
 def task_trials(session: Session, task_id: int) -> list[TrialPoint]:
@@ -171,13 +176,14 @@ def _submissions(session: Session, batches: list[str]) -> list[SubmissionInfo]:
     if not batches:
         return []
     rows = session.execute(select(TaskRow.batch, TaskRow.state, TaskRow.label, TaskRow.trial_budget,
-                                  TaskRow.submitter, TaskRow.created_at, TargetRow.name)
+                                  TaskRow.call_count, TaskRow.submitter, TaskRow.created_at, TargetRow.name)
                            .join(TargetRow, TargetRow.id == TaskRow.target_id)
                            .where(TaskRow.batch.in_(batches)).order_by(TaskRow.id)).all()
     done = dict(session.execute(select(TaskRow.batch, func.count(JobRow.id))
                                 .join(TaskRow, TaskRow.id == JobRow.task_id)
                                 .where(TaskRow.batch.in_(batches), JobRow.state.in_(("done", "failed")))
                                 .group_by(TaskRow.batch)).all())
+    records = {r.id: r for r in session.scalars(select(SubmissionRow).where(SubmissionRow.id.in_(batches))).all()}
     by_batch: dict[str, list[Any]] = defaultdict(list)
     for r in rows:
         by_batch[r.batch].append(r)
@@ -190,9 +196,11 @@ def _submissions(session: Session, batches: list[str]) -> list[SubmissionInfo]:
         for r in tasks:
             states[r.state] += 1
         first = tasks[0]
+        record = records.get(batch)
         out.append(SubmissionInfo(batch=batch, target=first.name, submitter=first.submitter,
                                   created_at=as_utc(first.created_at), tasks=len(tasks), states=dict(states),
                                   labels=tuple(r.label for r in tasks),
-                                  trial_budget=sum(r.trial_budget for r in tasks),
-                                  trials_done=int(done.get(batch, 0))))
+                                  trial_budget=record.trial_budget if record else sum(r.trial_budget for r in tasks),
+                                  trials_done=int(done.get(batch, 0)), model=record.model if record else None,
+                                  state=record.state if record else None, calls=sum(r.call_count for r in tasks)))
     return out

@@ -3,7 +3,7 @@
 A submission is a model name, a target, one total trial budget and its tasks: one per distinct
 workload, with the model's layer names that run it, how many times the model calls it
 (``call_count``) and its ``weight``, the estimated seconds of one model run it accounts for
-(call count x baseline time). Its id is also its tasks' ``batch``.
+(call count x baseline time; the driver fills it in). Its id is also its tasks' ``batch``.
 
 The budget is spent by grants: each task of a submission starts with a trial budget of 0 and the
 driver raises it, a round at a time, for the task the gradient scheduler picks (service.driver).
@@ -16,7 +16,7 @@ from __future__ import annotations
 import math
 import uuid
 from collections import defaultdict
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -141,12 +141,11 @@ def _merge(layers: Sequence[LayerSpec]) -> list[tuple[Workload, list[str], int]]
 def create_submission(session: Session, model: str, layers: Sequence[LayerSpec], target: str, trials: int,
                       strategy: str, *, per_round: int = 16, early_stop: int | None = None, seed: int = 0,
                       submitter: str = "", submitter_token_id: int | None = None,
-                      known_strategies: Iterable[str] | None = None,
-                      estimate: Callable[[Workload, str], float | None] | None = None) -> Submission:
+                      known_strategies: Iterable[str] | None = None) -> Submission:
     """A submission and one task per distinct workload, in one transaction: bad input writes nothing.
 
-    ``estimate(workload, target)`` gives a layer's estimated time per call (the baseline schedule's);
-    a task's weight is its call count times that."""
+    Weights are left unset: estimating them simulates every task's baseline schedule, which is the
+    driver's work (``set_weights``), not a request's."""
     _check_name("model", model)
     if not layers or len(layers) > MAX_LAYERS:
         raise InvalidInputError(f"a submission needs 1 to {MAX_LAYERS} layers, got {len(layers)}")
@@ -161,22 +160,18 @@ def create_submission(session: Session, model: str, layers: Sequence[LayerSpec],
         raise InvalidInputError(f"unknown search strategy {strategy!r}; expected one of {sorted(known_strategies)}")
     tname = target_name(target)
     tasks = _merge(layers)
-    weights = []
-    for wl, _names, calls in tasks:
-        est = estimate(wl, tname) if estimate is not None else None
-        weights.append(calls * est if est is not None and math.isfinite(est) and est > 0 else None)
     sid = uuid.uuid4().hex[:16]
     tid = target_id(session, tname)
     session.add(SubmissionRow(id=sid, model=model, target_id=tid, trial_budget=trials, per_round=per_round,
                               early_stop=early_stop, strategy=strategy, seed=seed, state="active",
                               submitter=submitter, submitter_token_id=submitter_token_id))
     session.flush()  # the tasks' foreign key needs the row on PostgreSQL
-    for (wl, names, calls), weight in zip(tasks, weights):
+    for wl, names, calls in tasks:
         label = names[0] if len(names) == 1 else f"{names[0]} (+{len(names) - 1})"
         session.add(TaskRow(workload_id=workload_id(session, wl), target_id=tid, label=label[:MAX_NAME], batch=sid,
                             trial_budget=0, strategy=strategy, seed=seed, state="active", submitter=submitter,
                             submitter_token_id=submitter_token_id, submission_id=sid, call_count=calls,
-                            layer_names=names, weight=weight))
+                            layer_names=names, weight=None))
     session.flush()
     return get_submission(session, sid)
 
@@ -267,6 +262,13 @@ def trial_times(session: Session, submission_id: str) -> dict[int, list[float | 
     for task_id, status, t in session.execute(stmt).all():
         out[task_id].append(float(t) if status == OK and t is not None and math.isfinite(t) else None)
     return dict(out)
+
+
+def set_weights(session: Session, weights: dict[int, float]) -> None:
+    """Store tasks' weights (estimated seconds per model run: call count x time per call)."""
+    for task_id, weight in weights.items():
+        if math.isfinite(weight) and weight >= 0:
+            session.execute(update(TaskRow).where(TaskRow.id == task_id).values(weight=weight))
 
 
 def grant(session: Session, task_id: int, trials: int) -> None:

@@ -174,6 +174,17 @@ class TuningDriver:
         """Grant the next rounds of a submission's budget, stop converged tasks, close it when over.
         Decided under the submission's row lock from what the database holds (service.budget)."""
         with self.db.session() as s:
+            sub = submissions_db.get_submission(s, submission_id)
+        unweighed = [t for t in sub.tasks if t.weight is None]
+        if unweighed:  # once per submission: simulating baselines is no work for a request handler
+            weights = {}
+            for t in unweighed:
+                est = budget.baseline_time(t.workload, sub.target)
+                if est is not None:
+                    weights[t.task_id] = t.call_count * est
+            with self.db.session() as s:
+                submissions_db.set_weights(s, weights)
+        with self.db.session() as s:
             if submissions_db.lock_submission(s, submission_id) != "active":
                 return
             sub = submissions_db.get_submission(s, submission_id)

@@ -77,6 +77,67 @@ class TaskOut(BaseModel):
     submitter: str
     created_at: datetime | None
     updated_at: datetime | None
+    model: str | None = Field(None, description="the model of the submission this task belongs to, if any")
+    call_count: int = Field(1, description="how many times the model runs this task's workload")
+    layer_names: list[str] = Field(default_factory=list, description="the model's layers this task stands for")
+
+
+# --- model submissions ------------------------------------------------------------------------
+LayerName = Annotated[str, Field(min_length=1, max_length=128)]
+
+
+class LayerIn(_In):
+    name: LayerName
+    workload: dict[str, Any] = Field(description="workload spec, e.g. {'op': 'conv2d', ...}")
+    calls: int = Field(1, ge=1, le=1_000_000, description="how many times the model runs this layer")
+
+
+class SubmissionCreate(_In):
+    """A whole model: one trial budget, spread over its layers' tasks by the gradient task scheduler.
+    Layers running the same workload become one task whose call count is the sum of theirs."""
+
+    model: LayerName = Field(description="the model's name, e.g. resnet50")
+    layers: list[LayerIn] = Field(min_length=1, max_length=1000)
+    target: TargetName
+    trials: int = Field(ge=1, le=1_000_000, description="the trial budget of the whole model")
+    per_round: int = Field(16, ge=1, le=512, description="trials a task is granted at a time")
+    early_stop: int | None = Field(None, ge=1, le=1_000_000,
+                                   description="a task stops after this many trials without improvement")
+    strategy: str | None = Field(None, max_length=64,
+                                 description="search strategy; default: model if available, else random")
+    seed: int = Field(0, ge=0, le=2**31 - 1)
+
+
+class SubmissionTaskOut(BaseModel):
+    task_id: int
+    label: str
+    layer_names: list[str]
+    call_count: int = Field(description="how many times the model runs this task's workload")
+    weight: float | None = Field(description="estimated seconds per model run: call_count x baseline time")
+    workload_key: str
+    workload: dict[str, Any]
+    state: str
+    trial_budget: int = Field(description="trials granted to this task so far out of the submission's budget")
+    trials_done: int
+    queued: int
+    best_time: float | None
+
+
+class SubmissionRecordOut(BaseModel):
+    id: str = Field(description="the submission id, also its tasks' batch")
+    model: str
+    target: str
+    trial_budget: int = Field(description="the one budget of the whole model")
+    per_round: int
+    early_stop: int | None
+    strategy: str
+    seed: int
+    state: Literal["active", "done", "cancelled"]
+    submitter: str
+    created_at: datetime | None
+    trials_done: int
+    trials_queued: int
+    tasks: list[SubmissionTaskOut]
 
 
 # --- workers ----------------------------------------------------------------------------------

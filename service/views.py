@@ -15,7 +15,7 @@ def task_out(t: TaskInfo) -> TaskOut:
                    trial_budget=t.trial_budget, trials_done=t.trials_done, failed=t.failed, pending=t.pending,
                    leased=t.leased, best_time=t.best_time, best_gflops=gflops, best_config=t.best_config,
                    curve=[list(point) for point in t.curve], submitter=t.submitter, created_at=t.created_at,
-                   updated_at=t.updated_at)
+                   updated_at=t.updated_at, model=t.model, call_count=t.call_count, layer_names=list(t.layer_names))
 
 
 def job_out(j: Job) -> JobOut:

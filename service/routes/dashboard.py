@@ -1,6 +1,7 @@
 """The web dashboard: its static files (service/ui, served at /ui, / redirects there) and the read-only
 JSON views it needs beyond the task and worker endpoints: a task's trials one by one, the leases
-workers hold, tasks grouped by submission with a per-layer baseline comparison, and the key of a
+workers hold, tasks grouped by submission with a per-layer baseline comparison (a model submission's
+end-to-end estimate counts each layer as many times as the model calls it), and the key of a
 workload spec. A read token is enough for all of them; the static files need none (the page asks for
 a token when the API answers 401).
 """
@@ -9,9 +10,8 @@ from __future__ import annotations
 
 import math
 from datetime import datetime
-from functools import lru_cache
 from pathlib import Path as FsPath
-from typing import Annotated, Any, NamedTuple
+from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, FastAPI, Path, Query
 from fastapi.responses import RedirectResponse
@@ -20,11 +20,12 @@ from pydantic import BaseModel, Field
 
 from db import history
 from db import tasks as tasks_db
+from db.domain import TaskInfo
 from db.refs import parse_workload, target_name
 from service.auth import Reader
+from service.budget import baseline_time
 from service.deps import Db
 from service.errors import AUTH, responses
-from tuner.workloads import Workload
 
 UI_DIR = FsPath(__file__).resolve().parents[1] / "ui"
 
@@ -85,28 +86,37 @@ class SubmissionOut(BaseModel):
     tasks: int
     states: dict[str, int]
     labels: list[str]
-    trial_budget: int
+    trial_budget: int = Field(description="a model submission's one budget, else the sum of its tasks' budgets")
     trials_done: int
+    model: str | None = Field(description="the model's name; null for tasks submitted one per workload")
+    state: Literal["active", "done", "cancelled"] | None = Field(
+        description="a model submission's state; null for tasks submitted one per workload")
+    calls: int = Field(description="layer calls of one model run (the sum of the tasks' call counts)")
 
 
 class LayerOut(BaseModel):
     task_id: int
     label: str
+    layer_names: list[str] = Field(description="the model's layers this task stands for")
+    call_count: int = Field(description="how many times one model run calls this task's workload")
     workload_key: str
     workload: dict[str, Any]
     state: str
     trials_done: int
-    trial_budget: int
-    baseline_time: float | None = Field(description="the OpenACC-like schedule on the simulator")
-    tuned_time: float | None = Field(description="the best time among this task's trials")
+    trial_budget: int = Field(description="in a model submission: the trials granted to this task so far")
+    baseline_time: float | None = Field(description="one call under the OpenACC-like schedule, on the simulator")
+    tuned_time: float | None = Field(description="one call: the best time among this task's trials")
     speedup: float | None
     gflops: float | None
+    share: float | None = Field(description="share of the tuned end-to-end time (call count x time)")
 
 
 class SubmissionReportOut(SubmissionOut):
     layers: list[LayerOut]
-    baseline_total: float | None = Field(description="sum of the layers' baseline times, each layer once")
-    tuned_total: float | None = Field(description="sum of tuned times (baseline where nothing is tuned yet)")
+    baseline_total: float | None = Field(
+        description="end-to-end baseline estimate: sum of call count x baseline time over the layers")
+    tuned_total: float | None = Field(
+        description="end-to-end tuned estimate: sum of call count x tuned time (baseline where nothing is tuned yet)")
     speedup: float | None
     untuned: int = Field(description="layers with no successful trial yet (counted at their baseline)")
 
@@ -128,21 +138,13 @@ def _gflops(flops: int, seconds: float | None) -> float | None:
     return flops / seconds / 1e9 if seconds and math.isfinite(seconds) and seconds > 0 else None
 
 
-class _Layer(NamedTuple):
-    """What service.demo.baselines reads of a layer."""
-
-    name: str
-    workload: Workload
-
-
-@lru_cache(maxsize=1024)
-def _baseline(canonical_json: str, target: str) -> float | None:
-    """Simulated time of the OpenACC-like schedule (the baseline `swtune demo` and tune-model report)."""
-    from service.demo import baselines
-
-    layer = _Layer("layer", parse_workload(canonical_json))
+def _baseline(task: TaskInfo) -> float | None:
+    """One call's simulated time under the OpenACC-like schedule (the baseline `swtune demo` and
+    tune-model report): from the weight the driver stored, else simulated here (cached)."""
+    if task.weight is not None and task.call_count > 0:
+        return task.weight / task.call_count
     try:
-        return baselines([layer], target)["layer"]
+        return baseline_time(task.workload, task.target)
     except Exception:  # noqa: BLE001 - no baseline for this workload: the page shows "-"
         return None
 
@@ -178,7 +180,7 @@ def worker_leases(db: Db, _: Reader) -> LeasesOut:
 def _submission_out(info: history.SubmissionInfo) -> dict[str, Any]:
     return dict(batch=info.batch, target=info.target, submitter=info.submitter, created_at=info.created_at,
                 tasks=info.tasks, states=info.states, labels=list(info.labels), trial_budget=info.trial_budget,
-                trials_done=info.trials_done)
+                trials_done=info.trials_done, model=info.model, state=info.state, calls=info.calls)
 
 
 @router.get("/submissions", response_model=list[SubmissionOut], responses=responses(422))
@@ -190,22 +192,27 @@ def submissions(db: Db, _: Reader, limit: int = Query(100, ge=1, le=1000)) -> li
 
 @router.get("/submissions/{batch}", response_model=SubmissionReportOut, responses=responses(404, 422))
 def submission(batch: Batch, db: Db, _: Reader) -> SubmissionReportOut:
-    """A submission's per-layer table: baseline vs tuned time, speedup, GFLOPS, and the totals."""
+    """A submission's per-layer table (baseline vs tuned time per call, call counts, speedup, GFLOPS)
+    and the end-to-end estimate: every layer counted as many times as the model calls it."""
     with db.session() as s:
         info = history.get_submission(s, batch)
         tasks = tasks_db.list_tasks(s, batch=batch, limit=max(info.tasks, 1))
-    layers = []
+    rows = []
     for t in tasks:
-        base = _baseline(t.workload.canonical_json(), t.target)
+        base = _baseline(t)
         tuned = t.best_time if t.best_time and math.isfinite(t.best_time) else None
-        layers.append(LayerOut(task_id=t.id, label=t.label, workload_key=t.workload_key,
-                               workload=t.workload.to_json(), state=t.state,
-                               trials_done=t.trials_done, trial_budget=t.trial_budget, baseline_time=base,
-                               tuned_time=tuned, speedup=base / tuned if base and tuned else None,
-                               gflops=_gflops(t.workload.flops, tuned)))
-    with_base = [layer for layer in layers if layer.baseline_time is not None]
-    base_total = sum(layer.baseline_time or 0.0 for layer in with_base) if with_base else None
-    tuned_total = sum(layer.tuned_time or layer.baseline_time or 0.0 for layer in with_base) if with_base else None
+        rows.append((t, base, tuned))
+    with_base = [(t, base, tuned) for t, base, tuned in rows if base is not None]
+    base_total = sum(t.call_count * base for t, base, _ in with_base) if with_base else None
+    tuned_total = sum(t.call_count * (tuned or base) for t, base, tuned in with_base) if with_base else None
+    layers = [LayerOut(task_id=t.id, label=t.label, layer_names=list(t.layer_names), call_count=t.call_count,
+                       workload_key=t.workload_key, workload=t.workload.to_json(), state=t.state,
+                       trials_done=t.trials_done, trial_budget=t.trial_budget, baseline_time=base,
+                       tuned_time=tuned, speedup=base / tuned if base and tuned else None,
+                       gflops=_gflops(t.workload.flops, tuned),
+                       share=(t.call_count * (tuned or base) / tuned_total
+                              if base is not None and tuned_total else None))
+              for t, base, tuned in rows]
     return SubmissionReportOut(**_submission_out(info), layers=layers, baseline_total=base_total,
                                tuned_total=tuned_total,
                                speedup=base_total / tuned_total if base_total and tuned_total else None,

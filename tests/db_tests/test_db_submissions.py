@@ -19,6 +19,7 @@ from db.engine import Database
 from db.errors import InvalidInputError, NotFoundError
 from db.orm import JobRow, MeasurementRow, SubmissionRow, TaskRow, WorkloadRow
 from db.submissions import LayerSpec
+from service.budget import baseline_time
 from service.driver import TuningDriver
 from service.settings import Settings
 from tuner.measure.simulator import Simulator
@@ -29,10 +30,6 @@ BIG = Dense(1, 1024, 2048, "float32")  # the layer that dominates the model ...
 SMALL = Dense(1, 64, 128, "float32")  # ... and one that barely counts
 
 
-def _estimate(wl: Any, target: str) -> float:
-    return wl.flops * 1e-12  # a stand-in estimate: proportional to the work
-
-
 def layers() -> list[LayerSpec]:
     # fc1 and fc1b share a workload: one task called 4 times
     return [LayerSpec("fc1", BIG, 3), LayerSpec("fc2", SMALL), LayerSpec("fc1b", BIG.to_json())]
@@ -41,7 +38,7 @@ def layers() -> list[LayerSpec]:
 def create(db: Database, trials: int = 64, **kw: Any) -> submissions_db.Submission:
     with db.session() as s:
         return submissions_db.create_submission(s, kw.pop("model", "mlp"), kw.pop("layers", layers()), TARGET,
-                                                trials, "random", estimate=_estimate, **kw)
+                                                trials, "random", **kw)
 
 
 def row_counts(db: Database) -> tuple[int, ...]:
@@ -85,8 +82,7 @@ def test_a_submission_records_the_model_its_layers_call_counts_and_weights(datab
     assert (sub.model, sub.target, sub.trial_budget, sub.per_round, sub.state) == ("mlp", TARGET, 64, 8, "active")
     assert [(t.workload, t.layer_names, t.call_count) for t in sub.tasks] == [(BIG, ("fc1", "fc1b"), 4),
                                                                               (SMALL, ("fc2",), 1)]
-    assert sub.tasks[0].weight == pytest.approx(4 * BIG.flops * 1e-12)
-    assert all(t.granted == 0 and t.state == "active" for t in sub.tasks)
+    assert all(t.granted == 0 and t.state == "active" and t.weight is None for t in sub.tasks)
     with database.session() as s:
         assert submissions_db.get_submission(s, sub.id) == sub
         task = tasks_db.get_task(s, sub.tasks[0].task_id)
@@ -96,6 +92,12 @@ def test_a_submission_records_the_model_its_layers_call_counts_and_weights(datab
     assert (task.model, task.call_count, task.layer_names, task.batch, task.submission_id) == (
         "mlp", 4, ("fc1", "fc1b"), sub.id, sub.id)
     assert [t.call_count for t in listed] == [4, 1]
+    driver(database).run_once()  # the driver weighs the tasks (call count x baseline time), then grants
+    with database.session() as s:
+        weighed = submissions_db.get_submission(s, sub.id)
+    assert [t.weight for t in weighed.tasks] == [pytest.approx(4 * baseline_time(BIG, TARGET)),
+                                                 pytest.approx(baseline_time(SMALL, TARGET))]
+    assert weighed.tasks[0].granted == 8 and weighed.tasks[1].granted == 0  # the heavier warms up first
 
 
 @pytest.mark.parametrize("bad", [

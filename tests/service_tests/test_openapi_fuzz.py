@@ -26,6 +26,7 @@ SERVICE_OPERATIONS = {
     # the dashboard's read-only views
     "GET /api/v1/tasks/{task_id}/trials", "GET /api/v1/workers/leases", "GET /api/v1/submissions",
     "GET /api/v1/submissions/{batch}", "GET /api/v1/workloads/key", "GET /api/v1/targets",
+    "POST /api/v1/submissions",
 }
 
 

@@ -1,0 +1,55 @@
+"""Model submissions: one POST creates a model's tasks under one trial budget (db.submissions),
+which the driver spreads over them with the gradient task scheduler (service.budget).
+
+Reading a submission is the dashboard's view (GET /api/v1/submissions/{batch}, whose batch is the
+id returned here), so a model's progress has one home.
+"""
+
+from __future__ import annotations
+
+from fastapi import APIRouter
+
+from db import submissions as submissions_db
+from db.submissions import LayerSpec, Submission
+from service.auth import Submitter
+from service.deps import AppState, Db
+from service.errors import AUTH, BODY, responses
+from service.schemas import SubmissionCreate, SubmissionRecordOut, SubmissionTaskOut
+from service.strategies import available, default_strategy
+
+router = APIRouter(prefix="/api/v1/submissions", tags=["submissions"], responses=responses(*AUTH))
+
+# OpenAPI links: the id returned names the submission the dashboard view reads.
+_LINKS = {"ReadSubmission": {"operationId": "submission_api_v1_submissions__batch__get",
+                             "parameters": {"batch": "$response.body#/id"}}}
+
+
+def submission_out(sub: Submission) -> SubmissionRecordOut:
+    return SubmissionRecordOut(
+        id=sub.id, model=sub.model, target=sub.target, trial_budget=sub.trial_budget, per_round=sub.per_round,
+        early_stop=sub.early_stop, strategy=sub.strategy, seed=sub.seed, state=sub.state,  # type: ignore[arg-type]
+        submitter=sub.submitter, created_at=sub.created_at, trials_done=sub.trials_done,
+        trials_queued=sub.trials_queued,
+        tasks=[SubmissionTaskOut(task_id=t.task_id, label=t.label, layer_names=list(t.layer_names),
+                                 call_count=t.call_count, weight=t.weight, workload_key=t.workload.key,
+                                 workload=t.workload.to_json(), state=t.state, trial_budget=t.granted,
+                                 trials_done=t.used, queued=t.queued, best_time=t.best_time)
+               for t in sub.tasks])
+
+
+@router.post("", status_code=201, response_model=SubmissionRecordOut,
+             responses={201: {"description": "the submission, one task per distinct workload", "links": _LINKS},
+                        **responses(*BODY)})
+def create(body: SubmissionCreate, db: Db, state: AppState, principal: Submitter) -> SubmissionRecordOut:
+    """Submit a model: its layers (with call counts) tuned under one trial budget. Layers that run
+    the same workload become one task; bad input is refused (422) and nothing is written."""
+    strategy = body.strategy or default_strategy(state.settings.default_strategy)
+    layers = [LayerSpec(name=layer.name, workload=layer.workload, calls=layer.calls) for layer in body.layers]
+    with db.session() as s:
+        created = submissions_db.create_submission(
+            s, body.model, layers, body.target, body.trials, strategy, per_round=body.per_round,
+            early_stop=body.early_stop, seed=body.seed, submitter=principal.name,
+            submitter_token_id=principal.token_id, known_strategies=available())
+    if state.driver is not None:
+        state.driver.wake()
+    return submission_out(created)
