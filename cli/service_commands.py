@@ -84,7 +84,9 @@ def worker(server: Annotated[str, typer.Option(help="service URL, e.g. http://12
                                            "--token-file: an argument shows in `ps`")] = None,
            token_file: Annotated[Path | None, typer.Option(
                envvar="SWTUNE_TOKEN_FILE", help="file whose first line is the worker token")] = None,
-           batch: Annotated[int, typer.Option("--jobs-per-lease", help="jobs asked for per lease")] = 8,
+           batch: Annotated[int | None, typer.Option(
+               "--jobs-per-lease", help="jobs asked for per lease (default: the backend's chunk, 16 on the "
+                                        "simulator, 1 otherwise)")] = None,
            name: Annotated[str | None, typer.Option(help="worker name (default host-pid-random)")] = None,
            wait: Annotated[float, typer.Option(help="long-poll seconds per lease request")] = 10.0,
            max_jobs: Annotated[int | None, typer.Option(help="exit after posting this many results")] = None,

@@ -107,3 +107,26 @@ def test_a_real_command_reports_a_bad_workload_in_one_line() -> None:
     assert result.exit_code == 2, result.output
     lines = result.stderr.splitlines()
     assert len(lines) == 1 and lines[0].startswith("error: ") and "missing" in lines[0], result.stderr
+
+
+def test_the_worker_command_measures_for_the_embedded_service(tmp_path) -> None:
+    from service.embedded import embedded_service
+
+    with embedded_service(f"sqlite:///{tmp_path / 'log.db'}") as service, service.client() as client:
+        task_id = client.submit([{"op": "dense", "m": 16, "n": 64, "k": 128}], "sw26010", 4,
+                                strategy="random")["task_ids"][0]
+        result = CliRunner().invoke(build_app(), ["worker", "--server", service.url, "--max-jobs", "4", "--wait", "1",
+                                                  "--idle-exit", "20", "--name", "cli-worker"])
+        assert result.exit_code == 0, result.output
+        task = client.task(task_id)
+    assert task["trials_done"] == 4 and task["state"] == "done"
+
+
+def test_the_worker_token_comes_from_one_place(tmp_path) -> None:
+    token_file = tmp_path / "token"
+    token_file.write_text("swt_x\n")
+    result = CliRunner().invoke(build_app(), ["worker", "--server", "http://127.0.0.1:9", "--token-file",
+                                              str(token_file)], env={"SWTUNE_TOKEN": "swt_y"})
+    assert result.exit_code == 2
+    assert result.stderr.splitlines() == ["error: give the token either by SWTUNE_TOKEN/--token or by "
+                                          "--token-file, not both"]
