@@ -150,6 +150,7 @@ def analyze_expr(space: ExprSpace, index: np.ndarray) -> Analysis:
     reduction = np.zeros(n, dtype=bool)
     inner_ext = np.ones(n)
     misaligned = np.zeros(n)
+    out_strided = np.zeros(n, dtype=bool)
     for code, name in enumerate(geo.inner_axes):
         sel = inner_code == code
         if not sel.any():
@@ -158,6 +159,9 @@ def analyze_expr(space: ExprSpace, index: np.ndarray) -> Analysis:
             stride = geo.stride_along(op.access, name, boxes[op.access.tensor])
             gather[op.group] = np.where(sel, gather[op.group] | ((stride != 0) & (stride != 1)), gather[op.group])
             misaligned = np.where(sel, np.maximum(misaligned, geo.misaligned(op.access, name)), misaligned)
+        # the output tile's LDM stride along the inner axis (strided: accumulators move lane by lane)
+        out_stride = geo.stride_along(geo.expr.output, name, geo.output_dims(t))
+        out_strided = np.where(sel, (out_stride != 1) & (name != geo.red_axis.name), out_strided)
         reduction = np.where(sel, name == geo.red_axis.name, reduction)
         inner_ext = np.where(sel, t[name].full, inner_ext)
     vector = w > 1
@@ -172,7 +176,8 @@ def analyze_expr(space: ExprSpace, index: np.ndarray) -> Analysis:
                   + np.where(pack_b, fetches_b / np.maximum(steps, 1) * plan_b.ldm_bytes / ds, 0.0))
     cp = inner_loop(target, w, v["unroll"], reduction, v["acc"], inner_ext, out_full, out_mean, fma_step,
                     simd_fraction, pack_elems, np.where(vector, misaligned, 0.0),
-                    red.full if geo.red_innermost == 0 else np.full(n, float(geo.red_innermost)))
+                    red.full if geo.red_innermost == 0 else np.full(n, float(geo.red_innermost)),
+                    out_strided & vector)
     compute = cp.cycles
     bus = np.maximum(plan_a.ldm_bytes, plan_b.ldm_bytes) * kf / target.share_bytes_per_cycle
     share_cost = np.where(mesh, kf * target.share_latency_cycles + np.maximum(0.0, bus - compute), 0.0)

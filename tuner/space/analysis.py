@@ -304,6 +304,7 @@ def analyze(space: ScheduleSpace, index: np.ndarray) -> Analysis:
     reduction = np.zeros(n, dtype=bool)
     inner_ext = np.ones(n)
     misaligned = np.zeros(n)
+    out_strided = np.zeros(n, dtype=bool)
     for code, name in enumerate(geo.inner_axes):
         sel = inner_code == code
         if not sel.any():
@@ -314,6 +315,8 @@ def analyze(space: ScheduleSpace, index: np.ndarray) -> Analysis:
         reduction = np.where(sel, acc.reduction, reduction)
         inner_ext = np.where(sel, acc.extent, inner_ext)
         misaligned = np.where(sel, acc.misaligned, misaligned)
+        if acc.out_strided is not None:
+            out_strided = np.where(sel, acc.out_strided, out_strided)
     vector = w > 1
     simd_fraction = np.where(vector, np.floor(inner_ext / w) * w / inner_ext, 0.0)
     pack_a, pack_b = vector & a_gather, vector & b_gather
@@ -331,7 +334,8 @@ def analyze(space: ScheduleSpace, index: np.ndarray) -> Analysis:
                   + np.where(pack_b, b_loads / np.maximum(steps, 1) * plan_b.ldm_bytes / ds, 0.0))
     cp = inner_loop(target, w, v["unroll"], reduction, v["acc"], inner_ext, out_tile_full, out_mean, macs_step,
                     simd_fraction, pack_elems, np.where(w > 1, misaligned, 0.0),
-                    red.full if geo.red_innermost == 0 else np.full(n, float(geo.red_innermost)))
+                    red.full if geo.red_innermost == 0 else np.full(n, float(geo.red_innermost)),
+                    out_strided & (w > 1))
     compute = cp.cycles
 
     # Register communication / RMA: the row (column) bus carries the row's whole a (b) chunk.

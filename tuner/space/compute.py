@@ -12,7 +12,9 @@ accumulators live is set by ``inner`` and the ``acc`` knob:
   shuffle+add pairs) and added into the LDM output tile (the generated C sums lanes per run).
 * ``inner`` is an output axis, ``acc = "ldm"``: the reduction loop is outside the inner axis, so
   every accumulator is loaded from and stored to the LDM output tile at every reduction index (2 P1
-  ops per FMA vector) and each accumulator chain carries LDM + FMA latency per step.
+  ops per FMA vector) and each accumulator chain carries LDM + FMA latency per step. When the output
+  tile is strided along the inner axis (a conv's output channels, a GEMM's m) a vector of
+  accumulators is w scalar loads and w scalar stores (the generated C moves it lane by lane).
 * ``inner`` is an output axis, ``acc = "reg"``: the register block is outside the chunk's
   reduction loop (swGEMM's 4x4 doublev4 micro-kernel): accumulators are loaded once per block and
   chunk, stay in registers across the reduction, and are stored back at its end.
@@ -70,11 +72,13 @@ class ComputePlan:
 def inner_loop(target: Target, w: np.ndarray, unroll: np.ndarray, reduction: np.ndarray, acc_reg: np.ndarray,
                inner_ext: np.ndarray, out_tile_full: np.ndarray, out_mean: np.ndarray, macs_step: np.ndarray,
                simd_fraction: np.ndarray, pack_elems: np.ndarray, misaligned: np.ndarray,
-               red_innermost: np.ndarray) -> ComputePlan:
+               red_innermost: np.ndarray, acc_strided: np.ndarray | None = None) -> ComputePlan:
     """Cycles of one step from the knobs (``w`` lanes, ``unroll``, ``acc``) and the tile geometry."""
     red = reduction.astype(bool)
     blocked = ~red & acc_reg.astype(bool)  # accumulators held across the reduction (acc = "reg")
     in_regs = red | blocked
+    # an accumulator vector of an output tile strided along the inner axis is w scalar loads (stores)
+    acc_moves = np.where(acc_strided, w, 1.0) if acc_strided is not None else np.ones_like(w)
     lanes_out = np.where(red, 1.0, w)  # output elements one accumulator holds
     u = np.minimum(unroll, np.maximum(1.0, np.floor(out_tile_full / lanes_out)))
     # The block is as square as the tile allows: rb_i vectors along the inner axis (at most the
@@ -90,7 +94,7 @@ def inner_loop(target: Target, w: np.ndarray, unroll: np.ndarray, reduction: np.
     unaligned = rb_i * misaligned
     p0 = u + unaligned
     p1 = (rb_o + rb_i + unaligned + target.loop_overhead_ops + spilled * target.spill_ops_per_register
-          + np.where(in_regs, 0.0, 2.0 * u))
+          + np.where(in_regs, 0.0, 2.0 * u * acc_moves))
     chain = np.where(in_regs, target.fp_latency_cycles,
                      target.fp_latency_cycles + target.ldm_latency_cycles + 1.0)
     per_iter = np.maximum(np.maximum(p0, p1), chain)
@@ -112,7 +116,7 @@ def inner_loop(target: Target, w: np.ndarray, unroll: np.ndarray, reduction: np.
     # (acc = "reg": load before, store after the reduction).
     log_w = np.log2(np.maximum(w, 1.0))
     flush = np.where(red, np.maximum(u * (2.0 + 2.0 * log_w), 2.0 * u) + target.fp_latency_cycles * (log_w + 1.0),
-                     np.where(blocked, 2.0 * u + target.ldm_latency_cycles, 0.0))
+                     np.where(blocked, 2.0 * u * acc_moves + target.ldm_latency_cycles, 0.0))
     pack = pack_elems * PACK_OPS_PER_ELEM
     flushes = np.where(red, runs, np.where(blocked, blocks, 0.0))
     overhead = runs * target.block_overhead_cycles + flushes * flush + pack

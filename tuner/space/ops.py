@@ -52,6 +52,9 @@ class InnerAccess:
     reduction: bool  # the inner axis is a reduction: lanes are summed at the end of each run
     extent: np.ndarray  # full tile extent of the inner axis
     misaligned: float = 0.0  # share of the vector operand's loads that start off a vector boundary
+    # the output tile is strided along the inner axis: an accumulator vector moves to and from LDM
+    # lane by lane (what the generated C does), not as one vector load/store
+    out_strided: np.ndarray | None = None
 
 
 def tile_choices(extent: int, limit: int = 16) -> tuple[int, ...]:
@@ -179,7 +182,8 @@ class GemmGeometry(OpGeometry):
             return InnerAccess(no, ~k_is_one, False, t["n"].full)
         if inner == "k":  # both contiguous along k, lanes reduced at the end
             return InnerAccess(no, no, True, t["k"].full)
-        return InnerAccess(~k_is_one, no, False, t["m"].full)  # inner m: a strided by tk
+        # inner m: a strided by tk, the output by tn
+        return InnerAccess(~k_is_one, no, False, t["m"].full, out_strided=t["n"].full != 1)
 
     def b_shareable(self, t: dict[str, AxisTiles], pr: np.ndarray) -> np.ndarray:
         if "b" not in t:
@@ -270,7 +274,8 @@ class Conv2dGeometry(OpGeometry):
             off = sum(1 for s in range(w.s) if (s * w.dil_w) % 4) / w.s if w.stride_w == 1 else 0.0
             return InnerAccess(no | (w.stride_w != 1), no, False, t["ow"].full, off)
         if inner == "k":  # data broadcast; weights strided by tc*R*S
-            return InnerAccess(no, (t["c"].full * w.r * w.s) != 1, False, t["k"].full)
+            return InnerAccess(no, (t["c"].full * w.r * w.s) != 1, False, t["k"].full,
+                               out_strided=(t["oh"].full * t["ow"].full) != 1)
         ih = (t["oh"].full - 1) * w.stride_h + w.span_h
         iw = (t["ow"].full - 1) * w.stride_w + w.span_w
         return InnerAccess((ih * iw) != 1, no | (w.r * w.s != 1), True, t["c"].full)
