@@ -12,8 +12,10 @@ on the same random configs as the built-in path; the largest relative difference
 ``tile_check`` per operator (``--check-configs`` random valid configs of a small instance,
 tuner/expr/tilecheck.py): each output tile computed only from the operand boxes the schedule fetches,
 against TVM's llvm run of the whole expression, and the DMA requests of those fetches against the
-analysis. Not measured (not built yet): generated athread C for expression operators on the emulator,
-hence no ``compile_failures`` -- see the JSON's ``emulator_check``.
+analysis. ``emulator_check`` per operator (``--emu-configs`` random valid configs of the same small
+instance, tuner/codegen/expr_check.py): the generated athread C (slave + host) built against swemu and
+run, its output against TVM's llvm run, the emulator's DMA counters and the lowered TIR's DMA figures
+against the analysis; a config that does not generate or build is a compile failure.
 Last line: one JSON object.
 """
 
@@ -25,12 +27,13 @@ import time
 import numpy as np
 from _common import ROOT, emit
 
+from tuner.codegen.expr_check import emulator_check
 from tuner.expr.space import ExprSpace
 from tuner.expr.tilecheck import check_space
 from tuner.expr.tune import naive_and_baseline_seconds, tune_expr
 from tuner.expr.workload import ExprWorkload, workload_from_op
 from tuner.measure.simulator import simulate
-from tuner.space.space import ScheduleSpace
+from tuner.space.factory import space_for
 from tuner.workloads import BatchMatmul, Conv2d, Dense
 
 OPS = {  # name -> (FILE:FUNC under examples/ops, args, GEMM-like); tuned at the functions' default sizes
@@ -104,7 +107,7 @@ FIELDS = ("ldm_total", "a_requests", "a_bytes", "b_requests", "b_bytes", "c_requ
 def regression(n_configs: int, target: str) -> dict[str, dict[str, float]]:
     out = {}
     for builtin, tensors in builtin_expressions():
-        old, new = ScheduleSpace(builtin, target), ExprSpace(ExprWorkload.from_tensors(tensors), target)
+        old, new = space_for(builtin, target), space_for(ExprWorkload.from_tensors(tensors), target)
         rows = np.random.default_rng(2).integers(0, old.sizes, size=(n_configs, len(old.sizes)))
         new_rows = np.stack([new.encode(old.decode(r)) for r in rows])
         a_old, a_new = old.analyze(rows), new.analyze(new_rows)
@@ -133,13 +136,14 @@ def main() -> None:
     p.add_argument("--target", default="sw26010")
     p.add_argument("--regression-configs", type=int, default=10_000)
     p.add_argument("--check-configs", type=int, default=50)
+    p.add_argument("--emu-configs", type=int, default=50)
     args = p.parse_args()
     ops: dict[str, dict[str, object]] = {}
     rates = []
     for name, (ref, kwargs, gemm_like) in OPS.items():
         start = time.perf_counter()
         wl = workload_from_op(str(ROOT / "examples" / "ops" / ref), kwargs)
-        space = ExprSpace(wl, args.target)
+        space = space_for(wl, args.target)
         rate = analysis_rate(space)
         rates.append(rate)
         result = tune_expr(wl, args.target, trials=args.trials, seed=0)
@@ -154,13 +158,19 @@ def main() -> None:
             "tuned_over_elementwise": naive / result.best_time, "analysis_configs_per_s": rate,
             "seconds": time.perf_counter() - start,
         }
-        small = ExprSpace(workload_from_op(str(ROOT / "examples" / "ops" / ref), CHECK_ARGS[name]), args.target)
+        small = space_for(workload_from_op(str(ROOT / "examples" / "ops" / ref), CHECK_ARGS[name]), args.target)
         check = check_space(small, args.check_configs, seed=0)
         ops[name]["tile_check"] = {"workload": small.workload.key, **check.as_json()}
+        emu_start = time.perf_counter()
+        emu = emulator_check(small, args.emu_configs, seed=0)
+        ops[name]["emulator_check"] = {"workload": small.workload.key, **emu.as_json(),
+                                       "seconds": time.perf_counter() - emu_start}
         print(f"{name:22s} {wl.key:44s} x{baseline / result.best_time:7.1f} over OpenACC-like, "
               f"{wl.flops / result.best_time / 1e9:7.1f} GFLOPS, {rate:,.0f} configs/s, tile check "
               f"{check.configs_checked} configs, {check.wrong_results} wrong, "
-              f"{check.dma_count_mismatches} DMA mismatches", flush=True)
+              f"{check.dma_count_mismatches} DMA mismatches; emulator {emu.configs_checked} configs, "
+              f"{emu.wrong_results} wrong, {emu.dma_count_mismatches} DMA / {emu.tir_mismatches} TIR mismatches, "
+              f"{emu.compile_failures} compile failures", flush=True)
     reg = regression(args.regression_configs, args.target)
     gemm = [o["tuned_over_naive"] for o in ops.values() if o["gemm_like"]]
     emit({
@@ -170,8 +180,11 @@ def main() -> None:
         "builtin_regression": reg,
         "tile_check_totals": {k: sum(o["tile_check"][k] for o in ops.values())  # type: ignore[index,misc]
                               for k in ("configs_checked", "wrong_results", "dma_count_mismatches")},
-        "emulator_check": "not built: no athread C generation for expression operators yet "
-                          "(compile_failures and emulator results not measured)",
+        "emulator_totals": {k: sum(o["emulator_check"][k] for o in ops.values())  # type: ignore[index,misc]
+                            for k in ("configs_checked", "wrong_results", "dma_count_mismatches",
+                                      "tir_mismatches", "compile_failures", "runtime_errors")},
+        "min_emulator_configs_per_op": min(o["emulator_check"]["configs_checked"]  # type: ignore[index]
+                                           for o in ops.values()),
     })
 
 

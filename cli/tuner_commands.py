@@ -128,22 +128,29 @@ def check_op(
     seed: Seed = 0,
     max_steps: Annotated[int, typer.Option(help="skip configs with more (tile, k tile) steps than this")] = 1500,
 ) -> None:
-    """Check random valid configs of an operator tile by tile against TVM and the DMA analysis.
+    """Build random valid configs of an operator on the emulator and check them, and its tiles.
 
-    Each output tile is computed only from the operand boxes its schedule fetches and compared with
-    TVM's llvm run of the whole expression; the DMA requests of those fetches are compared with the
-    analysis. Athread C for expression operators is not generated yet, so nothing is compiled:
-    ``compile_failures`` is null. Last line: JSON."""
+    Each config's athread C (slave + host) is generated, built against swemu and run; its output is
+    compared with TVM's llvm run of the same expression, and its DMA counts (emulator counters and the
+    lowered TIR) with the analysis. A tile check (each output tile computed in numpy only from the
+    boxes its schedule fetches) runs on the same number of configs. Last line: JSON (the emulator
+    figures, the tile check's under ``tile_check``)."""
+    from tuner.codegen.expr_check import emulator_check
     from tuner.expr.space import ExprSpace
     from tuner.expr.tilecheck import check_space
     from tuner.expr.workload import workload_from_op
+    from tuner.space import space_for
 
     wl = workload_from_op(op, args)
-    summary = check_space(ExprSpace(wl, target), configs, seed=seed, max_steps=max_steps)
-    for problem in summary.problems[:10]:
+    space = space_for(wl, target)
+    assert isinstance(space, ExprSpace)
+    tiles = check_space(space, configs, seed=seed, max_steps=max_steps)
+    emu = emulator_check(space, configs, seed=seed)
+    for problem in (emu.problems + tiles.problems)[:10]:
         console.print(f"[red]problem:[/red] {problem}")
-    print(json.dumps({"workload": wl.key, "check": "tiles", **summary.as_json(), "compile_failures": None}))
-    if summary.wrong_results or summary.dma_count_mismatches:
+    print(json.dumps({"workload": wl.key, "check": "emulator", **emu.as_json(), "tile_check": tiles.as_json()}))
+    if (emu.wrong_results or emu.dma_count_mismatches or emu.tir_mismatches or emu.compile_failures
+            or emu.runtime_errors or tiles.wrong_results or tiles.dma_count_mismatches):
         raise typer.Exit(1)
 
 

@@ -94,11 +94,11 @@ SLAVE_API = r"""/* swtune: the DMA / sync calls a generated slave file uses, for
 
 
 def shapes(s: Scheduled) -> dict[str, tuple[int, ...]]:
-    """Shapes of the kernel's buffers a, b, c (conv a padded) and of the user-facing input."""
+    """Shapes of the kernel's buffers by role (a, b, c; conv a padded) and of the user-facing input."""
     f = s.op.func
-    out = {name: tuple(int(x) for x in p.shape) for name, p in zip("abc", f.params)}
+    out = {name: tuple(int(x) for x in p.shape) for name, p in zip((*s.roles, "c"), f.params)}
     w = s.workload
-    out["input"] = (w.n, w.c, w.h, w.w) if isinstance(w, Conv2d) else out["a"]
+    out["input"] = (w.n, w.c, w.h, w.w) if isinstance(w, Conv2d) else out[s.roles[0]]
     return out
 
 
@@ -139,7 +139,7 @@ def pack_b(s: Scheduled, ty: str) -> tuple[str, str]:
 def header(s: Scheduled) -> str:
     ty = ctype(s.workload.dtype)
     return (f"/* swtune kernel interface: {s.workload.key} */\n#ifndef SWTUNE_KERNEL_H\n#define SWTUNE_KERNEL_H\n"
-            f"typedef struct {{ {ty} *a, *b, *c; }} swtune_args;\n#endif\n")
+            f"typedef struct {{ {ty} {', '.join('*' + r for r in (*s.roles, 'c'))}; }} swtune_args;\n#endif\n")
 
 
 def host_file(s: Scheduled) -> str:

@@ -20,6 +20,7 @@ from typing import Any
 from tuner.codegen.boxes import LDM_SCOPE, BoxC, CopyNest, box_c, match_copy
 from tuner.codegen.schedule import Scheduled
 from tuner.codegen.simd import simd_loop
+from tuner.codegen.te_ops import role_group
 from tuner.codegen.tir import cexpr, const_int, ctype, kind, lower
 from tuner.targets import Family
 
@@ -41,11 +42,6 @@ def _cname(name: str) -> str:
     return name.replace(".", "_")
 
 
-def _role_of(name: str) -> str | None:
-    head = name.split("_")[0]
-    return {"A": "a", "B": "b", "C": "c"}.get(head)
-
-
 class SlavePrinter:
     def __init__(self, s: Scheduled, func: Any | None = None) -> None:
         self.s = s
@@ -56,8 +52,10 @@ class SlavePrinter:
         self.line_elems = LINE // self.ds
         self.ldm: dict[str, Any] = {}  # role -> LDM buffer var
         self.roles: dict[str, str] = {}
-        self.db = {"a": bool(s.config["db_a"]), "b": bool(s.config["db_b"]), "c": bool(s.config.get("db_c", 0))}
-        self.shared = {"a": s.share_a, "b": s.share_b, "c": False}
+        self.inputs = s.roles  # input roles: a, b for the built-ins; a, a1, b, ... for expressions
+        db_group = {"a": bool(s.config["db_a"]), "b": bool(s.config["db_b"]), "c": bool(s.config.get("db_c", 0))}
+        self.db = {r: db_group[role_group(r)] for r in (*self.inputs, "c")}
+        self.shared = {r: s.shared(r) for r in (*self.inputs, "c")}
         self.dma_mode = s.config["dma"]
         self.put_lines = bool(s.config["put_lines"])
         self.ndims: dict[str, int] = {}
@@ -74,8 +72,8 @@ class SlavePrinter:
         if k == "AllocBuffer":
             buf = node.buffer
             if buf.scope() == LDM_SCOPE:
-                role = _role_of(buf.name)
-                assert role is not None, f"LDM buffer {buf.name} is not A_*, B_* or C_*"
+                role = self.s.ldm_roles.get(buf.name)
+                assert role is not None, f"LDM buffer {buf.name} is no stage of the schedule"
                 self.ldm[role] = buf
                 self.roles[buf.name] = role
         elif k == "SeqStmt":
@@ -92,7 +90,7 @@ class SlavePrinter:
 
     def _box(self, nest: CopyNest, env: dict[str, str]) -> BoxC:
         pl = self.put_lines and nest.role == "c"
-        packed = nest.role == "b" and self.s.config.get("pack", "none") == "b"  # host.py stores b tiled
+        packed = role_group(nest.role) == "b" and self.s.config.get("pack", "none") == "b"  # host.py stores b tiled
         box = box_c(nest, env, self.ds, nest.role, put_lines=pl, line_elems=self.line_elems, packed=packed)
         self.ndims[nest.role] = len(box.bases)
         self.full[nest.role] = box.full
@@ -293,16 +291,16 @@ class SlavePrinter:
         s = self.s
         if guard:  # inside the inner rounds loop: this CPE's (row tile, col tile)
             if self.shared[nest.role]:
-                return f"_rt < {s.rows_total}" if nest.role == "a" else f"_ct < {s.cols_total}"
+                return f"_rt < {s.rows_total}" if role_group(nest.role) == "a" else f"_ct < {s.cols_total}"
             return guard
         # a reused operand fetched in the outer rounds loop
-        if nest.role == "a":
+        if role_group(nest.role) == "a":
             rr = env.get(self.row_round, self.row_round)
             g = f"({rr}) * {s.pr} + _ci < {s.rows_total}"
-            return g if self.shared["a"] else f"{g} && _cj < {s.cols_total}"
+            return g if self.shared[nest.role] else f"{g} && _cj < {s.cols_total}"
         cr = env.get(self.col_round, self.col_round)
         g = f"({cr}) * {s.pc} + _cj < {s.cols_total}"
-        return g if self.shared["b"] else f"{g} && _ci < {s.rows_total}"
+        return g if self.shared[nest.role] else f"{g} && _ci < {s.rows_total}"
 
     def copy(self, nest: CopyNest, ctx: Ctx, guard: str | None, env: dict[str, str]) -> None:
         if nest.direction == "put":
@@ -321,7 +319,7 @@ class SlavePrinter:
         ctx.emit("}")
 
     def _sync(self, role: str) -> str:
-        if role == "a":
+        if role_group(role) == "a":
             mask = (1 << self.s.pc) - 1
             return f"SW_SYNC_ROW({mask});"
         mask = (1 << self.s.pr) - 1
@@ -353,9 +351,9 @@ class SlavePrinter:
             act = lambda mo, lo, ln, bs, gp: [  # noqa: E731
                 f"SW_GET({mem} + {mo}, &{dst}[{lo}], {ln}, {bs}, {gp}, &{r}_reply[_sl]); {r}_exp[_sl]++;"]
             ctx.emit(*box.requests("_sl", self.dma_mode, act))
-        elif r == "a" or self.pro:
-            me, p = ("_cj", self.s.pc) if r == "a" else ("_ci", self.s.pr)
-            macro = "SW_GET_ROWBC" if r == "a" else "SW_GET_COLBC"
+        elif role_group(r) == "a" or self.pro:
+            me, p = ("_cj", self.s.pc) if role_group(r) == "a" else ("_ci", self.s.pr)
+            macro = "SW_GET_ROWBC" if role_group(r) == "a" else "SW_GET_COLBC"
             count = "_rq_all" if self.pro else f"{r}_exp[_sl]"
             act = lambda mo, lo, ln, bs, gp: [  # noqa: E731
                 f"if (_rq % {p} == {me}) {{ {macro}({mem} + {mo}, &{dst}[{lo}], {ln}, {bs}, {gp}, "
@@ -384,7 +382,7 @@ class SlavePrinter:
     def _owner(self, role: str, env: dict[str, str]) -> str:
         """mesh: CPE column (a) / row (b) that fetches the current k tile."""
         kt = env.get(self.chunk_var, self.chunk_var) if self.chunk_var else "0"
-        me = "_cj" if role == "a" else "_ci"
+        me = "_cj" if role_group(role) == "a" else "_ci"
         return f"{me} == ({kt}) % {self.s.pr}"
 
     def wait(self, nest: CopyNest, ctx: Ctx, guard: str | None, slot: str) -> None:
@@ -394,18 +392,18 @@ class SlavePrinter:
         if self.shared[r] and self.mesh:
             p = self.s.pr
             owner = self._owner(r, {})
-            me = "_cj" if r == "a" else "_ci"
+            me = "_cj" if role_group(r) == "a" else "_ci"
             nbytes = " * ".join(f"{r}_n[{slot}][{d}]" for d in range(self.ndims[r])) + f" * {self.ds}"
             buf = f"{r.upper()}_ldm[{slot}]"
             ctx.emit(f"if ({r}_ok[{slot}]) {{")
             ctx.depth += 1
             if self.pro:
-                call = "athread_rma_row_ibcast" if r == "a" else "athread_rma_col_ibcast"
+                call = "athread_rma_row_ibcast" if role_group(r) == "a" else "athread_rma_col_ibcast"
                 ctx.emit(f"if ({owner}) {call}({buf}, {buf}, {nbytes}, &{r}_lrply, &{r}_rrply[{slot}]);",
                          f"{r}_rexp[{slot}]++;",
                          f"athread_rma_wait_value(&{r}_rrply[{slot}], {r}_rexp[{slot}]);")
             else:
-                fn = "sw_rlc_row" if r == "a" else "sw_rlc_col"
+                fn = "sw_rlc_row" if role_group(r) == "a" else "sw_rlc_col"
                 ctx.emit(f"sw_kt_owner = ({owner.split(' == ')[1]});",
                          f"{fn}((char *){buf}, {nbytes}, sw_kt_owner, {me}, {p});")
             ctx.depth -= 1
@@ -442,7 +440,7 @@ class SlavePrinter:
         self.stmt(self.func.body, body, None)
         ty = self.ty
         decl = []
-        for role in ("a", "b", "c"):
+        for role in (*self.inputs, "c"):
             slots = 2 if self.db[role] else 1
             nd = self.ndims[role]
             if role == "c" and self.db["c"]:  # two copies behind the C_ldm pointer, one box
@@ -474,23 +472,21 @@ class SlavePrinter:
             "",
             SW_RLC_HELPER,
             f"void {KERNEL}(swtune_args *_arg) {{",
-            f"  {ty} *const _arg_a = _arg->a, *const _arg_b = _arg->b, *const _arg_c = _arg->c;",
-            "  int a_s = 0, b_s = 0, c_s = 0;",
-            "  for (int _x = 0; _x < 2 && _x < (int)(sizeof a_exp / sizeof a_exp[0]); _x++) "
-            "{ a_reply[_x] = 0; a_exp[_x] = 0; }",
-            "  for (int _x = 0; _x < 2 && _x < (int)(sizeof b_exp / sizeof b_exp[0]); _x++) "
-            "{ b_reply[_x] = 0; b_exp[_x] = 0; }",
+            f"  {ty} " + ", ".join(f"*const _arg_{r} = _arg->{r}" for r in (*self.inputs, "c")) + ";",
+            "  int " + ", ".join(f"{r}_s = 0" for r in (*self.inputs, "c")) + ";",
+            *(f"  for (int _x = 0; _x < 2 && _x < (int)(sizeof {r}_exp / sizeof {r}_exp[0]); _x++) "
+              f"{{ {r}_reply[_x] = 0; {r}_exp[_x] = 0; }}" for r in self.inputs),
             *(["  c_reply[0] = 0; c_exp[0] = 0; c_reply[1] = 0; c_exp[1] = 0;",
                f"  {ty} (*C_ldm)[{self.ldm_elems('c')}] = &C_buf[0]; int c_slot = 0;"]
               if self.db["c"] else ["  c_reply[0] = 0; c_exp[0] = 0;"]),
             "  int sw_kt_owner = 0; (void)sw_kt_owner;",
         ]
         if self.mesh and self.pro:
-            for r in "ab":
+            for r in self.inputs:
                 head.append(f"  for (int _x = 0; _x < {2 if self.db[r] else 1}; _x++) {{ {r}_rrply[_x] = 0; "
                             f"{r}_rexp[_x] = 0; }} {r}_lrply = 0;")
             head.append("  athread_ssync_array();  /* every reply word is reset before any RMA arrives */")
-        tail = ["  (void)a_s; (void)b_s; (void)c_s;", "}", ""]
+        tail = ["  " + " ".join(f"(void){r}_s;" for r in (*self.inputs, "c")), "}", ""]
         if self.db["c"]:  # the last puts of both copies complete before the kernel returns
             tail = ["  SW_WAIT(&c_reply[0], c_exp[0]); SW_WAIT(&c_reply[1], c_exp[1]);", *tail]
         return "\n".join(head + body.lines + tail)

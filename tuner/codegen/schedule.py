@@ -39,10 +39,13 @@ from typing import Any
 
 import numpy as np
 
+from tuner.codegen.te_ops import role_group
+from tuner.expr.geometry import PAD_AXIS
 from tuner.space.factory import space_for
+from tuner.space.ops import axis_tiles
 from tuner.space.space import Config
 from tuner.targets import Target, get_target
-from tuner.workloads import BatchMatmul, Conv2d, Workload
+from tuner.workloads import EXPR_OP, BatchMatmul, Conv2d, Workload
 
 LDM_SCOPE = "local.ldm"
 
@@ -65,14 +68,23 @@ class Scheduled:
     rows_total: int
     cols_total: int
     chunks: int
-    reuse_a: bool
-    reuse_b: bool
-    share_a: bool
-    share_b: bool
+    reuse: dict[str, bool]  # role -> the operand stays in LDM across the inner rounds
+    share_a: bool  # group a is shared along mesh rows
+    share_b: bool  # group b is shared along mesh columns
+    ldm_roles: dict[str, str]  # LDM buffer name -> role (a, a1, b, ..., c)
 
     @property
     def func(self) -> Any:
         return self.sch.mod["main"]
+
+    @property
+    def roles(self) -> tuple[str, ...]:
+        """The input roles, in parameter order."""
+        return tuple(self.op.roles)
+
+    def shared(self, role: str) -> bool:
+        g = role_group(role)
+        return self.share_a if g == "a" else self.share_b if g == "b" else False
 
 
 def _grid(config: Config) -> tuple[int, int]:
@@ -92,6 +104,58 @@ def operand_reuse(workload: Workload, tiles: dict[str, int], chunks: int, order:
     return order == "row" and a_free, order == "col" and b_free
 
 
+@dataclass(frozen=True)
+class _Layout:
+    """Loop names of the compute block (in its loop order) and the intra-tile order before ``inner``."""
+
+    loops: tuple[str, ...]
+    intra: tuple[str, ...]
+    reduces: bool  # the block has a reduction (decompose_reduction applies)
+
+
+def _layout(workload: Workload, geo: Any) -> _Layout:
+    if workload.op == EXPR_OP:
+        expr = geo.expr
+        names = tuple(a.name for a in expr.axes)
+        spatial = [a.name for a in expr.spatial]
+        reduce = [a.name for a in expr.reduce] or [PAD_AXIS]
+        # the reduction nest keeps the expression's order (tuner/expr/geometry.py: red_innermost)
+        return _Layout(names, tuple(spatial + reduce), bool(expr.reduce))
+    names = _LOOP_AXES[workload.op]
+    extents = {a.name for a in geo.axes}
+    rows = [a.name for a in geo.axes if a.role == "row"]
+    cols = [a.name for a in geo.axes if a.role == "col"]
+    red = geo.red_axis.name
+    fixed = [n for n in names if n not in extents]
+    intra = rows + cols + [red] + fixed
+    if workload.op == "conv2d":
+        intra = ["n", "k", "oh", "ow", red] + fixed
+    return _Layout(names, tuple(intra), True)
+
+
+def _reuse(workload: Workload, geo: Any, roles: dict[str, str], tiles: dict[str, int], extents: dict[str, int],
+           chunks: int, order: str) -> dict[str, bool]:
+    """Per role: the operand stays in LDM across the inner rounds (one chunk, box independent of them)."""
+    if workload.op != EXPR_OP:
+        ra, rb = operand_reuse(workload, tiles, chunks, order)
+        return {"a": ra, "b": rb}
+    out = {}
+    for op in geo.operands:
+        row_tiles = int(np.prod([-(-extents[r] // tiles[r]) for r in op.row_axes]))
+        free = op.group == "a" or row_tiles == 1
+        out[roles[op.access.tensor]] = chunks == 1 and free and order == ("row" if op.group == "a" else "col")
+    return out
+
+
+def _shareable(workload: Workload, geo: Any, tiles: dict[str, int], pr: int) -> tuple[bool, bool]:
+    """Whether group a (b) may be shared along mesh rows (columns): every CPE sharing it needs one box."""
+    if workload.op != EXPR_OP:
+        return not (isinstance(workload, Conv2d) and workload.groups > 1), _b_shareable(workload, tiles, pr)
+    t = {a.name: axis_tiles(a.extent, np.array([float(tiles[a.name])])) for a in geo.axes}
+    ok = {g: all(bool(geo.shareable(op, t, np.array([float(pr)]))[0]) for op in geo.group(g)) for g in "ab"}
+    return ok["a"], ok["b"]
+
+
 def build_schedule(workload: Workload, target: Target | str, config: Config) -> Scheduled:
     import tvm
 
@@ -102,15 +166,24 @@ def build_schedule(workload: Workload, target: Target | str, config: Config) -> 
     space.check(config)
     geo = space.geometry
     op = op_def(workload)
+    layout = _layout(workload, geo)
     sch = tvm.s_tir.Schedule(tvm.IRModule({"main": op.func}))
     blk = sch.get_sblock(op.block)
-    loops = dict(zip(_LOOP_AXES[workload.op], sch.get_loops(blk)))
+    loops = dict(zip(layout.loops, sch.get_loops(blk)))
     extents = {a.name: a.extent for a in geo.axes}
     tiles = {a.name: min(int(config[f"tile_{a.name}"]), a.extent) for a in geo.axes}
     rows = [a.name for a in geo.axes if a.role == "row"]
     cols = [a.name for a in geo.axes if a.role == "col"]
     red = geo.red_axis.name
-    fixed = [n for n in _LOOP_AXES[workload.op] if n not in extents]
+    fixed = [n for n in layout.loops if n not in extents]
+    # An element-wise expression has no reduction loop, one over a single spatial axis no col axis:
+    # a unit loop stands in for each, so every op has the same loop structure.
+    for name in [red] + ([] if cols else ["_c"]):
+        if name not in loops:
+            loops[name] = sch.add_unit_loop(blk)
+            extents.setdefault(name, 1)
+            tiles.setdefault(name, 1)
+    cols = cols or ["_c"]
     outer, inner = {}, {}
     for name in rows + cols + [red]:
         outer[name], inner[name] = sch.split(loops[name], [None, tiles[name]])
@@ -121,13 +194,11 @@ def build_schedule(workload: Workload, target: Target | str, config: Config) -> 
     chunks = -(-extents[red] // tiles[red])
 
     # intra-tile order: output axes, then the reduction, with the `inner` axis moved innermost
-    intra = rows + cols + [red] + fixed
-    if workload.op == "conv2d":
-        intra = ["n", "k", "oh", "ow", red] + fixed
+    intra = [n for n in layout.intra if n in inner] + [n for n in cols if n not in layout.intra]
     intra = [n for n in intra if n != config["inner"]] + [config["inner"]]
     intra_loops = [inner[n] for n in intra]
     vec_loop = inner[config["inner"]]
-    block = register_block(config, tiles, [red] + fixed)
+    block = register_block(config, {n: tiles[n] for n in tiles if n in layout.loops}, [red] + fixed)
     if block is not None:
         # acc = "reg": the register block (rb_o rows of `other` x rb_i vectors of `inner`) moves
         # outside the reduction loops, so its accumulators stay in registers across the chunk
@@ -135,7 +206,7 @@ def build_schedule(workload: Workload, target: Target | str, config: Config) -> 
         io, ii = sch.split(inner[config["inner"]], [None, ii_len])
         oo, oi = sch.split(inner[other], [None, rb_o])
         outputs = [inner[n] for n in intra if n not in (config["inner"], other) and n not in [red] + fixed]
-        intra_loops = outputs + [oo, io] + [inner[n] for n in [red] + fixed] + [oi, ii]
+        intra_loops = outputs + [oo, io] + [inner[n] for n in [red] + fixed if n in inner] + [oi, ii]
         vec_loop = ii
         sch.annotate(oi, "swtune.unroll", rb_o)
     sch.reorder(*[outer[n] for n in rows], *[outer[n] for n in cols], outer[red], *intra_loops)
@@ -154,28 +225,38 @@ def build_schedule(workload: Workload, target: Target | str, config: Config) -> 
     sch.annotate(vec_loop, "swtune.unroll", int(config["unroll"]) if block is None
                  else max(1, block[2] // int(config["simd"])))
 
-    reuse_a, reuse_b = operand_reuse(workload, tiles, chunks, config["tile_order"])
+    roles = dict(zip(op.inputs, op.roles))
+    reuse = _reuse(workload, geo, roles, tiles, extents, chunks, config["tile_order"])
     share = config["share"]
-    a_ok = not (isinstance(workload, Conv2d) and workload.groups > 1)
-    share_a = share != "none" and a_ok and pc > 1
-    share_b = share != "none" and pr > 1 and _b_shareable(workload, tiles, pr)
+    a_ok, b_ok = _shareable(workload, geo, tiles, pr)
+    groups = {role_group(r) for r in op.roles}
+    share_a = share != "none" and a_ok and pc > 1 and "a" in groups
+    share_b = share != "none" and pr > 1 and b_ok and "b" in groups
 
     cw = sch.cache_write(blk, 0, LDM_SCOPE)
     sch.reverse_compute_at(cw, order[1])
-    ca = sch.cache_read(blk, 0, LDM_SCOPE)
-    sch.compute_at(ca, order[0] if reuse_a else outer[red])
-    cb = sch.cache_read(blk, 1, LDM_SCOPE)
-    sch.compute_at(cb, order[0] if reuse_b else outer[red])
-    for block, buf, shared, db in ((ca, "a", share_a, config["db_a"]), (cb, "b", share_b, config["db_b"]),
-                                   (cw, "c", False, 0)):
-        sch.annotate(block, "swtune.buf", buf)
-        sch.annotate(block, "swtune.share", share if shared else "none")
-        sch.annotate(block, "swtune.db", int(db))
-        sch.annotate(block, "swtune.dma", config["dma"])
-        sch.annotate(block, "swtune.put_lines", int(config["put_lines"]) if buf == "c" else 0)
-    sch.decompose_reduction(blk, outer[red])
+    stages = []
+    for name in op.inputs:
+        reads = [str(r.source.name) for r in sch.get(blk).reads]
+        stage = sch.cache_read(blk, reads.index(name), LDM_SCOPE)
+        role = roles[name]
+        sch.compute_at(stage, order[0] if reuse[role] else outer[red])
+        stages.append((stage, role))
+    ldm_roles = {str(sch.get(cw).reads[0].source.name): "c"}
+    for stage, role in stages:
+        ldm_roles[str(sch.get(stage).writes[0].source.name)] = role
+    for stage, role in [*stages, (cw, "c")]:
+        g = role_group(role)
+        shared = share_a if g == "a" else share_b if g == "b" else False
+        sch.annotate(stage, "swtune.buf", role)
+        sch.annotate(stage, "swtune.share", share if shared else "none")
+        sch.annotate(stage, "swtune.db", int(config[f"db_{g}"]) if g != "c" else 0)
+        sch.annotate(stage, "swtune.dma", config["dma"])
+        sch.annotate(stage, "swtune.put_lines", int(config["put_lines"]) if g == "c" else 0)
+    if layout.reduces:
+        sch.decompose_reduction(blk, outer[red])
     return Scheduled(sch, workload, target, dict(config), op, pr, pc, rows_total, cols_total, chunks,
-                     reuse_a, reuse_b, share_a, share_b)
+                     reuse, share_a, share_b, ldm_roles)
 
 
 def register_block(config: Config, tiles: dict[str, int], reduction: list[str]) -> tuple[str, int, int] | None:
@@ -194,6 +275,8 @@ def register_block(config: Config, tiles: dict[str, int], reduction: list[str]) 
     u = int(min(int(config["unroll"]), max(1, out_tile // w)))
     along_inner = max(1, tiles[inner] // w)
     rb_i = min(2 ** int(np.ceil(np.log2(u) / 2)), 2 ** int(np.floor(np.log2(min(along_inner, u)))))
+    if not outputs:  # a single output axis: no rows to block (an expression such as gemv)
+        return None
     other = max(outputs, key=lambda n: tiles[n])
     # Split factors divide the tiles: a ragged split would widen the LDM boxes TVM derives. So a
     # tile that rb_i vectors (rb_o rows) do not divide gets the largest block that does.

@@ -11,26 +11,30 @@ one, ``rows`` = one per block). A copy is counted for a CPE only when its tile e
 
 from __future__ import annotations
 
+from collections import defaultdict
 from dataclasses import dataclass, field
 from math import prod
 from typing import Any
 
 from tuner.codegen.boxes import LDM_SCOPE, CopyNest, match_copy
 from tuner.codegen.schedule import Scheduled
+from tuner.codegen.te_ops import role_group
 from tuner.codegen.tir import const_int, evaluate, free_vars, kind, lower
 
 
 @dataclass
 class TirFigures:
-    """Per buffer (a, b, c): LDM bytes of one copy, and DMA requests and bytes over the mesh."""
+    """Per buffer role (a, b, c; a1, b1... for expressions): LDM bytes of one copy, and DMA requests and
+    bytes over the mesh."""
 
     ldm_bytes: dict[str, int] = field(default_factory=dict)
-    requests: dict[str, int] = field(default_factory=lambda: {"a": 0, "b": 0, "c": 0})
-    bytes: dict[str, int] = field(default_factory=lambda: {"a": 0, "b": 0, "c": 0})
+    requests: dict[str, int] = field(default_factory=lambda: defaultdict(int))
+    bytes: dict[str, int] = field(default_factory=lambda: defaultdict(int))
 
-
-def _role(name: str) -> str:
-    return {"A": "a", "B": "b", "C": "c"}[name.split("_")[0]]
+    def group(self, figure: str, group: str) -> int:
+        """A figure summed over the roles of one sharing group (what the analysis reports)."""
+        values: dict[str, int] = getattr(self, figure)
+        return sum(v for r, v in values.items() if role_group(r) == group)
 
 
 class _Walker:
@@ -39,7 +43,7 @@ class _Walker:
         self.ds = s.workload.dtype_bytes
         self.fig = TirFigures()
         self.roles: dict[str, str] = {}
-        self.shared = {"a": s.share_a, "b": s.share_b, "c": False}
+
         self.put_lines = bool(s.config["put_lines"])
         self.strided = s.config["dma"] == "strided"
         self.row_var = self.col_var = ""
@@ -49,9 +53,7 @@ class _Walker:
     def allocs(self, node: Any) -> None:
         k = kind(node)
         if k == "AllocBuffer" and node.buffer.scope() == LDM_SCOPE:
-            buf = node.buffer
-            role = _role(buf.name)
-            self.roles[buf.name] = role
+            self.roles[node.buffer.name] = self.s.ldm_roles[node.buffer.name]
         for attr in ("body", "then_case", "else_case"):
             child = getattr(node, attr, None)
             if child is not None:
@@ -106,14 +108,14 @@ class _Walker:
         ci, cj = cpe // s.pc, cpe % s.pc
         if tile is not None:
             rt, ct = tile
-        elif role == "a":  # a reused operand fetched in the outer rounds loop
+        elif role_group(role) == "a":  # a reused operand fetched in the outer rounds loop
             rt, ct = env[self.row_var] * s.pr + ci, cj
         else:
             rt, ct = ci, env[self.col_var] * s.pc + cj
-        if self.shared[role]:
-            if role == "a" and (rt >= s.rows_total or cj != 0):
+        if s.shared(role):
+            if role_group(role) == "a" and (rt >= s.rows_total or cj != 0):
                 return
-            if role == "b" and (ct >= s.cols_total or ci != 0):
+            if role_group(role) == "b" and (ct >= s.cols_total or ci != 0):
                 return
         elif rt >= s.rows_total or ct >= s.cols_total:
             return
@@ -137,7 +139,7 @@ class _Walker:
         while kdim >= 1 and full[kdim] >= extents[kdim]:
             kdim -= 1
         outer = lens[: max(kdim - 1, 0)] if self.strided else lens[:kdim]
-        if role == "b" and s.config.get("pack", "none") == "b":
+        if role_group(role) == "b" and s.config.get("pack", "none") == "b":
             outer = []  # b stored tile after tile (pack knob): one request per box
         self.fig.requests[role] += prod(outer)
         self.fig.bytes[role] += prod(lens) * self.ds
@@ -185,11 +187,11 @@ def compare_with_analysis(s: Scheduled, fig: TirFigures | None = None) -> dict[s
     space = space_for(s.workload, s.target)
     an = space.analyze(space.encode(s.config)[None, :])
     out: dict[str, tuple[float, float]] = {}
-    for role in "abc":
+    for role in "abc":  # per sharing group: the analysis merges a group's operands (tuner/expr/analysis.py)
         plan = getattr(an, role)
-        pairs = {f"{role}.ldm_bytes": (fig.ldm_bytes.get(role, 0), float(plan.ldm_bytes[0])),
-                 f"{role}.total_requests": (fig.requests[role], float(plan.total_requests[0])),
-                 f"{role}.total_bytes": (fig.bytes[role], float(plan.total_bytes[0]))}
+        pairs = {f"{role}.ldm_bytes": (fig.group("ldm_bytes", role), float(plan.ldm_bytes[0])),
+                 f"{role}.total_requests": (fig.group("requests", role), float(plan.total_requests[0])),
+                 f"{role}.total_bytes": (fig.group("bytes", role), float(plan.total_bytes[0]))}
         for key, (t, a) in pairs.items():
             if abs(t - a) > 1e-6 * max(1.0, abs(a)):
                 out[key] = (t, a)

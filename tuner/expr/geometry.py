@@ -26,6 +26,8 @@ from tuner.expr.expr import Access, AxisKind, Expr
 from tuner.space.ops import AxisTiles, Dim, TileAxis, tile_choices
 
 PAD_AXIS = "_r"  # the stand-in reduction axis (extent 1) of an element-wise expression
+# Why an operator's space has no pack="b": the reason the pack knob names when it is left out.
+PACK_UNSUPPORTED = "not offered: a b operand's tile boxes overlap or skip elements (halo, stride, flip)"
 
 
 @dataclass(frozen=True)
@@ -158,6 +160,21 @@ class ExprGeometry:
         for a, c in taps:
             shifts = [s + c * v for s in shifts for v in range(self.fixed[a])]
         return sum(1 for s in shifts if s % lanes) / len(shifts)
+
+    def packable(self, op: Operand) -> bool:
+        """Whether the operand's per-tile boxes partition it, whatever the tile sizes, so that it can be
+        stored tile after tile (the pack knob): every index dimension is one tiled axis with step 1 (box
+        i starts at i*T) or one whole-LDM reduction axis spanning the tensor's dimension (one box)."""
+        for d, extent in zip(op.access.dims, op.access.shape):
+            if len(d.coefs) != 1 or d.span != 1 or d.offset != 0:
+                return False
+            axis, coef = d.coefs[0]
+            if coef != 1:
+                return False
+            tiled = any(a.name == axis for a in self.axes)
+            if not tiled and self.fixed.get(axis) != extent:
+                return False
+        return True
 
     def axis_kind(self, name: str) -> AxisKind:
         return AxisKind.SPATIAL if name in self.row_axes + self.col_axes else AxisKind.REDUCE

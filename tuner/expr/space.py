@@ -16,7 +16,7 @@ import numpy as np
 
 from tuner.errors import InvalidConfigError
 from tuner.expr.analysis import analyze_expr
-from tuner.expr.geometry import ExprGeometry
+from tuner.expr.geometry import PACK_UNSUPPORTED, ExprGeometry
 from tuner.expr.workload import ExprWorkload
 from tuner.space.analysis import REASONS, Analysis
 from tuner.space.knobs import Knob
@@ -60,8 +60,7 @@ class ExprSpace(ScheduleSpace):
             Knob("simd", self.target.simd_widths[workload.dtype], doc="vector lanes (1 = scalar)"),
             Knob("unroll", UNROLL_CHOICES, doc="independent accumulators (register block)"),
             Knob("acc", ACC_CHOICES, ordered=False, default="ldm", doc="accumulators in LDM or registers"),
-            Knob("pack", PACK_CHOICES, ordered=False, default="none",
-                 doc="column-shared operands laid out tile after tile: one contiguous DMA per tile"),
+            self._pack_knob(geo),
         ]
         if restrict:
             knobs = self._restricted(knobs, restrict)
@@ -73,6 +72,18 @@ class ExprSpace(ScheduleSpace):
         grids = self.knobs[self.knob_index["grid"]].choices
         self.grid_rows = np.array([int(g.split("x")[0]) for g in grids], dtype=np.float64)
         self.grid_cols = np.array([int(g.split("x")[1]) for g in grids], dtype=np.float64)
+
+    @staticmethod
+    def _pack_knob(geo: ExprGeometry) -> Knob:
+        """``pack`` only where every b operand's tile boxes partition it (ExprGeometry.packable): a
+        halo, a stride or a flip makes boxes overlap or skip, and a tile-after-tile copy would then
+        have to duplicate elements -- such operators offer ``pack="none"`` alone, by name here."""
+        doc = "column-shared operands laid out tile after tile: one contiguous DMA per tile"
+        if all(geo.packable(op) for op in geo.group("b")):
+            return Knob("pack", PACK_CHOICES, ordered=False, default="none", doc=doc)
+        none = PACK_CHOICES.index("none")
+        return Knob("pack", ("none",), ordered=False, default="none", category_codes=(none,),
+                    doc=doc + f"; {PACK_UNSUPPORTED}")
 
     def analyze(self, index: np.ndarray) -> Analysis:
         return analyze_expr(self, index)

@@ -22,14 +22,20 @@ from tuner.measure.base import InfrastructureError, MeasureResult, Source, Statu
 from tuner.space.factory import space_for
 from tuner.space.space import Config, ScheduleSpace
 from tuner.targets import Family, Target, get_target
-from tuner.workloads import BatchMatmul, Conv2d, Dense, Workload
+from tuner.workloads import EXPR_OP, BatchMatmul, Conv2d, Dense, Workload
 
 RTOL = {"float32": 1e-4, "float64": 1e-9}
 
 
-def reference(workload: Workload, a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    """numpy result of the op (conv: NCHW input, OIHW weights, groups, stride, padding, dilation)."""
+def reference(workload: Workload, *inputs: np.ndarray) -> np.ndarray:
+    """numpy result of the op (conv: NCHW input, OIHW weights, groups, stride, padding, dilation); an
+    expression operator's from TVM's llvm build of its own PrimFunc."""
+    if workload.op == EXPR_OP:
+        from tuner.codegen.reference import expr_reference
+
+        return expr_reference(workload, inputs)
     w = workload
+    a, b = inputs
     if isinstance(w, Dense):
         return a @ b.T
     if isinstance(w, BatchMatmul):
@@ -49,8 +55,13 @@ def reference(workload: Workload, a: np.ndarray, b: np.ndarray) -> np.ndarray:
     return out
 
 
-def random_inputs(workload: Workload, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
+def random_inputs(workload: Workload, rng: np.random.Generator) -> tuple[np.ndarray, ...]:
+    """The op's inputs in the order its host program reads them."""
     w = workload
+    if w.op == EXPR_OP:
+        from tuner.codegen.reference import expr_input_shapes
+
+        return tuple(rng.uniform(-1, 1, shape).astype(w.dtype) for shape in expr_input_shapes(w))
     shapes: tuple[tuple[int, ...], tuple[int, ...]]
     if isinstance(w, Dense):
         shapes = (w.m, w.k), (w.n, w.k)
@@ -153,14 +164,15 @@ class EmulatorBackend:
             raise InfrastructureError(f"cannot build kernels here: {exc}") from exc
         t2 = time.perf_counter()
         rng = np.random.default_rng(self.seed)
-        a, b = random_inputs(workload, rng)
-        a.tofile(d / "a.bin")
-        b.tofile(d / "b.bin")
+        inputs = random_inputs(workload, rng)
+        in_files = [d / f"in{i}.bin" for i in range(len(inputs))]
+        for x, f in zip(inputs, in_files):
+            x.tofile(f)
         env = {k: v for k, v in os.environ.items() if not k.startswith("SWEMU_")}
         env.update(SWEMU_REPORT=str(d / "report.json"), SWEMU_TIMEOUT=str(self.timeout_s),
                    SWEMU_TARGET="sw26010pro" if pro else "sw26010", SWEMU_LDM_BYTES=str(target.ldm_bytes))
         try:
-            proc = subprocess.run([str(prog), str(d / "a.bin"), str(d / "b.bin"), str(d / "c.bin")],
+            proc = subprocess.run([str(prog), *map(str, in_files), str(d / "c.bin")],
                                   capture_output=True, text=True, timeout=self.timeout_s + 10, env=env, cwd=d)
         except subprocess.TimeoutExpired:
             return self._fail(config, Status.TIMEOUT, f"emulator run exceeded {self.timeout_s} s")
@@ -173,7 +185,7 @@ class EmulatorBackend:
                       else Status.RUNTIME_ERROR)
             return self._fail(config, status, proc.stderr or json.dumps(errors), report_errors=errors)
         seconds = _parse_seconds(proc.stdout)
-        ref = reference(workload, a, b)
+        ref = reference(workload, *inputs)
         out = np.fromfile(d / "c.bin", dtype=workload.dtype)
         details = _dma_details(report, an)
         details.update(codegen_s=t1 - t0, build_s=t2 - t1, run_s=t3 - t2,
@@ -188,8 +200,8 @@ class EmulatorBackend:
             err = float(np.abs(out.reshape(ref.shape) - ref).max())
             return self._fail(config, Status.WRONG_RESULT, f"max abs error {err:.3g} (scale {scale:.3g})", **details)
         if not self.keep:
-            for f in ("a.bin", "b.bin", "c.bin", "kernel_emu"):
-                (d / f).unlink(missing_ok=True)
+            for f in (*in_files, d / "c.bin", d / "kernel_emu"):
+                f.unlink(missing_ok=True)
         if seconds is None or seconds <= 0:
             seconds = max(report.get("kernel_wall_ns", 0) * 1e-9, 1e-9)
         return MeasureResult(config, Status.OK, times=(seconds,), source=self.source, details=details)
