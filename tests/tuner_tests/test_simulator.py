@@ -238,8 +238,9 @@ def test_facts_dgemm_reaches_0_80_to_0_95_of_a_core_groups_peak():
     assert 0.80 <= _dgemm_subspace_fractions() <= 0.95
 
 
-@pytest.mark.xfail(strict=True, reason="issue #11: the model's best 3x3 float64 conv reaches ~0.8 of peak; "
-                                        "FACTS: hand-written swDNN conv reaches 54%")
+@pytest.mark.xfail(strict=True, reason="issue #11: the model's best 3x3 float64 conv reaches ~0.81 of peak "
+                                        "(P0-bound 4x4-class register block, DMA hidden); no FACTS figure caps "
+                                        "that inner loop, while hand-written swDNN conv reaches 54%")
 def test_facts_conv3x3_float64_stays_near_swdnns_half_of_peak():
     """A short search (random sample, then hill climbing) must not find a conv far above swDNN's 54%."""
     conv = Conv2d(32, 128, 18, 18, 128, 3, 3, dtype="float64")
