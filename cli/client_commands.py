@@ -185,11 +185,14 @@ def submit(target: Annotated[str, typer.Option(help="sw26010 or sw26010-pro")],
            )] = None,
            model_batch: Annotated[int, typer.Option("--batch-size", help="--model: the model's batch size")] = 1,
            label: Annotated[list[str] | None, typer.Option(help="one per workload (repeatable)")] = None,
-           trials: Annotated[int, typer.Option(min=1, help="trial budget per workload")] = 200,
+           trials: Annotated[int, typer.Option(min=1, help="trial budget per workload; with --model, the one "
+                                                          "budget of the whole model")] = 200,
            strategy: Annotated[str | None, typer.Option(help="search strategy (default: the server's)")] = None,
            seed: Annotated[int, typer.Option(min=0)] = 0,
            server: Server = DEFAULT_SERVER, token: Token = None, json_out: JsonOut = False) -> None:
-    """Submit tuning tasks (one per workload) to a server."""
+    """Submit tuning tasks (one per workload) to a server; a --model is one submission with one budget."""
+    if model and not (workload or file or label):
+        return _submit_model(model, model_batch, target, trials, strategy, seed, server, token, json_out)
     specs, names = collect_workloads(workload or [], file, model, model_batch, label or [])
     with connect(server, token) as api:
         created = api.submit(specs, target, trials, strategy=strategy, labels=names, seed=seed)
@@ -204,3 +207,29 @@ def submit(target: Annotated[str, typer.Option(help="sw26010 or sw26010-pro")],
     console.print(table)
     console.print(f"follow: swtune tasks list --submission {created['batch']}   or   "
                   f"{server.rstrip('/')}/ui/#/submission/{created['batch']}")
+
+
+def _submit_model(model: str, batch_size: int, target: str, trials: int, strategy: str | None, seed: int,
+                  server: str, token: str | None, json_out: bool) -> None:
+    """A model as one submission: its distinct workloads with their call counts, ``trials`` spread
+    over them by the server's gradient task scheduler."""
+    from tuner.bridge.extract import extract_model
+
+    extracted = extract_model(model, batch=batch_size)
+    layers = [{"name": layer.name, "workload": layer.workload.to_json(), "calls": layer.weight}
+              for layer in extracted.layers]
+    with connect(server, token) as api:
+        created = api.submit_model(Path(model).stem[:128] or model[:128], layers, target, trials, strategy=strategy,
+                                   seed=seed)
+    if json_out:
+        return print_json(created)
+    table = Table(title=f"submitted {created['model']}: {len(created['tasks'])} tasks, one budget of "
+                        f"{created['trial_budget']} trials (submission {created['id']}, "
+                        f"strategy {created['strategy']})")
+    for col in ("task", "layers", "calls", "workload"):
+        table.add_column(col, justify="right" if col in ("task", "calls") else "left")
+    for t in created["tasks"]:
+        table.add_row(str(t["task_id"]), ", ".join(t["layer_names"]), str(t["call_count"]), t["workload_key"])
+    console.print(table)
+    console.print(f"follow: swtune tasks list --submission {created['id']}   or   "
+                  f"{server.rstrip('/')}/ui/#/submission/{created['id']}")

@@ -25,7 +25,7 @@ from db.submissions import Submission
 from tuner.baseline import openacc_baseline
 from tuner.measure.simulator import simulate
 from tuner.search.scheduler import GradientScheduler
-from tuner.space.space import ScheduleSpace
+from tuner.space.factory import space_for
 from tuner.workloads import Workload
 
 
@@ -33,7 +33,7 @@ from tuner.workloads import Workload
 def baseline_time(workload: Workload, target: str) -> float | None:
     """Simulated seconds of the OpenACC-like schedule (the baseline `swtune demo`, tune-model and the
     dashboard compare against), or None when the space has no valid baseline schedule."""
-    space = ScheduleSpace(workload, target)
+    space = space_for(workload, target)
     try:
         config = openacc_baseline(space)
     except RuntimeError:

@@ -100,6 +100,24 @@ class ServiceClient:
     def cancel(self, task_id: int) -> dict[str, Any]:
         return self.request("POST", f"/api/v1/tasks/{task_id}/cancel").json()
 
+    # --- model submissions --------------------------------------------------------------------
+    def submit_model(self, model: str, layers: list[dict[str, Any]], target: str, trials: int, *,
+                     per_round: int = 16, early_stop: int | None = None, strategy: str | None = None,
+                     seed: int = 0) -> dict[str, Any]:
+        """One submission for a whole model: ``layers`` are {"name", "workload", "calls"}, ``trials``
+        the one budget the driver spreads over them. Returns the submission (its ``id``, its tasks)."""
+        body = {"model": model, "layers": layers, "target": target, "trials": trials, "per_round": per_round,
+                "early_stop": early_stop, "strategy": strategy, "seed": seed}
+        # not retried: a submit whose answer was lost would create the submission twice
+        return self.request("POST", "/api/v1/submissions", json=body, retry=False).json()
+
+    def submission(self, submission_id: str) -> dict[str, Any]:
+        """A submission's report: per-layer table with call counts, end-to-end estimate, speedup."""
+        return self.request("GET", f"/api/v1/submissions/{submission_id}").json()
+
+    def submissions(self, *, limit: int = 100) -> list[dict[str, Any]]:
+        return self.request("GET", "/api/v1/submissions", params={"limit": limit}).json()
+
     # --- workers ------------------------------------------------------------------------------
     def lease(self, worker: str, target: str, max_jobs: int = 8, wait_seconds: float = 0.0,
               backend: str = "") -> dict[str, Any]:

@@ -207,11 +207,13 @@ pages.submissions = async function (view) {
   if (unchanged(subs)) return;
   view.replaceChildren(
     h("div", { class: "page-head" }, h("h1", {}, "Submissions")),
-    h("p", { class: "muted" }, "Tasks grouped by the request that created them (a model's layers, or a list of workloads)."),
-    table([{ title: "submission" }, { title: "layers" }, { title: "target" }, { title: "tasks", num: true },
+    h("p", { class: "muted" }, "Tasks grouped by the request that created them: a model (one trial budget for all " +
+      "its layers), or a list of workloads (a budget each)."),
+    table([{ title: "submission" }, { title: "model" }, { title: "layers" }, { title: "target" }, { title: "tasks", num: true },
       { title: "states" }, { title: "progress" }, { title: "submitted" }],
       subs.map((s) => row({ dataset: { batch: s.batch } }, [
         ["batch", h("a", { href: `#/submission/${s.batch}`, class: "mono" }, s.batch)],
+        ["model", s.model ? h("span", {}, s.model, " ", badge(s.state)) : h("span", { class: "muted" }, "-")],
         ["labels", h("span", { title: s.labels.join(", ") }, s.labels.filter(Boolean).slice(0, 6).join(", ") + (s.labels.length > 6 ? ", ..." : "") || "-")],
         ["target", s.target], ["tasks", String(s.tasks), true],
         ["states", Object.entries(s.states).map(([k, n]) => h("span", { class: `badge state-${k}` }, `${n} ${k}`))],
@@ -223,24 +225,30 @@ pages.submission = async function (view, params, batch) {
   const s = await api(`submissions/${encodeURIComponent(batch)}`);
   if (unchanged(s)) return;
   view.replaceChildren(
-    h("div", { class: "page-head" }, h("h1", {}, "Submission ", h("span", { class: "mono" }, s.batch))),
-    h("p", { class: "muted" }, `${s.tasks} tasks on ${s.target}` + (s.submitter ? ` · submitted by ${s.submitter}` : "") + ` · ${fmt.time(s.created_at)}`),
+    h("div", { class: "page-head" }, h("h1", {}, s.model ? `${s.model} ` : "Submission ", h("span", { class: "mono" }, s.batch),
+      s.state ? [" ", badge(s.state)] : null)),
+    h("p", { class: "muted" }, `${s.tasks} tasks (${s.calls} layer calls per run) on ${s.target}` +
+      (s.submitter ? ` · submitted by ${s.submitter}` : "") + ` · ${fmt.time(s.created_at)}`),
     h("div", { class: "cards" },
       card("end-to-end estimate", `${fmt.ms(s.tuned_total)} ms`, `baseline ${fmt.ms(s.baseline_total)} ms`),
       card("speedup vs baseline", fmt.speedup(s.speedup), s.untuned ? `${s.untuned} layer(s) not tuned yet, at baseline` : "every layer tuned"),
-      card("trials", `${s.trials_done} / ${s.trial_budget}`)),
-    table([{ title: "layer" }, { title: "workload" }, { title: "state" }, { title: "progress" }, { title: "baseline ms", num: true },
-      { title: "tuned ms", num: true }, { title: "speedup", num: true }, { title: "GFLOPS", num: true }],
+      card(s.model ? "trials (one budget)" : "trials", `${s.trials_done} / ${s.trial_budget}`)),
+    table([{ title: "layer" }, { title: "workload" }, { title: "calls", num: true }, { title: "state" },
+      { title: s.model ? "trials (granted)" : "progress" }, { title: "baseline ms", num: true }, { title: "tuned ms", num: true },
+      { title: "speedup", num: true }, { title: "share", num: true }, { title: "GFLOPS", num: true }],
       s.layers.map((l) => row({ dataset: { taskId: l.task_id } }, [
-        ["label", h("a", { href: `#/task/${l.task_id}` }, l.label || `task ${l.task_id}`)],
-        ["workload", h("span", { class: "mono", title: l.workload_key }, workloadText(l.workload))], ["state", badge(l.state)],
+        ["label", h("a", { href: `#/task/${l.task_id}`, title: l.layer_names.join(", ") }, l.label || `task ${l.task_id}`)],
+        ["workload", h("span", { class: "mono", title: l.workload_key }, workloadText(l.workload))],
+        ["calls", String(l.call_count), true], ["state", badge(l.state)],
         ["progress", progress(l.trials_done, l.trial_budget)], ["baseline_ms", fmt.ms(l.baseline_time), true],
         ["tuned_ms", fmt.ms(l.tuned_time), true], ["speedup", fmt.speedup(l.speedup), true],
+        ["share", l.share === null ? "-" : `${(100 * l.share).toFixed(1)}%`, true],
         ["gflops", fmt.gflops(l.gflops), true]])), { id: "layers-table", class: "data" }),
     h("p", { class: "muted note" }, "Baseline: the OpenACC-like schedule (outer loop over the CPEs, fine-grained DMA) on the " +
-      "simulator. Tuned: the best of this submission's trials. The end-to-end estimate sums the tuned operators, " +
-      "each layer once (how many times a model calls a layer is not recorded with the submission); untuned " +
-      "operators (pools, element-wise) are not included."));
+      "simulator, per call. Tuned: the best of this submission's trials, per call. The end-to-end estimate sums each " +
+      "tuned operator times the number of times the model calls it (share: of that sum); untuned operators (pools, " +
+      "element-wise) are not included. A model's tasks share one trial budget: the driver grants rounds to the layers " +
+      "that weigh most in the end-to-end time."));
 };
 
 pages.workers = async function (view) {

@@ -130,10 +130,15 @@ def test_submit_a_model_through_the_extraction(tmp_path: Path) -> None:
         assert done.exit_code == 0, done.output
         created = json.loads(done.stdout)
         layers = extract_model("alexnet").layers
-        assert created["workload_keys"] == [layer.workload.key for layer in layers]
+        # one submission, one budget of 4 trials for the whole model, each distinct workload once with its call count
+        assert (created["model"], created["trial_budget"], created["state"]) == ("alexnet", 4, "active")
+        assert [(t["workload_key"], t["call_count"]) for t in created["tasks"]] == [
+            (layer.workload.key, layer.weight) for layer in layers]
         with live.service.client(live.tokens["read"]) as api:
-            tasks = api.tasks(batch=created["batch"])
-        assert [t["label"] for t in tasks] == [layer.name for layer in layers]
+            tasks = api.tasks(batch=created["id"])
+            report = api.submission(created["id"])
+        assert [(t["label"], t["model"]) for t in tasks] == [(layer.name, "alexnet") for layer in layers]
+        assert [layer["call_count"] for layer in report["layers"]] == [layer.weight for layer in layers]
 
 
 def _one_line_error(result: Any, *needles: str) -> None:
