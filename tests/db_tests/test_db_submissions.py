@@ -176,3 +176,43 @@ def test_cancelling_every_task_cancels_the_submission(database: Database) -> Non
     with database.session() as s:
         after = submissions_db.get_submission(s, sub.id)
     assert after.state == "cancelled" and {t.state for t in after.tasks} == {"cancelled"}
+
+
+
+def test_tasks_from_before_submissions_keep_working_across_the_migration(backend_kind: str, tmp_path: Any) -> None:
+    """Up from 0003 with a task in the log (written with 0003's columns), then down again."""
+    from backends import fresh_url
+    from sqlalchemy import text
+
+    from db import migrate
+
+    with fresh_url(backend_kind, tmp_path, upgrade=False) as url:
+        migrate.upgrade(url, "0003")
+        db = Database(url)
+        try:
+            with db.engine.begin() as conn:
+                conn.execute(text("INSERT INTO targets (id, name, description) VALUES (1, :t, '')"), {"t": TARGET})
+                conn.execute(text("INSERT INTO workloads (id, key, op, canonical_json, flops) "
+                                  "VALUES (1, :k, 'dense', :c, :f)"),
+                             {"k": SMALL.key, "c": SMALL.canonical_json(), "f": int(SMALL.flops)})
+                conn.execute(text("INSERT INTO tuning_tasks (id, workload_id, target_id, label, batch, trial_budget, "
+                                  "strategy, seed, state, submitter) "
+                                  "VALUES (1, 1, 1, 'old', 'b1', 8, 'random', 0, 'active', '')"))
+            migrate.upgrade(url)
+            with db.session() as s:
+                task = tasks_db.get_task(s, 1)
+            assert (task.label, task.trial_budget, task.call_count, task.model, task.submission_id) == (
+                "old", 8, 1, None, None)
+            drv = driver(db)
+            for _ in range(20):  # the old task runs on its own budget next to the new code
+                drv.run_once()
+                if not measure_some(db):
+                    break
+            with db.session() as s:
+                task = tasks_db.get_task(s, 1)
+            assert task.state == "done" and task.trials_done == 8
+            migrate.downgrade(url, "0003")
+            with db.engine.connect() as conn:
+                assert conn.execute(text("SELECT label, trial_budget FROM tuning_tasks")).all() == [("old", 8)]
+        finally:
+            db.dispose()
