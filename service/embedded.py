@@ -98,15 +98,15 @@ def spawn_server(env: dict[str, str], cwd: str | Path, *extra_args: str, ready_t
     raise RuntimeError("server did not become ready")
 
 
-def start_workers(url: str, n: int, target: str, *, batch: int = 8, token: str | None = None,
+def start_workers(url: str, n: int, target: str, *, batch: int | None = None, token: str | None = None,
                   extra: Sequence[str] = ()) -> list[subprocess.Popen[bytes]]:
-    """``n`` simulator worker processes leasing from ``url`` (the token travels in the environment,
-    never in argv, where ``ps`` shows it)."""
+    """``n`` simulator worker processes leasing from ``url``, ``batch`` jobs a lease (default: the
+    backend's chunk). The token travels in the environment, never in argv, where ``ps`` shows it."""
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")]))}
     if token:
         env["SWTUNE_TOKEN"] = token
     cmd = [sys.executable, "-m", "service.worker", "--server", url, "--target", target, "--backend", "simulator",
-           "--jobs-per-lease", str(batch), "--wait", "5", "--log-level", "WARNING", *extra]
+           "--wait", "5", "--log-level", "WARNING", *(["--jobs-per-lease", str(batch)] if batch else []), *extra]
     return [subprocess.Popen(cmd, env=env, cwd=str(REPO)) for _ in range(n)]
 
 
@@ -150,7 +150,8 @@ def embedded_service(db_url: str, *, workers: int = 0, target: str = "sw26010", 
     ``settings`` override ``EMBEDDED_SETTINGS`` (e.g. ``auth_enabled=True, driver_enabled=False``).
     With auth on, workers need ``worker_token``. On exit, also on an exception, the workers stop
     first (they hand their leases back through the API), then the API and its driver, then the
-    database engine."""
+    database engine. ``jobs_per_lease`` is 8 by default, half a task's queue (``queue_depth``), so
+    two workers share even a single task."""
     from db import migrate as migrations
     from db.engine import Database
     from service.app import create_app
