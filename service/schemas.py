@@ -63,7 +63,8 @@ class TaskOut(BaseModel):
     batch: str
     strategy: str
     seed: int
-    trial_budget: int
+    trial_budget: int = Field(description="the task's budget; in a model submission, the trials granted to it so far "
+                                          "out of the submission's one budget")
     trials_done: int = Field(description="jobs done or failed: trials used for good")
     failed: int
     pending: int
