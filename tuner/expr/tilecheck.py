@@ -171,6 +171,7 @@ class TileChecker:
             return False, True, "a shared box differs between the CPEs of a mesh column"
         row_order = config["tile_order"] == "row"
         strided = config["dma"] == "strided"
+        packed = config.get("pack", "none") == "b"
         # Multiplicity of one (tile, k tile) fetch over the mesh, as the schedule walks it.
         col_rounds, row_rounds = -(-cols_total // pc), -(-rows_total // pr)
 
@@ -209,7 +210,10 @@ class TileChecker:
                                 lengths.append(min(full, extent - lo))
                             sl = tuple(slice(s, s + n) for s, n in zip(start, lengths))
                             boxes[acc.tensor] = (self.inputs[acc.tensor][sl], np.array(start))
-                            requests[op.group] += _requests(lengths, fulls[acc.tensor], list(acc.shape), strided) * \
+                            # pack="b": a b operand is stored tile after tile, one request per box
+                            per_box = (1 if packed and op.group == "b" else
+                                       _requests(lengths, fulls[acc.tensor], list(acc.shape), strided))
+                            requests[op.group] += per_box * \
                                 self._multiplicity(op, reuse[acc.tensor], a_shared, b_shared, rt, ct, kt,
                                                    row_tiles, col_tiles, pr, pc, col_rounds, row_rounds)
                         axes = [a.name for a in expr.axes]
