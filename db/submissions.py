@@ -199,11 +199,6 @@ def get_submission(session: Session, submission_id: str) -> Submission:
     return found[0]
 
 
-def find_submissions(session: Session, ids: Sequence[str]) -> dict[str, Submission]:
-    """The submissions among ``ids`` that have a record (older batches have none)."""
-    return {s.id: s for s in _submissions(session, ids)}
-
-
 def _submissions(session: Session, ids: Sequence[str]) -> list[Submission]:
     ids = [i for i in ids if isinstance(i, str) and 0 < len(i) <= ID_CHARS]
     if not ids:
