@@ -19,7 +19,7 @@ from typing import Any
 
 from tuner.codegen.boxes import LDM_SCOPE, BoxC, CopyNest, box_c, match_copy
 from tuner.codegen.schedule import Scheduled
-from tuner.codegen.simd import simd_loop
+from tuner.codegen.simd import gathered_dims, microkernel, simd_loop
 from tuner.codegen.te_ops import role_group
 from tuner.codegen.tir import cexpr, const_int, ctype, kind, lower
 from tuner.targets import Family
@@ -65,6 +65,10 @@ class SlavePrinter:
         self.mesh = s.config["share"] == "mesh"
         self.chunk_var: str | None = None
         self._collect(self.func.body)
+        # operands a vector loop reads strided along its lanes -> the box dimension the lanes run
+        # along; each is repacked into {R}_pk with that dimension innermost after every fetch
+        self.pack = gathered_dims(self.func.body, self.roles)
+        self.lanes = max(1, int(s.config.get("simd", 1)))
 
     # ---- pre-pass: the LDM buffers and their roles -----------------------------------------
     def _collect(self, node: Any) -> None:
@@ -104,6 +108,32 @@ class SlavePrinter:
                           for d, i in enumerate(indices))
         return f"{role.upper()}_ldm[{slot}][{flat}]"
 
+    def _pk_ref(self, e: Any, env: dict[str, str] | None = None) -> str:
+        """An element of the packed copy of a gathered operand (its lanes' dimension innermost)."""
+        role = self.roles[e.source.name]
+        slot = f"{role}_s"
+        flat = " + ".join(f"({cexpr(i, env or {})} - {role}_o[{slot}][{d}]) * {role}_q[{d}]"
+                          for d, i in enumerate(e.indices))
+        return f"{role.upper()}_pk[{flat}]"
+
+    def _pack_copy(self, role: str, slot: str, ctx: Ctx) -> None:
+        """Repack LDM copy ``slot`` of a gathered operand: the lanes' dimension innermost, padded to a
+        whole vector, other dimensions in box order -- a scalar load and store per element on P1, the
+        packing tuner/space/analysis.py charges (pack_elems)."""
+        d0, nd, w = self.pack[role], self.ndims[role], self.lanes
+        order = [d for d in range(nd) if d != d0] + [d0]
+        n = lambda d: f"{role}_n[{slot}][{d}]"  # noqa: E731
+        ctx.emit(f"{role}_q[{d0}] = 1;")
+        prev = f"((({n(d0)}) + {w - 1}) / {w} * {w})"
+        for d in reversed(order[:-1]):
+            ctx.emit(f"{role}_q[{d}] = {prev};")
+            prev = f"{role}_q[{d}] * {n(d)}"
+        for d in order:
+            ctx.emit(f"for (int _k{d} = 0; _k{d} < {n(d)}; _k{d}++)")
+        src = " + ".join(f"_k{d} * {role}_p[{slot}][{d}]" for d in range(nd))
+        dst = " + ".join(f"_k{d} * {role}_q[{d}]" for d in range(nd))
+        ctx.emit(f"  {role.upper()}_pk[{dst}] = {role.upper()}_ldm[{slot}][{src}];")
+
     def _load(self, e: Any, env: dict[str, str] | None = None) -> str:
         src = e.source
         if src.scope() != LDM_SCOPE:
@@ -140,7 +170,8 @@ class SlavePrinter:
             ctx.depth -= 1
             ctx.emit("}")
 
-    def plain(self, node: Any, ctx: Ctx) -> None:
+    def plain(self, node: Any, ctx: Ctx, block: bool = True) -> None:
+        """Print a compute statement; ``block``: an acc = "reg" register block becomes the micro-kernel."""
         k = kind(node)
         if k == "SeqStmt":
             for x in node.seq:
@@ -148,6 +179,8 @@ class SlavePrinter:
         elif k == "For":
             v = node.loop_var.name
             ann = dict(node.annotations)
+            if block and microkernel(self, node, ctx):
+                return
             if int(ann.get("swtune.simd", 1)) > 1 and simd_loop(self, node, ctx, int(ann["swtune.simd"])):
                 return
             unroll = int(ann.get("swtune.unroll", 1))
@@ -161,12 +194,12 @@ class SlavePrinter:
         elif k == "IfThenElse":
             ctx.emit(f"if ({cexpr(node.condition, {})}) {{")
             ctx.depth += 1
-            self.plain(node.then_case, ctx)
+            self.plain(node.then_case, ctx, block)
             ctx.depth -= 1
             if node.else_case is not None:
                 ctx.emit("} else {")
                 ctx.depth += 1
-                self.plain(node.else_case, ctx)
+                self.plain(node.else_case, ctx, block)
                 ctx.depth -= 1
             ctx.emit("}")
         elif k == "BufferStore":
@@ -411,6 +444,12 @@ class SlavePrinter:
         elif self.shared[r] and not self.pro:
             ctx.emit(self._sync(r))
         ctx.emit(f"{r}_s = {slot};")
+        if r in self.pack:
+            ctx.emit(f"if ({r}_ok[{slot}]) {{")
+            ctx.depth += 1
+            self._pack_copy(r, slot, ctx)
+            ctx.depth -= 1
+            ctx.emit("}")
         self._close(ctx)
 
     def put(self, nest: CopyNest, ctx: Ctx, guard: str | None) -> None:
@@ -460,6 +499,15 @@ class SlavePrinter:
                 f"__thread_local volatile SW_REPLY_T {role}_reply[{slots}];",
                 f"__thread_local long {role}_exp[{slots}];",
             ]
+            if role in self.pack:  # the repacked copy: lanes' dimension innermost, padded to a vector
+                full = list(self.full[role])
+                d0 = self.pack[role]
+                full[d0] = -(-full[d0] // self.lanes) * self.lanes
+                elems = 1
+                for e in full:
+                    elems *= e
+                decl += [f"__thread_local {ty} {role.upper()}_pk[{elems}] __attribute__((aligned(64)));",
+                         f"__thread_local int {role}_q[{nd}];"]
             if self.mesh and role != "c" and self.pro:
                 decl += [f"__thread_local volatile SW_REPLY_T {role}_rrply[{slots}], {role}_lrply;",
                          f"__thread_local long {role}_rexp[{slots}];"]

@@ -3,7 +3,8 @@
 The loop body must be the update ``c[..] = c[..] + a[..] * b[..]`` (optionally under TVM's bound
 predicate). Lanes run ``w`` consecutive iterations: an operand that does not depend on the loop is
 broadcast, one that is contiguous along it (unit step in its innermost LDM dimension) is loaded with
-``simd_loadu``, any other is gathered lane by lane (the packing the analysis accounts for). A
+``simd_loadu``, one strided along it is read from its repacked LDM copy (:func:`gathered_dims`, the
+packing the analysis accounts for), any other is gathered lane by lane. A
 reduction loop (c independent of the loop var) keeps a vector accumulator and sums its lanes at the
 end. The predicate is a prefix in the loop variable (``base + x < extent``), so full vectors run while
 the last lane is inside and a scalar tail finishes the rest.
@@ -67,6 +68,8 @@ def simd_loop(pr: Any, node: Any, ctx: Any, w: int) -> bool:
             return f"simd_set_{vt}({', '.join([x] * w)})"
         if _unit_stride(idx, var):
             return f"SW_VLOADU({vt}, &{pr._load(load)})"
+        if pr.roles.get(load.source.name) in pr.pack:  # the repacked copy: lanes contiguous
+            return f"SW_VLOADU({vt}, &{pr._pk_ref(load)})"
         return f"simd_set_{vt}({', '.join(pr._load(load, {var: ln}) for ln in lanes)})"
 
     reduction = not any(var in free_vars(i) for i in body.indices)
@@ -111,4 +114,231 @@ def simd_loop(pr: Any, node: Any, ctx: Any, w: int) -> bool:
     ctx.emit("}")
     ctx.depth -= 1
     ctx.emit("}")
+    return True
+
+
+def _step(index: Any, var: str) -> int | None:
+    """How far ``index`` moves when ``var`` grows by one (None: not affine in it over a few samples)."""
+    names = sorted(free_vars(index))
+    rnd = random.Random(1)
+    step = None
+    for _ in range(4):
+        env = {n: rnd.randrange(0, 7) for n in names}
+        env[var] = 3
+        lo = evaluate(index, env)
+        env[var] = 4
+        d = evaluate(index, env) - lo
+        if step is not None and d != step:
+            return None
+        step = d
+    return step
+
+
+def _update(node: Any) -> tuple[Any, Any, list] | None:
+    """(predicate or None, store, [operand loads]) of a loop body ``c = c + x * y``, else None."""
+    body, cond = node.body, None
+    if kind(body) == "IfThenElse" and body.else_case is None:
+        cond, body = body.condition, body.then_case
+    if kind(body) != "BufferStore":
+        return None
+    val = body.value
+    if kind(val) != "Add" or kind(val.b) != "Mul" or kind(val.a) != "TensorLoad":
+        return None
+    ops = [val.b.a, val.b.b]
+    if any(kind(o) != "TensorLoad" for o in ops) or val.a.source.name != body.buffer.name:
+        return None
+    if cond is not None and kind(cond) == "IntImm":
+        cond = None
+    return cond, body, ops
+
+
+def gathered_dims(func_body: Any, roles: dict[str, str]) -> dict[str, int]:
+    """Role -> LDM box dimension of each operand a vector loop reads strided along its lanes.
+
+    Such an operand is repacked after its fetch into an LDM copy with that dimension innermost
+    (``{R}_pk``, the packing tuner/space/analysis.py charges), so the loop reads whole vectors. Only
+    an operand whose lanes run along one dimension with step 1 can be repacked so; any other stays
+    gathered lane by lane."""
+    out: dict[str, int] = {}
+    bad: set[str] = set()
+
+    def walk(node: Any) -> None:
+        k = kind(node)
+        if k == "SeqStmt":
+            for x in node.seq:
+                walk(x)
+            return
+        if k == "IfThenElse":
+            walk(node.then_case)
+            if node.else_case is not None:
+                walk(node.else_case)
+            return
+        if k in ("AttrStmt", "LetStmt", "DeclBuffer", "AllocBuffer"):
+            if hasattr(node, "body"):
+                walk(node.body)
+            return
+        if k != "For":
+            return
+        if int(dict(node.annotations).get("swtune.simd", 1)) <= 1:
+            walk(node.body)
+            return
+        up = _update(node)
+        if up is None:
+            return
+        var = node.loop_var.name
+        for load in up[2]:
+            idx = list(load.indices)
+            dims = [d for d, i in enumerate(idx) if var in free_vars(i)]
+            role = roles.get(load.source.name)
+            if not dims or _unit_stride(idx, var) or role is None:
+                continue
+            if len(dims) == 1 and _step(idx[dims[0]], var) == 1 and out.get(role, dims[0]) == dims[0]:
+                out[role] = dims[0]
+            else:
+                bad.add(role)
+
+    walk(func_body)
+    return {r: d for r, d in out.items() if r not in bad}
+
+
+def block_nest(node: Any) -> tuple[list, Any, Any, tuple] | None:
+    """An ``acc = "reg"`` register-block nest starting at ``node``: (reduction loops, rows loop,
+    vector loop, update), where the reduction loops come first and none of their variables indexes
+    the output, and the rows loop (annotated ``swtune.unroll``) holds the vector loop. Else None."""
+    chain = []
+    n = node
+    while kind(n) == "For":
+        chain.append(n)
+        if "swtune.simd" in dict(n.annotations):
+            break
+        n = n.body
+    else:
+        return None
+    if len(chain) < 3 or "swtune.unroll" not in dict(chain[-2].annotations):
+        return None
+    up = _update(chain[-1])
+    if up is None:
+        return None
+    out_vars = set().union(*(free_vars(i) for i in up[1].indices))
+    red = chain[:-2]
+    if any(f.loop_var.name in out_vars for f in red):
+        return None
+    if chain[-2].loop_var.name not in out_vars or chain[-1].loop_var.name not in out_vars:
+        return None
+    return red, chain[-2], chain[-1], up
+
+
+def microkernel(pr: Any, node: Any, ctx: Any) -> bool:
+    """Print the register block starting at ``node`` as swGEMM's micro-kernel; False if it is none.
+
+    rb_o rows x rb_i vectors of accumulators (``_c{r}_{v}``, plus scalar ones when the block's inner
+    extent is not a multiple of ``w``) are loaded from the LDM output tile once, held in registers
+    across the reduction loops, and stored once after them. Per reduction step each operand is
+    loaded once per row it depends on (``simd_loade`` when it does not move with the lanes) or per
+    vector (``simd_load`` from the packed copy, ``simd_loadu`` from a unit-stride tile); then
+    rb_o x rb_i ``simd_vmad``. A predicated (ragged) block runs the micro-kernel when its last
+    iteration is inside the bounds, the lane-by-lane loop otherwise.
+    """
+    nest = block_nest(node)
+    if nest is None:
+        return False
+    red, oi, ii, (cond, store, ops) = nest
+    w = int(dict(ii.annotations)["swtune.simd"])
+    rb_o, ii_len = const_int(oi.extent), const_int(ii.extent)
+    ovar, ivar = oi.loop_var.name, ii.loop_var.name
+    nv, rem = (ii_len // w, ii_len % w) if w > 1 else (0, ii_len)
+    ty, vt = pr.ty, _vtype(pr.ty, w)
+    vmad = "simd_vmad" if ty == "double" else "simd_vmas"
+    if cond is not None:
+        last = {f.loop_var.name: str(const_int(f.extent) - 1) for f in [*red, oi, ii]}
+        first = {f.loop_var.name: "0" for f in [*red, oi, ii]}
+        inside = (f"({cexpr(cond, first, lambda e: pr._load(e, first))}) && "
+                  f"({cexpr(cond, last, lambda e: pr._load(e, last))})")
+        ctx.emit(f"if ({inside}) {{")
+        ctx.depth += 1
+    ctx.emit("{")
+    ctx.depth += 1
+    sidx = list(store.indices)
+    unit_out = _unit_stride(sidx, ivar)
+
+    def out_ref(r: int, lane: int) -> str:
+        return pr._ldm_ref(store.buffer, sidx, {ovar: str(r), ivar: str(lane)})
+
+    for r in range(rb_o):
+        for v in range(nv):
+            if unit_out:
+                ctx.emit(f"{vt} _c{r}_{v}; simd_loadu(_c{r}_{v}, &{out_ref(r, v * w)});")
+            else:  # an output strided along the lanes: w scalar loads, as the model charges
+                lanes = ", ".join(out_ref(r, v * w + i) for i in range(w))
+                ctx.emit(f"{vt} _c{r}_{v} = simd_set_{vt}({lanes});")
+        for i in range(rem):
+            ctx.emit(f"{ty} _s{r}_{i} = {out_ref(r, nv * w + i)};")
+    for f in red:
+        v = f.loop_var.name
+        ctx.emit(f"for (int {v} = 0; {v} < {cexpr(f.extent, {})}; {v}++) {{")
+        ctx.depth += 1
+    names: list[list[list[str]]] = []  # per operand, per row, per vector: the register holding it
+    for n, load in enumerate(ops):
+        idx = list(load.indices)
+        lanes_dep = any(ivar in free_vars(i) for i in idx)
+        rows_dep = any(ovar in free_vars(i) for i in idx)
+        role = pr.roles[load.source.name]
+        per_row: list[list[str]] = []
+        for r in range(rb_o if rows_dep else 1):
+            regs = []
+            for vv in range(nv if lanes_dep else min(nv, 1)):
+                reg = f"_x{n}_{r}_{vv}"
+                env = {ovar: str(r), ivar: str(vv * w)}
+                if not lanes_dep:
+                    ctx.emit(f"{vt} {reg}; simd_loade({reg}, &{pr._load(load, env)});")
+                elif role in pr.pack:
+                    op = "simd_load" if rem == 0 else "simd_loadu"  # the packed copy is padded to w
+                    ctx.emit(f"{vt} {reg}; {op}({reg}, &{pr._pk_ref(load, env)});")
+                elif _unit_stride(idx, ivar):
+                    ctx.emit(f"{vt} {reg}; simd_loadu({reg}, &{pr._load(load, env)});")
+                else:  # strided and not packable: lane by lane
+                    lanes = ", ".join(pr._load(load, {ovar: str(r), ivar: str(vv * w + i)}) for i in range(w))
+                    ctx.emit(f"{vt} {reg} = simd_set_{vt}({lanes});")
+                regs.append(reg)
+            for i in range(rem if lanes_dep else min(rem, 1)):
+                reg = f"_y{n}_{r}_{i}"
+                ctx.emit(f"const {ty} {reg} = {pr._load(load, {ovar: str(r), ivar: str(nv * w + i)})};")
+                regs.append(reg)
+            per_row.append(regs)
+        names.append(per_row)
+
+    def operand(n: int, r: int, slot: int) -> str:
+        """The register of operand ``n`` for row ``r``, lane group ``slot`` (vectors, then scalars)."""
+        rows = names[n]
+        regs = rows[min(r, len(rows) - 1)]
+        if not any(ivar in free_vars(i) for i in ops[n].indices):
+            return regs[0 if slot < nv else min(nv, 1)]
+        return regs[slot]
+
+    for r in range(rb_o):
+        for v in range(nv):
+            ctx.emit(f"_c{r}_{v} = {vmad}({operand(0, r, v)}, {operand(1, r, v)}, _c{r}_{v});")
+        for i in range(rem):
+            ctx.emit(f"_s{r}_{i} += {operand(0, r, nv + i)} * {operand(1, r, nv + i)};")
+    for _ in red:
+        ctx.depth -= 1
+        ctx.emit("}")
+    for r in range(rb_o):
+        for v in range(nv):
+            if unit_out:
+                ctx.emit(f"simd_storeu(_c{r}_{v}, &{out_ref(r, v * w)});")
+            else:
+                ctx.emit("{", f"  {ty} _l[{w}] __attribute__((aligned(64)));", f"  simd_store(_c{r}_{v}, _l);",
+                         *(f"  {out_ref(r, v * w + i)} = _l[{i}];" for i in range(w)), "}")
+        for i in range(rem):
+            ctx.emit(f"{out_ref(r, nv * w + i)} = _s{r}_{i};")
+    ctx.depth -= 1
+    ctx.emit("}")
+    if cond is not None:
+        ctx.depth -= 1
+        ctx.emit("} else {")
+        ctx.depth += 1
+        pr.plain(node, ctx, block=False)
+        ctx.depth -= 1
+        ctx.emit("}")
     return True
