@@ -3,8 +3,13 @@
 The model is imported into TVM Relax (torch.export -> ``from_exported_program``, or
 ``relax.frontend.onnx.from_onnx``) and every operator call of the main function is read back:
 conv2d (NCHW/OIHW, any stride, padding, dilation, groups), matmul/linear (2-D -> dense, 3-D ->
-batch_matmul) become workloads; identical workloads are merged and counted (their weight). Every
-other operator is listed in ``untuned`` with its count: nothing is dropped silently.
+batch_matmul) become workloads; identical workloads are merged and counted (their weight). An
+operator no built-in reader takes (conv1d, conv3d, a 4-D matmul, an einsum...) is legalized to its
+PrimFunc and, when that is one GEMM-like stage -- a reduction over a product of two or more inputs,
+with at least one spatial axis --, becomes an expression operator (tuner/expr, ``ExprWorkload``), so a
+model's novel operators are tuned instead of falling back; with ``reductions=True`` single-input
+reductions (sum, max pooling without padding) do too. Every other operator is listed in ``untuned``
+with its count: nothing is dropped silently.
 """
 
 from __future__ import annotations
@@ -16,6 +21,8 @@ from pathlib import Path
 from typing import Any
 
 from tuner.errors import InvalidWorkloadError
+from tuner.expr.expr import Expr
+from tuner.expr.workload import ExprWorkload
 from tuner.models.zoo import Layer
 from tuner.workloads import BatchMatmul, Conv2d, Dense, Workload
 
@@ -68,10 +75,89 @@ def _matmul(call: Any) -> Dense | BatchMatmul:
 _READERS = {"relax.nn.conv2d": _conv, "relax.matmul": _matmul}
 
 
-def extract_relax(mod: Any) -> ExtractedModel:
+def _gemm_like(expr: Expr) -> bool:
+    """Two or more inputs read inside the reduction (a product summed: GEMM, conv, einsum)."""
+    reduce = {a.name for a in expr.reduce}
+    return sum(1 for acc in expr.inputs if acc.axes & reduce) >= 2
+
+
+def _expression(func: Any, name: str, reductions: bool) -> ExprWorkload:
+    """The legalized PrimFunc of an operator no reader takes, as an expression operator; raises
+    InvalidWorkloadError with the reason it is not one (several stages, element-wise, ...)."""
+    from tuner.expr.parse import script_text
+
+    wl = ExprWorkload.from_script(script_text(_inline_copies(func)), name)
+    if not wl.expr.reduce:
+        raise InvalidWorkloadError("element-wise")
+    if not wl.expr.spatial:
+        raise InvalidWorkloadError("a reduction to a scalar has no axis to spread over the CPEs")
+    if not (reductions or _gemm_like(wl.expr)):
+        raise InvalidWorkloadError("a single-input reduction (extract with reductions=True to tune it)")
+    return wl
+
+
+def _inline_copies(func: Any) -> Any:
+    """The PrimFunc with its pure copy stages (a pad stage of padding 0, a transpose: ``out[..] =
+    in[..]``) inlined into their consumer, so the compute reads the inputs themselves. A stage that
+    computes (a zero padding's if_then_else) stays, and the function is then refused as two stages."""
+    import tvm
+
+    sch = tvm.s_tir.Schedule(tvm.IRModule({"main": func}))
+    blocks: list[Any] = []
+
+    def walk(stmt: Any) -> None:
+        kind = type(stmt).__name__
+        if kind == "SBlockRealize":
+            walk(stmt.block)
+        elif kind == "SBlock":
+            if stmt.iter_vars:
+                blocks.append(stmt)
+            walk(stmt.body)
+        elif hasattr(stmt, "seq"):
+            for x in stmt.seq:
+                walk(x)
+        elif hasattr(stmt, "body"):
+            walk(stmt.body)
+
+    walk(func.body)
+    for block in blocks[:-1]:
+        body = block.body
+        if type(body).__name__ == "BufferStore" and type(body.value).__name__ in ("TensorLoad", "BufferLoad"):
+            try:
+                sch.compute_inline(sch.get_sblock(str(block.name_hint)))
+            except Exception:  # noqa: BLE001 -- TVM refuses some inlines (e.g. a reduction reads it): keep the stage
+                continue
+    return sch.mod["main"]
+
+
+class _Legalized:
+    """The module's PrimFuncs by the name of the binding that calls them (legalized once, on demand)."""
+
+    def __init__(self, mod: Any) -> None:
+        self.mod = mod
+        self._funcs: dict[str, tuple[Any, str]] | None = None
+
+    def func(self, var_name: str) -> tuple[Any, str] | None:
+        """(PrimFunc, its name) of the binding ``var_name``, or None when it calls no PrimFunc."""
+        if self._funcs is None:
+            from tvm import relax
+
+            legal = relax.transform.LegalizeOps()(self.mod)
+            funcs: dict[str, tuple[Any, str]] = {}
+            for block in legal["main"].body.blocks:
+                for binding in block.bindings:
+                    call = binding.value
+                    if isinstance(call, relax.Call) and getattr(call.op, "name", "") == "relax.call_tir":
+                        funcs[str(binding.var.name)] = (legal[call.args[0]], str(call.args[0].name_hint))
+            self._funcs = funcs
+        return self._funcs.get(var_name)
+
+
+def extract_relax(mod: Any, reductions: bool = False) -> ExtractedModel:
     """Workloads of a Relax IRModule's main function (before legalization)."""
     from tvm import relax
 
+    legal = _Legalized(mod)
     counts: Counter[str] = Counter()
     by_key: dict[str, Workload] = {}
     names: dict[str, str] = {}
@@ -82,20 +168,29 @@ def extract_relax(mod: Any) -> ExtractedModel:
             if not isinstance(call, relax.Call) or not hasattr(call.op, "name"):
                 continue
             op = str(call.op.name)
+            if op in _FREE_OPS:
+                continue
             reader = _READERS.get(op)
-            if reader is None:
-                if op not in _FREE_OPS:
-                    untuned[op.removeprefix("relax.")] += 1
-                continue
-            try:
-                workload = reader(call)
-            except InvalidWorkloadError as exc:
-                untuned[f"{op.removeprefix('relax.')} ({exc})"] += 1
-                continue
+            workload: Workload | None = None
+            why = ""
+            if reader is not None:
+                try:
+                    workload = reader(call)
+                except InvalidWorkloadError as exc:
+                    why = f" ({exc})"
+            if workload is None:
+                found = legal.func(str(binding.var.name))
+                try:
+                    if found is None:
+                        raise InvalidWorkloadError("no PrimFunc")
+                    workload = _expression(found[0], found[1], reductions)
+                except InvalidWorkloadError:
+                    untuned[op.removeprefix("relax.") + why] += 1
+                    continue
             counts[workload.key] += 1
             if workload.key not in by_key:
                 by_key[workload.key] = workload
-                names[workload.key] = f"{workload.op}_{len(by_key) - 1}"
+                names[workload.key] = f"{getattr(workload, 'name', workload.op)}_{len(by_key) - 1}"
     layers = [Layer(names[k], by_key[k], counts[k]) for k in by_key]
     return ExtractedModel(layers, dict(untuned))
 

@@ -1,0 +1,53 @@
+"""Task extraction of operators no built-in reader takes: GEMM-like PrimFuncs become expression operators."""
+
+from __future__ import annotations
+
+import pytest
+
+torch = pytest.importorskip("torch", reason="task extraction needs torch (dev extra)")
+
+from tuner.bridge.extract import extract_torch  # noqa: E402
+from tuner.expr.workload import ExprWorkload  # noqa: E402
+from tuner.space import space_for  # noqa: E402
+from tuner.workloads import BatchMatmul, workload_from_json  # noqa: E402
+
+
+class Novel(torch.nn.Module):
+    def forward(self, x, w, v, u, a, b):
+        y = torch.nn.functional.conv1d(x, w, stride=2)  # a pad stage of padding 0: inlined
+        y2 = torch.nn.functional.conv1d(x, w, padding=1)  # a real zero padding: two stages, not taken
+        z = torch.nn.functional.conv3d(v, u)
+        y3 = torch.nn.functional.conv1d(x, w, stride=2)  # the same operator again: merged, counted
+        return y.sum(dim=2), y2, z, y3, torch.bmm(a, b)
+
+
+@pytest.fixture(scope="module")
+def tasks():
+    inputs = (torch.randn(1, 4, 16), torch.randn(6, 4, 3), torch.randn(1, 2, 5, 6, 7), torch.randn(3, 2, 3, 3, 3),
+              torch.randn(2, 4, 5), torch.randn(2, 5, 6))
+    return extract_torch(Novel(), inputs)
+
+
+def test_gemm_like_operators_without_a_reader_become_expression_workloads(tasks):
+    by_name = {l.name.rsplit("_", 1)[0]: l for l in tasks.layers}
+    assert set(by_name) == {"conv1d", "conv3d", "batch_matmul"}
+    conv1d, conv3d = by_name["conv1d"], by_name["conv3d"]
+    assert isinstance(conv1d.workload, ExprWorkload) and isinstance(conv3d.workload, ExprWorkload)
+    assert conv1d.weight == 2 and conv3d.weight == 1
+    assert isinstance(by_name["batch_matmul"].workload, BatchMatmul)  # a built-in op stays built in
+    expr = conv1d.workload.expr
+    assert [a.extent for a in expr.spatial] == [1, 6, 7] and sorted(a.extent for a in expr.reduce) == [3, 4]
+    assert expr.inputs[0].dims[2].coefs == (("yy", 2), ("ry", 1))  # stride 2 read from the PrimFunc
+
+
+def test_what_is_not_taken_is_listed(tasks):
+    # the padded conv1d (two stages) and the single-input sum stay untuned, by name
+    assert tasks.untuned["nn.conv1d"] == 1 and tasks.untuned["sum"] == 1
+
+
+def test_extracted_expression_operators_travel_and_have_a_space(tasks):
+    for layer in tasks.layers:
+        if isinstance(layer.workload, ExprWorkload):
+            back = workload_from_json(layer.workload.canonical_json())
+            assert back.key == layer.workload.key
+            assert len(space_for(back, "sw26010").sample(8, 0)) == 8
