@@ -115,3 +115,62 @@ def test_submitting_needs_a_submit_token(api: Api) -> None:
     assert api.client.post("/api/v1/submissions", json=body(), headers=api.headers("worker")).status_code == 403
     assert rows(api)[0] == 0
     assert api.client.post("/api/v1/submissions", json=body(), headers=api.headers("admin")).status_code == 201
+
+
+def _follow(service: Any, sid: str, until: Any, timeout: float = 180.0) -> dict[str, Any]:
+    import time
+
+    deadline = time.monotonic() + timeout
+    with service.client() as api:
+        while True:
+            report = api.submission(sid)
+            assert report["trials_done"] <= report["trial_budget"]
+            if until(report):
+                return report
+            assert time.monotonic() < deadline, report
+            time.sleep(0.3)
+
+
+@pytest.mark.slow
+def test_a_live_service_spends_one_budget_and_continues_it_after_a_restart(backend_url: str) -> None:
+    """The embedded service (API and its driver thread): a model submitted through the client gets 16
+    trials measured by the test over HTTP, the server stops, and a new one with two simulator worker
+    processes spends the rest of the one budget, from what the database holds."""
+    from service.embedded import embedded_service
+    from tuner.measure.simulator import Simulator
+
+    big = {"op": "dense", "m": 1, "n": 1024, "k": 2048}
+    sim = Simulator()
+    with embedded_service(backend_url) as service, service.client() as api:
+        sub = api.submit_model("mlp", [{"name": "fc1", "workload": big, "calls": 2},
+                                       {"name": "fc2", "workload": FC2}], TARGET, 64, per_round=8, strategy="random")
+        measured = 0
+        while measured < 16:  # this test is the only worker for now: 16 trials, then the server stops
+            got = api.lease("t", TARGET, max_jobs=4, wait_seconds=5)
+            results = []
+            for job in got["jobs"]:
+                (m,) = sim.measure(workload_from_json(job["workload"]), TARGET, [job["config"]])
+                results.append({"job_id": job["id"], "status": m.status, "times": list(m.times),
+                                "source": m.source})
+            if results:
+                api.post_results(got["lease_token"], "t", results)
+            measured += len(results)
+    # the server (and its driver) stopped mid-submission; a new one continues from the database
+    from db import submissions as submissions_db
+    from db.engine import Database
+
+    db = Database(backend_url)
+    with db.session() as s:
+        stopped = submissions_db.get_submission(s, sub["id"])
+    db.dispose()
+    assert stopped.state == "active" and 16 <= stopped.trials_done < 64, stopped
+    with embedded_service(backend_url, workers=2, migrate=False) as service:
+        report = _follow(service, sub["id"], lambda r: r["state"] != "active")
+        with service.client() as api:
+            tasks = api.tasks(batch=sub["id"])
+    assert report["state"] == "done" and report["trials_done"] == 64
+    fc1, fc2 = report["layers"]
+    assert (fc1["call_count"], fc2["call_count"]) == (2, 1)
+    assert fc1["trials_done"] + fc2["trials_done"] == 64 and fc1["trials_done"] > fc2["trials_done"]
+    assert math.isclose(report["baseline_total"], 2 * fc1["baseline_time"] + fc2["baseline_time"])
+    assert [t["state"] for t in tasks] == ["done", "done"]
