@@ -44,7 +44,8 @@ _LDM_REFS = re.compile(r"\b[A-Z]\w*_(?:ldm|pk)\[")
 
 
 def innermost_fma_loop(c: str) -> list[str]:
-    """The statements of the innermost ``for`` loop whose body holds a vector FMA."""
+    """The statements of the first innermost ``for`` loop whose body holds a vector FMA (a predicated
+    block's micro-kernel comes before its lane-by-lane fallback)."""
     lines = c.splitlines()
     best: list[str] | None = None
     for i, ln in enumerate(lines):
@@ -58,6 +59,7 @@ def innermost_fma_loop(c: str) -> list[str]:
             body.append(inner)
         if any(_FMAS.search(b) for b in body) and not any(b.lstrip().startswith("for (") for b in body):
             best = body
+            break
     assert best is not None, "no loop with vector FMAs in the generated C"
     return best
 

@@ -214,7 +214,8 @@ def block_nest(node: Any) -> tuple[list, Any, Any, tuple] | None:
         n = n.body
     else:
         return None
-    if len(chain) < 3 or "swtune.unroll" not in dict(chain[-2].annotations):
+    # a unit reduction loop (one element of k per chunk) is gone after lowering: no reduction loops
+    if len(chain) < 2 or "swtune.unroll" not in dict(chain[-2].annotations):
         return None
     up = _update(chain[-1])
     if up is None:

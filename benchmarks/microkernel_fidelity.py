@@ -1,0 +1,64 @@
+"""How often the generated acc = "reg" micro-kernel issues what tuner/space/compute.py charges.
+
+    python benchmarks/microkernel_fidelity.py [--per-workload 5] [--seed 0]
+
+Samples valid SIMD configs with ``acc = "reg"`` of the codegen-check workloads (sw26010), generates
+the slave C and counts the first innermost loop holding vector FMAs (as
+tests/codegen_tests/test_microkernel.py does for the best DGEMM and conv configs): vector FMAs vs the
+model's P0 issue, LDM loads vs its operand loads, and whether the output is touched inside. A config
+"agrees" when all three match exactly. Last line: one JSON object with counts per (op, inner axis).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections import Counter
+from pathlib import Path
+
+import numpy as np
+from _common import emit  # noqa: F401  (also puts the checkout on sys.path)
+from codegen_check import WORKLOADS
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests" / "codegen_tests"))
+from test_microkernel import counts, innermost_fma_loop, model  # noqa: E402
+
+from tuner.codegen.sources import generate  # noqa: E402
+from tuner.space.factory import space_for  # noqa: E402
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__)
+    ap.add_argument("--per-workload", type=int, default=5)
+    ap.add_argument("--seed", type=int, default=0)
+    args = ap.parse_args()
+    rng = np.random.default_rng(args.seed)
+    tally: Counter = Counter()
+    for op, cases in WORKLOADS.items():
+        for wl, target in cases:
+            if target != "sw26010":
+                continue
+            space = space_for(wl, target)
+            pool = space.sample(4000, rng)
+            picked = 0
+            for i in np.flatnonzero(space.analyze(pool).valid):
+                cfg = space.decode(pool[i])
+                if cfg.get("acc") != "reg" or int(cfg["simd"]) == 1 or picked >= args.per_workload:
+                    continue
+                picked += 1
+                m = model(wl, cfg)
+                try:
+                    c = counts(innermost_fma_loop(generate(wl, target, cfg).files["slave.c"]))
+                    agree = c["fma"] == m["p0"] and c["loads"] == m["operand_p1"] and c["output_refs"] == 0
+                    verdict = "agree" if agree else "differ"
+                except AssertionError:  # no vector FMA at all: the block is narrower than a vector
+                    verdict = "no_vector_block"
+                tally[f"{op}/inner={cfg['inner']}/{verdict}"] += 1
+                print(op, wl.key, cfg, verdict, flush=True)
+    total = sum(tally.values())
+    emit({"configs": total, "agree": sum(v for k, v in tally.items() if k.endswith("/agree")),
+          "by_op_inner": dict(sorted(tally.items()))})
+
+
+if __name__ == "__main__":
+    main()
