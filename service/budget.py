@@ -99,6 +99,11 @@ def plan(sub: Submission, times: Mapping[int, Sequence[float | None]], in_flight
         in_flight += n
         if not math.isfinite(progress.best):
             progress.stopped = True
+    if remaining <= 0:  # the budget is all granted: a task with nothing left in flight has had its trials
+        granted_now = {task_id for task_id, _ in grants}
+        stop += tuple(tasks[i].task_id for i in active
+                      if tasks[i].task_id not in stop and tasks[i].task_id not in granted_now
+                      and tasks[i].queued == 0 and tasks[i].used >= tasks[i].granted)
     if grants:
         return Plan(grants=tuple(grants), stop=stop)
     still = [tasks[i] for i in active if tasks[i].task_id not in stop]
