@@ -84,6 +84,7 @@ class TuningDriver:
         self.queue_depth = queue_depth or self.settings.queue_depth
         self.stats = DriverStats()
         self._states: dict[int, _TaskState] = {}
+        self._weighed: set[int] = set()  # submission tasks whose weight was estimated (or could not be)
         self._wake = threading.Event()
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
@@ -175,11 +176,16 @@ class TuningDriver:
         Decided under the submission's row lock from what the database holds (service.budget)."""
         with self.db.session() as s:
             sub = submissions_db.get_submission(s, submission_id)
-        unweighed = [t for t in sub.tasks if t.weight is None]
-        if unweighed:  # once per submission: simulating baselines is no work for a request handler
+        unweighed = [t for t in sub.tasks if t.weight is None and t.task_id not in self._weighed]
+        if unweighed:  # once per task: simulating baselines is no work for a request handler
             weights = {}
             for t in unweighed:
-                est = budget.baseline_time(t.workload, sub.target)
+                self._weighed.add(t.task_id)  # no estimate (no valid baseline): not retried every round
+                try:
+                    est = budget.baseline_time(t.workload, sub.target)
+                except Exception:  # noqa: BLE001 - the weight only orders warm-up rounds
+                    log.exception("task %s: no baseline estimate", t.task_id)
+                    continue
                 if est is not None:
                     weights[t.task_id] = t.call_count * est
             with self.db.session() as s:
@@ -195,7 +201,8 @@ class TuningDriver:
             for task_id in step.stop:
                 if tasks_db.finish_task(s, task_id):
                     self.stats.finished += 1
-                    log.info("task %s of submission %s converged", task_id, submission_id)
+                    log.info("task %s of submission %s done (converged, or the budget is all granted)",
+                             task_id, submission_id)
             if step.finish is not None and submissions_db.finish_submission(s, submission_id, step.finish):
                 self.stats.submissions_finished += 1
                 log.info("submission %s %s after %s of %s trials", submission_id, step.finish, sub.trials_done,
