@@ -71,6 +71,12 @@ class Target:
     share_latency_cycles: float  # one register/RMA message, sender to receiver
     share_bytes_per_cycle: float  # row/column bus (RLC) or per-flow RMA bandwidth
     dma_put_line_bytes: int = 128  # DRAM is accessed in whole lines
+    # --- scalar C outside the tuned kernels (tuner.aot: MPE steps, memory-bound CPE kernels, fused
+    # epilogues); all assumptions [A], not measured ---
+    mpe_cycles_per_op: float = 1.0  # [A] MPE: one scalar instruction (load, store, arith) per cycle
+    mpe_transcendental_cycles: float = 20.0  # [A] MPE: libm-style exp/erf/tanh/sqrt or a float division
+    cpe_transcendental_cycles: float = 20.0  # [A] CPE: the same, scalar, in generated C
+    cpe_sync_cycles: float = 1000.0  # [A] athread_ssync_array across the 64 CPEs (between spawn phases)
     extra: dict[str, str] = field(default_factory=dict)  # provenance notes shown by `swtune targets`
 
     @property

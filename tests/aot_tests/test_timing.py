@@ -44,7 +44,9 @@ def test_untuned_program_is_the_baseline_program(resnet: Any, tmp_path: Path) ->
 
 
 def test_every_step_is_timed_and_kernels_match_the_simulator(resnet: Any, tmp_path: Path) -> None:
-    result = compile_model(resnet, TARGET, tmp_path / "b", _best_of, fuse=False)  # kernels as the simulator sees them
+    # kernels as the simulator sees them, each with its own spawn, everything else on the MPE
+    plain: dict[str, Any] = {"cpe_mode": "none", "group_launches": False}
+    result = compile_model(resnet, TARGET, tmp_path / "b", _best_of, fuse=False, **plain)
     mt = result.timing
     assert mt is not None and len(mt.steps) == len(result.graph.nodes)
     kernels = [s for s in mt.steps if s.where == CPE]
@@ -64,5 +66,5 @@ def test_every_step_is_timed_and_kernels_match_the_simulator(resnet: Any, tmp_pa
     assert [r.seconds for r in shares] == sorted((r.seconds for r in shares), reverse=True)
     assert sum(r.share for r in shares) == pytest.approx(1.0)
     assert sum(r.calls for r in shares) == len(mt.steps)
-    fused = compile_model(resnet, TARGET, tmp_path / "c", _best_of).timing  # bn + relu inside the conv kernels
+    fused = compile_model(resnet, TARGET, tmp_path / "c", _best_of, **plain).timing  # bn + relu in the conv kernels
     assert fused is not None and fused.tuned_s < mt.tuned_s and fused.mpe_s < mt.mpe_s

@@ -17,6 +17,7 @@ from tuner.aot.cpe_ops import CpeMode
 from tuner.aot.graph import AotError, Graph, Node, Note
 from tuner.aot.host import host_file, model_header
 from tuner.aot.kernels import Kernel, Lookup, kernel_header, resolve_kernels, slave_file
+from tuner.aot.launch_groups import assign_groups
 from tuner.aot.makefile import makefile
 from tuner.aot.memory import MemoryPlan, plan_memory
 from tuner.aot.mpe import describe
@@ -116,8 +117,15 @@ def assign_cpe_kernels(graph: Graph, target: Target, first_index: int, mode: Cpe
     """Move memory-bound operators to the CPEs (tuner.aot.cpe_ops; by default where that is faster);
     number the distinct CPE kernels after the GEMM-like ones."""
     from tuner.aot.cpe_ops import offload
+    from tuner.aot.launch_groups import runs
 
     offload(graph, target, mode)
+    if mode == CpeMode.FASTER:  # offload counted on sharing a spawn: a lone slower one goes back to the MPE
+        for run in runs(graph):
+            n = run[0]
+            if len(run) == 1 and n.op == "cpe" and n.attrs["cpe"].seconds >= n.attrs["mpe_alt_s"]:
+                n.op = n.attrs["mpe_op"]
+                del n.attrs["cpe"]
     ops: list[Any] = []
     for n in graph.nodes:
         op = n.attrs.get("cpe") if n.op == "cpe" else None
@@ -129,9 +137,10 @@ def assign_cpe_kernels(graph: Graph, target: Target, first_index: int, mode: Cpe
 
 def compile_model(model: Any, target: Target | str, out_dir: str | Path, lookup: Lookup | None, *,
                   example_inputs: Sequence[Any] | None = None, name: str = "model",
-                  cpe_mode: CpeMode | str = "faster", fuse: bool = True) -> AotResult:
+                  cpe_mode: CpeMode | str = "faster", fuse: bool = True, group_launches: bool = True) -> AotResult:
     """Compile ``model`` ahead of time for ``target`` into ``out_dir`` (created if needed);
-    ``cpe_mode`` says which memory-bound operators become CPE kernels (tuner.aot.cpe_ops.CpeMode)."""
+    ``cpe_mode`` says which memory-bound operators become CPE kernels (tuner.aot.cpe_ops.CpeMode);
+    ``group_launches``: consecutive CPE steps share one spawn (tuner.aot.launch_groups)."""
     from tuner.aot.relax_reader import read_relax
     from tuner.codegen.host import SLAVE_API
     from tuner.codegen.tir import ctype
@@ -150,13 +159,14 @@ def compile_model(model: Any, target: Target | str, out_dir: str | Path, lookup:
         fuse_epilogues(graph, ty)
     kernels = resolve_kernels(graph, tgt, lookup)
     cpe_ops = assign_cpe_kernels(graph, tgt, len(kernels), CpeMode(cpe_mode))
+    groups = assign_groups(graph) if group_launches else []
     plan = plan_memory(graph)
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     layout = write_weights(graph, out / "weights.bin")
     files = {
         "host.c": host_file(graph, kernels, plan, name, tgt.name, ty),
-        "slave.c": slave_file(kernels, cpe_ops, ty),
+        "slave.c": slave_file(kernels, cpe_ops, ty, groups),
         "swtune_kernel.h": kernel_header(ty),
         "swtune_slave_api.h": SLAVE_API,
         "model.h": model_header(graph, layout, plan, name, tgt.name),

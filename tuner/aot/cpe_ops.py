@@ -26,6 +26,7 @@ from typing import Any
 
 import numpy as np
 
+from tuner.aot.cpe_layout import PadOp, RowCopyOp, TransposeOp, plan_pad, plan_rowcopy, plan_transpose
 from tuner.aot.graph import Graph, Node
 from tuner.aot.tir_c import CFunction, print_prim_func
 from tuner.targets import Target
@@ -34,7 +35,6 @@ log = logging.getLogger("tuner.aot")
 
 MAX_PARAMS = 16  # pointers in swtune_args.p
 CPES = 64
-TRANSCENDENTAL_CYCLES = 20  # [A] libm-style exp/erf/div on a CPE, scalar
 
 
 class CpeMode(str, Enum):
@@ -179,7 +179,7 @@ def _kernel_seconds(target: Target, op: CpeOp, item: int) -> float:
         if p.sliced:
             step += dma_time(target, "get" if k < op.n_inputs else "put", p.elems * item, active_cpes=active)
     w = op.body.work
-    cycles = w.arith + w.loads + w.stores + TRANSCENDENTAL_CYCLES * w.transcendental
+    cycles = w.arith + w.loads + w.stores + target.cpe_transcendental_cycles * w.transcendental
     step += cycles / target.clock_hz
     return t + per_cpe * step
 
@@ -326,8 +326,10 @@ def _plan_axis(n: Node, call: Any, target: Target, dtype: str, item: int, axis: 
     return None
 
 
-def slave_text(op: CpeOp, ty: str) -> str:
+def slave_text(op: CpeOp | PadOp | RowCopyOp | TransposeOp, ty: str) -> str:
     """The CPE kernel in the form of a generated slave file (merged by tuner.aot.kernels)."""
+    if isinstance(op, (PadOp, RowCopyOp, TransposeOp)):
+        return op.slave_text(ty)
     lines = [f"#define SWTUNE_T {ty}"]
     for k, p in enumerate(op.params):
         lines.append(f"__thread_local {ty} P{k}_ldm[{max(1, p.elems)}];")
@@ -366,33 +368,54 @@ def offload(graph: Graph, target: Target, mode: CpeMode = CpeMode.FASTER) -> int
     """Turn generic nodes into ``cpe`` nodes as ``mode`` says; returns how many."""
     if mode == CpeMode.NONE:
         return 0
+    from tuner.aot.launch_groups import phase_seconds
     from tuner.aot.timing import mpe_seconds
 
     item = np.dtype(graph.dtype).itemsize
     cache: dict[str, CpeOp | None] = {}
+    pads: dict[tuple[tuple[int, ...], int, int], PadOp | None] = {}
     count = 0
     for n in graph.nodes:
+        if n.op in ("unpitch", "transpose"):  # layout copies: kernels of their own (tuner.aot.cpe_layout)
+            a = n.attrs
+            alt = mpe_seconds(n, graph, target, item)
+            rc = (plan_rowcopy(a["rows"], a["cols"], a["pitch"], target, item) if n.op == "unpitch"
+                  else plan_transpose(n.inputs[0].shape, a["axes"], target, item))
+            if rc is not None and (mode == CpeMode.ALL or rc.seconds + phase_seconds(target) < alt):
+                n.attrs.update(cpe=rc, mpe_alt_s=alt, mpe_op=n.op)
+                n.op = "cpe"
+                count += 1
+            continue
         if n.op != "tir":
             continue
-        key = n.attrs["function"]
+        # the same PrimFunc may read a constant in one place and an activation in another
+        key = n.attrs["function"] + ":" + "".join("c" if t.kind == "const" else "t" for t in n.inputs)
         if key not in cache:
             try:
                 cache[key] = plan_node(n, target, graph.dtype)
             except Exception as exc:  # noqa: BLE001 - a failed plan keeps the operator on the MPE
                 log.info("%s (%s): no CPE kernel (%s: %s)", n.source, n.relax_op, type(exc).__name__, exc)
                 cache[key] = None
-        op = cache[key]
+        op: CpeOp | PadOp | None = cache[key]
         if "pad_h" in n.attrs:  # a conv input's padding: on the MPE it would be row copies
             n.op = "pad_nchw"
             alt = mpe_seconds(n, graph, target, item)
             n.op = "tir"
+            pkey = (n.inputs[0].shape, n.attrs["pad_h"], n.attrs["pad_w"])
+            if pkey not in pads and len(n.inputs) == 1:
+                pads[pkey] = plan_pad(n.inputs[0].shape, n.attrs["pad_h"], n.attrs["pad_w"], target, item)
+            pad = pads.get(pkey)  # the row-block padding kernel, when faster than the legalized nn.pad sliced
+            if pad is not None and (op is None or pad.seconds < op.seconds):
+                op = pad
         else:
             alt = mpe_seconds(n, graph, target, item)
-        if op is None or (mode == CpeMode.FASTER and op.seconds >= alt):
+        # it will share a spawn with a neighbouring CPE step (tuner.aot.launch_groups; a lone one
+        # that turns out slower than the MPE goes back there in tuner.aot.compiler.assign_cpe_kernels)
+        if op is None or (mode == CpeMode.FASTER and op.seconds + phase_seconds(target) >= alt):
             if "pad_h" in n.attrs and mode != CpeMode.ALL:
                 n.op = "pad_nchw"  # the MPE's row-copy form of a conv input's padding
             continue
+        n.attrs.update(cpe=op, mpe_alt_s=alt, mpe_op="pad_nchw" if "pad_h" in n.attrs else "tir")
         n.op = "cpe"
-        n.attrs["cpe"] = op
         count += 1
     return count

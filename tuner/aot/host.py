@@ -38,20 +38,30 @@ def model_header(graph: Graph, layout: WeightsLayout, plan: MemoryPlan, model: s
     return "\n".join(lines)
 
 
-def _kernel_call(n: Node, ref: Ref) -> list[str]:
-    k: Kernel = n.attrs["kernel"]
-    a, b, *vectors = n.inputs  # vectors: a fused epilogue's per-channel constants
-    p = f", {{ {', '.join(ref(v) for v in vectors)} }}" if vectors else ""
-    return [f"  {{ swtune_args args = {{ {ref(a)}, {ref(b)}, {ref(n.output)}{p} }};",
-            f"    athread_spawn({k.name}, &args);",
-            "    athread_join(); }"]
+def _args(n: Node, ref: Ref) -> str:
+    """The ``swtune_args`` initializer of a CPE step."""
+    if n.op == "kernel":
+        a, b, *vectors = n.inputs  # vectors: a fused epilogue's per-channel constants
+        p = f", {{ {', '.join(ref(v) for v in vectors)} }}" if vectors else ""
+        return f"{{ {ref(a)}, {ref(b)}, {ref(n.output)}{p} }}"
+    ptrs = ", ".join(ref(t) for t in [*n.inputs, *n.outputs])
+    return f"{{ 0, 0, 0, {{ {ptrs} }} }}"
 
 
 def _cpe_call(n: Node, ref: Ref) -> list[str]:
-    op = n.attrs["cpe"]
-    ptrs = ", ".join(ref(t) for t in [*n.inputs, *n.outputs])
-    return [f"  {{ swtune_args args = {{ 0, 0, 0, {{ {ptrs} }} }};",
-            f"    athread_spawn({op.name}, &args);",
+    """One spawn: of the step's kernel, or (first phase of a group) of the group running its phases."""
+    from tuner.aot.launch_groups import kernel_name
+
+    group = n.attrs.get("group")
+    if group is None:
+        return [f"  {{ swtune_args args = {_args(n, ref)};",
+                f"    athread_spawn({kernel_name(n)}, &args);",
+                "    athread_join(); }"]
+    if n.attrs["phase"] > 0:
+        return [f"  /* ran in {group.name} (phase {n.attrs['phase']}) */"]
+    inits = ",\n      ".join(_args(m, ref) for m in group.nodes)
+    return [f"  {{ swtune_args args[{len(group.nodes)}] = {{\n      {inits} }};",
+            f"    athread_spawn({group.name}, args);",
             "    athread_join(); }"]
 
 
@@ -86,13 +96,14 @@ def host_file(graph: Graph, kernels: list[Kernel], plan: MemoryPlan, model: str,
     for i, n in enumerate(nodes):
         body.append(f"  /* [{i}] {step_label(n)} */")
         body.append("  t0 = sw_cycles();")
-        code = (_kernel_call(n, _var) if n.op == "kernel" else _cpe_call(n, _var) if n.op == "cpe"
-                else emit_mpe(n, _var, ty))
+        code = _cpe_call(n, _var) if n.op in ("kernel", "cpe") else emit_mpe(n, _var, ty)
         body += code
         body.append(f"  step_cycles[{i}] += sw_cycles() - t0;")
     cpe_ops = {n.attrs["cpe"].index: n.attrs["cpe"] for n in nodes if n.op == "cpe"}
     externs = [f"extern void SLAVE_FUN({k.name})(swtune_args *);" for k in kernels]
     externs += [f"extern void SLAVE_FUN({op.name})(swtune_args *);" for _, op in sorted(cpe_ops.items())]
+    groups = {n.attrs["group"].index: n.attrs["group"] for n in nodes if n.attrs.get("group") is not None}
+    externs += [f"extern void SLAVE_FUN({g.name})(swtune_args *);" for _, g in sorted(groups.items())]
     on_mpe = {n.attrs["function"] for n in nodes if n.op == "tir"}
     used = [f.code for name, f in graph.functions.items() if name in on_mpe]
     generic = [PRELUDE, *used] if used else []

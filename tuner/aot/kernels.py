@@ -15,6 +15,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
+
 from tuner.aot.graph import AotError, Graph, Node
 from tuner.space.space import Config
 from tuner.targets import Target
@@ -43,6 +45,7 @@ class Kernel:
     c_pitch: int
     calls: int = 0
     epilogue: Any = None  # tuner.aot.fusion.Epilogue applied to each output tile, or None
+    b_pack: Any = None  # with the pack knob: where each element of b goes in the tile-after-tile copy
 
     @property
     def name(self) -> str:
@@ -96,7 +99,52 @@ def _generate(workload: Workload, target: Target, config: Config, index: int, st
         axis = 1 if workload.op == "conv2d" else len(c) - 1
         slave = apply_epilogue(slave, epilogue, ctype(getattr(workload, "dtype", "float32")), tuple(c),
                                c_pitch(src.scheduled), axis)
-    return Kernel(index, workload, config, status, slave, rows, c[-1], c_pitch(src.scheduled), epilogue=epilogue)
+    return Kernel(index, workload, config, status, slave, rows, c[-1], c_pitch(src.scheduled), epilogue=epilogue,
+                  b_pack=b_pack_order(src.scheduled))
+
+
+def b_pack_order(s: Any) -> np.ndarray | None:
+    """For a config with ``pack=b``: the position of each element of b (row-major) in the packed copy
+    the kernel reads, b stored tile after tile; the same permutation as the C of
+    tuner.codegen.host.pack_b, which the tuning measurements run. None without packing."""
+    from tuner.codegen.host import shapes
+    from tuner.space.ops import axis_tiles, geometry_for
+
+    if s.config.get("pack", "none") != "b":
+        return None
+    geo = geometry_for(s.workload)
+    t = {a.name: axis_tiles(a.extent, np.array([float(s.config[f"tile_{a.name}"])])) for a in geo.axes}
+    full = [int(d.full[0]) for d in geo.tensors(t)["b"]]
+    ext = [int(e) for e in shapes(s)["b"]]
+    r = np.arange(int(np.prod(ext)), dtype=np.int64)
+    tile = np.zeros_like(r)
+    off = np.zeros_like(r)
+    t_stride = f_stride = 1
+    for e, f in zip(reversed(ext), reversed(full)):
+        i = r % e
+        r = r // e
+        tile += (i // f) * t_stride
+        off += (i % f) * f_stride
+        t_stride *= e // f
+        f_stride *= f
+    return tile * int(np.prod(full)) + off
+
+
+def _packed_b(graph: Graph, step: Node, k: Kernel, cache: dict[tuple[int, int], Any]) -> list[Any]:
+    """Give a kernel with the pack knob its packed b: a constant is packed now (once per kernel and
+    tensor); any other b gets an MPE step that packs it before each call (as the measured host does)."""
+    b = step.inputs[1]
+    if b.root.kind == "const" and b.root.data is not None and b.root.size == b.size:
+        key = (b.root.id, k.index)
+        if key not in cache:
+            flat = np.empty(b.size, dtype=b.root.data.dtype)
+            flat[k.b_pack] = b.root.data.reshape(-1)
+            cache[key] = graph.new_const(flat, f"{b.name}.packed{k.index}")
+        step.inputs[1] = cache[key]
+        return []
+    packed = graph.new_temp((b.size,), f"{b.name}.packed{k.index}")
+    step.inputs[1] = packed
+    return [Node("pack_b", [b], packed, {"order": k.b_pack}, step.relax_op, step.source)]
 
 
 def resolve_kernels(graph: Graph, target: Target, lookup: Lookup | None) -> list[Kernel]:
@@ -106,6 +154,7 @@ def resolve_kernels(graph: Graph, target: Target, lookup: Lookup | None) -> list
     tensor; an ``unpitch`` MPE node then copies the rows into the dense output."""
     by_key: dict[tuple[str, str, str], Kernel] = {}
     chosen: dict[str, tuple[Config, str]] = {}
+    packed: dict[tuple[int, int], Any] = {}
     steps: list[Any] = []
     for step in graph.steps:
         if not isinstance(step, Node) or step.op != "kernel":
@@ -136,6 +185,8 @@ def resolve_kernels(graph: Graph, target: Target, lookup: Lookup | None) -> list
         k = by_key[key]
         k.calls += 1
         step.attrs["kernel"] = k
+        if k.b_pack is not None:
+            steps += _packed_b(graph, step, k, packed)
         if k.c_pitch == k.c_cols:
             steps.append(step)
             continue
@@ -181,10 +232,13 @@ def _namespace(index: int, name: str, slave: str, head: str, what: str, helper: 
     return struct, f"{head}\n{defines}\n{code.strip()}\n{undefs}\n"
 
 
-def slave_file(kernels: list[Kernel], cpe_ops: list[Any] | None = None, ty: str = "float") -> str:
+def slave_file(kernels: list[Kernel], cpe_ops: list[Any] | None = None, ty: str = "float",
+               groups: list[Any] | None = None) -> str:
     """All kernels (tuned GEMM-like ones, then the memory-bound operators' CPE kernels of
-    tuner.aot.cpe_ops) in one slave file, their LDM buffers overlaid in one union."""
+    tuner.aot.cpe_ops) in one slave file, their LDM buffers overlaid in one union; then the functions
+    of the launch groups (tuner.aot.launch_groups) that run several of them in one spawn."""
     from tuner.aot.cpe_ops import slave_text
+    from tuner.aot.launch_groups import slave_wrappers
     from tuner.aot.tir_c import PRELUDE
     from tuner.codegen.printer import SLAVE_INCLUDES, SW_RLC_HELPER
 
@@ -217,6 +271,7 @@ def slave_file(kernels: list[Kernel], cpe_ops: list[Any] | None = None, ty: str 
         SW_RLC_HELPER,
         *(["#include <math.h>", PRELUDE] if cpe_ops or any(k.epilogue is not None for k in kernels) else []),
         *codes,
+        *slave_wrappers(groups or []),
     ])
 
 

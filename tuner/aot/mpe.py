@@ -137,6 +137,15 @@ def _transpose(n: Node, ref: Ref, ty: str) -> list[str]:
                  lambda i: [f"{Y}[{i[0]}] = {X}[{i[1]}];"])
 
 
+def _pack_b(n: Node, ref: Ref, ty: str) -> list[str]:
+    """A non-constant b stored tile after tile for a kernel with the pack knob (tuner.aot.kernels)."""
+    order = n.attrs["order"]
+    X, Y = ref(n.inputs[0]), ref(n.output)
+    # the permutation (tuner.aot.kernels.b_pack_order) as a table: one index per element of b
+    return [f"  {{ static const long order[{len(order)}] = {{ {', '.join(f'{int(v)}L' for v in order)} }};",
+            f"    for (long e = 0; e < {len(order)}L; e++) {Y}[order[e]] = {X}[e]; }}"]
+
+
 def _tir(n: Node, ref: Ref, ty: str) -> list[str]:
     """A legalized operator: one call of its printed PrimFunc (inputs, then outputs)."""
     args = ", ".join(ref(t) for t in [*n.inputs, *n.outputs])
@@ -145,7 +154,7 @@ def _tir(n: Node, ref: Ref, ty: str) -> list[str]:
 
 EMITTERS: dict[str, Callable[[Node, Ref, str], list[str]]] = {
     "tir": _tir, "channel_affine": _channel_affine, "pad_nchw": _pad_nchw, "unpitch": _unpitch,
-    "transpose": _transpose,
+    "transpose": _transpose, "pack_b": _pack_b,
 }
 
 

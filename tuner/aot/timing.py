@@ -4,10 +4,11 @@ OpenACC-like baseline program (same graph, every kernel on its baseline schedule
 Kernel steps take the simulator's time of their config (tuner.measure.simulator.simulate: spawn +
 join, the busiest CPE, DMA), minus the host-side padding the simulator folds in, which is charged to
 the padding step on the MPE instead. MPE steps (legalized operators, layout copies) are costed from
-the work their loops do (tuner.aot.tir_c.Work) on the MPE: scalar instructions at one per cycle, a
-transcendental or a float division at TRANSCENDENTAL_CYCLES, and never faster than streaming the
-tensors they touch at the target's ``mpe_copy_Bps``. Both MPE figures are assumptions [A], stated
-here, not measurements: see docs and FACTS.md. Memory-bound operators moved to the CPEs
+the work their loops do (tuner.aot.tir_c.Work) on the MPE: scalar instructions at
+``Target.mpe_cycles_per_op``, a transcendental or a float division at
+``Target.mpe_transcendental_cycles``, and never faster than streaming the tensors they touch at the
+target's ``mpe_copy_Bps``. These MPE figures are assumptions [A] (tuner/targets.py), not
+measurements. Memory-bound operators moved to the CPEs
 (tuner.aot.cpe_ops) take their kernel's simulated time. The baseline program runs the same non-GEMM
 steps as the tuned one (only the GEMM-like kernels' schedules differ).
 """
@@ -21,8 +22,6 @@ from typing import Any
 from tuner.aot.graph import Graph, Node
 from tuner.targets import Target, get_target
 
-TRANSCENDENTAL_CYCLES = 20  # [A] exp/erf/tanh/sqrt/division in scalar libm code on the MPE
-
 CPE, MPE = "CPE kernel", "MPE"
 
 
@@ -34,6 +33,7 @@ class StepTime:
     tuned_s: float
     baseline_s: float
     detail: str = ""
+    spawned: bool = True  # a CPE step with its own spawn + join (False: a later phase of a shared spawn)
 
 
 @dataclass
@@ -72,7 +72,7 @@ class ModelTime:
 
     @property
     def kernel_launches(self) -> int:
-        return sum(1 for s in self.steps if s.where == CPE)
+        return sum(1 for s in self.steps if s.where == CPE and s.spawned)
 
     def by_operator(self, program: str = "tuned") -> list[OpShare]:
         """Time per (Relax operator, where), largest share first."""
@@ -105,7 +105,8 @@ def mpe_seconds(n: Node, graph: Graph, target: Target, item: int) -> float:
 def _mpe_step(n: Node, graph: Graph, target: Target, item: int) -> tuple[float, str]:
     if n.op in ("tir", "cpe"):
         work = graph.functions[n.attrs["function"]].work
-        cycles = work.arith + work.loads + work.stores + TRANSCENDENTAL_CYCLES * work.transcendental
+        cycles = (target.mpe_cycles_per_op * (work.arith + work.loads + work.stores)
+                  + target.mpe_transcendental_cycles * work.transcendental)
         touched = sum(t.size for t in [*n.inputs, *n.outputs]) * item
         return _mpe_seconds(target, cycles, touched), f"{work.stores} stores, {work.transcendental} transcendental"
     size = n.output.size
@@ -113,7 +114,7 @@ def _mpe_step(n: Node, graph: Graph, target: Target, item: int) -> tuple[float, 
     if n.op == "pad_nchw":  # memset + row memcpy: streaming
         return (size * item + moved) / target.mpe_copy_Bps, "zero-pad (memset + row copies)"
     per_elem = 2 if n.op == "channel_affine" else 1
-    return _mpe_seconds(target, per_elem * size, moved), n.op
+    return _mpe_seconds(target, target.mpe_cycles_per_op * per_elem * size, moved), n.op
 
 
 def model_time(graph: Graph, target: Target | str, config_of: Callable[[Any], dict[str, Any] | None]
@@ -135,19 +136,31 @@ def model_time(graph: Graph, target: Target | str, config_of: Callable[[Any], di
             space = space_for(w, tgt)
             base = openacc_baseline(space)
             tuned = config_of(w) or base
-            prepass = space.geometry.prepass_bytes / tgt.mpe_copy_Bps
-            times = simulate(space, np.stack([space.encode(dict(tuned)), space.encode(base)]))
-            cache[w.key] = (float(times[0]) - prepass, float(times[1]) - prepass, prepass)
+            index = np.stack([space.encode(dict(tuned)), space.encode(base)])
+            a = space.analyze(index)
+            # host-side work the simulator folds into a kernel's time is a step of its own here:
+            # padding the input (nn.pad), packing a non-constant b (pack_b)
+            prepass = space.geometry.prepass_bytes / tgt.mpe_copy_Bps + (
+                np.zeros(2) if a.host_pack_bytes is None else np.asarray(a.host_pack_bytes, float) / tgt.mpe_copy_Bps)
+            times = simulate(space, index, a) - prepass
+            cache[w.key] = (float(times[0]), float(times[1]), float(prepass[0]))
         return cache[w.key]
 
+    from tuner.aot.launch_groups import phase_seconds
+
+    grouped = phase_seconds(tgt)  # a later phase of a shared spawn: a barrier instead of a spawn + join
     steps: list[StepTime] = []
     for n in graph.nodes:
+        if n.op in ("kernel", "cpe") and n.attrs.get("phase", 0) > 0:
+            n_steps = len(steps)
+        else:
+            n_steps = -1
         if n.op == "kernel":
             w = n.attrs["workload"]
             t, b, _ = kernel(w)
             ep = n.attrs.get("epilogue")
             if ep is not None:  # its scalar work on each CPE's share of the output (no extra DMA)
-                per_elem = ep.work.arith + TRANSCENDENTAL_CYCLES * ep.work.transcendental
+                per_elem = ep.work.arith + tgt.cpe_transcendental_cycles * ep.work.transcendental
                 extra = -(-n.output.size // tgt.cpes) * per_elem / tgt.clock_hz
                 from tuner.measure.simulator import dma_time
 
@@ -162,6 +175,12 @@ def model_time(graph: Graph, target: Target | str, config_of: Callable[[Any], di
         else:
             sec, detail = _mpe_step(n, graph, tgt, item)
             steps.append(StepTime(n.source, n.relax_op, MPE, sec, sec, detail))
+        if n_steps >= 0:
+            s = steps[n_steps]
+            s.tuned_s += grouped
+            s.baseline_s += grouped
+            s.detail += f" (phase {n.attrs['phase']} of {n.attrs['group'].name})"
+            s.spawned = False
     return ModelTime(steps, tgt.spawn_join_s)
 
 

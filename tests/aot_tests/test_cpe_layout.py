@@ -1,0 +1,123 @@
+"""Layout copies and pools on the CPEs (tuner.aot.cpe_layout, tuner.aot.cpe_ops) and launch groups
+(tuner.aot.launch_groups), run on the athread emulator: results against torch, and each CPE step's
+DMA (the emulator's counts) against the plan its time model uses."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+pytest.importorskip("tvm")
+torch = pytest.importorskip("torch")
+
+from tuner.aot import compile_model  # noqa: E402
+
+TARGET = "sw26010"
+pytestmark = pytest.mark.skipif(shutil.which("gcc") is None or shutil.which("make") is None,
+                                reason="needs gcc and make")
+F = torch.nn.functional
+
+
+class _Net(torch.nn.Module):
+    """Padded convs, pools with overlapping windows, and both transpose forms (rows kept / 2-D)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.c1 = torch.nn.Conv2d(3, 8, 3, padding=1, bias=False)
+        self.c2 = torch.nn.Conv2d(8, 8, 3, padding=2, bias=False)
+
+    def forward(self, x: Any) -> Any:
+        y = F.max_pool2d(F.relu(self.c1(x)), 3, 2, 1)  # [1, 8, 10, 10], windows overlap
+        z = F.avg_pool2d(self.c2(y), 3, 2)  # [1, 8, 5, 5], overlapping, no padding
+        t = z.flatten(2).transpose(1, 2)  # [1, 25, 8]: a 2-D transpose
+        r = y.reshape(1, 8, 5, 20).permute(0, 2, 1, 3)  # [1, 5, 8, 20]: rows of 20 kept
+        return t * 2, r + 1
+
+
+def _run(out: Path, x: np.ndarray) -> tuple[np.ndarray, dict[str, int]]:
+    build = subprocess.run(["make", "-s", "emu"], cwd=out, capture_output=True, text=True, timeout=300)
+    assert build.returncode == 0, build.stderr[-3000:]
+    x.astype(np.float32).tofile(out / "input.bin")
+    env = {k: v for k, v in os.environ.items() if not k.startswith("SWEMU_")}
+    env.update(SWEMU_TARGET=TARGET, SWEMU_TIMEOUT="60", SWEMU_REPORT=str(out / "report.json"))
+    run = subprocess.run(["./model_emu", "weights.bin", "input.bin", "output.bin"], cwd=out, capture_output=True,
+                         text=True, timeout=300, env=env)
+    assert run.returncode == 0, run.stderr[-3000:]
+    return np.fromfile(out / "output.bin", dtype=np.float32), json.loads((out / "report.json").read_text())["totals"]
+
+
+def _pitched_lookup(w: Any) -> Any:
+    """The default schedule with output rows padded to whole lines (an unpitch step follows)."""
+    from tuner.baseline import openacc_baseline
+    from tuner.space.space import ScheduleSpace
+    from tuner.targets import get_target
+
+    space = ScheduleSpace(w, get_target(TARGET))
+    cfg = dict(openacc_baseline(space), put_lines=1)
+    space.check(cfg)
+    return cfg
+
+
+def test_layout_copies_and_pools_on_the_cpes_match_torch_and_their_dma_plans(tmp_path: Path) -> None:
+    from tuner.aot.cpe_layout import PadOp, RowCopyOp, TransposeOp
+    from tuner.aot.cpe_ops import CpeOp, dma_plan
+    from tuner.bridge.extract import torch_to_relax
+
+    torch.manual_seed(3)
+    model, x = _Net().eval(), torch.randn(1, 3, 20, 20)
+    mod = torch_to_relax(model, (x,))
+    on_cpe = compile_model(mod, TARGET, tmp_path / "cpe", _pitched_lookup, cpe_mode="all")
+    on_mpe = compile_model(mod, TARGET, tmp_path / "mpe", _pitched_lookup, cpe_mode="none", group_launches=False)
+    ops = [n.attrs["cpe"] for n in on_cpe.graph.nodes if n.op == "cpe"]
+    kinds = {type(op).__name__ for op in ops}
+    assert {"PadOp", "RowCopyOp", "TransposeOp", "CpeOp"} <= kinds, kinds
+    assert {op.mode for op in ops if isinstance(op, TransposeOp)} == {"rows", "tile"}
+    pools = {n.relax_op for n in on_cpe.graph.nodes if n.op == "cpe" and isinstance(n.attrs["cpe"], CpeOp)}
+    assert {"nn.max_pool2d", "nn.avg_pool2d"} <= pools
+    assert not [n for n in on_cpe.graph.nodes if n.op not in ("kernel", "cpe")]  # nothing left on the MPE
+    assert on_cpe.timing is not None and on_cpe.timing.mpe_fraction == 0.0
+    got, dma_cpe = _run(on_cpe.out_dir, x.numpy())
+    got_mpe, dma_mpe = _run(on_mpe.out_dir, x.numpy())
+    with torch.no_grad():
+        ref = np.concatenate([t.numpy().ravel() for t in model(x)])
+    np.testing.assert_allclose(got, ref, rtol=1e-3, atol=1e-5)
+    np.testing.assert_allclose(got_mpe, ref, rtol=1e-3, atol=1e-5)
+    # the GEMM-like kernels move the same data either way: the difference is the CPE steps' plans
+    expected = {k: 0 for k in ("get_reqs", "get_bytes", "put_reqs", "put_bytes")}
+    for op in ops:
+        plan = op.dma_plan() if isinstance(op, (PadOp, RowCopyOp, TransposeOp)) else dma_plan(op, 4)
+        for k in expected:
+            expected[k] += plan[k]
+    assert {k: dma_cpe[k] - dma_mpe[k] for k in expected} == expected
+
+
+def test_consecutive_cpe_steps_share_one_spawn(tmp_path: Path) -> None:
+    """Grouped: one spawn per run of CPE steps, the same result, and the time model charges a barrier
+    instead of a spawn + join for every later phase."""
+    from tuner.aot.launch_groups import phase_seconds
+    from tuner.bridge.extract import torch_to_relax
+    from tuner.targets import get_target
+
+    torch.manual_seed(5)
+    model, x = _Net().eval(), torch.randn(1, 3, 20, 20)
+    mod = torch_to_relax(model, (x,))
+    grouped = compile_model(mod, TARGET, tmp_path / "g", lambda w: None, cpe_mode="all")
+    single = compile_model(mod, TARGET, tmp_path / "s", lambda w: None, cpe_mode="all", group_launches=False)
+    steps = [n for n in grouped.graph.nodes if n.op in ("kernel", "cpe")]
+    assert len(steps) >= 8 and all(n.attrs.get("group") is steps[0].attrs["group"] for n in steps)
+    host = (grouped.out_dir / "host.c").read_text()
+    assert host.count("athread_spawn(") == 1 and "swtune_group_0" in (grouped.out_dir / "slave.c").read_text()
+    got, _ = _run(grouped.out_dir, x.numpy())
+    got_single, _ = _run(single.out_dir, x.numpy())
+    np.testing.assert_array_equal(got, got_single)
+    assert grouped.timing is not None and single.timing is not None
+    assert grouped.timing.kernel_launches == 1 and single.timing.kernel_launches == len(steps)
+    saved = single.timing.tuned_s - grouped.timing.tuned_s
+    assert saved == pytest.approx(-(len(steps) - 1) * phase_seconds(get_target(TARGET)), rel=1e-9)

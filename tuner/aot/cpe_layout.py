@@ -1,0 +1,369 @@
+"""Layout copies as CPE kernels: a conv input's zero padding, and stripping a kernel output's row pitch.
+
+Padding (PadOp): blocks of padded rows, one get and one put each.
+
+The padded tensor [N, C, H + 2ph, W + 2pw] is seen as ``N*C*(H + 2ph)`` rows of ``W + 2pw``
+elements. A block is ``rows`` consecutive padded rows (it may run across planes). The interior rows
+among them are consecutive rows of the unpadded input (the padding rows between planes hold no input),
+so a block needs one contiguous DMA get of its interior input rows (none when it holds only padding
+rows) and one contiguous put of the padded rows built in LDM. Each CPE takes blocks round-robin.
+
+Unpitching (RowCopyOp): a kernel whose output rows are padded to whole DMA lines (``put_lines``)
+leaves rows of ``pitch`` elements of which ``cols`` are the tensor's. A block of rows is one strided
+get (blocks of ``cols``, gaps of the pitch's rest) straight into a dense LDM buffer and one contiguous
+put: no compute.
+
+The MPE forms (tuner.aot.mpe: memset plus row copies, row memcpy) stream the tensors at the MPE's
+copy rate; tuner.aot.cpe_ops.offload keeps whichever the time model says is faster.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from tuner.targets import Target
+
+CPES = 64
+
+
+@dataclass
+class PadOp:
+    """The padding kernel of one conv input (same interface as tuner.aot.cpe_ops.CpeOp for the host,
+    the slave file, the report and the time model)."""
+
+    planes: int  # N * C
+    h: int
+    w: int
+    ph: int
+    pw: int
+    rows: int  # padded rows per block
+    item: int  # bytes per element
+    seconds: float = 0.0
+    index: int = -1
+    axis: int = 2  # (for the report: blocks run along the padded rows)
+
+    @property
+    def hp(self) -> int:
+        return self.h + 2 * self.ph
+
+    @property
+    def wp(self) -> int:
+        return self.w + 2 * self.pw
+
+    @property
+    def total_rows(self) -> int:
+        return self.planes * self.hp
+
+    @property
+    def blocks(self) -> int:
+        return -(-self.total_rows // self.rows)
+
+    @property
+    def block(self) -> int:
+        return self.rows
+
+    @property
+    def ldm_bytes(self) -> int:
+        return self.rows * (self.w + self.wp) * self.item
+
+    @property
+    def name(self) -> str:
+        return f"swtune_kernel_{self.index}"
+
+    def interior_before(self, g: int) -> int:
+        """Input rows that come before padded row ``g`` (in the flattened row order)."""
+        plane, r = divmod(g, self.hp)
+        return plane * self.h + min(max(r - self.ph, 0), self.h)
+
+    def block_rows(self, blk: int) -> tuple[int, int, int]:
+        """(first padded row, padded rows, interior input rows) of block ``blk``."""
+        g0 = blk * self.rows
+        n = min(self.rows, self.total_rows - g0)
+        return g0, n, self.interior_before(g0 + n) - self.interior_before(g0)
+
+    def dma_plan(self) -> dict[str, int]:
+        """DMA requests and bytes of one run (what the emulator counts)."""
+        gets = puts = get_bytes = put_bytes = 0
+        for blk in range(self.blocks):
+            _, n, k = self.block_rows(blk)
+            if k:
+                gets += 1
+                get_bytes += k * self.w * self.item
+            puts += 1
+            put_bytes += n * self.wp * self.item
+        return {"get_reqs": gets, "get_bytes": get_bytes, "put_reqs": puts, "put_bytes": put_bytes}
+
+    def slave_text(self, ty: str) -> str:
+        """The CPE kernel as a generated slave file (merged by tuner.aot.kernels)."""
+        hp, wp, w, h, ph, pw = self.hp, self.wp, self.w, self.h, self.ph, self.pw
+        item = f"sizeof({ty})"
+
+        def before(g: str) -> str:  # interior_before in C
+            return (f"(({g}) / {hp}L * {h}L + ((({g}) % {hp}L) < {ph}L ? 0L : "
+                    f"((({g}) % {hp}L) - {ph}L > {h}L ? {h}L : (({g}) % {hp}L) - {ph}L)))")
+
+        return "\n".join([
+            f"__thread_local {ty} X_ldm[{max(1, self.rows * w)}];",
+            f"__thread_local {ty} Y_ldm[{self.rows * wp}];",
+            "__thread_local volatile SW_REPLY_T g_reply[1];",
+            "void swtune_kernel(swtune_args *_arg) {",
+            "  int n_rep = 0;",
+            "  g_reply[0] = 0;",
+            f"  for (long blk = _MYID; blk < {self.blocks}L; blk += {CPES}) {{",
+            f"    const long g0 = blk * {self.rows}L;",
+            f"    const long n = {self.total_rows}L - g0 < {self.rows}L ? {self.total_rows}L - g0 : {self.rows}L;",
+            f"    const long i0 = {before('g0')}, k = {before('g0 + n')} - i0;",
+            "    if (k > 0) {",
+            f"      SW_GET(_arg->p[0] + i0 * {w}L, X_ldm, k * {w}L * {item}, 0, 0, &g_reply[0]); n_rep++;",
+            "      SW_WAIT(&g_reply[0], n_rep);",
+            "    }",
+            "    long src = 0;",
+            "    for (long q = 0; q < n; q++) {",
+            f"      const long r = (g0 + q) % {hp}L;",
+            f"      {ty} *const y = Y_ldm + q * {wp}L;",
+            f"      if (r < {ph}L || r >= {ph + h}L) {{ for (long c = 0; c < {wp}L; c++) y[c] = 0; continue; }}",
+            f"      for (long c = 0; c < {pw}L; c++) {{ y[c] = 0; y[{pw + w}L + c] = 0; }}",
+            f"      for (long c = 0; c < {w}L; c++) y[{pw}L + c] = X_ldm[src * {w}L + c];",
+            "      src++;",
+            "    }",
+            f"    SW_PUT(Y_ldm, _arg->p[1] + g0 * {wp}L, n * {wp}L * {item}, 0, 0, &g_reply[0]); n_rep++;",
+            "    SW_WAIT(&g_reply[0], n_rep);",
+            "  }",
+            "}",
+        ]) + "\n"
+
+
+def _seconds(target: Target, op: PadOp) -> float:
+    """Spawn/join, then the busiest CPE's blocks: get, building the rows (a store per padded element,
+    a load per copied one, scalar), put; nothing overlaps (the kernel waits on each request)."""
+    from tuner.measure.simulator import dma_time
+
+    active = min(CPES, op.blocks)
+    per_cpe = -(-op.blocks // CPES)
+    step = (dma_time(target, "get", op.rows * op.w * op.item * op.h / op.hp, active_cpes=active)
+            + dma_time(target, "put", op.rows * op.wp * op.item, active_cpes=active)
+            + (op.rows * op.wp + op.rows * op.w * op.h / op.hp) / target.clock_hz)
+    return target.spawn_join_s + per_cpe * step
+
+
+def plan_pad(shape: tuple[int, ...], ph: int, pw: int, target: Target, item: int) -> PadOp | None:
+    """The padding kernel of an NCHW input of ``shape``: the most rows per block that fit the LDM
+    budget while still giving every CPE a block (when there are that many rows); None when not even
+    one padded row fits."""
+    if len(shape) != 4:
+        return None
+    n, c, h, w = shape
+    op = PadOp(n * c, h, w, ph, pw, 1, item)
+    per_row = (op.w + op.wp) * item
+    fit = target.ldm_budget_bytes // per_row
+    if fit < 1:
+        return None
+    op.rows = int(max(1, min(fit, -(-op.total_rows // CPES))))
+    op.seconds = _seconds(target, op)
+    return op
+
+
+@dataclass
+class RowCopyOp:
+    """Dense rows from pitched rows, on the CPEs (interface of tuner.aot.cpe_ops.CpeOp)."""
+
+    total_rows: int
+    cols: int
+    pitch: int
+    rows: int  # rows per block
+    item: int
+    seconds: float = 0.0
+    index: int = -1
+    axis: int = 0
+
+    @property
+    def blocks(self) -> int:
+        return -(-self.total_rows // self.rows)
+
+    @property
+    def block(self) -> int:
+        return self.rows
+
+    @property
+    def ldm_bytes(self) -> int:
+        return self.rows * self.cols * self.item
+
+    @property
+    def name(self) -> str:
+        return f"swtune_kernel_{self.index}"
+
+    def dma_plan(self) -> dict[str, int]:
+        """DMA requests and bytes of one run (what the emulator counts)."""
+        return {"get_reqs": self.blocks, "get_bytes": self.total_rows * self.cols * self.item,
+                "put_reqs": self.blocks, "put_bytes": self.total_rows * self.cols * self.item}
+
+    def slave_text(self, ty: str) -> str:
+        item = f"sizeof({ty})"
+        return "\n".join([
+            f"__thread_local {ty} X_ldm[{self.rows * self.cols}];",
+            "__thread_local volatile SW_REPLY_T g_reply[1];",
+            "void swtune_kernel(swtune_args *_arg) {",
+            "  int n_rep = 0;",
+            "  g_reply[0] = 0;",
+            f"  for (long blk = _MYID; blk < {self.blocks}L; blk += {CPES}) {{",
+            f"    const long r0 = blk * {self.rows}L;",
+            f"    const long n = {self.total_rows}L - r0 < {self.rows}L ? {self.total_rows}L - r0 : {self.rows}L;",
+            f"    SW_GET(_arg->p[0] + r0 * {self.pitch}L, X_ldm, n * {self.cols}L * {item}, {self.cols}L * {item}, "
+            f"{self.pitch - self.cols}L * {item}, &g_reply[0]); n_rep++;",
+            "    SW_WAIT(&g_reply[0], n_rep);",
+            f"    SW_PUT(X_ldm, _arg->p[1] + r0 * {self.cols}L, n * {self.cols}L * {item}, 0, 0, &g_reply[0]); "
+            "n_rep++;",
+            "    SW_WAIT(&g_reply[0], n_rep);",
+            "  }",
+            "}",
+        ]) + "\n"
+
+
+def plan_rowcopy(rows: int, cols: int, pitch: int, target: Target, item: int) -> RowCopyOp | None:
+    """Unpitching ``rows`` rows: the most rows per block that fit while every CPE gets a block."""
+    from tuner.measure.simulator import dma_time
+
+    fit = target.ldm_budget_bytes // (cols * item)
+    if fit < 1 or pitch <= cols:
+        return None
+    op = RowCopyOp(rows, cols, pitch, int(max(1, min(fit, -(-rows // CPES)))), item)
+    active = min(CPES, op.blocks)
+    step = (dma_time(target, "get", cols * item, n_blocks=op.rows, gap_bytes=(pitch - cols) * item,
+                     active_cpes=active)
+            + dma_time(target, "put", op.rows * cols * item, active_cpes=active))
+    op.seconds = target.spawn_join_s + -(-op.blocks // CPES) * step
+    return op
+
+
+@dataclass
+class TransposeOp:
+    """A permutation of axes on the CPEs (interface of tuner.aot.cpe_ops.CpeOp).
+
+    After dropping unit axes and merging output axes that stay adjacent in the input, the output is
+    ``outer`` x [R, C]. "rows": its last axis is the input's contiguous one, so a block (one outer
+    index, ``rows`` consecutive R) is one strided get (C elements every ``r_stride``) and one put.
+    "tile": its last two axes are the input's last two swapped (a batched 2-D transpose); a block is
+    ``rows`` input columns: one strided get of [C x rows], a transpose in LDM, one put of [rows x C]."""
+
+    mode: str  # "rows" | "tile"
+    outer_ext: tuple[int, ...]
+    outer_stride: tuple[int, ...]  # input strides of the outer output axes
+    r: int  # output rows per outer index
+    c: int  # output row length
+    r_stride: int  # input stride of the output's row axis ("rows" mode)
+    rows: int  # output rows per block
+    item: int
+    seconds: float = 0.0
+    index: int = -1
+    axis: int = 0
+
+    @property
+    def outer(self) -> int:
+        out = 1
+        for e in self.outer_ext:
+            out *= e
+        return out
+
+    @property
+    def per_outer(self) -> int:
+        return -(-self.r // self.rows)
+
+    @property
+    def blocks(self) -> int:
+        return self.outer * self.per_outer
+
+    @property
+    def block(self) -> int:
+        return self.rows
+
+    @property
+    def ldm_bytes(self) -> int:
+        return (2 if self.mode == "tile" else 1) * self.rows * self.c * self.item
+
+    @property
+    def name(self) -> str:
+        return f"swtune_kernel_{self.index}"
+
+    def dma_plan(self) -> dict[str, int]:
+        nbytes = self.outer * self.r * self.c * self.item
+        return {"get_reqs": self.blocks, "get_bytes": nbytes, "put_reqs": self.blocks, "put_bytes": nbytes}
+
+    def slave_text(self, ty: str) -> str:
+        item = f"sizeof({ty})"
+        off = [f"    long q = blk / {self.per_outer}L, base = 0;"]
+        for e, s in zip(reversed(self.outer_ext), reversed(self.outer_stride)):
+            off.append(f"    base += (q % {e}L) * {s}L; q /= {e}L;")
+        lines = [f"__thread_local {ty} X_ldm[{self.rows * self.c}];"]
+        if self.mode == "tile":
+            lines.append(f"__thread_local {ty} Y_ldm[{self.rows * self.c}];")
+        lines += ["__thread_local volatile SW_REPLY_T g_reply[1];",
+                  "void swtune_kernel(swtune_args *_arg) {",
+                  "  int n_rep = 0;",
+                  "  g_reply[0] = 0;",
+                  f"  for (long blk = _MYID; blk < {self.blocks}L; blk += {CPES}) {{",
+                  f"    const long o = blk / {self.per_outer}L, r0 = (blk % {self.per_outer}L) * {self.rows}L;",
+                  f"    const long n = {self.r}L - r0 < {self.rows}L ? {self.r}L - r0 : {self.rows}L;",
+                  *off]
+        dst = f"_arg->p[1] + (o * {self.r}L + r0) * {self.c}L"
+        if self.mode == "rows":
+            lines += [f"    SW_GET(_arg->p[0] + base + r0 * {self.r_stride}L, X_ldm, n * {self.c}L * {item}, "
+                      f"{self.c}L * {item}, ({self.r_stride}L - {self.c}L) * {item}, &g_reply[0]); n_rep++;",
+                      "    SW_WAIT(&g_reply[0], n_rep);",
+                      f"    SW_PUT(X_ldm, {dst}, n * {self.c}L * {item}, 0, 0, &g_reply[0]); n_rep++;"]
+        else:  # the input holds [C rows x R columns]: take columns r0..r0+n of every row
+            lines += [f"    SW_GET(_arg->p[0] + base + r0, X_ldm, {self.c}L * n * {item}, n * {item}, "
+                      f"({self.r}L - n) * {item}, &g_reply[0]); n_rep++;",
+                      "    SW_WAIT(&g_reply[0], n_rep);",
+                      f"    for (long x = 0; x < n; x++) for (long y = 0; y < {self.c}L; y++) "
+                      f"Y_ldm[x * {self.c}L + y] = X_ldm[y * n + x];",
+                      f"    SW_PUT(Y_ldm, {dst}, n * {self.c}L * {item}, 0, 0, &g_reply[0]); n_rep++;"]
+        lines += ["    SW_WAIT(&g_reply[0], n_rep);", "  }", "}"]
+        return "\n".join(lines) + "\n"
+
+
+def plan_transpose(shape: tuple[int, ...], axes: tuple[int, ...], target: Target, item: int) -> TransposeOp | None:
+    """The CPE kernel of ``transpose(x: shape, axes)``, or None when it is neither form."""
+    from tuner.measure.simulator import dma_time
+
+    strides = [1] * len(shape)
+    for d in range(len(shape) - 2, -1, -1):
+        strides[d] = strides[d + 1] * shape[d + 1]
+    ext: list[int] = []
+    st: list[int] = []
+    for a in axes:  # output axes with their input strides: drop unit axes, merge adjacent ones
+        if shape[a] == 1:
+            continue
+        if ext and st[-1] == strides[a] * shape[a]:
+            ext[-1] *= shape[a]
+            st[-1] = strides[a]
+            continue
+        ext.append(shape[a])
+        st.append(strides[a])
+    if len(ext) < 2:
+        return None  # a copy: a view, not a transpose
+    if st[-1] == 1:
+        mode, r, c = "rows", ext[-2], ext[-1]
+        fit = target.ldm_budget_bytes // (c * item)
+    elif st[-2] == 1 and st[-1] == ext[-2]:
+        mode, r, c = "tile", ext[-2], ext[-1]
+        fit = target.ldm_budget_bytes // (2 * c * item)
+    else:
+        return None
+    if fit < 1:
+        return None
+    outer = 1
+    for e in ext[:-2]:
+        outer *= e
+    op = TransposeOp(mode, tuple(ext[:-2]), tuple(st[:-2]), r, c, st[-2], int(min(fit, r, -(-r * outer // CPES))),
+                     item)
+    active = min(CPES, op.blocks)
+    if mode == "rows":
+        get = dma_time(target, "get", c * item, n_blocks=op.rows, gap_bytes=(op.r_stride - c) * item,
+                       active_cpes=active)
+        work = 0.0
+    else:
+        get = dma_time(target, "get", op.rows * item, n_blocks=c, gap_bytes=(r - op.rows) * item, active_cpes=active)
+        work = 2.0 * op.rows * c / target.clock_hz  # a load and a store per element, scalar
+    put = dma_time(target, "put", op.rows * c * item, active_cpes=active)
+    op.seconds = target.spawn_join_s + -(-op.blocks // CPES) * (get + work + put)
+    return op
