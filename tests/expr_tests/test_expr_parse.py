@@ -77,3 +77,11 @@ def test_non_affine_index_and_two_stages_are_refused():
     c = te.compute((64,), lambda i: b[i] + 1.0, name="c")
     with pytest.raises(InvalidWorkloadError, match="one te.compute stage"):
         describe(prim_func_from_tensors([a, c]))
+
+
+def test_a_reduction_to_a_scalar_is_refused():
+    a = te.placeholder((64,), name="A")
+    k = te.reduce_axis((0, 64), name="k")
+    total = te.compute((), lambda: te.sum(a[k], axis=k), name="total")
+    with pytest.raises(InvalidWorkloadError, match="no spatial axis"):
+        describe(prim_func_from_tensors([a, total]))

@@ -132,6 +132,10 @@ def describe(func: Any, name: str | None = None) -> Expr:
 
     output = access(block.writes[0])
     spatial = [a.name for a in axes if a.kind is AxisKind.SPATIAL]
+    if not spatial:
+        # output tiles are what the CPEs share out; a scalar result has none (reduce in two stages)
+        raise InvalidWorkloadError("the output has no spatial axis to spread over the CPE mesh "
+                                   "(a reduction to a scalar); keep at least one output axis")
     if [d.coefs for d in output.dims] != [((s, 1),) for s in spatial] or any(d.offset for d in output.dims):
         raise InvalidWorkloadError("the output must be indexed by its spatial axes in order")
     reads = [access(r) for r in block.reads if str(r.source.name) != output.tensor]
