@@ -41,6 +41,8 @@ import numpy as np
 
 from tuner.codegen.te_ops import role_group
 from tuner.expr.geometry import PAD_AXIS
+from tuner.space.analysis import operand_axes
+from tuner.space.compute import rows_axis
 from tuner.space.factory import space_for
 from tuner.space.ops import axis_tiles
 from tuner.space.space import Config
@@ -147,6 +149,13 @@ def _reuse(workload: Workload, geo: Any, roles: dict[str, str], tiles: dict[str,
     return out
 
 
+def _operand_axes(workload: Workload, geo: Any) -> list[set[str]]:
+    """The axes each input operand's index moves with (as the analysis of the op reads them)."""
+    if workload.op == EXPR_OP:
+        return [set(op.access.axes) for op in geo.operands]
+    return operand_axes(geo)
+
+
 def _shareable(workload: Workload, geo: Any, tiles: dict[str, int], pr: int) -> tuple[bool, bool]:
     """Whether group a (b) may be shared along mesh rows (columns): every CPE sharing it needs one box."""
     if workload.op != EXPR_OP:
@@ -198,7 +207,11 @@ def build_schedule(workload: Workload, target: Target | str, config: Config) -> 
     intra = [n for n in intra if n != config["inner"]] + [config["inner"]]
     intra_loops = [inner[n] for n in intra]
     vec_loop = inner[config["inner"]]
-    block = register_block(config, {n: tiles[n] for n in tiles if n in layout.loops}, [red] + fixed)
+    # rows of the block: the largest other output tile, row axes before col axes on a tie (the order
+    # tuner/space/compute.py block_shape reads, for built-in ops and expressions alike)
+    order = rows + cols + [n for n in tiles if n not in rows + cols]
+    block = register_block(config, {n: tiles[n] for n in order if n in layout.loops}, [red] + fixed,
+                           _operand_axes(workload, geo))
     if block is not None:
         # acc = "reg": the register block (rb_o rows of `other` x rb_i vectors of `inner`) moves
         # outside the reduction loops, so its accumulators stay in registers across the chunk
@@ -259,12 +272,14 @@ def build_schedule(workload: Workload, target: Target | str, config: Config) -> 
                      reuse, share_a, share_b, ldm_roles)
 
 
-def register_block(config: Config, tiles: dict[str, int], reduction: list[str]) -> tuple[str, int, int] | None:
+def register_block(config: Config, tiles: dict[str, int], reduction: list[str],
+                   operand_axes: list[set[str]]) -> tuple[str, int, int] | None:
     """(other axis, rb_o, inner elements rb_i*w) of an ``acc = "reg"`` register block, else None.
 
-    The block shape follows tuner/space/compute.py: rb_i vectors along the inner axis (as many as its
-    tile holds, up to sqrt(u)), rb_o = u / rb_i rows along the output axis with the largest tile --
-    each cut down to a divisor of its tile (the analysis idealises ragged blocks).
+    The block shape is the one tuner/space/compute.py charges: rb_i vectors along the inner axis (as
+    many as its tile holds, up to sqrt(u)), rb_o = u / rb_i rows along the axis
+    :func:`tuner.space.compute.rows_axis` picks from ``tiles`` (in their order) and the axes each
+    operand moves with (``operand_axes``) -- each cut down to a divisor of its tile.
     """
     inner = config["inner"]
     if config.get("acc", "ldm") != "reg" or inner in reduction:
@@ -277,7 +292,9 @@ def register_block(config: Config, tiles: dict[str, int], reduction: list[str]) 
     rb_i = min(2 ** int(np.ceil(np.log2(u) / 2)), 2 ** int(np.floor(np.log2(min(along_inner, u)))))
     if not outputs:  # a single output axis: no rows to block (an expression such as gemv)
         return None
-    other = max(outputs, key=lambda n: tiles[n])
+    full = {n: np.array(float(tiles[n])) for n in tiles if n not in reduction}
+    index, _ = rows_axis(inner, [n for n in tiles if n not in reduction], full, operand_axes)
+    other = [n for n in tiles if n not in reduction][int(index)]
     # Split factors divide the tiles: a ragged split would widen the LDM boxes TVM derives. So a
     # tile that rb_i vectors (rb_o rows) do not divide gets the largest block that does.
     ii = max(d for d in range(1, min(rb_i * w, tiles[inner]) + 1) if tiles[inner] % d == 0)

@@ -28,7 +28,7 @@ from tuner.space.analysis import (
     _plan,
     packed_plan,
 )
-from tuner.space.compute import inner_loop
+from tuner.space.compute import block_shape, inner_loop
 from tuner.space.ops import AxisTiles, axis_tiles
 from tuner.targets import Sharing
 
@@ -174,10 +174,13 @@ def analyze_expr(space: ExprSpace, index: np.ndarray) -> Analysis:
     # every CPE packs the whole tile it holds, however many CPEs shared its fetch
     pack_elems = (np.where(pack_a, fetches_a / np.maximum(steps, 1) * plan_a.ldm_bytes / ds, 0.0)
                   + np.where(pack_b, fetches_b / np.maximum(steps, 1) * plan_b.ldm_bytes / ds, 0.0))
+    # acc = "reg": the register block the generated C holds (rows along the largest other output tile)
+    shape = block_shape(inner_code, geo.inner_axes, list(geo.row_axes) + list(geo.col_axes),
+                        {a.name: t[a.name].full for a in geo.axes}, [set(op.access.axes) for op in geo.operands])
     cp = inner_loop(target, w, v["unroll"], reduction, v["acc"], inner_ext, out_full, out_mean, fma_step,
                     simd_fraction, pack_elems, np.where(vector, misaligned, 0.0),
                     red.full if geo.red_innermost == 0 else np.full(n, float(geo.red_innermost)),
-                    out_strided & vector)
+                    out_strided & vector, shape)
     compute = cp.cycles
     bus = np.maximum(plan_a.ldm_bytes, plan_b.ldm_bytes) * kf / target.share_bytes_per_cycle
     share_cost = np.where(mesh, kf * target.share_latency_cycles + np.maximum(0.0, bus - compute), 0.0)

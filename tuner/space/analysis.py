@@ -13,8 +13,9 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from tuner.space.compute import ComputePlan, inner_loop
-from tuner.space.ops import AxisTiles, Dim, axis_tiles
+from tuner.space.compute import ComputePlan, block_shape, inner_loop
+from tuner.space.epilogue import EpiloguePlan, plan_epilogue
+from tuner.space.ops import AxisTiles, Dim, OpGeometry, axis_tiles
 from tuner.targets import Sharing
 
 if TYPE_CHECKING:
@@ -30,7 +31,7 @@ DMA_STRIDED, DMA_ROWS = 0, 1
 # Reasons a config is invalid, in the order they are checked (the first that applies is reported).
 REASONS = ("ok", "ldm_overflow", "sharing_needs_mesh_grid", "rlc_needs_square_grid",
            "operand_not_shareable", "put_lines_unaligned", "dma_descriptor_limit", "acc_reg_needs_output_inner",
-           "pack_needs_whole_tiles")
+           "pack_needs_whole_tiles", "epilogue_needs_dense_rows")
 PACK_NONE, PACK_B = 0, 1  # codes of the pack knob (tuner/space/space.py PACK_CHOICES)
 
 
@@ -89,6 +90,8 @@ class Analysis:
     # Bytes the host reads and writes before the spawn to pack an operand that is not a constant
     # (a constant is packed once when the kernel is compiled). None: the space has no pack knob.
     host_pack_bytes: np.ndarray | None = None
+    # What a workload's epilogue adds (tuner/space/epilogue.py: a residual operand's DMA, LDM, work).
+    epilogue: EpiloguePlan | None = None
 
     def __len__(self) -> int:
         return len(self.valid)
@@ -190,6 +193,17 @@ def _plan(dims: list[Dim], dtype_bytes: int, loads: np.ndarray, split: np.ndarra
     )
     limit_ok = (block_bytes_full <= DMA_BSIZE_MAX) & (ldm <= DMA_LEN_MAX)
     return plan, line_ok, limit_ok
+
+
+def operand_axes(geo: OpGeometry) -> list[set[str]]:
+    """The axes each operand's LDM index moves with (a, b): what the register block loads per row
+    or per vector. conv2d: data[n, group(k), c, oh*stride + r, ow*stride + s], weight[k, c, r, s]."""
+    names = {a.name for a in geo.axes}
+    if "oh" in names:
+        grouped = getattr(geo.workload, "groups", 1) > 1
+        return [{"n", "c", "oh", "ow"} | ({"k"} if grouped else set()), {"k", "c"}]
+    batch = {"b"} & names
+    return [batch | {"m", "k"}, batch | {"n", "k"}]
 
 
 def packed_plan(plan: BufferPlan, dims: list[Dim], dtype_bytes: int, total_loads: np.ndarray,
@@ -332,10 +346,14 @@ def analyze(space: ScheduleSpace, index: np.ndarray) -> Analysis:
     # row (column) splits the requests (plan.loads is this CPE's share of them), not the packing.
     pack_elems = (np.where(pack_a, a_loads / np.maximum(steps, 1) * plan_a.ldm_bytes / ds, 0.0)
                   + np.where(pack_b, b_loads / np.maximum(steps, 1) * plan_b.ldm_bytes / ds, 0.0))
+    # acc = "reg": the register block the generated C holds (rows along the largest other output tile)
+    shape = block_shape(inner_code, geo.inner_axes,
+                        [a.name for a in geo.axes if a.role == "row"] + [a.name for a in geo.axes if a.role == "col"],
+                        {a.name: t[a.name].full for a in geo.axes}, operand_axes(geo))
     cp = inner_loop(target, w, v["unroll"], reduction, v["acc"], inner_ext, out_tile_full, out_mean, macs_step,
                     simd_fraction, pack_elems, np.where(w > 1, misaligned, 0.0),
                     red.full if geo.red_innermost == 0 else np.full(n, float(geo.red_innermost)),
-                    out_strided & (w > 1))
+                    out_strided & (w > 1), shape)
     compute = cp.cycles
 
     # Register communication / RMA: the row (column) bus carries the row's whole a (b) chunk.
@@ -361,6 +379,9 @@ def analyze(space: ScheduleSpace, index: np.ndarray) -> Analysis:
     ldm_b = plan_b.ldm_bytes * np.where(db_b, 2, 1)
     ldm_c = plan_c.ldm_bytes * np.where(db_c, 2, 1)
     ldm_total = ldm_a + ldm_b + ldm_c + ldm_pack
+    ep = plan_epilogue(wl, plan_c, ds, v["put_lines"])  # None unless the workload has an epilogue
+    if ep is not None:
+        ldm_total = ldm_total + ep.ldm_bytes
 
     reason = np.zeros(n, dtype=np.int64)
 
@@ -375,6 +396,8 @@ def analyze(space: ScheduleSpace, index: np.ndarray) -> Analysis:
     fail(6, ~(limit_a & limit_b & limit_c))
     fail(7, v["acc"].astype(bool) & reduction)  # lanes along the reduction already keep acc in registers
     fail(8, packed_b & ~b_whole)
+    if ep is not None:
+        fail(9, ep.invalid)
 
     macs_cpe = tiles_cpe * macs_tile
     mem_bytes = plan_a.bytes + plan_b.bytes + plan_c.bytes
@@ -388,5 +411,5 @@ def analyze(space: ScheduleSpace, index: np.ndarray) -> Analysis:
         compute_cycles_per_step=compute, share_cycles_per_step=share_cost,
         double_buffer_a=db_a, double_buffer_b=db_b, share_mode=share, dma_mode=dma_mode,
         arithmetic_intensity=2 * macs_cpe / np.maximum(mem_bytes, 1.0), double_buffer_c=db_c,
-        host_pack_bytes=host_pack,
+        host_pack_bytes=host_pack, epilogue=ep,
     )

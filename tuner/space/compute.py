@@ -19,6 +19,13 @@ accumulators live is set by ``inner`` and the ``acc`` knob:
   reduction loop (swGEMM's 4x4 doublev4 micro-kernel): accumulators are loaded once per block and
   chunk, stay in registers across the reduction, and are stored back at its end.
 
+The block of ``acc = "reg"`` is the one the generated C holds (tuner/codegen/schedule.py
+register_block, printed by tuner/codegen/simd.py microkernel) when the analysis passes its
+:class:`BlockShape`: rb_i*w elements of the inner tile cut down to a divisor of it (whole vectors,
+then scalar lanes), rb_o rows of the largest other output tile cut down to a divisor of it, each
+operand loaded once per row it moves with and once per vector (or scalar lane) it moves with; an op
+with no other output axis has no block and keeps its accumulators in LDM.
+
 Per iteration the slower pipe, or the accumulator chain latency, sets the cycles; counter, branch and
 address updates take ``loop_overhead_ops`` P1 slots; a register block needing more than the target's
 vector registers spills, each spilled register costing a store and a reload per iteration; a vector
@@ -50,6 +57,74 @@ class PipeBound(IntEnum):
     LATENCY = 2  # the accumulator chain (FMA latency, + LDM latency when accumulators live in LDM)
 
 
+@dataclass(frozen=True)
+class BlockShape:
+    """Per config: what the generated register block is made of (see the module docstring)."""
+
+    rows_ext: np.ndarray  # full tile of the output axis the rows run along (largest other one); 0: none
+    lanes_dep: tuple[np.ndarray, ...]  # per operand: it moves with the inner axis
+    rows_dep: tuple[np.ndarray, ...]  # per operand: it moves with the rows axis
+
+
+def block_shape(inner_code: np.ndarray, inner_axes: tuple[str, ...], out_axes: list[str],
+                full: dict[str, np.ndarray], operand_axes: list[set[str]]) -> BlockShape:
+    """The rows axis of each config's block, as tuner/codegen/schedule.py register_block picks it.
+
+    Among the output axes other than the inner one (``out_axes`` order: row axes, then col axes),
+    preferably one that no operand moving with the lanes moves with (so each row is one broadcast,
+    swGEMM's outer product) and whose tile is at least 2; else any. The first with the largest tile.
+    """
+    n = len(inner_code)
+    rows_ext = np.zeros(n)
+    lanes = [np.zeros(n, dtype=bool) for _ in operand_axes]
+    rows = [np.zeros(n, dtype=bool) for _ in operand_axes]
+    for code, inner in enumerate(inner_axes):
+        sel = inner_code == code
+        if not sel.any():
+            continue
+        name, ext = rows_axis(inner, out_axes, full, operand_axes)
+        rows_ext = np.where(sel, ext, rows_ext)
+        for j, used in enumerate(operand_axes):
+            lanes[j] = np.where(sel, inner in used, lanes[j])
+            on_rows = np.zeros(n, dtype=bool)
+            for i, axis in enumerate(out_axes):
+                if axis in used:
+                    on_rows |= name == i
+            rows[j] = np.where(sel, on_rows, rows[j])
+    return BlockShape(rows_ext, tuple(lanes), tuple(rows))
+
+
+def rows_axis(inner: str, out_axes: list[str], full: dict[str, np.ndarray],
+              operand_axes: list[set[str]]) -> tuple[np.ndarray, np.ndarray]:
+    """(index into ``out_axes`` or -1, its full tile or 0) of the block's rows axis (see block_shape)."""
+    lanes_axes = set().union(*(u for u in operand_axes if inner in u)) if operand_axes else set()
+    shape = np.shape(next(iter(full.values())))
+
+    def first_max(names: list[str]) -> tuple[np.ndarray, np.ndarray]:
+        best, axis = np.zeros(shape), np.full(shape, -1)
+        for i, axis_name in enumerate(out_axes):
+            if axis_name in names:
+                better = full[axis_name] > best
+                best = np.where(better, full[axis_name], best)
+                axis = np.where(better, i, axis)
+        return axis, best
+
+    others = [a for a in out_axes if a != inner]
+    clean_axis, clean_ext = first_max([a for a in others if a not in lanes_axes])
+    any_axis, any_ext = first_max(others)
+    use_clean = clean_ext >= 2
+    return np.where(use_clean, clean_axis, any_axis), np.where(use_clean, clean_ext, any_ext)
+
+
+def _divisor_at_most(ext: np.ndarray, limit: np.ndarray) -> np.ndarray:
+    """The largest divisor of each ``ext`` that is at most ``limit`` (both >= 1)."""
+    limit = np.maximum(1.0, np.minimum(limit, ext))
+    out = np.ones_like(ext)
+    for d in range(2, int(np.max(limit, initial=1.0)) + 1):
+        out = np.where((d <= limit) & (np.mod(ext, d) == 0), float(d), out)
+    return out
+
+
 @dataclass
 class ComputePlan:
     """Per config: the inner loop's figures for one (tile, chunk) step of the busiest CPE."""
@@ -72,10 +147,13 @@ class ComputePlan:
 def inner_loop(target: Target, w: np.ndarray, unroll: np.ndarray, reduction: np.ndarray, acc_reg: np.ndarray,
                inner_ext: np.ndarray, out_tile_full: np.ndarray, out_mean: np.ndarray, macs_step: np.ndarray,
                simd_fraction: np.ndarray, pack_elems: np.ndarray, misaligned: np.ndarray,
-               red_innermost: np.ndarray, acc_strided: np.ndarray | None = None) -> ComputePlan:
+               red_innermost: np.ndarray, acc_strided: np.ndarray | None = None,
+               block: BlockShape | None = None) -> ComputePlan:
     """Cycles of one step from the knobs (``w`` lanes, ``unroll``, ``acc``) and the tile geometry."""
     red = reduction.astype(bool)
     blocked = ~red & acc_reg.astype(bool)  # accumulators held across the reduction (acc = "reg")
+    if block is not None:  # no other output axis: the generated C has no block, accumulators in LDM
+        blocked = blocked & (block.rows_ext > 0)
     in_regs = red | blocked
     # an accumulator vector of an output tile strided along the inner axis is w scalar loads (stores)
     acc_moves = np.where(acc_strided, w, 1.0) if acc_strided is not None else np.ones_like(w)
@@ -87,27 +165,55 @@ def inner_loop(target: Target, w: np.ndarray, unroll: np.ndarray, reduction: np.
     along_inner = np.where(red, np.inf, np.maximum(1.0, np.floor(inner_ext / np.maximum(w, 1.0))))
     rb_i = np.minimum(2.0 ** np.ceil(np.log2(u) / 2), 2.0 ** np.floor(np.log2(np.minimum(along_inner, u))))
     rb_o = u / rb_i
-    registers = u + rb_o + rb_i
+    loads = rb_o + rb_i
+    unaligned = rb_i * misaligned  # an unaligned vector load (simd_loadu): two loads and a merge [A]
+    lane_cost = simd_fraction / np.maximum(w, 1) + (1.0 - simd_fraction)
+    macs_iter = u * np.where(red, w, lanes_out)  # MACs one iteration covers (per FMA: its lanes)
+    fma_iter = u.copy()
+    acc_vecs, acc_scalars = u.copy(), np.zeros_like(u)
+    if block is not None:
+        # the generated block: the inner part cut to a divisor of the inner tile (nv vectors, rem
+        # scalar lanes), the rows to a divisor of the rows axis' tile; loads per operand
+        vec = w > 1
+        ii = _divisor_at_most(inner_ext, rb_i * w)
+        nv = np.where(vec, np.floor(ii / np.maximum(w, 1.0)), 0.0)
+        rem = ii - nv * np.where(vec, w, 1.0)
+        rows = _divisor_at_most(np.maximum(block.rows_ext, 1.0), np.floor(u / rb_i))
+        b_loads = np.zeros_like(u)
+        b_vec_loads = np.zeros_like(u)
+        for lanes_dep, rows_dep in zip(block.lanes_dep, block.rows_dep):
+            per = np.where(rows_dep, rows, 1.0)
+            b_loads = b_loads + per * np.where(lanes_dep, nv + rem, (nv > 0).astype(float) + (rem > 0))
+            b_vec_loads = b_vec_loads + np.where(lanes_dep, per * nv, 0.0)
+        # a packed operand is padded to whole vectors: its loads are aligned unless scalar lanes follow
+        b_unaligned = b_vec_loads * np.where(rem > 0, 1.0, misaligned)
+        b_fma = rows * (nv + rem)
+        loads = np.where(blocked, b_loads, loads)
+        unaligned = np.where(blocked, b_unaligned, unaligned)
+        fma_iter = np.where(blocked, b_fma, fma_iter)
+        macs_iter = np.where(blocked, rows * ii, macs_iter)
+        acc_vecs = np.where(blocked, rows * nv, acc_vecs)
+        acc_scalars = np.where(blocked, rows * rem, acc_scalars)
+        u = np.where(blocked, b_fma, u)
+    registers = np.where(red | ~blocked | (block is None), u + rb_o + rb_i, fma_iter + loads)
     spilled = np.maximum(0.0, registers - target.vector_registers)
 
-    # an unaligned vector load (simd_loadu) is two aligned loads and a merge on P0 [A]
-    unaligned = rb_i * misaligned
-    p0 = u + unaligned
-    p1 = (rb_o + rb_i + unaligned + target.loop_overhead_ops + spilled * target.spill_ops_per_register
+    p0 = fma_iter + unaligned
+    p1 = (loads + unaligned + target.loop_overhead_ops + spilled * target.spill_ops_per_register
           + np.where(in_regs, 0.0, 2.0 * u * acc_moves))
     chain = np.where(in_regs, target.fp_latency_cycles,
                      target.fp_latency_cycles + target.ldm_latency_cycles + 1.0)
     per_iter = np.maximum(np.maximum(p0, p1), chain)
     bound = np.where(per_iter <= p0, PipeBound.P0, np.where(per_iter <= p1, PipeBound.P1, PipeBound.LATENCY))
 
-    lane_cost = simd_fraction / np.maximum(w, 1) + (1.0 - simd_fraction)
     fma_ops = macs_step * lane_cost  # vector FMAs plus the scalar remainder
-    iters = fma_ops / u
+    # the generated block covers rows*ii MACs an iteration with rows*(nv+rem) FMA instructions
+    iters = np.where(blocked & (block is not None), macs_step / np.maximum(macs_iter, 1e-12), fma_ops / u)
     # Entries into the innermost loop. Reduction innermost: one per run of a register block (u
     # outputs); output innermost, acc in LDM: rb_o rows share one; acc = "reg": the block's
     # reduction nest is entered once per block and outer reduction index (a conv's c, r: its
     # s loop runs S iterations per entry).
-    blocks = out_mean / (u * w)
+    blocks = np.where(blocked & (block is not None), out_mean / np.maximum(macs_iter, 1e-12), out_mean / (u * w))
     red_len = macs_step / np.maximum(out_mean, 1e-12)  # reduction length per output and step
     runs = np.where(red, macs_step / (np.maximum(inner_ext, 1.0) * u),
                     np.where(blocked, blocks * red_len / np.maximum(red_innermost, 1.0),
@@ -116,12 +222,12 @@ def inner_loop(target: Target, w: np.ndarray, unroll: np.ndarray, reduction: np.
     # (acc = "reg": load before, store after the reduction).
     log_w = np.log2(np.maximum(w, 1.0))
     flush = np.where(red, np.maximum(u * (2.0 + 2.0 * log_w), 2.0 * u) + target.fp_latency_cycles * (log_w + 1.0),
-                     np.where(blocked, 2.0 * u * acc_moves + target.ldm_latency_cycles, 0.0))
+                     np.where(blocked, 2.0 * (acc_vecs * acc_moves + acc_scalars) + target.ldm_latency_cycles, 0.0))
     pack = pack_elems * PACK_OPS_PER_ELEM
     flushes = np.where(red, runs, np.where(blocked, blocks, 0.0))
     overhead = runs * target.block_overhead_cycles + flushes * flush + pack
 
-    p0_cycles = iters * u
+    p0_cycles = iters * fma_iter
     loop = iters * per_iter
     cycles = loop + overhead
     return ComputePlan(
