@@ -217,17 +217,25 @@ def _follow(client: Any, submitted: dict[str, Any], names: list[str], deadline: 
         return follow_tasks(client, submitted, deadline, lambda tasks: live.update(table(tasks)))
 
 
-def _tune_on(url: str, token: str | None, layers: list[Any], target: str, trials: int, strategy: str | None,
-             timeout: float) -> tuple[list[dict[str, Any]], dict[str, Any]]:
-    """Submit the layers to the service at ``url``, follow them, and fetch their best schedules."""
+def _tune_on(url: str, token: str | None, model: str, layers: list[Any], target: str, trials: int,
+             strategy: str | None, timeout: float) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+    """Submit the model to the service at ``url`` as one submission (one budget of ``trials`` per
+    task on average, spread by the server's gradient task scheduler), follow it, and fetch the best
+    schedules. The tasks come back in ``layers`` order."""
     from service.client import ServiceClient
 
     with ServiceClient(url, token) as client:
-        submitted = client.submit([l.workload.to_json() for l in layers], target, trials, strategy=strategy,
-                                  labels=[l.name for l in layers])
-        tasks = _follow(client, submitted, [l.name for l in layers], time.monotonic() + timeout)
+        name = Path(model).stem if model.endswith(".onnx") else model
+        created = client.submit_model(name[:128], [{"name": l.name, "workload": l.workload.to_json(),
+                                                     "calls": l.weight} for l in layers],
+                                      target, trials * len(layers), strategy=strategy)
+        # layers sharing a workload are one task on the server: follow the tasks, report per layer
+        by_key = {t["workload_key"]: t["task_id"] for t in created["tasks"]}
+        submitted = {"batch": created["id"], "task_ids": [t["task_id"] for t in created["tasks"]]}
+        names = [", ".join(t["layer_names"]) for t in created["tasks"]]
+        by_id = {t["id"]: t for t in _follow(client, submitted, names, time.monotonic() + timeout)}
         best = client.best_batch([l.workload.key for l in layers], target)["found"]
-    return tasks, best
+    return [by_id[by_key[l.workload.key]] for l in layers], best
 
 
 def tune_model(
@@ -235,7 +243,8 @@ def tune_model(
     target: Target = "sw26010",
     server: Annotated[str | None, typer.Option(help="URL of a running swtune service (default: embedded)")] = None,
     token: TokenOpt = None,
-    trials: Annotated[int, typer.Option(help="trials per task")] = 64,
+    trials: Annotated[int, typer.Option(help="trials per task on average: the model is one submission whose "
+                                                 "one budget is this times the number of tasks")] = 64,
     workers: Annotated[int, typer.Option(help="simulator workers in embedded mode")] = 2,
     strategy: Annotated[str | None, typer.Option(help="search strategy")] = None,
     batch: Annotated[int, typer.Option("--batch-size", help="the model's batch size")] = 1,
@@ -271,7 +280,7 @@ def tune_model(
                   + (", ".join(f"{op} x{n}" for op, n in sorted(extracted.untuned.items())) or "none"))
     start = time.monotonic()
     if server:
-        tasks, best = _tune_on(server, token, layers, target, trials, strategy, timeout)
+        tasks, best = _tune_on(server, token, model, layers, target, trials, strategy, timeout)
     else:
         from service.embedded import embedded_service
         from service.settings import Settings
@@ -279,6 +288,6 @@ def tune_model(
         url = db or Settings().database_url
         console.print(f"tuning log: {url} (`swtune compile {model} --db {url}` reads it)", soft_wrap=True)
         with embedded_service(url, workers=workers, target=target) as service:
-            tasks, best = _tune_on(service.url, None, layers, target, trials, strategy, timeout)
+            tasks, best = _tune_on(service.url, None, model, layers, target, trials, strategy, timeout)
     layer_report(layers, tasks, best, target, time.monotonic() - start)
     whole_model_report(model_time(graph, target, lambda w: best.get(w.key, {}).get("config")), model, target)

@@ -86,13 +86,16 @@ def plan(sub: Submission, times: Mapping[int, Sequence[float | None]], in_flight
     remaining = sub.trial_budget - sub.spent
     in_flight = sum(max(tasks[i].granted - tasks[i].used, 0) for i in active)
     grants: list[tuple[int, int]] = []
+    # a budget smaller than a round per task still gives every task its warm-up (its baseline and
+    # first candidates): warm-up rounds shrink to an equal share of the budget
+    warm_up = max(1, min(sub.per_round, sub.trial_budget // len(tasks)))
     while remaining > 0 and in_flight < in_flight_cap:
         pick = scheduler.next_task()
         if pick is None:
             break
         i = pick
         progress = scheduler.tasks[i]
-        n = min(sub.per_round, remaining, progress.budget - progress.trials)
+        n = min(sub.per_round if progress.trials else warm_up, remaining, progress.budget - progress.trials)
         grants.append((tasks[i].task_id, n))
         progress.trials += n
         remaining -= n

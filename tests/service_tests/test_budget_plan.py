@@ -76,3 +76,10 @@ def test_cancelled_tasks_free_their_unused_grant_and_all_cancelled_cancels() -> 
     assert step.grants == ((2, 8),) * 4  # 48 - the 8 task 1 used - the 8 task 2 was granted
     gone = submission(replace(task(1), state="cancelled"), replace(task(2), state="cancelled"))
     assert plan(gone, {}, in_flight_cap=8).finish == "cancelled"
+
+
+def test_a_budget_smaller_than_a_round_per_task_still_warms_every_task_up() -> None:
+    # 12 trials for 4 tasks with rounds of 8: two full rounds would starve two tasks of any trial
+    sub = submission(*(task(i, weight=1e-4 * i) for i in range(1, 5)), budget=12, per_round=8)
+    grants = plan(sub, {}, in_flight_cap=64).grants
+    assert sorted(t for t, _ in grants) == [1, 2, 3, 4] and {n for _, n in grants} == {3}
