@@ -147,6 +147,7 @@ def analyze_expr(space: ExprSpace, index: np.ndarray) -> Analysis:
     w = v["simd"]
     inner_code = v["inner"].astype(np.int64)
     gather = {"a": np.zeros(n, dtype=bool), "b": np.zeros(n, dtype=bool)}
+    lane_gathered = [np.zeros(n, dtype=bool) for _ in geo.operands]
     reduction = np.zeros(n, dtype=bool)
     inner_ext = np.ones(n)
     misaligned = np.zeros(n)
@@ -155,9 +156,15 @@ def analyze_expr(space: ExprSpace, index: np.ndarray) -> Analysis:
         sel = inner_code == code
         if not sel.any():
             continue
-        for op in geo.operands:
+        for i, op in enumerate(geo.operands):
             stride = geo.stride_along(op.access, name, boxes[op.access.tensor])
-            gather[op.group] = np.where(sel, gather[op.group] | ((stride != 0) & (stride != 1)), gather[op.group])
+            strided = (stride != 0) & (stride != 1)
+            # the generated C repacks it (tuner/codegen/simd.py gathered_dims) when the axis moves one
+            # index dimension with step 1; else it gathers a vector lane by lane
+            moving = [d for d in op.access.dims if d.coef(name) != 0]
+            repack = len(moving) == 1 and moving[0].coef(name) == 1
+            gather[op.group] = np.where(sel, gather[op.group] | (strided & repack), gather[op.group])
+            lane_gathered[i] = np.where(sel, strided & (not repack), lane_gathered[i])
             misaligned = np.where(sel, np.maximum(misaligned, geo.misaligned(op.access, name)), misaligned)
         # the output tile's LDM stride along the inner axis (strided: accumulators move lane by lane)
         out_stride = geo.stride_along(geo.expr.output, name, geo.output_dims(t))
@@ -176,7 +183,8 @@ def analyze_expr(space: ExprSpace, index: np.ndarray) -> Analysis:
                   + np.where(pack_b, fetches_b / np.maximum(steps, 1) * plan_b.ldm_bytes / ds, 0.0))
     # acc = "reg": the register block the generated C holds (rows along the largest other output tile)
     shape = block_shape(inner_code, geo.inner_axes, list(geo.row_axes) + list(geo.col_axes),
-                        {a.name: t[a.name].full for a in geo.axes}, [set(op.access.axes) for op in geo.operands])
+                        {a.name: t[a.name].full for a in geo.axes}, [set(op.access.axes) for op in geo.operands],
+                        lane_gathered)
     cp = inner_loop(target, w, v["unroll"], reduction, v["acc"], inner_ext, out_full, out_mean, fma_step,
                     simd_fraction, pack_elems, np.where(vector, misaligned, 0.0),
                     red.full if geo.red_innermost == 0 else np.full(n, float(geo.red_innermost)),

@@ -16,6 +16,7 @@ import numpy as np
 from tuner.space.compute import ComputePlan, block_shape, inner_loop
 from tuner.space.ops import AxisTiles, Dim, OpGeometry, axis_tiles
 from tuner.targets import Sharing
+from tuner.workloads import Conv2d
 
 if TYPE_CHECKING:
     from tuner.space.space import ScheduleSpace
@@ -203,6 +204,21 @@ def operand_axes(geo: OpGeometry) -> list[set[str]]:
     return [batch | {"m", "k"}, batch | {"n", "k"}]
 
 
+def data_along(geo: OpGeometry, inner: str) -> tuple[bool, bool]:
+    """(repacked, gathered lane by lane): how the generated C reads a vector of a conv's data along
+    ``inner`` where tuner/space/ops.py InnerAccess does not say (tuner/codegen/simd.py gathered_dims):
+    along ow at a stride (index ow*stride + s) lane by lane; along k with groups through the group
+    index k // (K/G): repacked when K/G = 1 (depthwise: the index is k), else lane by lane."""
+    w = geo.workload
+    if not isinstance(w, Conv2d):
+        return False, False
+    if inner == "ow":
+        return False, w.stride_w != 1
+    if inner == "k" and w.groups > 1:
+        return w.k == w.groups, w.k != w.groups
+    return False, False
+
+
 def packed_plan(plan: BufferPlan, dims: list[Dim], dtype_bytes: int, total_loads: np.ndarray,
                 use: np.ndarray) -> tuple[BufferPlan, np.ndarray]:
     """The plan of an operand stored pre-tiled (``pack``), where ``use``; plus whether it can be.
@@ -312,6 +328,7 @@ def analyze(space: ScheduleSpace, index: np.ndarray) -> Analysis:
     inner_code = v["inner"].astype(np.int64)
     a_gather = np.zeros(n, dtype=bool)
     b_gather = np.zeros(n, dtype=bool)
+    lane_a = np.zeros(n, dtype=bool)  # a gathered lane by lane (no packed copy)
     reduction = np.zeros(n, dtype=bool)
     inner_ext = np.ones(n)
     misaligned = np.zeros(n)
@@ -323,6 +340,9 @@ def analyze(space: ScheduleSpace, index: np.ndarray) -> Analysis:
         acc = geo.inner_access(name, t)
         a_gather = np.where(sel, acc.a_gather, a_gather)
         b_gather = np.where(sel, acc.b_gather, b_gather)
+        repack_a, gathered_a = data_along(geo, name)
+        a_gather = np.where(sel, a_gather | repack_a, a_gather)
+        lane_a = np.where(sel, gathered_a, lane_a)
         reduction = np.where(sel, acc.reduction, reduction)
         inner_ext = np.where(sel, acc.extent, inner_ext)
         misaligned = np.where(sel, acc.misaligned, misaligned)
@@ -330,7 +350,7 @@ def analyze(space: ScheduleSpace, index: np.ndarray) -> Analysis:
             out_strided = np.where(sel, acc.out_strided, out_strided)
     vector = w > 1
     simd_fraction = np.where(vector, np.floor(inner_ext / w) * w / inner_ext, 0.0)
-    pack_a, pack_b = vector & a_gather, vector & b_gather
+    pack_a, pack_b = vector & a_gather & ~lane_a, vector & b_gather
     ldm_pack = np.where(pack_a, plan_a.ldm_bytes, 0.0) + np.where(pack_b, plan_b.ldm_bytes, 0.0)
 
     out_tile_full = np.ones(n)
@@ -346,7 +366,8 @@ def analyze(space: ScheduleSpace, index: np.ndarray) -> Analysis:
     # acc = "reg": the register block the generated C holds (rows along the largest other output tile)
     shape = block_shape(inner_code, geo.inner_axes,
                         [a.name for a in geo.axes if a.role == "row"] + [a.name for a in geo.axes if a.role == "col"],
-                        {a.name: t[a.name].full for a in geo.axes}, operand_axes(geo))
+                        {a.name: t[a.name].full for a in geo.axes}, operand_axes(geo),
+                        [lane_a, np.zeros(n, dtype=bool)])
     cp = inner_loop(target, w, v["unroll"], reduction, v["acc"], inner_ext, out_tile_full, out_mean, macs_step,
                     simd_fraction, pack_elems, np.where(w > 1, misaligned, 0.0),
                     red.full if geo.red_innermost == 0 else np.full(n, float(geo.red_innermost)),

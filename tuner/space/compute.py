@@ -24,7 +24,9 @@ register_block, printed by tuner/codegen/simd.py microkernel) when the analysis 
 :class:`BlockShape`: rb_i*w elements of the inner tile cut down to a divisor of it (whole vectors,
 then scalar lanes), rb_o rows of the largest other output tile cut down to a divisor of it, each
 operand loaded once per row it moves with and once per vector (or scalar lane) it moves with; an op
-with no other output axis has no block and keeps its accumulators in LDM.
+with no other output axis has no block and keeps its accumulators in LDM. A lane operand that cannot
+be repacked into a unit-stride copy (a conv's data along ``ow`` at a stride) is gathered lane by
+lane: w scalar loads per vector, in every vector loop.
 
 Per iteration the slower pipe, or the accumulator chain latency, sets the cycles; counter, branch and
 address updates take ``loop_overhead_ops`` P1 slots; a register block needing more than the target's
@@ -64,10 +66,14 @@ class BlockShape:
     rows_ext: np.ndarray  # full tile of the output axis the rows run along (largest other one); 0: none
     lanes_dep: tuple[np.ndarray, ...]  # per operand: it moves with the inner axis
     rows_dep: tuple[np.ndarray, ...]  # per operand: it moves with the rows axis
+    # per operand: a vector of it is gathered lane by lane (w scalar loads): strided along the lanes
+    # and not repackable into a unit-stride copy (tuner/codegen/simd.py gathered_dims)
+    gathered: tuple[np.ndarray, ...]
 
 
 def block_shape(inner_code: np.ndarray, inner_axes: tuple[str, ...], out_axes: list[str],
-                full: dict[str, np.ndarray], operand_axes: list[set[str]]) -> BlockShape:
+                full: dict[str, np.ndarray], operand_axes: list[set[str]],
+                gathered: list[np.ndarray] | None = None) -> BlockShape:
     """The rows axis of each config's block, as tuner/codegen/schedule.py register_block picks it.
 
     Among the output axes other than the inner one (``out_axes`` order: row axes, then col axes),
@@ -91,7 +97,8 @@ def block_shape(inner_code: np.ndarray, inner_axes: tuple[str, ...], out_axes: l
                 if axis in used:
                     on_rows |= name == i
             rows[j] = np.where(sel, on_rows, rows[j])
-    return BlockShape(rows_ext, tuple(lanes), tuple(rows))
+    gath = tuple(gathered) if gathered is not None else tuple(np.zeros(n, dtype=bool) for _ in operand_axes)
+    return BlockShape(rows_ext, tuple(lanes), tuple(rows), gath)
 
 
 def rows_axis(inner: str, out_axes: list[str], full: dict[str, np.ndarray],
@@ -172,6 +179,11 @@ def inner_loop(target: Target, w: np.ndarray, unroll: np.ndarray, reduction: np.
     fma_iter = u.copy()
     acc_vecs, acc_scalars = u.copy(), np.zeros_like(u)
     if block is not None:
+        # a vector loop whose lane operand is gathered lane by lane loads w scalars per vector
+        lane_gathered = np.zeros(len(u), dtype=bool)
+        for lanes_dep, g in zip(block.lanes_dep, block.gathered):
+            lane_gathered |= lanes_dep & g
+        loads = loads + np.where(lane_gathered & (w > 1), rb_i * (w - 1.0), 0.0)
         # the generated block: the inner part cut to a divisor of the inner tile (nv vectors, rem
         # scalar lanes), the rows to a divisor of the rows axis' tile; loads per operand
         vec = w > 1
@@ -181,10 +193,11 @@ def inner_loop(target: Target, w: np.ndarray, unroll: np.ndarray, reduction: np.
         rows = _divisor_at_most(np.maximum(block.rows_ext, 1.0), np.floor(u / rb_i))
         b_loads = np.zeros_like(u)
         b_vec_loads = np.zeros_like(u)
-        for lanes_dep, rows_dep in zip(block.lanes_dep, block.rows_dep):
+        for lanes_dep, rows_dep, g in zip(block.lanes_dep, block.rows_dep, block.gathered):
             per = np.where(rows_dep, rows, 1.0)
-            b_loads = b_loads + per * np.where(lanes_dep, nv + rem, (nv > 0).astype(float) + (rem > 0))
-            b_vec_loads = b_vec_loads + np.where(lanes_dep, per * nv, 0.0)
+            vec_loads = np.where(g, nv * w, nv)  # a gathered vector: w scalar loads
+            b_loads = b_loads + per * np.where(lanes_dep, vec_loads + rem, (nv > 0).astype(float) + (rem > 0))
+            b_vec_loads = b_vec_loads + np.where(lanes_dep & ~g, per * nv, 0.0)
         # a packed operand is padded to whole vectors: its loads are aligned unless scalar lanes follow
         b_unaligned = b_vec_loads * np.where(rem > 0, 1.0, misaligned)
         b_fma = rows * (nv + rem)
