@@ -9,7 +9,9 @@ annotated them: double buffering (a prefetch of the next iteration of the copy's
 LDM copy; ``db_c``: two output copies behind the ``C_ldm`` pointer, the put asynchronous and waited on
 before its copy is reused two tiles later), sharing (bcast: round-robin requests in row-broadcast mode
 for ``a``; ``b`` over a column by column broadcast DMA on SW26010-Pro or by register communication on
-SW26010), and line-padded puts.
+SW26010), and line-padded puts. An operand a vector loop reads strided along its lanes is repacked after
+each fetch into ``{R}_pk`` with the lanes' dimension innermost (the packing the analysis charges), and
+an ``acc = "reg"`` register block is printed as a micro-kernel (tuner.codegen.simd.microkernel).
 """
 
 from __future__ import annotations

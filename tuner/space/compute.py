@@ -124,11 +124,16 @@ def rows_axis(inner: str, out_axes: list[str], full: dict[str, np.ndarray],
 
 
 def _divisor_at_most(ext: np.ndarray, limit: np.ndarray) -> np.ndarray:
-    """The largest divisor of each ``ext`` that is at most ``limit`` (both >= 1)."""
-    limit = np.maximum(1.0, np.minimum(limit, ext))
-    out = np.ones_like(ext)
-    for d in range(2, int(np.max(limit, initial=1.0)) + 1):
-        out = np.where((d <= limit) & (np.mod(ext, d) == 0), float(d), out)
+    """The largest divisor of each ``ext`` that is at most ``limit`` (both whole numbers >= 1)."""
+    limit = np.floor(np.maximum(1.0, np.minimum(limit, ext)))
+    out = limit.copy()
+    ragged = np.mod(ext, limit) != 0  # most tiles and blocks are powers of two: the limit divides
+    if ragged.any():
+        e, lim = ext[ragged], limit[ragged]
+        best = np.ones_like(e)
+        for d in range(2, int(lim.max()) + 1):
+            best = np.where((d <= lim) & (np.mod(e, d) == 0), float(d), best)
+        out[ragged] = best
     return out
 
 
