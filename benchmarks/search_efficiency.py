@@ -290,17 +290,21 @@ def main() -> None:
         e["invalid"] += out["invalid"]
         e["seconds"] += out["seconds"]
 
-    with ProcessPoolExecutor(max_workers=args.jobs, initializer=_init, initargs=(args.quick,)) as pool:
-        for out in pool.map(run_job, jobs):
-            record(out)
-            if out["method"] == "ours":
-                histories[(out["variant"], out["i"], out["seed"])] = out.pop("history")
-            print(f"  [{time.perf_counter() - started:6.0f}s] {out['variant'].value} {out['method']} "
-                  f"w{out['i']} s{out['seed']}: {trials[out['variant']][out['method']][-1]} trials, "
-                  f"{out['seconds']:.0f} s", flush=True)
+    def report(out: dict[str, Any]) -> None:
+        record(out)
+        if out["method"] == "ours":
+            histories[(out["variant"], out["i"], out["seed"])] = out.pop("history")
+        print(f"  [{time.perf_counter() - started:6.0f}s] {out['variant'].value} {out['method']} "
+              f"w{out['i']} s{out['seed']}: {trials[out['variant']][out['method']][-1]} trials, "
+              f"{out['seconds']:.0f} s", flush=True)
 
+    # ours first, then ours with transfer (it learns from ours' histories), then random and the peers
+    # slowest last: the figures of ours are there even when the slow peers overrun
+    with ProcessPoolExecutor(max_workers=args.jobs, initializer=_init, initargs=(args.quick,)) as pool:
+        for out in pool.map(run_job, [j for j in jobs if j[0] == "ours"]):
+            report(out)
+        transfer_jobs: list[Job] = []
         if "ours_transfer" in methods:
-            transfer_jobs: list[Job] = []
             for v in variants:
                 for i in picked:
                     for seed in range(args.seeds):
@@ -314,10 +318,8 @@ def main() -> None:
                                         np.concatenate([np.full(len(h[1]), j) for j, h in others]))
                         transfer_jobs.append(("ours_transfer", v, i, seed, refs[(v, i)] / TARGET_FRACTION, options,
                                               base))
-            for out in pool.map(run_job, transfer_jobs):
-                record(out)
-                print(f"  [{time.perf_counter() - started:6.0f}s] {out['variant'].value} ours_transfer "
-                      f"w{out['i']} s{out['seed']}: {trials[out['variant']]['ours_transfer'][-1]} trials", flush=True)
+        for out in pool.map(run_job, transfer_jobs + [j for j in jobs if j[0] != "ours"]):
+            report(out)
 
     for v in variants:
         for m, t in trials[v].items():

@@ -6,6 +6,12 @@ workload's own data grows (``base_weight = prior / (prior + n)``), so early roun
 learned elsewhere and later rounds on the workload's own measurements. Small histories are always
 used: with fewer than two distinct labels the model falls back to the base model's scores.
 
+Prior: with ``prior_column`` set, ``-prior_weight`` times that feature column (e.g. a log2 analytic
+estimate of the cycles) is added to the margin, always: the boosters learn the residual of the
+measurements over the estimate, so regions the data has not reached are ranked by the estimate
+instead of by whatever the trees extrapolate there. With ``prior_fade`` > 0 its weight fades as
+``prior_fade / (prior_fade + n)`` over the ``n`` measured configs, like the transfer base.
+
 One thread by default: the boosting of a few thousand rows gains little from OpenMP, and on shared,
 busy cores (several tuners or workers per machine) OpenMP's spinning threads made training 5-10x
 slower in wall time; parallelism comes from running tasks in separate processes.
@@ -27,7 +33,8 @@ OBJECTIVES = {"rank": "rank:pairwise", "ndcg": "rank:ndcg", "regression": "reg:s
 
 class XGBoostCostModel(CostModel):
     def __init__(self, objective: str = "rank", num_rounds: int = 60, max_depth: int = 6, eta: float = 0.25,
-                 nthread: int = 1, seed: int = 0, base: CostModel | None = None, base_prior: float = 64.0) -> None:
+                 nthread: int = 1, seed: int = 0, base: CostModel | None = None, base_prior: float = 64.0,
+                 prior_column: int | None = None, prior_weight: float = 1.0, prior_fade: float = 0.0) -> None:
         if objective not in OBJECTIVES:
             raise ValueError(f"objective must be one of {sorted(OBJECTIVES)}, got {objective!r}")
         self.objective = objective
@@ -41,20 +48,34 @@ class XGBoostCostModel(CostModel):
             self.params["ndcg_exp_gain"] = False  # labels are continuous throughputs in [0, 1]
         self.base = base
         self.base_prior = base_prior
+        self.prior_column = prior_column
+        self.prior_weight = prior_weight
+        self.prior_fade = prior_fade
         self.booster: xgb.Booster | None = None
         self.n_train = 0
 
     @property
     def trained(self) -> bool:
-        return self.booster is not None or (self.base is not None and self.base.trained)
+        return (self.booster is not None or self.prior_column is not None
+                or (self.base is not None and self.base.trained))
+
+    def _prior(self, features: np.ndarray) -> np.ndarray | None:
+        if self.prior_column is None:
+            return None
+        weight = self.prior_weight
+        if self.prior_fade > 0:  # fades like the transfer base: the workload's own data takes over
+            weight *= self.prior_fade / (self.prior_fade + self.n_train)
+        return -weight * np.asarray(features[:, self.prior_column], dtype=np.float64)
 
     def _base_weight(self) -> float:
         return self.base_prior / (self.base_prior + self.n_train) if self.base is not None else 0.0
 
     def _base_margin(self, features: np.ndarray) -> np.ndarray | None:
+        prior = self._prior(features)
         if self.base is None or not self.base.trained:
-            return None
-        return self._base_weight() * self.base.predict(features)
+            return prior
+        margin = self._base_weight() * self.base.predict(features)
+        return margin if prior is None else margin + prior
 
     def update(self, features: np.ndarray, costs: np.ndarray, groups: np.ndarray | None = None) -> None:
         features = np.asarray(features, dtype=np.float32)
@@ -90,7 +111,8 @@ class XGBoostCostModel(CostModel):
         path = Path(path)
         path.mkdir(parents=True, exist_ok=True)
         meta = {"objective": self.objective, "num_rounds": self.num_rounds, "params": self.params,
-                "base_prior": self.base_prior, "n_train": self.n_train, "has_booster": self.booster is not None,
+                "base_prior": self.base_prior, "prior_column": self.prior_column, "prior_weight": self.prior_weight,
+                "prior_fade": self.prior_fade, "n_train": self.n_train, "has_booster": self.booster is not None,
                 "has_base": self.base is not None}
         if self.booster is not None:
             self.booster.save_model(str(path / "booster.ubj"))
@@ -102,7 +124,9 @@ class XGBoostCostModel(CostModel):
     def load(cls, path: str | Path) -> XGBoostCostModel:
         path = Path(path)
         meta = json.loads((path / "model.json").read_text())
-        model = cls(objective=meta["objective"], num_rounds=meta["num_rounds"], base_prior=meta["base_prior"])
+        model = cls(objective=meta["objective"], num_rounds=meta["num_rounds"], base_prior=meta["base_prior"],
+                    prior_column=meta.get("prior_column"), prior_weight=meta.get("prior_weight", 1.0),
+                    prior_fade=meta.get("prior_fade", 0.0))
         model.params = meta["params"]
         model.n_train = meta["n_train"]
         if meta["has_base"]:

@@ -84,3 +84,20 @@ def test_bad_input_is_rejected():
         XGBoostCostModel(objective="magic")
     with pytest.raises(ValueError, match="feature rows"):
         XGBoostCostModel().update(np.zeros((3, 2)), np.zeros(2))
+
+
+def test_prior_column_ranks_before_any_data_then_fades_and_survives_save(tmp_path):
+    x, t = synthetic(400, seed=5)
+    estimate = np.log2(t) + np.random.default_rng(1).normal(0.0, 0.3, len(t))  # a noisy estimate of log time
+    xp = np.column_stack([x, estimate])
+    model = XGBoostCostModel(prior_column=6, prior_weight=1.0, prior_fade=32)
+    assert model.trained and spearman(model.predict(xp), -t) > 0.8  # the prior alone ranks
+    assert np.allclose(model.predict(xp), -estimate)
+    model.update(xp[:16], t[:16])
+    early = model._prior(xp)
+    model.update(xp[:300], t[:300])
+    assert np.abs(model._prior(xp)).sum() < np.abs(early).sum()  # the own data takes over
+    assert spearman(model.predict(xp[300:]), -t[300:]) > 0.8
+    model.save(tmp_path / "p")
+    again = XGBoostCostModel.load(tmp_path / "p")
+    assert again.prior_column == 6 and np.allclose(again.predict(xp), model.predict(xp))

@@ -154,3 +154,53 @@ def test_local_share_goes_to_neighbours_of_the_measured_incumbents():
     no_local.tell([space.decode(r) for r in search.measured_index],
                   sim.measure(space.workload, space.target, [space.decode(r) for r in search.measured_index]))
     assert sum(space.encode(c).tobytes() in around for c in no_local.ask(8)) < 8
+
+
+def test_best_moves_climb_to_a_local_optimum_of_the_score():
+    from tuner.search.neighbourhood import best_moves, moves_with_parents, single_knob_moves
+
+    space = ScheduleSpace(SMALL, "sw26010", restrict=SMALL_RESTRICT)
+
+    def score(rows):
+        return -simulate(space, rows)
+
+    rows = space.sample(6, np.random.default_rng(7))
+    scores = score(rows)
+    for _ in range(50):
+        moves, parents = moves_with_parents(space, rows)
+        new_rows, new_scores = best_moves(rows, scores, moves, parents, score(moves))
+        assert (new_scores >= scores).all()
+        if np.array_equal(new_rows, rows):
+            break
+        rows, scores = new_rows, new_scores
+    for row, s in zip(rows, scores):  # every end point beats each of its single-knob neighbours
+        assert s >= score(single_knob_moves(space, row[None, :])).max()
+
+
+def test_roofline_estimate_ranks_configs_like_the_simulator():
+    from tuner.search.features import ESTIMATE_COLUMN, features
+
+    space = ScheduleSpace(Conv2d(1, 64, 27, 27, 192, 5, 5, pad_h=2, pad_w=2), "sw26010")
+    rows = space.sample(3000, np.random.default_rng(3))
+    est = features(space, rows)[:, ESTIMATE_COLUMN]
+    t = simulate(space, rows)
+    rank = lambda v: np.argsort(np.argsort(v))  # noqa: E731
+    assert np.corrcoef(rank(est), rank(t))[0, 1] > 0.8
+
+
+def test_climb_share_is_proposed_and_never_exceeds_the_round():
+    space = ScheduleSpace(Conv2d(1, 64, 27, 27, 192, 5, 5, pad_h=2, pad_w=2), "sw26010")
+    sim = Simulator(noise=0.0)
+    search = create_strategy("model", space, seed=1, local=0.5, climb=1.0, epsilon=0.25)
+    for _ in range(3):
+        configs = search.ask(8)
+        assert len(configs) == 8 and len({config_hash(c) for c in configs}) == 8
+        search.tell(configs, sim.measure(space.workload, space.target, configs))
+    # with only the climb share, the first proposal is an end point of the climb: a local optimum of the model
+    from tuner.search.neighbourhood import single_knob_moves
+
+    climber = create_strategy("model", space, seed=1, local=0.0, climb=1.0, epsilon=0.0, climb_steps=100)
+    history = [space.decode(r) for r in search.measured_index]
+    climber.tell(history, sim.measure(space.workload, space.target, history))
+    first = space.encode(climber.ask(4)[0])
+    assert climber._scores(first[None, :])[0] >= climber._scores(single_knob_moves(space, first[None, :])).max()

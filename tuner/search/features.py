@@ -2,6 +2,16 @@
 
 Every op yields the same columns (tile knobs are summarised per role: row, col, reduction), so one
 model can learn across workloads of a target and transfer to a new one. Sizes go in as log2.
+
+The ``est_*`` columns are a roofline estimate of the busiest CPE's cycles built from the analysis alone:
+main-memory lines moved at the target's *nominal* DRAM bandwidth shared by the active CPEs, the
+analysis' compute cycles per step, and double buffering as overlap (a double-buffered fetch hides
+behind compute, the others add to it). It is not the simulator's fitted DMA model (request latency,
+per-block and read-modify-write costs are left out), so it misranks configs the machine treats
+differently; but it combines the figures a tree model cannot multiply or max() by itself, which
+lets the model rank regions it has not measured yet (the optimum of a large space is a small
+region: register accumulators, a wide SIMD, mesh sharing together). ``est_efficiency`` puts it on
+one scale across workloads (useful MAC issue over estimated cycles), which is what transfer needs.
 """
 
 from __future__ import annotations
@@ -18,6 +28,32 @@ def _log(x: np.ndarray) -> np.ndarray:
     return np.log2(np.maximum(np.asarray(x, dtype=np.float64), 0.0) + 1.0)
 
 
+def _line_bytes(plan) -> np.ndarray:
+    """Main-memory bytes a buffer's requests touch, counted in whole 128-B lines per block."""
+    blocks = plan.requests * np.maximum(plan.blocks_per_request, 1.0)
+    return blocks * np.ceil(np.maximum(plan.block_bytes, 1.0) / 128.0) * 128.0
+
+
+def roofline(space: ScheduleSpace, a: Analysis) -> dict[str, np.ndarray]:
+    """Estimated cycles of the busiest CPE: total and its parts (see the module docstring)."""
+    target = space.target
+    per_cpe_bw = target.mem_bandwidth_Bps / target.clock_hz / np.maximum(a.active_cpes, 1.0)  # B/cycle
+    steps = np.maximum(a.steps_per_cpe, 1.0)
+    dma_a = _line_bytes(a.a) / per_cpe_bw / steps
+    dma_b = _line_bytes(a.b) / per_cpe_bw / steps
+    put_c = _line_bytes(a.c) / per_cpe_bw
+    # two output copies (db_c): every tile's put but the last overlaps the next tile's steps
+    db_c = a.double_buffer_c if a.double_buffer_c is not None else np.zeros(len(steps), dtype=bool)
+    put_tail = np.where(db_c, put_c / np.maximum(a.tiles_per_cpe, 1.0), put_c)
+    compute = a.compute_cycles_per_step + a.share_cycles_per_step
+    overlapped = (np.where(a.double_buffer_a, dma_a, 0.0) + np.where(a.double_buffer_b, dma_b, 0.0)
+                  + (put_c - put_tail) / steps)
+    exposed = np.where(a.double_buffer_a, 0.0, dma_a) + np.where(a.double_buffer_b, 0.0, dma_b)
+    total = steps * (exposed + np.maximum(compute, overlapped)) + put_tail
+    return {"total": total, "exposed": steps * exposed, "excess": steps * np.maximum(overlapped - compute, 0.0),
+            "compute": steps * compute, "put": put_tail}
+
+
 def feature_names() -> list[str]:
     names = ["ldm_a", "ldm_b", "ldm_c", "ldm_pack", "ldm_fill"]
     for buf in ("a", "b", "c"):
@@ -27,7 +63,8 @@ def feature_names() -> list[str]:
               "dma_rows", "intensity", "dma_per_compute_a", "dma_per_compute_b", "pr", "pc",
               "row_tile", "row_fraction", "col_tile", "col_fraction", "red_tile", "red_fraction",
               "put_lines", "tile_order", "inner", "unroll", "acc", "acc_in_registers", "p1_bound", "spilled",
-              "valid"]
+              "valid", "est_total", "est_exposed_dma", "est_dma_excess", "est_compute", "est_put",
+              "est_dma_share", "est_efficiency"]
     names += [f"op_{op}" for op in _OPS] + ["log_flops"]
     return names
 
@@ -66,6 +103,14 @@ def features(space: ScheduleSpace, index: np.ndarray, analysis: Analysis | None 
     cols += [a.compute.acc_in_registers.astype(np.float64), (a.compute.bound == 1).astype(np.float64),
              a.compute.spilled]
     cols.append(a.valid.astype(np.float64))
+    est = roofline(space, a)
+    total = np.maximum(est["total"], 1.0)
+    cols += [_log(est["total"]), _log(est["exposed"]), _log(est["excess"]), _log(est["compute"]), _log(est["put"]),
+             (est["exposed"] + est["excess"] + est["put"]) / total,
+             a.macs_per_cpe / space.target.max_simd(space.workload.dtype) / total]
     cols += [np.full(n, float(space.workload.op == op)) for op in _OPS]
     cols.append(np.full(n, np.log2(space.workload.flops)))
     return np.stack(cols, axis=1).astype(np.float32)
+
+
+ESTIMATE_COLUMN = feature_names().index("est_total")  # the log2 roofline estimate: the cost model's prior
