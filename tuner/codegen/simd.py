@@ -238,7 +238,9 @@ def microkernel(pr: Any, node: Any, ctx: Any) -> bool:
     loaded once per row it depends on (``simd_loade`` when it does not move with the lanes) or per
     vector (``simd_load`` from the packed copy, ``simd_loadu`` from a unit-stride tile); then
     rb_o x rb_i ``simd_vmad``. A predicated (ragged) block runs the micro-kernel when its last
-    iteration is inside the bounds, the lane-by-lane loop otherwise.
+    iteration is inside the bounds; at a ragged tile's edge (a predicate on output positions only)
+    the whole block runs and each output is stored under the predicate; a predicate on a reduction
+    index sends the block to the lane-by-lane loop.
     """
     nest = block_nest(node)
     if nest is None:
@@ -250,11 +252,18 @@ def microkernel(pr: Any, node: Any, ctx: Any) -> bool:
     nv, rem = (ii_len // w, ii_len % w) if w > 1 else (0, ii_len)
     ty, vt = pr.ty, _vtype(pr.ty, w)
     vmad = "simd_vmad" if ty == "double" else "simd_vmas"
+    inside = None
     if cond is not None:
         last = {f.loop_var.name: str(const_int(f.extent) - 1) for f in [*red, oi, ii]}
         first = {f.loop_var.name: "0" for f in [*red, oi, ii]}
         inside = (f"({cexpr(cond, first, lambda e: pr._load(e, first))}) && "
                   f"({cexpr(cond, last, lambda e: pr._load(e, last))})")
+    # A predicate on output positions only (a ragged tile's edge): the block runs whole -- lanes and
+    # rows past the edge accumulate values read from inside the LDM tiles and are never stored -- and
+    # each output is stored under the predicate. One on a reduction index (a ragged k tile) would add
+    # products past the edge into real outputs: such a block takes the lane-by-lane loop instead.
+    edge = cond is not None and not (free_vars(cond) & {f.loop_var.name for f in red})
+    if cond is not None and not edge:
         ctx.emit(f"if ({inside}) {{")
         ctx.depth += 1
     ctx.emit("{")
@@ -324,6 +333,42 @@ def microkernel(pr: Any, node: Any, ctx: Any) -> bool:
     for _ in red:
         ctx.depth -= 1
         ctx.emit("}")
+    if edge:
+        ctx.emit(f"if ({inside}) {{")
+        ctx.depth += 1
+    _store_block(ctx, rb_o, nv, rem, w, ty, unit_out, out_ref)
+    if edge:
+        ctx.depth -= 1
+        ctx.emit("} else {")
+        ctx.depth += 1
+
+        def guard(r: int, lane: int) -> str:
+            env = {ovar: str(r), ivar: str(lane)}
+            return cexpr(cond, env, lambda e: pr._load(e, env))
+
+        for r in range(rb_o):
+            for v in range(nv):
+                ctx.emit("{", f"  {ty} _l[{w}] __attribute__((aligned(64)));", f"  simd_store(_c{r}_{v}, _l);",
+                         *(f"  if ({guard(r, v * w + i)}) {out_ref(r, v * w + i)} = _l[{i}];" for i in range(w)),
+                         "}")
+            for i in range(rem):
+                ctx.emit(f"if ({guard(r, nv * w + i)}) {out_ref(r, nv * w + i)} = _s{r}_{i};")
+        ctx.depth -= 1
+        ctx.emit("}")
+    ctx.depth -= 1
+    ctx.emit("}")
+    if cond is not None and not edge:
+        ctx.depth -= 1
+        ctx.emit("} else {")
+        ctx.depth += 1
+        pr.plain(node, ctx, block=False)
+        ctx.depth -= 1
+        ctx.emit("}")
+    return True
+
+
+def _store_block(ctx: Any, rb_o: int, nv: int, rem: int, w: int, ty: str, unit_out: bool, out_ref: Any) -> None:
+    """Store a register block's accumulators into the LDM output tile (strided: lane by lane)."""
     for r in range(rb_o):
         for v in range(nv):
             if unit_out:
@@ -333,13 +378,3 @@ def microkernel(pr: Any, node: Any, ctx: Any) -> bool:
                          *(f"  {out_ref(r, v * w + i)} = _l[{i}];" for i in range(w)), "}")
         for i in range(rem):
             ctx.emit(f"{out_ref(r, nv * w + i)} = _s{r}_{i};")
-    ctx.depth -= 1
-    ctx.emit("}")
-    if cond is not None:
-        ctx.depth -= 1
-        ctx.emit("} else {")
-        ctx.depth += 1
-        pr.plain(node, ctx, block=False)
-        ctx.depth -= 1
-        ctx.emit("}")
-    return True

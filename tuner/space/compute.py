@@ -26,7 +26,8 @@ then scalar lanes), rb_o rows of the largest other output tile cut down to a div
 operand loaded once per row it moves with and once per vector (or scalar lane) it moves with; an op
 with no other output axis has no block and keeps its accumulators in LDM. A lane operand that cannot
 be repacked into a unit-stride copy (a conv's data along ``ow`` at a stride) is gathered lane by
-lane: w scalar loads per vector, in every vector loop.
+lane: w scalar loads per vector, in every vector loop. Every block of a full tile runs, a ragged tile's edge
+blocks included (they store under the predicate), so the block's work follows the full tile.
 
 Per iteration the slower pipe, or the accumulator chain latency, sets the cycles; counter, branch and
 address updates take ``loop_overhead_ops`` P1 slots; a register block needing more than the target's
@@ -225,14 +226,17 @@ def inner_loop(target: Target, w: np.ndarray, unroll: np.ndarray, reduction: np.
     bound = np.where(per_iter <= p0, PipeBound.P0, np.where(per_iter <= p1, PipeBound.P1, PipeBound.LATENCY))
 
     fma_ops = macs_step * lane_cost  # vector FMAs plus the scalar remainder
-    # the generated block covers rows*ii MACs an iteration with rows*(nv+rem) FMA instructions
-    iters = np.where(blocked & (block is not None), macs_step / np.maximum(macs_iter, 1e-12), fma_ops / u)
+    red_len = macs_step / np.maximum(out_mean, 1e-12)  # reduction length per output and step
+    # The generated block covers rows*ii MACs an iteration with rows*(nv+rem) FMA instructions, and
+    # every block of the full tile runs (a ragged tile's edge blocks run whole, storing under the
+    # predicate), so its work follows the full tile, not the outputs the tile holds.
+    gen_block = blocked & (block is not None)
+    iters = np.where(gen_block, out_tile_full * red_len / np.maximum(macs_iter, 1e-12), fma_ops / u)
     # Entries into the innermost loop. Reduction innermost: one per run of a register block (u
     # outputs); output innermost, acc in LDM: rb_o rows share one; acc = "reg": the block's
     # reduction nest is entered once per block and outer reduction index (a conv's c, r: its
     # s loop runs S iterations per entry).
-    blocks = np.where(blocked & (block is not None), out_mean / np.maximum(macs_iter, 1e-12), out_mean / (u * w))
-    red_len = macs_step / np.maximum(out_mean, 1e-12)  # reduction length per output and step
+    blocks = np.where(gen_block, out_tile_full / np.maximum(macs_iter, 1e-12), out_mean / (u * w))
     runs = np.where(red, macs_step / (np.maximum(inner_ext, 1.0) * u),
                     np.where(blocked, blocks * red_len / np.maximum(red_innermost, 1.0),
                              macs_step / (np.maximum(inner_ext, 1.0) * rb_o)))
