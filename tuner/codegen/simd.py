@@ -237,10 +237,10 @@ def microkernel(pr: Any, node: Any, ctx: Any) -> bool:
     across the reduction loops, and stored once after them. Per reduction step each operand is
     loaded once per row it depends on (``simd_loade`` when it does not move with the lanes) or per
     vector (``simd_load`` from the packed copy, ``simd_loadu`` from a unit-stride tile); then
-    rb_o x rb_i ``simd_vmad``. A predicated (ragged) block runs the micro-kernel when its last
-    iteration is inside the bounds; at a ragged tile's edge (a predicate on output positions only)
-    the whole block runs and each output is stored under the predicate; a predicate on a reduction
-    index sends the block to the lane-by-lane loop.
+    rb_o x rb_i ``simd_vmad``. At a ragged tile's edge (predicate terms on output positions)
+    the whole block runs and each output is stored under those terms; terms on reduction indices (a
+    ragged reduction tile) guard each reduction step; a term on both sends a block that is not wholly
+    inside to the lane-by-lane loop.
     """
     nest = block_nest(node)
     if nest is None:
@@ -252,19 +252,27 @@ def microkernel(pr: Any, node: Any, ctx: Any) -> bool:
     nv, rem = (ii_len // w, ii_len % w) if w > 1 else (0, ii_len)
     ty, vt = pr.ty, _vtype(pr.ty, w)
     vmad = "simd_vmad" if ty == "double" else "simd_vmas"
-    inside = None
-    if cond is not None:
-        last = {f.loop_var.name: str(const_int(f.extent) - 1) for f in [*red, oi, ii]}
-        first = {f.loop_var.name: "0" for f in [*red, oi, ii]}
-        inside = (f"({cexpr(cond, first, lambda e: pr._load(e, first))}) && "
-                  f"({cexpr(cond, last, lambda e: pr._load(e, last))})")
-    # A predicate on output positions only (a ragged tile's edge): the block runs whole -- lanes and
-    # rows past the edge accumulate values read from inside the LDM tiles and are never stored -- and
-    # each output is stored under the predicate. One on a reduction index (a ragged k tile) would add
-    # products past the edge into real outputs: such a block takes the lane-by-lane loop instead.
-    edge = cond is not None and not (free_vars(cond) & {f.loop_var.name for f in red})
-    if cond is not None and not edge:
-        ctx.emit(f"if ({inside}) {{")
+    # The predicate's conjuncts: on output positions only (a ragged tile's edge), the block runs
+    # whole -- lanes and rows past the edge accumulate values read from inside the LDM tiles and are
+    # never stored -- and each output is stored under them; on reduction indices only (a ragged
+    # reduction tile), each reduction step runs under them; a conjunct on both sends the block to the
+    # lane-by-lane loop when it is not wholly inside.
+    red_vars = {f.loop_var.name for f in red}
+    out_c, red_c, mixed = [], [], []
+    for c in _conjuncts(cond) if cond is not None else []:
+        fv = free_vars(c)
+        (mixed if fv & red_vars and fv & {ovar, ivar} else red_c if fv & red_vars else out_c).append(c)
+
+    def holds(conds: list, env: dict[str, str]) -> str:
+        return " && ".join(f"({cexpr(c, env, lambda e: pr._load(e, env))})" for c in conds) or "1"
+
+    block_vars = [*red, oi, ii]
+    first = {f.loop_var.name: "0" for f in block_vars}
+    last = {f.loop_var.name: str(const_int(f.extent) - 1) for f in block_vars}
+    edge = bool(out_c) and not mixed
+    inside = f"{holds(out_c, first)} && {holds(out_c, last)}"
+    if mixed:
+        ctx.emit(f"if ({holds(_conjuncts(cond), first)} && {holds(_conjuncts(cond), last)}) {{")
         ctx.depth += 1
     ctx.emit("{")
     ctx.depth += 1
@@ -286,6 +294,9 @@ def microkernel(pr: Any, node: Any, ctx: Any) -> bool:
     for f in red:
         v = f.loop_var.name
         ctx.emit(f"for (int {v} = 0; {v} < {cexpr(f.extent, {})}; {v}++) {{")
+        ctx.depth += 1
+    if red_c and not mixed:
+        ctx.emit(f"if ({holds(red_c, {})}) {{")
         ctx.depth += 1
     names: list[list[list[str]]] = []  # per operand, per row, per vector: the register holding it
     for n, load in enumerate(ops):
@@ -330,6 +341,9 @@ def microkernel(pr: Any, node: Any, ctx: Any) -> bool:
             ctx.emit(f"_c{r}_{v} = {vmad}({operand(0, r, v)}, {operand(1, r, v)}, _c{r}_{v});")
         for i in range(rem):
             ctx.emit(f"_s{r}_{i} += {operand(0, r, nv + i)} * {operand(1, r, nv + i)};")
+    if red_c and not mixed:
+        ctx.depth -= 1
+        ctx.emit("}")
     for _ in red:
         ctx.depth -= 1
         ctx.emit("}")
@@ -343,8 +357,7 @@ def microkernel(pr: Any, node: Any, ctx: Any) -> bool:
         ctx.depth += 1
 
         def guard(r: int, lane: int) -> str:
-            env = {ovar: str(r), ivar: str(lane)}
-            return cexpr(cond, env, lambda e: pr._load(e, env))
+            return holds(out_c, {ovar: str(r), ivar: str(lane)})
 
         for r in range(rb_o):
             for v in range(nv):
@@ -357,7 +370,7 @@ def microkernel(pr: Any, node: Any, ctx: Any) -> bool:
         ctx.emit("}")
     ctx.depth -= 1
     ctx.emit("}")
-    if cond is not None and not edge:
+    if mixed:
         ctx.depth -= 1
         ctx.emit("} else {")
         ctx.depth += 1
@@ -378,3 +391,10 @@ def _store_block(ctx: Any, rb_o: int, nv: int, rem: int, w: int, ty: str, unit_o
                          *(f"  {out_ref(r, v * w + i)} = _l[{i}];" for i in range(w)), "}")
         for i in range(rem):
             ctx.emit(f"{out_ref(r, nv * w + i)} = _s{r}_{i};")
+
+
+def _conjuncts(cond: Any) -> list:
+    """The terms of a predicate ``a && b && ...``."""
+    if kind(cond) == "And":
+        return _conjuncts(cond.a) + _conjuncts(cond.b)
+    return [cond]

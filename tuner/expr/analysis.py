@@ -161,8 +161,10 @@ def analyze_expr(space: ExprSpace, index: np.ndarray) -> Analysis:
             strided = (stride != 0) & (stride != 1)
             # the generated C repacks it (tuner/codegen/simd.py gathered_dims) when the axis moves one
             # index dimension with step 1; else it gathers a vector lane by lane
+            # (only in the c += a*b loops tuner/codegen/simd.py prints; the other vector bodies,
+            # tuner/codegen/simd_expr.py, gather it lane by lane)
             moving = [d for d in op.access.dims if d.coef(name) != 0]
-            repack = len(moving) == 1 and moving[0].coef(name) == 1
+            repack = len(moving) == 1 and moving[0].coef(name) == 1 and not geo.expr.block_reason
             gather[op.group] = np.where(sel, gather[op.group] | (strided & repack), gather[op.group])
             lane_gathered[i] = np.where(sel, strided & (not repack), lane_gathered[i])
             misaligned = np.where(sel, np.maximum(misaligned, geo.misaligned(op.access, name)), misaligned)
@@ -184,7 +186,7 @@ def analyze_expr(space: ExprSpace, index: np.ndarray) -> Analysis:
     # acc = "reg": the register block the generated C holds (rows along the largest other output tile)
     shape = block_shape(inner_code, geo.inner_axes, list(geo.row_axes) + list(geo.col_axes),
                         {a.name: t[a.name].full for a in geo.axes}, [set(op.access.axes) for op in geo.operands],
-                        lane_gathered)
+                        lane_gathered, red.mean < red.full)
     cp = inner_loop(target, w, v["unroll"], reduction, v["acc"], inner_ext, out_full, out_mean, fma_step,
                     simd_fraction, pack_elems, np.where(vector, misaligned, 0.0),
                     red.full if geo.red_innermost == 0 else np.full(n, float(geo.red_innermost)),

@@ -367,7 +367,7 @@ def analyze(space: ScheduleSpace, index: np.ndarray) -> Analysis:
     shape = block_shape(inner_code, geo.inner_axes,
                         [a.name for a in geo.axes if a.role == "row"] + [a.name for a in geo.axes if a.role == "col"],
                         {a.name: t[a.name].full for a in geo.axes}, operand_axes(geo),
-                        [lane_a, np.zeros(n, dtype=bool)])
+                        [lane_a, np.zeros(n, dtype=bool)], red.mean < red.full)
     cp = inner_loop(target, w, v["unroll"], reduction, v["acc"], inner_ext, out_tile_full, out_mean, macs_step,
                     simd_fraction, pack_elems, np.where(w > 1, misaligned, 0.0),
                     red.full if geo.red_innermost == 0 else np.full(n, float(geo.red_innermost)),

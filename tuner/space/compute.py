@@ -50,6 +50,7 @@ import numpy as np
 from tuner.targets import Target
 
 PACK_OPS_PER_ELEM = 2.0  # a scalar load and a store on P1 per packed element
+RAGGED_GUARD_OPS = 2.0  # a compare and a branch on P1 per reduction step under a ragged tile's bound [A]
 
 
 class PipeBound(IntEnum):
@@ -70,11 +71,14 @@ class BlockShape:
     # per operand: a vector of it is gathered lane by lane (w scalar loads): strided along the lanes
     # and not repackable into a unit-stride copy (tuner/codegen/simd.py gathered_dims)
     gathered: tuple[np.ndarray, ...]
+    # the reduction tile is ragged: every reduction step of the block runs under its bound
+    # (a compare and a branch on P1 [A])
+    red_ragged: np.ndarray
 
 
 def block_shape(inner_code: np.ndarray, inner_axes: tuple[str, ...], out_axes: list[str],
                 full: dict[str, np.ndarray], operand_axes: list[set[str]],
-                gathered: list[np.ndarray] | None = None) -> BlockShape:
+                gathered: list[np.ndarray] | None = None, red_ragged: np.ndarray | None = None) -> BlockShape:
     """The rows axis of each config's block, as tuner/codegen/schedule.py register_block picks it.
 
     Among the output axes other than the inner one (``out_axes`` order: row axes, then col axes),
@@ -99,7 +103,8 @@ def block_shape(inner_code: np.ndarray, inner_axes: tuple[str, ...], out_axes: l
                     on_rows |= name == i
             rows[j] = np.where(sel, on_rows, rows[j])
     gath = tuple(gathered) if gathered is not None else tuple(np.zeros(n, dtype=bool) for _ in operand_axes)
-    return BlockShape(rows_ext, tuple(lanes), tuple(rows), gath)
+    ragged = red_ragged if red_ragged is not None else np.zeros(n, dtype=bool)
+    return BlockShape(rows_ext, tuple(lanes), tuple(rows), gath, ragged)
 
 
 def rows_axis(inner: str, out_axes: list[str], full: dict[str, np.ndarray],
@@ -148,6 +153,7 @@ class ComputePlan:
     overhead_cycles: np.ndarray  # register-block entry, lane reductions, accumulator flushes, packing
     p0_per_iter: np.ndarray
     p1_per_iter: np.ndarray
+    operand_loads: np.ndarray  # LDM operand loads per iteration (an unaligned one counts once)
     cycles_per_iter: np.ndarray
     bound: np.ndarray  # PipeBound per config
     register_block: np.ndarray  # accumulator vectors (u)
@@ -184,6 +190,7 @@ def inner_loop(target: Target, w: np.ndarray, unroll: np.ndarray, reduction: np.
     macs_iter = u * np.where(red, w, lanes_out)  # MACs one iteration covers (per FMA: its lanes)
     fma_iter = u.copy()
     acc_vecs, acc_scalars = u.copy(), np.zeros_like(u)
+    guard_ops = np.zeros_like(u)
     if block is not None:
         # a vector loop whose lane operand is gathered lane by lane loads w scalars per vector
         lane_gathered = np.zeros(len(u), dtype=bool)
@@ -208,6 +215,7 @@ def inner_loop(target: Target, w: np.ndarray, unroll: np.ndarray, reduction: np.
         b_unaligned = b_vec_loads * np.where(rem > 0, 1.0, misaligned)
         b_fma = rows * (nv + rem)
         loads = np.where(blocked, b_loads, loads)
+        guard_ops = np.where(blocked & block.red_ragged, RAGGED_GUARD_OPS, 0.0)
         unaligned = np.where(blocked, b_unaligned, unaligned)
         fma_iter = np.where(blocked, b_fma, fma_iter)
         macs_iter = np.where(blocked, rows * ii, macs_iter)
@@ -218,7 +226,7 @@ def inner_loop(target: Target, w: np.ndarray, unroll: np.ndarray, reduction: np.
     spilled = np.maximum(0.0, registers - target.vector_registers)
 
     p0 = fma_iter + unaligned
-    p1 = (loads + unaligned + target.loop_overhead_ops + spilled * target.spill_ops_per_register
+    p1 = (loads + unaligned + guard_ops + target.loop_overhead_ops + spilled * target.spill_ops_per_register
           + np.where(in_regs, 0.0, 2.0 * u * acc_moves))
     chain = np.where(in_regs, target.fp_latency_cycles,
                      target.fp_latency_cycles + target.ldm_latency_cycles + 1.0)
@@ -254,7 +262,8 @@ def inner_loop(target: Target, w: np.ndarray, unroll: np.ndarray, reduction: np.
     cycles = loop + overhead
     return ComputePlan(
         cycles=cycles, p0_cycles=p0_cycles, loop_extra_cycles=loop - p0_cycles, overhead_cycles=overhead,
-        p0_per_iter=p0 + 0.0 * w, p1_per_iter=p1, cycles_per_iter=per_iter, bound=bound.astype(np.int64),
+        p0_per_iter=p0 + 0.0 * w, p1_per_iter=p1, operand_loads=loads, cycles_per_iter=per_iter,
+        bound=bound.astype(np.int64),
         register_block=u, registers=registers, spilled=spilled, acc_in_registers=in_regs,
         efficiency=p0_cycles / np.maximum(cycles, 1e-12),
     )
