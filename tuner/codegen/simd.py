@@ -258,7 +258,9 @@ def microkernel(pr: Any, node: Any, ctx: Any) -> bool:
     # reduction tile), each reduction step runs under them; a conjunct on both sends the block to the
     # lane-by-lane loop when it is not wholly inside.
     red_vars = {f.loop_var.name for f in red}
-    out_c, red_c, mixed = [], [], []
+    out_c: list[Any] = []
+    red_c: list[Any] = []
+    mixed: list[Any] = []
     for c in _conjuncts(cond) if cond is not None else []:
         fv = free_vars(c)
         (mixed if fv & red_vars and fv & {ovar, ivar} else red_c if fv & red_vars else out_c).append(c)
