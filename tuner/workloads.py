@@ -42,6 +42,17 @@ def _check_dtype(dtype: Any) -> None:
         raise InvalidWorkloadError(f"unsupported dtype {dtype!r}; expected one of {sorted(DTYPE_BYTES)}")
 
 
+# Element-wise work fused into the kernel that changes what it reads or moves (tuner/space/epilogue.py):
+# "residual_add" adds a second operand of the output's shape, fetched by DMA tile by tile. It is part
+# of the workload (a distinct key and tuning log entry); "none" keeps the keys and JSON of before.
+EPILOGUES = ("none", "residual_add")
+
+
+def _check_epilogue(epilogue: Any) -> None:
+    if epilogue not in EPILOGUES:
+        raise InvalidWorkloadError(f"unsupported epilogue {epilogue!r}; expected one of {list(EPILOGUES)}")
+
+
 def _check_flops(workload: Workload) -> None:
     if workload.flops > MAX_FLOPS:
         raise InvalidWorkloadError(f"{workload.op} workload has {workload.flops:.3e} FLOPs, above the maximum "
@@ -69,7 +80,10 @@ class Workload:
         raise NotImplementedError
 
     def to_json(self) -> dict[str, Any]:
-        return {"op": self.op, **asdict(self)}
+        out = {"op": self.op, **asdict(self)}
+        if out.get("epilogue") == "none":  # the form every workload had before epilogues existed
+            del out["epilogue"]
+        return out
 
     def canonical_json(self) -> str:
         return json.dumps(self.to_json(), sort_keys=True, separators=(",", ":"))
@@ -77,8 +91,9 @@ class Workload:
     @property
     def key(self) -> str:
         """Readable and unique: every field is in it, in a fixed order."""
-        parts = [f"{f.name}{getattr(self, f.name)}" for f in fields(self) if f.name != "dtype"]
-        return f"{self.op}-{'-'.join(parts)}-{self.dtype}"
+        parts = [f"{f.name}{getattr(self, f.name)}" for f in fields(self) if f.name not in ("dtype", "epilogue")]
+        ep = getattr(self, "epilogue", "none")
+        return f"{self.op}-{'-'.join(parts)}-{self.dtype}" + ("" if ep == "none" else f"-ep_{ep}")
 
     def __str__(self) -> str:
         return self.key
@@ -104,8 +119,10 @@ class Conv2d(Workload):
     dil_w: int = 1
     groups: int = 1
     dtype: str = "float32"
+    epilogue: str = "none"  # see EPILOGUES
 
     def __post_init__(self) -> None:
+        _check_epilogue(self.epilogue)
         for name in ("n", "c", "h", "w", "k", "r", "s", "stride_h", "stride_w", "dil_h", "dil_w", "groups"):
             _positive(name, getattr(self, name))
         for name in ("pad_h", "pad_w"):
@@ -158,8 +175,10 @@ class Dense(Workload):
     n: int
     k: int
     dtype: str = "float32"
+    epilogue: str = "none"  # see EPILOGUES
 
     def __post_init__(self) -> None:
+        _check_epilogue(self.epilogue)
         for name in ("m", "n", "k"):
             _positive(name, getattr(self, name))
         _check_dtype(self.dtype)
@@ -180,8 +199,10 @@ class BatchMatmul(Workload):
     n: int
     k: int
     dtype: str = "float32"
+    epilogue: str = "none"  # see EPILOGUES
 
     def __post_init__(self) -> None:
+        _check_epilogue(self.epilogue)
         for name in ("b", "m", "n", "k"):
             _positive(name, getattr(self, name))
         _check_dtype(self.dtype)

@@ -65,8 +65,14 @@ def _pitched_lookup(w: Any) -> Any:
     return cfg
 
 
-def test_layout_copies_and_pools_on_the_cpes_match_torch_and_their_dma_plans(tmp_path: Path) -> None:
-    from tuner.aot.cpe_layout import PadOp, RowCopyOp, TransposeOp
+@pytest.mark.parametrize("compact", [False, True])
+def test_layout_copies_and_pools_on_the_cpes_match_torch_and_their_dma_plans(tmp_path: Path, compact: bool,
+                                                                             monkeypatch: Any) -> None:
+    """compact: the unpitch kernel's form (a strided get, or whole pitched rows compacted in LDM)."""
+    import tuner.aot.cpe_ops as cpe_ops
+    from tuner.aot.cpe_layout import PadOp, RowCopyOp, TransposeOp, plan_rowcopy
+
+    monkeypatch.setattr(cpe_ops, "plan_rowcopy", lambda *a: plan_rowcopy(*a, forms=(compact,)))
     from tuner.aot.cpe_ops import CpeOp, dma_plan
     from tuner.bridge.extract import torch_to_relax
 
@@ -78,6 +84,7 @@ def test_layout_copies_and_pools_on_the_cpes_match_torch_and_their_dma_plans(tmp
     ops = [n.attrs["cpe"] for n in on_cpe.graph.nodes if n.op == "cpe"]
     kinds = {type(op).__name__ for op in ops}
     assert {"PadOp", "RowCopyOp", "TransposeOp", "CpeOp"} <= kinds, kinds
+    assert {op.compact for op in ops if isinstance(op, RowCopyOp)} == {compact}
     assert {op.mode for op in ops if isinstance(op, TransposeOp)} == {"rows", "tile"}
     pools = {n.relax_op for n in on_cpe.graph.nodes if n.op == "cpe" and isinstance(n.attrs["cpe"], CpeOp)}
     assert {"nn.max_pool2d", "nn.avg_pool2d"} <= pools

@@ -113,3 +113,58 @@ def test_per_channel_epilogues_fuse_and_fetch_their_vectors_once_per_cpe(tmp_pat
     assert dma_fused["get_reqs"] == dma_plain["get_reqs"] + 64 * len(vectors)
     assert dma_fused["get_bytes"] == dma_plain["get_bytes"] + 64 * 4 * sum(vectors)
     assert dma_fused["put_reqs"] == dma_plain["put_reqs"] and dma_fused["put_bytes"] == dma_plain["put_bytes"]
+
+
+class _ResidualNet(torch.nn.Module):
+    """conv -> batch-norm -> + input (a ResNet shortcut) -> relu."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.conv = torch.nn.Conv2d(8, 8, 3, padding=1, bias=False)
+        self.bn = torch.nn.BatchNorm2d(8)
+
+    def forward(self, x: Any) -> Any:
+        return F.relu(self.bn(self.conv(x)) + x)
+
+
+def test_residual_add_fuses_with_its_operand_dma_in_the_analysis(tmp_path: Path) -> None:
+    """The residual add runs in the conv kernel: a workload of its own (epilogue=residual_add), and
+    its operand's gets (the emulator's counts) are the analysis' plan for them; the same result."""
+    from tuner.bridge.extract import extract_relax, torch_to_relax
+    from tuner.space.space import ScheduleSpace
+    from tuner.targets import get_target
+
+    torch.manual_seed(6)
+    model, x = _ResidualNet().eval(), torch.randn(1, 8, 6, 6)
+    with torch.no_grad():
+        model.bn.running_mean.uniform_(-0.5, 0.5)
+        model.bn.running_var.uniform_(0.5, 2.0)
+    mod = torch_to_relax(model, (x,))
+    fused = compile_model(mod, TARGET, tmp_path / "fused", lambda w: None, cpe_mode="none", group_launches=False)
+    plain = compile_model(mod, TARGET, tmp_path / "plain", lambda w: None, cpe_mode="none", group_launches=False,
+                          fuse=False)
+    (k,) = fused.kernels
+    assert k.epilogue is not None and k.epilogue.residual and k.epilogue.name == "nn.batch_norm+add+nn.relu"
+    assert k.workload.epilogue == "residual_add" and k.workload.key.endswith("-ep_residual_add")
+    assert plain.kernels[0].workload.key + "-ep_residual_add" == k.workload.key
+    # tune-model tunes the kernel in the form compile builds it
+    assert [layer.workload.key for layer in extract_relax(mod).layers] == [k.workload.key]
+    assert [r.where for r in fused.rows if r.relax_op in ("add", "nn.relu")] == ["fused epilogue"] * 2
+    got, dma_fused = _run(fused.out_dir, x.numpy())
+    _, dma_plain = _run(plain.out_dir, x.numpy())
+    with torch.no_grad():
+        np.testing.assert_allclose(got, model(x).numpy().ravel(), rtol=1e-3, atol=1e-5)
+    space = ScheduleSpace(k.workload, get_target(TARGET))
+    a = space.analyze(space.encode(k.config)[None, :])
+    assert a.valid[0] and a.epilogue is not None
+    res_reqs, res_bytes = int(a.epilogue.get.total_requests[0]), int(a.epilogue.get.total_bytes[0])
+    assert (res_reqs, res_bytes) == (int(a.c.total_requests[0]), int(a.c.total_bytes[0]))  # mirrors the puts
+    vectors = k.epilogue.vectors  # batch-norm scale and shift, once per CPE
+    assert dma_fused["get_reqs"] == dma_plain["get_reqs"] + 64 * len(vectors) + res_reqs
+    assert dma_fused["get_bytes"] == dma_plain["get_bytes"] + 64 * 4 * sum(vectors) + res_bytes
+    assert dma_fused["put_reqs"] == dma_plain["put_reqs"] and dma_fused["put_bytes"] == dma_plain["put_bytes"]
+    # the simulator charges the operand's gets and the per-element add: the fused workload is slower
+    from tuner.measure.simulator import simulate
+
+    base = ScheduleSpace(plain.kernels[0].workload, get_target(TARGET))
+    assert simulate(space, space.encode(k.config)[None, :])[0] > simulate(base, base.encode(k.config)[None, :])[0]

@@ -9,9 +9,10 @@ so a block needs one contiguous DMA get of its interior input rows (none when it
 rows) and one contiguous put of the padded rows built in LDM. Each CPE takes blocks round-robin.
 
 Unpitching (RowCopyOp): a kernel whose output rows are padded to whole DMA lines (``put_lines``)
-leaves rows of ``pitch`` elements of which ``cols`` are the tensor's. A block of rows is one strided
-get (blocks of ``cols``, gaps of the pitch's rest) straight into a dense LDM buffer and one contiguous
-put: no compute.
+leaves rows of ``pitch`` elements of which ``cols`` are the tensor's. A block of rows is either one
+strided get (blocks of ``cols``, gaps of the pitch's rest) straight into a dense LDM buffer, or (short
+rows, where strided blocks are slow) one contiguous get of the pitched rows compacted in LDM; then one
+contiguous put. The time model picks the faster.
 
 The MPE forms (tuner.aot.mpe: memset plus row copies, row memcpy) stream the tensors at the MPE's
 copy rate; tuner.aot.cpe_ops.offload keeps whichever the time model says is faster.
@@ -172,6 +173,7 @@ class RowCopyOp:
     pitch: int
     rows: int  # rows per block
     item: int
+    compact: bool = False  # a contiguous get of whole pitched rows, compacted in LDM
     seconds: float = 0.0
     index: int = -1
     axis: int = 0
@@ -186,7 +188,7 @@ class RowCopyOp:
 
     @property
     def ldm_bytes(self) -> int:
-        return self.rows * self.cols * self.item
+        return self.rows * (self.cols + (self.pitch if self.compact else 0)) * self.item
 
     @property
     def name(self) -> str:
@@ -194,11 +196,34 @@ class RowCopyOp:
 
     def dma_plan(self) -> dict[str, int]:
         """DMA requests and bytes of one run (what the emulator counts)."""
-        return {"get_reqs": self.blocks, "get_bytes": self.total_rows * self.cols * self.item,
+        got = self.total_rows * (self.pitch if self.compact else self.cols) * self.item
+        return {"get_reqs": self.blocks, "get_bytes": got,
                 "put_reqs": self.blocks, "put_bytes": self.total_rows * self.cols * self.item}
 
     def slave_text(self, ty: str) -> str:
         item = f"sizeof({ty})"
+        if self.compact:
+            return "\n".join([
+                f"__thread_local {ty} X_ldm[{self.rows * self.cols}];",
+                f"__thread_local {ty} P_ldm[{self.rows * self.pitch}];",
+                "__thread_local volatile SW_REPLY_T g_reply[1];",
+                "void swtune_kernel(swtune_args *_arg) {",
+                "  int n_rep = 0;",
+                "  g_reply[0] = 0;",
+                f"  for (long blk = _MYID; blk < {self.blocks}L; blk += {CPES}) {{",
+                f"    const long r0 = blk * {self.rows}L;",
+                f"    const long n = {self.total_rows}L - r0 < {self.rows}L ? {self.total_rows}L - r0 : {self.rows}L;",
+                f"    SW_GET(_arg->p[0] + r0 * {self.pitch}L, P_ldm, n * {self.pitch}L * {item}, 0, 0, &g_reply[0]); "
+                "n_rep++;",
+                "    SW_WAIT(&g_reply[0], n_rep);",
+                f"    for (long r = 0; r < n; r++) for (long c = 0; c < {self.cols}L; c++) "
+                f"X_ldm[r * {self.cols}L + c] = P_ldm[r * {self.pitch}L + c];",
+                f"    SW_PUT(X_ldm, _arg->p[1] + r0 * {self.cols}L, n * {self.cols}L * {item}, 0, 0, &g_reply[0]); "
+                "n_rep++;",
+                "    SW_WAIT(&g_reply[0], n_rep);",
+                "  }",
+                "}",
+            ]) + "\n"
         return "\n".join([
             f"__thread_local {ty} X_ldm[{self.rows * self.cols}];",
             "__thread_local volatile SW_REPLY_T g_reply[1];",
@@ -219,20 +244,30 @@ class RowCopyOp:
         ]) + "\n"
 
 
-def plan_rowcopy(rows: int, cols: int, pitch: int, target: Target, item: int) -> RowCopyOp | None:
-    """Unpitching ``rows`` rows: the most rows per block that fit while every CPE gets a block."""
+def plan_rowcopy(rows: int, cols: int, pitch: int, target: Target, item: int,
+                 forms: tuple[bool, ...] = (False, True)) -> RowCopyOp | None:
+    """Unpitching ``rows`` rows: the most rows per block that fit while every CPE gets a block, in the
+    faster of the ``forms`` (compact: False strided get, True contiguous get compacted in LDM)."""
     from tuner.measure.simulator import dma_time
 
-    fit = target.ldm_budget_bytes // (cols * item)
-    if fit < 1 or pitch <= cols:
-        return None
-    op = RowCopyOp(rows, cols, pitch, int(max(1, min(fit, -(-rows // CPES)))), item)
-    active = min(CPES, op.blocks)
-    step = (dma_time(target, "get", cols * item, n_blocks=op.rows, gap_bytes=(pitch - cols) * item,
-                     active_cpes=active)
-            + dma_time(target, "put", op.rows * cols * item, active_cpes=active))
-    op.seconds = target.spawn_join_s + -(-op.blocks // CPES) * step
-    return op
+    best: RowCopyOp | None = None
+    for compact in forms:
+        fit = target.ldm_budget_bytes // ((cols + (pitch if compact else 0)) * item)
+        if fit < 1 or pitch <= cols:
+            continue
+        op = RowCopyOp(rows, cols, pitch, int(max(1, min(fit, -(-rows // CPES)))), item, compact)
+        active = min(CPES, op.blocks)
+        if compact:  # a contiguous get, then a load and a store per element kept
+            get = (dma_time(target, "get", op.rows * pitch * item, active_cpes=active)
+                   + 2.0 * op.rows * cols / target.clock_hz)
+        else:
+            get = dma_time(target, "get", cols * item, n_blocks=op.rows, gap_bytes=(pitch - cols) * item,
+                           active_cpes=active)
+        step = get + dma_time(target, "put", op.rows * cols * item, active_cpes=active)
+        op.seconds = target.spawn_join_s + -(-op.blocks // CPES) * step
+        if best is None or op.seconds < best.seconds:
+            best = op
+    return best
 
 
 @dataclass

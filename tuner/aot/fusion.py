@@ -11,10 +11,16 @@ tile in LDM just before its DMA put, when it is
     each element follows from its address in the output (the put's destination).
 Chains fuse link by link (bias add, then relu). A unary epilogue moves no data; channel vectors add
 one small DMA get per vector and CPE, issued at the kernel's start and waited for at the first put,
-so it overlaps the kernel's compute (both checked against the emulator's counts). The tuned
-schedule stays valid, so the tuning-log key stays the GEMM's workload key; the generated kernel (and
-its dedup key in slave.c) carries the epilogue. Residual adds (a second activation operand) are
-not fused yet: they need that operand's tile DMA in the kernel's space and analysis.
+so it overlaps the kernel's compute (both checked against the emulator's counts). Those leave the
+tuned schedule valid, so the tuning-log key stays the GEMM's workload key; the generated kernel (and
+its dedup key in slave.c) carries the epilogue.
+
+A residual add (``add`` of the kernel's output and another activation of the same shape, computed
+before the kernel runs) changes what the kernel moves: each output tile's operand tile is fetched by
+a DMA get that mirrors the put (same length, blocks and gap) into an LDM buffer of one tile, then
+added. That is part of the workload (``epilogue="residual_add"``: its own key in the tuning log; its
+DMA, LDM and per-element work are in the analysis and simulator, tuner/space/epilogue.py). The
+operand is passed to the kernel as ``p[RESIDUAL_SLOT]``.
 """
 
 from __future__ import annotations
@@ -28,11 +34,13 @@ import numpy as np
 from tuner.aot.graph import Graph, Node, Note, Tensor
 from tuner.aot.tir_c import Work, scalar_epilogue
 
+RESIDUAL_SLOT = 15  # swtune_args.p index of a residual operand (per-channel vectors count up from 0)
 VECTOR_BYTES = 4096  # LDM for per-channel vectors: what the tuned kernels' budget leaves (64 KB - 56 KB)
 _BIN = {"add": "({v} + {c})", "subtract": "({v} - {c})", "multiply": "({v} * {c})", "divide": "({v} / {c})"}
 _BIN_REV = {"add": "({c} + {v})", "subtract": "({c} - {v})", "multiply": "({c} * {v})", "divide": "({c} / {v})"}
 
 # the put of an output tile in a generated slave kernel (tuner.codegen.printer.SlavePrinter.put)
+_C_DECL = re.compile(r"__thread_local\s+\w+\s+C_(?:ldm|buf)\[\d+\]\[(\d+)\]")  # C_buf: two copies (db_c)
 _PUT = re.compile(r"^(?P<indent>\s*)SW_PUT\(&C_ldm\[0\]\[(?P<lo>[^\]]+)\], [^,]+, (?P<len>[^,]+), ")
 
 
@@ -43,10 +51,11 @@ class Epilogue:
     result: str
     work: Work  # per element
     vectors: tuple[int, ...] = field(default=())  # lengths of the per-channel vectors (_ev0, _ev1, ...)
+    residual: bool = False  # a stage reads ``_res[_q]``: the residual operand's tile (the kernel's last input)
 
     @property
     def key(self) -> str:
-        return self.name + ":" + "".join(self.stmts) + repr(self.vectors)
+        return self.name + ":" + "".join(self.stmts) + repr(self.vectors) + ("+res" if self.residual else "")
 
 
 def _channel_axis(k: Node) -> int:
@@ -102,6 +111,35 @@ def _channel_stage(graph: Graph, k: Node, u: Node, stage: int, src: str, nvec: i
     return [f"const SWTUNE_EPT {res} = {expr};"], res, work, tensors
 
 
+def _residual_stage(graph: Graph, k: Node, u: Node, stage: int, src: str, prev: Epilogue | None
+                    ) -> tuple[list[str], str, Work, Tensor] | None:
+    """A residual add of kernel ``k``'s output: (statements, result, work, the other operand)."""
+    from dataclasses import replace
+
+    w = k.attrs["workload"]
+    out = k.output.root
+    if (u.op != "tir" or u.relax_op != "add" or len(u.inputs) != 2 or (prev is not None and prev.residual)
+            or getattr(w, "epilogue", "none") != "none" or w.op not in ("conv2d", "dense", "batch_matmul")):
+        return None
+    a, b = u.inputs
+    if not (a.shape == b.shape == u.output.shape) or (a.root is out) == (b.root is out):
+        return None
+    other = b if a.root is out else a
+    if other.root.kind == "const":
+        return None
+    if other.root.kind == "temp":  # its producer must have run before the kernel
+        order = {id(n): i for i, n in enumerate(graph.nodes)}
+        producer = next((n for n in graph.nodes if any(t.root is other.root for t in n.outputs)), None)
+        if producer is None or order[id(producer)] >= order[id(k)]:
+            return None
+    try:
+        replace(w, epilogue="residual_add")
+    except (TypeError, ValueError):
+        return None
+    # its work and DMA are the workload's (tuner/space/epilogue.py): nothing to add in tuner.aot.timing
+    return [f"const SWTUNE_EPT _e{stage}_0 = ({src} + _res[_q]);"], f"_e{stage}_0", Work(0, 0, 0, 0), other
+
+
 def _readers(graph: Graph) -> dict[int, list[Node]]:
     out: dict[int, list[Node]] = {}
     for n in graph.nodes:
@@ -136,9 +174,14 @@ def fuse_epilogues(graph: Graph, ctype: str) -> int:
             scalars = {i: float(t.data.reshape(-1)[0]) for i, t in enumerate(u.inputs)
                        if t.kind == "const" and t.data is not None and t.size == 1}
             operand = [i for i, t in enumerate(u.inputs) if t.root is out]
+            residual: Tensor | None = None
             if u.op == "tir" and len(operand) == 1 and len(u.inputs) == 1 + len(scalars):
                 got = scalar_epilogue(u.attrs["prim_func"], u.attrs["function"], ctype, src, f"_e{stage}_",
                                       operand[0], scalars)
+            if got is None:
+                res = _residual_stage(graph, k, u, stage, src, prev)
+                if res is not None:
+                    *got, residual = res  # type: ignore[assignment]
             if got is None:
                 channel = _channel_stage(graph, k, u, stage, src, nvec)
                 if channel is None:
@@ -152,11 +195,20 @@ def fuse_epilogues(graph: Graph, ctype: str) -> int:
                 stmts = [*prev.stmts, "/* stage */", *stmts]
                 work = Work(0, prev.work.loads + work.loads, prev.work.arith + work.arith,
                             prev.work.transcendental + work.transcendental)
-            k.inputs = [*k.inputs, *vectors]
+            has_res = bool(prev and prev.residual)
+            if has_res:  # the residual operand stays the kernel's last input
+                k.inputs = [*k.inputs[:-1], *vectors, k.inputs[-1]]
+            else:
+                k.inputs = [*k.inputs, *vectors]
+            if residual is not None:
+                from dataclasses import replace
+
+                k.inputs = [*k.inputs, residual]
+                k.attrs["workload"] = replace(k.attrs["workload"], epilogue="residual_add")
             lens = (*(prev.vectors if prev else ()), *(t.size for t in vectors))
             name = u.relax_op if prev is None else f"{prev.name}+{u.relax_op}"
             k.attrs["epilogue"] = Epilogue(name, tuple(s.replace("SWTUNE_EPT", ctype) for s in stmts), result,
-                                           work, lens)
+                                           work, lens, has_res or residual is not None)
             removed.add(id(u))
             k.output = u.output  # the kernel now writes the consumer's tensor (same size, flat)
             k.attrs["fused"] = [*k.attrs.get("fused", []), u.source]
@@ -190,6 +242,12 @@ def apply_epilogue(slave: str, ep: Epilogue, ctype: str, c_shape: tuple[int, ...
     decls = [f"__thread_local {ctype} _ev{j}[{n}];" for j, n in enumerate(ep.vectors)]
     if ep.vectors:
         decls.append("__thread_local volatile SW_REPLY_T _ev_reply[1];")
+    if ep.residual:  # one output tile copy of the residual operand
+        tile = _C_DECL.search(slave)
+        if tile is None:
+            raise ValueError("no output tile buffer found in the generated kernel")
+        decls += [f"__thread_local {ctype} _res[{tile.group(1)}] __attribute__((aligned(64)));",
+                  "__thread_local volatile SW_REPLY_T _res_reply[1];"]
     sig = f"void {KERNEL}(swtune_args *_arg) {{"
     for line in slave.splitlines():
         if decls and line.startswith("__thread_local") and count == 0:
@@ -209,11 +267,17 @@ def apply_epilogue(slave: str, ep: Epilogue, ctype: str, c_shape: tuple[int, ...
                        f"const long _d = (long)(({dst}) - _arg_c) + (_bsE ? (_q / _bsE) * _stE + _q % _bsE : _q); "
                        f"const long _ch = {channel}; if (_ch >= {c_shape[axis]}L) continue; ")
                 lines.append(f"{ind}if (!_ev_ready) {{ SW_WAIT(&_ev_reply[0], {len(ep.vectors)}); _ev_ready = 1; }}")
+            if ep.residual:  # the operand's tile: the put's blocks, read from the residual tensor
+                a = [x.strip() for x in line[line.index("SW_PUT(") + 7:].split(",")]
+                lines.append(f"{ind}SW_GET(_arg->p[{RESIDUAL_SLOT}] + (({a[1]}) - _arg_c), _res, {a[2]}, {a[3]}, "
+                             f"{a[4]}, &_res_reply[0]); SW_WAIT(&_res_reply[0], ++_res_n);")
             lines.append(f"{ind}for (long _q = 0; _q < (long)(({m.group('len')}) / sizeof({ctype})); _q++) "
                          f"{{ {ctype} *const _p = &C_ldm[0][{m.group('lo')}] + _q; {pos}const {ctype} v = *_p; "
                          f"{body} *_p = {ep.result}; }}  /* fused epilogue: {ep.name} */")
             count += 1
         lines.append(line)
+        if ep.residual and line.strip() == sig:
+            lines.append("  _res_reply[0] = 0; int _res_n = 0;")
         if ep.vectors and line.strip() == sig:
             lines.append("  _ev_reply[0] = 0;")
             lines += [f"  SW_GET(_arg->p[{j}], _ev{j}, {n} * sizeof({ctype}), 0, 0, &_ev_reply[0]);"

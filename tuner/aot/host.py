@@ -41,11 +41,16 @@ def model_header(graph: Graph, layout: WeightsLayout, plan: MemoryPlan, model: s
 def _args(n: Node, ref: Ref) -> str:
     """The ``swtune_args`` initializer of a CPE step."""
     if n.op == "kernel":
+        from tuner.aot.fusion import RESIDUAL_SLOT
+
         a, b, *vectors = n.inputs  # vectors: a fused epilogue's per-channel constants
-        p = f", {{ {', '.join(ref(v) for v in vectors)} }}" if vectors else ""
+        ep = n.attrs.get("epilogue")
+        ptrs = [ref(v) for v in vectors]
+        if ep is not None and ep.residual:  # and last, a fused residual add's operand
+            ptrs = [*ptrs[:-1], f"[{RESIDUAL_SLOT}] = {ptrs[-1]}"]
+        p = f", {{ {', '.join(ptrs)} }}" if ptrs else ""
         return f"{{ {ref(a)}, {ref(b)}, {ref(n.output)}{p} }}"
-    ptrs = ", ".join(ref(t) for t in [*n.inputs, *n.outputs])
-    return f"{{ 0, 0, 0, {{ {ptrs} }} }}"
+    return f"{{ 0, 0, 0, {{ {', '.join(ref(t) for t in [*n.inputs, *n.outputs])} }} }}"
 
 
 def _cpe_call(n: Node, ref: Ref) -> list[str]:

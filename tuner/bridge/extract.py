@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -153,8 +153,9 @@ class _Legalized:
         return self._funcs.get(var_name)
 
 
-def extract_relax(mod: Any, reductions: bool = False) -> ExtractedModel:
-    """Workloads of a Relax IRModule's main function (before legalization)."""
+def extract_relax(mod: Any, reductions: bool = False, fused: bool = True) -> ExtractedModel:
+    """Workloads of a Relax IRModule's main function (before legalization); ``fused``: in the form
+    the compiler builds them (an epilogue that is part of the workload gives a task of its own)."""
     from tvm import relax
 
     legal = _Legalized(mod)
@@ -192,7 +193,46 @@ def extract_relax(mod: Any, reductions: bool = False) -> ExtractedModel:
                 by_key[workload.key] = workload
                 names[workload.key] = f"{getattr(workload, 'name', workload.op)}_{len(by_key) - 1}"
     layers = [Layer(names[k], by_key[k], counts[k]) for k in by_key]
+    if fused:
+        layers = _fused_forms(mod, layers)
     return ExtractedModel(layers, dict(untuned))
+
+
+def _fused_forms(mod: Any, layers: list[Layer]) -> list[Layer]:
+    """Split each layer by the form the ahead-of-time compiler builds it in: where an epilogue that is
+    part of the workload (a residual add, tuner/space/epilogue.py) fuses into some of its calls, those
+    calls are a task of their own under the fused workload's key, so `compile` finds them tuned. A
+    model the compiler cannot read keeps its plain layers."""
+    from tuner.aot.fusion import fuse_epilogues
+    from tuner.aot.graph import AotError
+    from tuner.aot.relax_reader import read_relax
+    from tuner.codegen.tir import ctype
+
+    try:
+        graph = read_relax(mod)
+        fuse_epilogues(graph, ctype(graph.dtype))
+    except AotError:
+        return layers
+    built: Counter[str] = Counter()
+    fused: dict[str, list[Workload]] = {}
+    for n in graph.nodes:
+        if n.op == "kernel":
+            w = n.attrs["workload"]
+            built[w.key] += 1
+            if getattr(w, "epilogue", "none") != "none":
+                fused.setdefault(replace(w, epilogue="none").key, []).append(w)
+    out: list[Layer] = []
+    for layer in layers:
+        forms = fused.get(layer.workload.key, [])
+        plain = layer.weight - len(forms)
+        if not forms or plain < 0:
+            out.append(layer)
+            continue
+        if plain:
+            out.append(Layer(layer.name, layer.workload, plain))
+        for w in {f.key: f for f in forms}.values():
+            out.append(Layer(f"{layer.name}_{getattr(w, 'epilogue', '')}", w, built[w.key]))
+    return out
 
 
 def _require(module: str) -> Any:

@@ -24,6 +24,7 @@ from tuner.measure.dma_model import request_cycles
 from tuner.measure.noise import DEFAULT_NOISE, noise_factors
 from tuner.space.analysis import REASONS, Analysis, BufferPlan
 from tuner.space.compute import PipeBound
+from tuner.space.epilogue import epilogue_cycles
 from tuner.space.factory import space_for
 from tuner.space.space import Config, ScheduleSpace, config_hash
 from tuner.targets import Target, get_target
@@ -83,11 +84,12 @@ def kernel_cycles(target: Target, a: Analysis) -> dict[str, np.ndarray]:
     step = exposed + np.maximum(compute, overlapped)
     prologue = overlapped - put_hidden_step  # the first double-buffered fetch has nothing to hide behind
     tiles = a.tiles_per_cpe * target.tile_overhead_cycles
-    total = steps * step + put_tail + tiles + prologue
+    ep_dma, ep_work = epilogue_cycles(target, a)  # a fused residual operand (tuner/space/epilogue.py)
+    total = steps * step + put_tail + tiles + prologue + ep_dma + ep_work
     cp = a.compute
     return {"total": total, "get_a": get_a, "get_b": get_b, "put_c": put_tail,
-            "compute": steps * compute, "exposed_dma": steps * exposed + prologue,
-            "p0_compute": steps * cp.p0_cycles, "p1_traffic": steps * cp.loop_extra_cycles,
+            "compute": steps * compute, "exposed_dma": steps * exposed + prologue + ep_dma,
+            "p0_compute": steps * cp.p0_cycles, "p1_traffic": steps * cp.loop_extra_cycles + ep_work,
             "loop_overhead": steps * cp.overhead_cycles, "share": steps * a.share_cycles_per_step,
             "dma_hidden_excess": steps * np.maximum(0.0, overlapped - compute), "tile_overhead": tiles,
             "pipe_bound": cp.bound}

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from tuner.space.compute import ComputePlan, block_shape, inner_loop
+from tuner.space.epilogue import EpiloguePlan, plan_epilogue
 from tuner.space.ops import AxisTiles, Dim, OpGeometry, axis_tiles
 from tuner.targets import Sharing
 from tuner.workloads import Conv2d
@@ -31,7 +32,7 @@ DMA_STRIDED, DMA_ROWS = 0, 1
 # Reasons a config is invalid, in the order they are checked (the first that applies is reported).
 REASONS = ("ok", "ldm_overflow", "sharing_needs_mesh_grid", "rlc_needs_square_grid",
            "operand_not_shareable", "put_lines_unaligned", "dma_descriptor_limit", "acc_reg_needs_output_inner",
-           "pack_needs_whole_tiles")
+           "pack_needs_whole_tiles", "epilogue_needs_dense_rows")
 PACK_NONE, PACK_B = 0, 1  # codes of the pack knob (tuner/space/space.py PACK_CHOICES)
 
 
@@ -90,6 +91,8 @@ class Analysis:
     # Bytes the host reads and writes before the spawn to pack an operand that is not a constant
     # (a constant is packed once when the kernel is compiled). None: the space has no pack knob.
     host_pack_bytes: np.ndarray | None = None
+    # What a workload's epilogue adds (tuner/space/epilogue.py: a residual operand's DMA, LDM, work).
+    epilogue: EpiloguePlan | None = None
 
     def __len__(self) -> int:
         return len(self.valid)
@@ -397,6 +400,9 @@ def analyze(space: ScheduleSpace, index: np.ndarray) -> Analysis:
     ldm_b = plan_b.ldm_bytes * np.where(db_b, 2, 1)
     ldm_c = plan_c.ldm_bytes * np.where(db_c, 2, 1)
     ldm_total = ldm_a + ldm_b + ldm_c + ldm_pack
+    ep = plan_epilogue(wl, plan_c, ds, v["put_lines"])  # None unless the workload has an epilogue
+    if ep is not None:
+        ldm_total = ldm_total + ep.ldm_bytes
 
     reason = np.zeros(n, dtype=np.int64)
 
@@ -411,6 +417,8 @@ def analyze(space: ScheduleSpace, index: np.ndarray) -> Analysis:
     fail(6, ~(limit_a & limit_b & limit_c))
     fail(7, v["acc"].astype(bool) & reduction)  # lanes along the reduction already keep acc in registers
     fail(8, packed_b & ~b_whole)
+    if ep is not None:
+        fail(9, ep.invalid)
 
     macs_cpe = tiles_cpe * macs_tile
     mem_bytes = plan_a.bytes + plan_b.bytes + plan_c.bytes
@@ -424,5 +432,5 @@ def analyze(space: ScheduleSpace, index: np.ndarray) -> Analysis:
         compute_cycles_per_step=compute, share_cycles_per_step=share_cost,
         double_buffer_a=db_a, double_buffer_b=db_b, share_mode=share, dma_mode=dma_mode,
         arithmetic_intensity=2 * macs_cpe / np.maximum(mem_bytes, 1.0), double_buffer_c=db_c,
-        host_pack_bytes=host_pack,
+        host_pack_bytes=host_pack, epilogue=ep,
     )

@@ -1,0 +1,63 @@
+"""The cost of an epilogue that is part of the workload (``Workload.epilogue``, tuner/workloads.py).
+
+``residual_add``: the kernel adds a second operand of the output's shape to each output tile in LDM
+before its put (a ResNet shortcut). The generated code (tuner.aot.fusion.apply_epilogue) fetches the
+operand's tile with a DMA get that mirrors the put, same length, block size and gap, into one more
+LDM buffer the size of one output tile copy, waits for it, adds element by element, then puts. So:
+
+* DMA: one get per put, the same blocks and bytes as the output's plan (``BufferPlan`` of c), and not
+  overlapped with anything (the tile is needed at once);
+* LDM: one output tile more (one copy, also with ``db_c``: the get is waited on before the add);
+* compute: per output element two LDM loads and a store on P1 and an add on P0, scalar C
+  (RESIDUAL_CYCLES_PER_ELEMENT, an assumption [A]);
+* rows padded to whole lines (``put_lines``) are refused: the operand is dense, the output pitched.
+
+Unary and per-channel epilogues (bias, batch-norm, relu, ...) change neither DMA nor the workload;
+tuner.aot.timing adds their per-element work to the kernel's time.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from tuner.targets import Target
+
+if TYPE_CHECKING:
+    from tuner.space.analysis import Analysis, BufferPlan
+
+NONE, RESIDUAL_ADD = "none", "residual_add"
+RESIDUAL_CYCLES_PER_ELEMENT = 3.0  # [A] two LDM loads and a store (P1) per element, the add beside them on P0
+
+
+@dataclass
+class EpiloguePlan:
+    """What a workload's epilogue adds to a config (arrays over configs)."""
+
+    get: BufferPlan  # DMA of the second operand's tiles (the busiest CPE's, and over the mesh)
+    elements: np.ndarray  # output elements the busiest CPE applies it to
+    ldm_bytes: np.ndarray  # LDM per CPE beyond the kernel's own buffers
+    invalid: np.ndarray  # configs it cannot run with
+
+
+def plan_epilogue(workload: object, plan_c: BufferPlan, dtype_bytes: int, put_lines: np.ndarray
+                  ) -> EpiloguePlan | None:
+    """The plan of ``workload``'s epilogue given the output's DMA plan; None for ``none``."""
+    if getattr(workload, "epilogue", NONE) != RESIDUAL_ADD:
+        return None
+    return EpiloguePlan(get=replace(plan_c), elements=plan_c.bytes / dtype_bytes,
+                        ldm_bytes=np.asarray(plan_c.ldm_bytes, dtype=float), invalid=put_lines.astype(bool))
+
+
+def epilogue_cycles(target: Target, a: Analysis) -> tuple[np.ndarray, np.ndarray]:
+    """(DMA cycles, compute cycles) the epilogue adds to the busiest CPE: zeros without one. The get
+    is waited on before the add, so nothing hides it."""
+    ep = a.epilogue
+    if ep is None:
+        z = np.zeros(len(a.valid))
+        return z, z
+    from tuner.measure.simulator import _transfer_cycles
+
+    return _transfer_cycles(target, "get", ep.get, a.active_cpes), ep.elements * RESIDUAL_CYCLES_PER_ELEMENT
