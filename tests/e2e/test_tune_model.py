@@ -24,17 +24,20 @@ def test_tune_model_then_compile_embedded(tmp_path: Path) -> None:
                                       "--db", url], terminal_width=200)
     assert result.exit_code == 0, result.output
     out = result.output
-    assert "12 tunable tasks" in out and "nn.batch_norm x20" in out  # untuned operators are listed
+    # 12 distinct layers; where a shortcut add fuses into a conv (epilogue=residual_add) that form is a
+    # task of its own: 9 plain and 7 fused forms
+    assert "16 tunable tasks" in out and "nn.batch_norm x20" in out  # untuned operators are listed
     rows = [line for line in out.splitlines() if re.match(r"^│ (conv2d|dense)_\d+", line)]
     layer_rows = [r for r in rows if r.count("│") == 8]  # the per-layer table (7 columns)
-    assert len(layer_rows) == 12 and all("x │" in r for r in layer_rows)  # every layer has a speedup
+    assert len(layer_rows) == 16 and all("x │" in r for r in layer_rows)  # every layer has a speedup
     assert "estimated end-to-end time" in out and "whole model (simulated): tuned" in out
     assert (tmp_path / "swtune.db").exists()
     out_dir = tmp_path / "aot"
     res = CliRunner().invoke(app, ["compile", *model, "--db", url, "-o", str(out_dir)], terminal_width=200)
     assert res.exit_code == 0, res.output
     kernels = json.loads((out_dir / "manifest.json").read_text())["kernels"]
-    assert len({k["workload_key"] for k in kernels}) == 12 and all(k["status"] == "tuned" for k in kernels)
+    assert len({k["workload_key"] for k in kernels}) == 16 and all(k["status"] == "tuned" for k in kernels)
+    assert len({k["workload_key"] for k in kernels if k["workload_key"].endswith("-ep_residual_add")}) == 7
 
 
 def test_tune_model_names_an_operator_that_cannot_compile_before_tuning(tmp_path: Path, monkeypatch) -> None:
