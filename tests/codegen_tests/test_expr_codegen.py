@@ -70,3 +70,52 @@ def test_pack_is_not_offered_when_boxes_overlap():
     assert knob.choices == ("none",) and "overlap" in knob.doc
     gemm = space_for(_op("linalg.py:weighted_gemm", m=24, n=20, k=36), "sw26010")
     assert "b" in gemm.knobs[gemm.knob_index["pack"]].choices
+
+
+# every example operator at a small size: (function, args)
+SMALL = [("linalg.py:gemv", {"m": 40, "k": 36}), ("linalg.py:batch_matmul_at", {"b": 2, "m": 10, "n": 12, "k": 14}),
+         ("linalg.py:weighted_gemm", {"m": 24, "n": 20, "k": 36}),
+         ("linalg.py:attention_score", {"batch": 1, "heads": 2, "seq": 12, "d": 8}),
+         ("stencil.py:stencil5", {"h": 14, "w": 18}), ("stencil.py:max_plus", {"m": 12, "n": 16, "k": 20}),
+         ("conv.py:conv1d", {"n": 1, "c": 6, "w": 19, "k": 10, "s": 3, "stride": 1}),
+         ("conv.py:conv3d", {"n": 1, "c": 3, "d": 5, "h": 6, "w": 6, "k": 4, "r": 3}),
+         ("conv.py:conv2d_transpose", {"n": 1, "c": 4, "h": 5, "w": 5, "k": 6, "r": 3}),
+         ("conv.py:depthwise_separable", {"n": 1, "c": 4, "h": 8, "w": 8, "k": 6, "r": 3}),
+         ("mathfn.py:l1_distance", {"m": 12, "n": 10, "d": 9}), ("mathfn.py:exp_gemm", {"m": 12, "n": 10, "k": 9})]
+
+
+@pytest.mark.parametrize("ref, args", SMALL)
+def test_simd_the_space_offers_is_the_simd_codegen_emits(ref, args):
+    """Lanes the analysis charges are lanes the C issues: a config with simd > 1 prints vector
+    arithmetic (simd_v*), one with simd = 1 none; a body with no vector form offers simd = 1 alone."""
+    wl = _op(ref, **args)
+    space = space_for(wl, "sw26010")
+    knob = space.knobs[space.knob_index["simd"]]
+    if wl.expr.scalar_reason:
+        assert knob.choices == (1,) and wl.expr.scalar_reason in knob.doc
+    else:
+        assert max(knob.choices) > 1
+    acc = space.knobs[space.knob_index["acc"]]
+    assert ("reg" in acc.choices) == (not wl.expr.block_reason)
+    for w in knob.choices:
+        for inner in space.knobs[space.knob_index["inner"]].choices:
+            sub = space_for(wl, "sw26010", restrict={"simd": [w], "inner": [inner]})
+            for row in sub.sample(1, np.random.default_rng(len(inner) + w)):
+                config = sub.decode(row)
+                slave = generate(wl, "sw26010", config).files["slave.c"]
+                assert ("simd_v" in slave) == (w > 1), (config, slave[-3000:])
+
+
+@pytest.mark.parametrize("ref, args", [("mathfn.py:l1_distance", {"m": 12, "n": 10, "d": 9}),
+                                       ("mathfn.py:exp_gemm", {"m": 12, "n": 10, "k": 9})])
+def test_math_functions_run_right(ref, args, tmp_path):
+    wl = _op(ref, **args)
+    full = space_for(wl, "sw26010")
+    lanes = max(full.knobs[full.knob_index["simd"]].choices)
+    space = space_for(wl, "sw26010", restrict={"simd": [lanes]})  # fabs: vectors; exp: scalar only
+    backend, summary = EmulatorBackend(workdir=tmp_path), EmulatorSummary()
+    for row in space.sample(3, np.random.default_rng(4)):
+        check_config(space, space.decode(row), backend, summary)
+    assert summary.as_json() | {"problems": []} == {
+        "configs_checked": 3, "wrong_results": 0, "dma_count_mismatches": 0, "tir_mismatches": 0,
+        "compile_failures": 0, "runtime_errors": 0, "problems": []}, summary.problems

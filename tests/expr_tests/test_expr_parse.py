@@ -85,3 +85,27 @@ def test_a_reduction_to_a_scalar_is_refused():
     total = te.compute((), lambda: te.sum(a[k], axis=k), name="total")
     with pytest.raises(InvalidWorkloadError, match="no spatial axis"):
         describe(prim_func_from_tensors([a, total]))
+
+
+def _body(fn, shape=(8, 8)):
+    x = te.placeholder(shape, name="X")
+    y = te.compute(shape, lambda i, j: fn(x[i, j]), name="Y")
+    return describe(prim_func_from_tensors([x, y]))
+
+
+def test_instructions_per_point_follow_the_generated_code():
+    a, b = te.placeholder((8, 6), name="A"), te.placeholder((6, 8), name="B")
+    r = te.reduce_axis((0, 6), name="r")
+    fma = te.compute((8, 8), lambda i, j: te.sum(a[i, r] * b[r, j], axis=r), name="gemm")
+    tropical = te.compute((8, 8), lambda i, j: te.max(a[i, r] + b[r, j], axis=r), name="maxplus")
+    e_fma, e_max = (describe(prim_func_from_tensors([a, b, c])) for c in (fma, tropical))
+    assert (e_fma.instructions_per_point, e_fma.block_reason, e_fma.scalar_reason) == (1, "", "")
+    assert e_max.instructions_per_point == 3 and "micro-kernel" in e_max.block_reason  # add + compare + select
+    assert _body(lambda v: te.sqrt(v) * 2.0).scalar_reason == ""  # sqrt has a vector instruction
+    exp = _body(lambda v: te.exp(v))
+    assert "exp has no vector instruction" in exp.scalar_reason and exp.instructions_per_point == 20
+
+
+def test_unsupported_math_function_is_refused_by_name():
+    with pytest.raises(InvalidWorkloadError, match="unsupported call sigmoid.*exp, exp2"):
+        _body(lambda v: te.sigmoid(v))

@@ -22,6 +22,7 @@ from typing import Any
 from tuner.codegen.boxes import LDM_SCOPE, BoxC, CopyNest, box_c, match_copy
 from tuner.codegen.schedule import Scheduled
 from tuner.codegen.simd import gathered_dims, microkernel, simd_loop
+from tuner.codegen.simd_expr import expr_simd_loop
 from tuner.codegen.te_ops import role_group
 from tuner.codegen.tir import cexpr, const_int, ctype, kind, lower
 from tuner.targets import Family
@@ -183,7 +184,8 @@ class SlavePrinter:
             ann = dict(node.annotations)
             if block and microkernel(self, node, ctx):
                 return
-            if int(ann.get("swtune.simd", 1)) > 1 and simd_loop(self, node, ctx, int(ann["swtune.simd"])):
+            w = int(ann.get("swtune.simd", 1))
+            if w > 1 and (simd_loop(self, node, ctx, w) or expr_simd_loop(self, node, ctx, w)):
                 return
             unroll = int(ann.get("swtune.unroll", 1))
             if unroll > 1:
@@ -543,7 +545,8 @@ class SlavePrinter:
 
 
 # Headers every slave file starts with (one kernel here, a whole model's kernels in tuner.aot).
-SLAVE_INCLUDES = ('#include "swtune_kernel.h"', "#include <slave.h>", "#include <string.h>", "#include <simd.h>",
+SLAVE_INCLUDES = ('#include "swtune_kernel.h"', "#include <slave.h>", "#include <string.h>", "#include <math.h>",
+                  "#include <simd.h>",
                   '#include "swtune_slave_api.h"')
 
 SW_RLC_HELPER = r"""#ifndef SWTUNE_PRO

@@ -78,6 +78,13 @@ def cexpr(e: Any, env: dict[str, str], load: Callable[[Any], str] | None = None)
         if load is None:
             raise NotImplementedError("buffer load in an index expression")
         return load(e)
+    if k == "Call":
+        from tuner.expr.intrinsics import INTRINSICS, c_function
+
+        op = str(e.op.name)
+        if op in INTRINSICS:  # the math functions an expression may call (libm, as TVM's C codegen)
+            dtype = str(getattr(e, "dtype", None) or e.ty)  # a tirx Call types itself in ``ty``
+            return f"{c_function(op, dtype)}({', '.join(cexpr(a, env, load) for a in e.args)})"
     raise NotImplementedError(f"cannot print TIR expression {k}: {e}")
 
 

@@ -161,8 +161,10 @@ def analyze_expr(space: ExprSpace, index: np.ndarray) -> Analysis:
             strided = (stride != 0) & (stride != 1)
             # the generated C repacks it (tuner/codegen/simd.py gathered_dims) when the axis moves one
             # index dimension with step 1; else it gathers a vector lane by lane
+            # (only in the c += a*b loops tuner/codegen/simd.py prints; the other vector bodies,
+            # tuner/codegen/simd_expr.py, gather it lane by lane)
             moving = [d for d in op.access.dims if d.coef(name) != 0]
-            repack = len(moving) == 1 and moving[0].coef(name) == 1
+            repack = len(moving) == 1 and moving[0].coef(name) == 1 and not geo.expr.block_reason
             gather[op.group] = np.where(sel, gather[op.group] | (strided & repack), gather[op.group])
             lane_gathered[i] = np.where(sel, strided & (not repack), lane_gathered[i])
             misaligned = np.where(sel, np.maximum(misaligned, geo.misaligned(op.access, name)), misaligned)

@@ -77,6 +77,13 @@ class Expr:
     output: Access
     reducer: Reducer
     ops_per_point: int  # arithmetic operations per (spatial, reduction) point, the accumulation included
+    # CPE instructions per point as the generated C issues them (a multiply feeding an add is one FMA,
+    # max/min a compare and a select, a libm call its cost); 0: not profiled (half the operations)
+    instructions_per_point: int = 0
+    # why the body's innermost loop prints scalar C (no vector form of some node); "" = vectorisable
+    scalar_reason: str = ""
+    # why the register-block micro-kernel (acc = "reg") cannot print the body; "" = it can (c += a*b)
+    block_reason: str = ""
 
     @property
     def spatial(self) -> tuple[Axis, ...]:

@@ -72,8 +72,9 @@ class ExprGeometry:
                     tuple(r for r in self.row_axes if r in acc.axes))
             for acc in expr.inputs
         )
-        # Instructions per point: a multiply-add pair issues as one FMA (tuner/space/compute.py counts FMAs).
-        self.fma_per_point = max(1, -(-expr.ops_per_point // 2))
+        # P0 instructions per point as the generated C issues them (tuner/expr/parse.py _profile: a
+        # multiply feeding an add is one FMA, max/min a compare and a select, a libm call its cost)
+        self.fma_per_point = expr.instructions_per_point or max(1, -(-expr.ops_per_point // 2))
 
     @property
     def red_axis(self) -> TileAxis:

@@ -15,6 +15,7 @@ from typing import Any
 
 from tuner.errors import InvalidWorkloadError
 from tuner.expr.expr import Access, Axis, AxisKind, DimAccess, Expr, Reducer
+from tuner.expr.intrinsics import INTRINSICS, supported_names
 
 _ARITH = ("Add", "Sub", "Mul", "Div", "Max", "Min", "FloorDiv", "FloorMod")
 _REDUCERS = {"Add": Reducer.SUM, "Max": Reducer.MAX, "Min": Reducer.MIN}
@@ -108,6 +109,56 @@ def _count_ops(expr: Any) -> int:
     return own + sum(_count_ops(c) for c in children if hasattr(c, "same_as"))
 
 
+_LOADS = ("BufferLoad", "TensorLoad")
+_MUL = ("Mul",)
+
+
+def _profile(expr: Any, dtype: str) -> tuple[int, str]:
+    """(CPE instructions, why it prints scalar or "") of a body expression, as the generated C issues
+    it (tuner/codegen/simd_expr.py): an add or subtract with a multiply operand is one FMA, max/min a
+    compare and a select, a math call its table cost. A call outside tuner/expr/intrinsics.py is
+    refused here, by name, rather than failing later to compile."""
+    name = type(expr).__name__
+    if name in _LOADS or name in ("FloatImm", "IntImm"):
+        return 0, ""
+    if name == "Cast":
+        cost, why = _profile(expr.value, dtype)
+        if str(expr.dtype) == dtype or type(expr.value).__name__ in ("FloatImm", "IntImm"):
+            return cost, why
+        return cost + 1, why or f"a cast to {expr.dtype}"
+    if name == "Call":
+        op = str(expr.op.name)
+        if op not in INTRINSICS:
+            raise InvalidWorkloadError(f"unsupported call {op.removeprefix('tirx.')} in the expression body; "
+                                       f"the math functions codegen prints are: {supported_names()}")
+        parts = [_profile(a, dtype) for a in expr.args]
+        why = next((w for _, w in parts if w), "")
+        if INTRINSICS[op].vector is None and not why:
+            why = f"{op.removeprefix('tirx.')} has no vector instruction on the CPE"
+        return INTRINSICS[op].cost + sum(c for c, _ in parts), why
+    if name in ("Add", "Sub", "Mul", "Div", "Max", "Min"):
+        (ca, wa), (cb, wb) = _profile(expr.a, dtype), _profile(expr.b, dtype)
+        own = {"Max": 2, "Min": 2}.get(name, 1)
+        if name in ("Add", "Sub") and (type(expr.a).__name__ in _MUL or type(expr.b).__name__ in _MUL):
+            own = 0  # fused with its multiply operand into one FMA
+        return own + ca + cb, wa or wb
+    if name == "Select":
+        parts = [_profile(x, dtype) for x in (expr.true_value, expr.false_value)]
+        return 2 + sum(c for c, _ in parts), "a conditional (select) in the body"
+    raise InvalidWorkloadError(f"unsupported {name} in the expression body: use arithmetic (+ - * /), "
+                               f"max/min and the math functions {supported_names()}")
+
+
+def _block_reason(value: Any, output: str) -> str:
+    """Why the register-block micro-kernel (tuner/codegen/simd.py, acc = "reg") cannot print the body:
+    it prints exactly ``c = c + x * y`` with x and y loads."""
+    kinds = lambda e: type(e).__name__  # noqa: E731
+    if (kinds(value) == "Add" and kinds(value.a) in _LOADS and str(value.a.source.name) == output
+            and kinds(value.b) in _MUL and kinds(value.b.a) in _LOADS and kinds(value.b.b) in _LOADS):
+        return ""
+    return "the register-block micro-kernel prints only c += a * b (two operand loads)"
+
+
 def describe(func: Any, name: str | None = None) -> Expr:
     """The geometry of a one-stage PrimFunc made by ``te.create_prim_func``."""
     block = _compute_block(func)
@@ -155,5 +206,9 @@ def describe(func: Any, name: str | None = None) -> Expr:
             raise InvalidWorkloadError(f"unsupported reduction {type(value).__name__}: use te.sum, te.max or te.min")
     else:
         reducer = Reducer.NONE
-    return Expr(name=name or str(block.name_hint), dtype=dtypes.pop(), axes=tuple(axes), inputs=inputs,
-                output=output, reducer=reducer, ops_per_point=max(1, _count_ops(value)))
+    dtype = dtypes.pop()
+    instructions, scalar = _profile(value, dtype)
+    return Expr(name=name or str(block.name_hint), dtype=dtype, axes=tuple(axes), inputs=inputs,
+                output=output, reducer=reducer, ops_per_point=max(1, _count_ops(value)),
+                instructions_per_point=max(1, instructions), scalar_reason=scalar,
+                block_reason=_block_reason(value, output.tensor))

@@ -57,9 +57,9 @@ class ExprSpace(ScheduleSpace):
                  doc="double-buffer the output tile: its put overlaps the next tile's compute"),
             Knob("tile_order", ORDER_CHOICES, ordered=False, doc="traversal of a CPE's output tiles"),
             Knob("inner", geo.inner_axes, ordered=False, doc="innermost compute loop axis"),
-            Knob("simd", self.target.simd_widths[workload.dtype], doc="vector lanes (1 = scalar)"),
+            self._simd_knob(workload),
             Knob("unroll", UNROLL_CHOICES, doc="independent accumulators (register block)"),
-            Knob("acc", ACC_CHOICES, ordered=False, default="ldm", doc="accumulators in LDM or registers"),
+            self._acc_knob(workload),
             self._pack_knob(geo),
         ]
         if restrict:
@@ -72,6 +72,25 @@ class ExprSpace(ScheduleSpace):
         grids = self.knobs[self.knob_index["grid"]].choices
         self.grid_rows = np.array([int(g.split("x")[0]) for g in grids], dtype=np.float64)
         self.grid_cols = np.array([int(g.split("x")[1]) for g in grids], dtype=np.float64)
+
+    def _simd_knob(self, workload: ExprWorkload) -> Knob:
+        """Vector lanes, or ``simd`` = 1 alone when the body has a node with no vector form (a libm
+        call, a cast, a select): the generated C then prints the loop scalar, and the analysis must
+        not charge vectors it does not issue (tuner/codegen/simd_expr.py vectorises the rest)."""
+        doc = "vector lanes (1 = scalar)"
+        if workload.expr.scalar_reason:
+            return Knob("simd", (1,), doc=f"{doc}; only 1: {workload.expr.scalar_reason}")
+        return Knob("simd", self.target.simd_widths[workload.dtype], doc=doc)
+
+    @staticmethod
+    def _acc_knob(workload: ExprWorkload) -> Knob:
+        """``acc = "reg"`` only where the micro-kernel prints the body (``c += a * b``); elsewhere the
+        accumulators stay in LDM, as the generated C keeps them."""
+        doc = "accumulators in LDM or registers"
+        if workload.expr.block_reason:
+            return Knob("acc", ("ldm",), ordered=False, default="ldm", category_codes=(ACC_CHOICES.index("ldm"),),
+                        doc=f"{doc}; only ldm: {workload.expr.block_reason}")
+        return Knob("acc", ACC_CHOICES, ordered=False, default="ldm", doc=doc)
 
     @staticmethod
     def _pack_knob(geo: ExprGeometry) -> Knob:
