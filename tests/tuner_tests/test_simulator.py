@@ -253,3 +253,52 @@ def test_facts_conv3x3_float64_stays_near_swdnns_half_of_peak():
         front = pool[np.argsort(simulate(sp, pool))[:128]]
     best = float(simulate(sp, front[:1])[0])
     assert conv.flops / best / sp.target.peak_flops("float64") <= 0.65
+
+
+def _swdnn_population():
+    """benchmarks/swdnn_population.py, imported from the checkout (benchmarks/ is not a package)."""
+    import sys
+    from pathlib import Path
+
+    bench = str(Path(__file__).resolve().parents[2] / "benchmarks")
+    if bench not in sys.path:
+        sys.path.insert(0, bench)
+    import swdnn_population
+
+    return swdnn_population
+
+
+def test_swdnn_population_is_the_sweep_its_log_ran():
+    """The reconstruction of swDNN's >100 configurations: the Costride figures its perf.1 log prints, and the
+    shapes it ran (Costride > 0) or refused (the assertion), 43 per image size, 172 in all."""
+    pop = _swdnn_population()
+    # (B, Ni, No) -> "Costride is N" in swCNNv12-4cg-opt-batch-size-aware/log/perf.1
+    logged = {(128, 128, 128): 17, (128, 128, 352): 1, (128, 128, 384): 0, (128, 160, 320): 0,
+              (128, 224, 128): 11, (128, 384, 128): 1, (256, 128, 128): 6, (256, 128, 256): 0,
+              (256, 192, 160): 2, (256, 256, 128): 1, (256, 288, 128): 0, (128, 256, 224): -1}
+    assert {key: pop.costride(*key) for key in logged} == logged
+    shapes = pop.population()
+    assert len(shapes) == 172
+    for ro in (16, 24, 32, 40):
+        ran = {(b, ni, no) for r, b, ni, no in shapes if r == ro}
+        assert ran == set(pop.SWDNN_MEASURED_RO16)  # Costride does not depend on the image size
+    # the rows split gives each CG a quarter of the output rows and the same flops share
+    conv = pop.per_cg(16, 128, 128, 128, "rows")
+    assert (conv.n, conv.h, conv.w) == (128, 6, 18) and 4 * conv.flops == pop.chip_flops(16, 128, 128, 128)
+
+
+@pytest.mark.xfail(strict=True, reason="issue #11: over swDNN's own configurations the model's best float64 "
+                                        "3x3 convs reach ~0.75 of the chip's 3.06 TF (P0-bound, DMA hidden), "
+                                        "while swDNN measured 0.24-0.48 on them and headlines 54% as its best")
+def test_facts_swdnn_population_stays_near_swdnns_figure():
+    """Like with like: FACTS' swDNN figure is a full-chip (4 CG) figure over swDNN's sweep of >100 conv
+    configurations, and its 54% is the best of them ("over 1.6 Tflops ... 54% of the theoretical peak");
+    swDNN's own log measures 0.24-0.48 of 3.06 TF on the Ro=16 shapes. The single favourable shape the
+    strict xfail above pins is one point; this pins the population. On six shapes spread over the sweep
+    (both batches, all four image sizes, small and large channel counts), each split by output rows over the
+    4 CGs as swDNN did, the aggregate (total flops / total time against 3.06 TF) must not exceed 0.65, the
+    tolerance above swDNN's best that a broader schedule space than swDNN's hand-written kernel could earn.
+    Fails today: aggregate ~0.75, and the whole population (benchmarks/swdnn_population.py) ~0.77."""
+    pop = _swdnn_population()
+    figures = pop.run(list(pop.SUBSET), "rows", sample=6000, starts=2, verbose=False)
+    assert figures["population_peak_fraction"] <= 0.65
