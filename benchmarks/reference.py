@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import fcntl
+import functools
 import hashlib
 import json
 import tempfile
@@ -45,8 +46,13 @@ _MODEL_SOURCES = ("tuner/measure/simulator.py", "tuner/measure/dma_model.py", "t
                   "benchmarks/objective.py")
 
 
+@functools.cache
 def fingerprint() -> str:
-    """Hash of the sources that decide a config's time: a changed simulator makes old entries stale."""
+    """Hash of the sources that decide a config's time: a changed simulator makes old entries stale.
+
+    Taken once per process, when first asked: the code a process runs is the code it imported, so a
+    run that outlives an edit of the simulator stamps its entries with the old hash (stale for the
+    next run) instead of labelling figures of the old model with the new sources' hash."""
     h = hashlib.sha256()
     for rel in _MODEL_SOURCES:
         path = ROOT / rel

@@ -294,8 +294,10 @@ def main() -> None:
         record(out)
         if out["method"] == "ours":
             histories[(out["variant"], out["i"], out["seed"])] = out.pop("history")
+        final = (f", final {refs[(out['variant'], out['i'])] / out['curve'][-1]:.4f}"
+                 if out["method"] == "ours" and out["curve"] else "")
         print(f"  [{time.perf_counter() - started:6.0f}s] {out['variant'].value} {out['method']} "
-              f"w{out['i']} s{out['seed']}: {trials[out['variant']][out['method']][-1]} trials, "
+              f"w{out['i']} s{out['seed']}: {trials[out['variant']][out['method']][-1]} trials{final}, "
               f"{out['seconds']:.0f} s", flush=True)
 
     # ours first, then ours with transfer (it learns from ours' histories), then random and the peers
@@ -318,7 +320,12 @@ def main() -> None:
                                         np.concatenate([np.full(len(h[1]), j) for j, h in others]))
                         transfer_jobs.append(("ours_transfer", v, i, seed, refs[(v, i)] / TARGET_FRACTION, options,
                                               base))
-        for out in pool.map(run_job, transfer_jobs + [j for j in jobs if j[0] != "ours"]):
+        for out in pool.map(run_job, transfer_jobs):
+            report(out)
+        # ours' figures before the peers run (random's are its geometric law): kept if the peers overrun
+        partial = {v.value: summarise(trials[v], finals[v], random_median[v], [], cells[v]) for v in variants}
+        print(f"partial, before random runs and peers: {json.dumps(partial)}", flush=True)
+        for out in pool.map(run_job, [j for j in jobs if j[0] != "ours"]):
             report(out)
 
     for v in variants:

@@ -40,7 +40,7 @@ class ModelGuidedSearch(SearchStrategy):
                  retrain_growth: float = 0.2, objective: str = "rank", local: float = 0.25,
                  local_starts: int = 4, local_pairs: int = 128, ensemble: int = 0, kappa: float = 0.5,
                  prior_weight: float = 1.0, prior_fade: float = 64.0, climb: float = 0.5, climb_starts: int = 32,
-                 climb_steps: int = 6) -> None:
+                 climb_steps: int = 6, climb_pool: int = 4) -> None:
         super().__init__(space, seed)
         if cost_model is None:
             column = ESTIMATE_COLUMN if prior_weight > 0 else None
@@ -65,6 +65,7 @@ class ModelGuidedSearch(SearchStrategy):
         self.climb = climb
         self.climb_starts = climb_starts
         self.climb_steps = climb_steps
+        self.climb_pool = climb_pool
         self._features: list[np.ndarray] = []
         self._trained_on = 0
 
@@ -142,7 +143,7 @@ class ModelGuidedSearch(SearchStrategy):
         """
         if n <= 0:
             return []
-        fresh = self.space.sample(4 * self.climb_starts, self.rng)
+        fresh = self.space.sample(self.climb_pool * self.climb_starts, self.rng)
         fresh = fresh[np.argsort(-self._scores(fresh))[: self.climb_starts]]
         starts = [fresh]
         if self.measured_index:
