@@ -37,8 +37,9 @@ class _Net(torch.nn.Module):
         y = F.max_pool2d(F.relu(self.c1(x)), 3, 2, 1)  # [1, 8, 10, 10], windows overlap
         z = F.avg_pool2d(self.c2(y), 3, 2)  # [1, 8, 5, 5], overlapping, no padding
         t = z.flatten(2).transpose(1, 2)  # [1, 25, 8]: a 2-D transpose
-        r = y.reshape(1, 8, 5, 20).permute(0, 2, 1, 3)  # [1, 5, 8, 20]: rows of 20 kept
-        return t * 2, r + 1
+        r = y.reshape(1, 8, 5, 20).permute(0, 2, 1, 3)  # [1, 5, 8, 20]: [R, O, C] -> [O, R, C]
+        q = y.reshape(1, 2, 4, 5, 20).permute(0, 3, 2, 1, 4)  # [1, 5, 4, 2, 20]: rows of 20 kept
+        return t * 2, r + 1, q - 1
 
 
 def _run(out: Path, x: np.ndarray) -> tuple[np.ndarray, dict[str, int]]:
@@ -65,14 +66,25 @@ def _pitched_lookup(w: Any) -> Any:
     return cfg
 
 
-@pytest.mark.parametrize("compact", [False, True])
+@pytest.mark.parametrize("compact,by_outer", [(False, False), (True, True)])
 def test_layout_copies_and_pools_on_the_cpes_match_torch_and_their_dma_plans(tmp_path: Path, compact: bool,
-                                                                             monkeypatch: Any) -> None:
-    """compact: the unpitch kernel's form (a strided get, or whole pitched rows compacted in LDM)."""
+                                                                             by_outer: bool, monkeypatch: Any) -> None:
+    """compact: the unpitch kernel's form (a strided get, or whole pitched rows compacted in LDM);
+    by_outer: the [R, O, C] -> [O, R, C] transpose's blocks (along O, or along R), made the choice."""
+    import tuner.aot.cpe_layout as cpe_layout
     import tuner.aot.cpe_ops as cpe_ops
     from tuner.aot.cpe_layout import PadOp, RowCopyOp, TransposeOp, plan_rowcopy
 
     monkeypatch.setattr(cpe_ops, "plan_rowcopy", lambda *a: plan_rowcopy(*a, forms=(compact,)))
+    vtiles = cpe_layout._vtiles
+
+    def chosen(*a: Any) -> list[Any]:
+        forms = [op for op in vtiles(*a) if op.by_outer == by_outer][:1]
+        for op in forms:
+            op.seconds = 0.0  # the fastest form, whatever the model says, so that this one is run
+        return forms
+
+    monkeypatch.setattr(cpe_layout, "_vtiles", chosen)
     from tuner.aot.cpe_ops import CpeOp, dma_plan
     from tuner.bridge.extract import torch_to_relax
 
@@ -85,7 +97,9 @@ def test_layout_copies_and_pools_on_the_cpes_match_torch_and_their_dma_plans(tmp
     kinds = {type(op).__name__ for op in ops}
     assert {"PadOp", "RowCopyOp", "TransposeOp", "CpeOp"} <= kinds, kinds
     assert {op.compact for op in ops if isinstance(op, RowCopyOp)} == {compact}
-    assert {op.mode for op in ops if isinstance(op, TransposeOp)} == {"rows", "tile"}
+    transposes = [op for op in ops if isinstance(op, TransposeOp)]
+    assert {op.mode for op in transposes} == {"rows", "tile", "vtile"}
+    assert {op.by_outer for op in transposes if op.mode == "vtile"} == {by_outer}
     pools = {n.relax_op for n in on_cpe.graph.nodes if n.op == "cpe" and isinstance(n.attrs["cpe"], CpeOp)}
     assert {"nn.max_pool2d", "nn.avg_pool2d"} <= pools
     assert not [n for n in on_cpe.graph.nodes if n.op not in ("kernel", "cpe")]  # nothing left on the MPE

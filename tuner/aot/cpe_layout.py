@@ -278,9 +278,12 @@ class TransposeOp:
     ``outer`` x [R, C]. "rows": its last axis is the input's contiguous one, so a block (one outer
     index, ``rows`` consecutive R) is one strided get (C elements every ``r_stride``) and one put.
     "tile": its last two axes are the input's last two swapped (a batched 2-D transpose); a block is
-    ``rows`` input columns: one strided get of [C x rows], a transpose in LDM, one put of [rows x C]."""
+    ``rows`` input columns: one strided get of [C x rows], a transpose in LDM, one put of [rows x C].
+    "vtile": [R, O, C] -> [O, R, C] (the attention head split and merge); a block is ``rows`` values
+    of R (``by_outer`` False: one contiguous get, a strided put of O pieces) or of O (True: a strided
+    get of R pieces, one contiguous put), reordered in LDM: longer DMA blocks than "rows" gives."""
 
-    mode: str  # "rows" | "tile"
+    mode: str  # "rows" | "tile" | "vtile"
     outer_ext: tuple[int, ...]
     outer_stride: tuple[int, ...]  # input strides of the outer output axes
     r: int  # output rows per outer index
@@ -288,6 +291,7 @@ class TransposeOp:
     r_stride: int  # input stride of the output's row axis ("rows" mode)
     rows: int  # output rows per block
     item: int
+    by_outer: bool = False  # "vtile": blocks along O (else along R)
     seconds: float = 0.0
     index: int = -1
     axis: int = 0
@@ -305,6 +309,8 @@ class TransposeOp:
 
     @property
     def blocks(self) -> int:
+        if self.mode == "vtile":
+            return -(-(self.outer if self.by_outer else self.r) // self.rows)
         return self.outer * self.per_outer
 
     @property
@@ -313,6 +319,8 @@ class TransposeOp:
 
     @property
     def ldm_bytes(self) -> int:
+        if self.mode == "vtile":
+            return 2 * self.rows * (self.r if self.by_outer else self.outer) * self.c * self.item
         return (2 if self.mode == "tile" else 1) * self.rows * self.c * self.item
 
     @property
@@ -323,7 +331,42 @@ class TransposeOp:
         nbytes = self.outer * self.r * self.c * self.item
         return {"get_reqs": self.blocks, "get_bytes": nbytes, "put_reqs": self.blocks, "put_bytes": nbytes}
 
+    def _vtile_text(self, ty: str) -> str:
+        item = f"sizeof({ty})"
+        o_, r_, c_ = self.outer, self.r, self.c
+        lines = [f"__thread_local {ty} X_ldm[{self.ldm_bytes // (2 * self.item)}];",
+                 f"__thread_local {ty} Y_ldm[{self.ldm_bytes // (2 * self.item)}];",
+                 "__thread_local volatile SW_REPLY_T g_reply[1];",
+                 "void swtune_kernel(swtune_args *_arg) {",
+                 "  int n_rep = 0;",
+                 "  g_reply[0] = 0;",
+                 f"  for (long blk = _MYID; blk < {self.blocks}L; blk += {CPES}) {{",
+                 f"    const long s0 = blk * {self.rows}L, lim = {o_ if self.by_outer else r_}L;",
+                 f"    const long n = lim - s0 < {self.rows}L ? lim - s0 : {self.rows}L;"]
+        if self.by_outer:  # O values s0..s0+n of every R: [R][n][C] in, [n][R][C] out
+            lines += [f"    SW_GET(_arg->p[0] + s0 * {c_}L, X_ldm, {r_}L * n * {c_}L * {item}, n * {c_}L * {item}, "
+                      f"({o_}L - n) * {c_}L * {item}, &g_reply[0]); n_rep++;",
+                      "    SW_WAIT(&g_reply[0], n_rep);",
+                      f"    for (long q = 0; q < n; q++) for (long r = 0; r < {r_}L; r++) "
+                      f"for (long c = 0; c < {c_}L; c++) "
+                      f"Y_ldm[(q * {r_}L + r) * {c_}L + c] = X_ldm[(r * n + q) * {c_}L + c];",
+                      f"    SW_PUT(Y_ldm, _arg->p[1] + s0 * {r_ * c_}L, n * {r_ * c_}L * {item}, 0, 0, &g_reply[0]); "
+                      "n_rep++;"]
+        else:  # R values s0..s0+n: [n][O][C] in, [O][n][C] out
+            lines += [f"    SW_GET(_arg->p[0] + s0 * {o_ * c_}L, X_ldm, n * {o_ * c_}L * {item}, 0, 0, &g_reply[0]); "
+                      "n_rep++;",
+                      "    SW_WAIT(&g_reply[0], n_rep);",
+                      f"    for (long o = 0; o < {o_}L; o++) for (long q = 0; q < n; q++) "
+                      f"for (long c = 0; c < {c_}L; c++) "
+                      f"Y_ldm[(o * n + q) * {c_}L + c] = X_ldm[(q * {o_}L + o) * {c_}L + c];",
+                      f"    SW_PUT(Y_ldm, _arg->p[1] + s0 * {c_}L, {o_}L * n * {c_}L * {item}, n * {c_}L * {item}, "
+                      f"({r_}L - n) * {c_}L * {item}, &g_reply[0]); n_rep++;"]
+        lines += ["    SW_WAIT(&g_reply[0], n_rep);", "  }", "}"]
+        return "\n".join(lines) + "\n"
+
     def slave_text(self, ty: str) -> str:
+        if self.mode == "vtile":
+            return self._vtile_text(ty)
         item = f"sizeof({ty})"
         off = [f"    long q = blk / {self.per_outer}L, base = 0;"]
         for e, s in zip(reversed(self.outer_ext), reversed(self.outer_stride)):
@@ -401,4 +444,33 @@ def plan_transpose(shape: tuple[int, ...], axes: tuple[int, ...], target: Target
         work = 2.0 * op.rows * c / target.clock_hz  # a load and a store per element, scalar
     put = dma_time(target, "put", op.rows * c * item, active_cpes=active)
     op.seconds = target.spawn_join_s + -(-op.blocks // CPES) * (get + work + put)
+    if len(ext) == 3 and st[2] == 1 and st[0] == ext[2] and st[1] == ext[0] * ext[2]:  # [R, O, C] -> [O, R, C]
+        for alt in _vtiles(ext[0], ext[1], ext[2], target, item):
+            if alt.seconds < op.seconds:
+                op = alt
     return op
+
+
+def _vtiles(o: int, r: int, c: int, target: Target, item: int) -> list[TransposeOp]:
+    """The "vtile" forms of [R, O, C] -> [O, R, C]: blocks along R or O, a few block sizes each."""
+    from tuner.measure.simulator import dma_time
+
+    out = []
+    for by_outer, along, other in ((False, r, o), (True, o, r)):
+        first = -(-along // CPES)
+        for rows in sorted({first, 2 * first, 4 * first, 8 * first}):
+            if rows > along or 2 * rows * other * c * item > target.ldm_budget_bytes:
+                continue
+            op = TransposeOp("vtile", (o,), (c,), r, c, o * c, rows, item, by_outer)
+            active = min(CPES, op.blocks)
+            piece, gap = rows * c * item, (along - rows) * c * item
+            if by_outer:
+                get = dma_time(target, "get", piece, n_blocks=other, gap_bytes=gap, active_cpes=active)
+                put = dma_time(target, "put", rows * other * c * item, active_cpes=active)
+            else:
+                get = dma_time(target, "get", rows * other * c * item, active_cpes=active)
+                put = dma_time(target, "put", piece, n_blocks=other, gap_bytes=gap, active_cpes=active)
+            work = 2.0 * rows * other * c / target.clock_hz
+            op.seconds = target.spawn_join_s + -(-op.blocks // CPES) * (get + work + put)
+            out.append(op)
+    return out
