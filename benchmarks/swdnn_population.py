@@ -6,7 +6,8 @@ FACTS §4 quotes swDNN (IPDPS'17 abstract, feifeibear/swDNN README): "a double-p
 1.6 Tflops for the convolution kernel, achieving 54% of the theoretical peak ... 1.91-9.75x [vs K40m] in an
 evaluation with over 100 parameter configurations". Read as written, 54% is the *headline* (best) figure; the
 "over 100 configurations" belongs to the speedup range. swDNN's raw log says the same: the sweep
-``swCNNv12-4cg-opt-batch-size-aware/log/perf.1`` measures 0.73-1.48 TFLOPS on its configurations (4 CGs).
+``swCNNv12-4cg-opt-batch-size-aware/log/perf.1`` measures 0.73-1.48 TFLOPS (4 CGs) on every Ro=16 shape
+and on the samples of the other image sizes read here, i.e. 0.24-0.48 of 3.06 TF.
 
 The population (reconstructed from that log and ``test.c`` of the same directory, read, not copied):
 
