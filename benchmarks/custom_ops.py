@@ -47,6 +47,8 @@ OPS = {  # name -> (FILE:FUNC under examples/ops, args, GEMM-like); tuned at the
     "attention_score": ("linalg.py:attention_score", {}, True),
     "stencil5": ("stencil.py:stencil5", {}, False),
     "max_plus": ("stencil.py:max_plus", {}, True),
+    "l1_distance": ("mathfn.py:l1_distance", {}, True),  # te.abs: vector fabs
+    "exp_gemm": ("mathfn.py:exp_gemm", {}, True),  # te.exp: a libm call, scalar only
 }
 # Small instances for the tile check (every tile is executed in numpy): ragged tiles, strides, halos.
 CHECK_ARGS = {
@@ -60,6 +62,8 @@ CHECK_ARGS = {
     "attention_score": {"batch": 1, "heads": 2, "seq": 12, "d": 8},
     "stencil5": {"h": 14, "w": 18},
     "max_plus": {"m": 12, "n": 16, "k": 20},
+    "l1_distance": {"m": 12, "n": 10, "d": 9},
+    "exp_gemm": {"m": 12, "n": 10, "k": 9},
 }
 
 

@@ -16,6 +16,7 @@ from tuner.expr.workload import ExprWorkload, workload_from_op
     ("linalg.py:batch_matmul_at", {"b": 3, "m": 10, "n": 12, "k": 14}),
     ("stencil.py:stencil5", {"h": 10, "w": 13}),
     ("stencil.py:max_plus", {"m": 9, "n": 12, "k": 10}),
+    ("mathfn.py:exp_gemm", {"m": 9, "n": 12, "k": 10}),  # a math call in the body, evaluated in numpy
 ])
 def test_example_ops_pass(examples, ref, args):
     space = ExprSpace(workload_from_op(f"{examples}/{ref}", args), "sw26010")

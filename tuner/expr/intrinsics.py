@@ -13,7 +13,12 @@ range reduction, not measured on the hardware.
 
 from __future__ import annotations
 
+import math
+from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
 
 
 @dataclass(frozen=True)
@@ -39,6 +44,15 @@ INTRINSICS: dict[str, Intrinsic] = {
     "tirx.floor": Intrinsic("floor", 2),
     "tirx.ceil": Intrinsic("ceil", 2),
     "tirx.trunc": Intrinsic("trunc", 2),
+}
+
+
+# numpy forms for the tile check (tuner/expr/tilecheck.py), which evaluates the body in numpy
+NUMPY: dict[str, Callable[..., Any]] = {
+    "tirx.sqrt": np.sqrt, "tirx.fabs": np.abs, "tirx.exp": np.exp, "tirx.exp2": np.exp2, "tirx.log": np.log,
+    "tirx.log2": np.log2, "tirx.log10": np.log10, "tirx.tanh": np.tanh, "tirx.pow": np.power, "tirx.sin": np.sin,
+    "tirx.cos": np.cos, "tirx.erf": np.vectorize(math.erf, otypes=[float]), "tirx.floor": np.floor,
+    "tirx.ceil": np.ceil, "tirx.trunc": np.trunc,
 }
 
 

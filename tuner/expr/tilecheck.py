@@ -88,6 +88,10 @@ class _Body:
                "Max": np.maximum, "Min": np.minimum}
         if kind in ops:
             return ops[kind](self.eval(node.a, env, boxes), self.eval(node.b, env, boxes))
+        if kind == "Call":
+            from tuner.expr.intrinsics import NUMPY
+
+            return NUMPY[str(node.op.name)](*(self.eval(a, env, boxes) for a in node.args))
         raise NotImplementedError(f"tile check cannot evaluate {kind}")
 
 
