@@ -104,6 +104,17 @@ def test_simd_the_space_offers_is_the_simd_codegen_emits(ref, args):
                 config = sub.decode(row)
                 slave = generate(wl, "sw26010", config).files["slave.c"]
                 assert ("simd_v" in slave) == (w > 1), (config, slave[-3000:])
+    if "reg" not in acc.choices:
+        return
+    # acc = "reg": the analysis holds accumulators in registers exactly when the C prints the micro-kernel
+    for inner in space.knobs[space.knob_index["inner"]].choices:
+        if inner == space.geometry.red_axis.name:
+            continue
+        sub = space_for(wl, "sw26010", restrict={"acc": ["reg"], "simd": [max(knob.choices)], "inner": [inner]})
+        for row in sub.sample(1, np.random.default_rng(1)):
+            slave = generate(wl, "sw26010", sub.decode(row)).files["slave.c"]
+            in_regs = bool(sub.analyze(row[None, :]).compute.acc_in_registers[0])
+            assert in_regs == ("_c0_0" in slave or "_s0_0" in slave), (sub.decode(row), slave[-3000:])
 
 
 @pytest.mark.parametrize("ref, args", [("mathfn.py:l1_distance", {"m": 12, "n": 10, "d": 9}),
