@@ -262,8 +262,8 @@ def tune_model(
     loopback port and simulator worker processes, as ``swtune demo`` runs them."""
     from cli.model_report import layer_report, whole_model_report
     from tuner.aot import AotError
+    from tuner.aot.compiler import lower_model
     from tuner.aot.relax_reader import read_relax
-    from tuner.aot.timing import model_time
     from tuner.bridge.extract import extract_relax, load_relax
     from tuner.targets import get_target
 
@@ -271,12 +271,12 @@ def tune_model(
     mod = load_relax(model, batch=batch, width=width, image=image)
     extracted = extract_relax(mod)
     try:
-        graph = read_relax(mod)  # every operator must compile before anything is tuned
+        read_relax(mod)  # every operator must compile before anything is tuned
     except AotError as exc:
         raise CommandError(f"{model} cannot be compiled for Sunway, nothing was tuned: {exc}") from exc
     layers = extracted.layers
     console.print(f"[bold]{model}[/]: {len(layers)} tunable tasks "
-                  f"({sum(l.weight for l in layers)} calls); not tuned here (legalized, plain C on the MPE): "
+                  f"({sum(l.weight for l in layers)} calls); not tuned here (legalized: CPE kernels, or C on the MPE): "
                   + (", ".join(f"{op} x{n}" for op, n in sorted(extracted.untuned.items())) or "none"))
     start = time.monotonic()
     if server:
@@ -290,4 +290,6 @@ def tune_model(
         with embedded_service(url, workers=workers, target=target) as service:
             tasks, best = _tune_on(service.url, None, model, layers, target, trials, strategy, timeout)
     layer_report(layers, tasks, best, target, time.monotonic() - start)
-    whole_model_report(model_time(graph, target, lambda w: best.get(w.key, {}).get("config")), model, target)
+    # the program `swtune compile` would build from this log: fused, offloaded and grouped the same way
+    program = lower_model(mod, target, lambda w: best.get(w.key, {}).get("config"))
+    whole_model_report(program.timing(), model, target)

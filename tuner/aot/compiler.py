@@ -135,38 +135,67 @@ def assign_cpe_kernels(graph: Graph, target: Target, first_index: int, mode: Cpe
     return ops
 
 
+@dataclass
+class LoweredModel:
+    """A model's graph after fusion, kernel resolution, CPE offload and launch grouping: what the
+    program will run, before any file is written."""
+
+    graph: Graph
+    target: Target
+    kernels: list[Kernel]
+    cpe_ops: list[Any]
+    groups: list[Any]
+
+    def timing(self) -> ModelTime:
+        """The simulated end-to-end time of this program (and of its baseline counterpart)."""
+        configs = {k.workload.key: k.config for k in self.kernels}
+        return model_time(self.graph, self.target, lambda w: configs.get(w.key))
+
+
+def lower_model(mod: Any, target: Target | str, lookup: Lookup | None, *, cpe_mode: CpeMode | str = "faster",
+                fuse: bool = True, group_launches: bool = True) -> LoweredModel:
+    """Read a Relax module and decide everything compile_model emits: fused epilogues, each kernel's
+    config (``lookup``; None: the current ``apply_best`` block), CPE kernels and launch groups.
+    ``swtune compile`` writes the program from it; ``swtune tune-model`` times it."""
+    from tuner.aot.relax_reader import read_relax
+    from tuner.codegen.tir import ctype
+
+    tgt = get_target(target)
+    graph = read_relax(mod)
+    if lookup is None:  # inside `with apply_best(...)`: the block's schedules
+        from tuner.aot.context import current_lookup
+
+        lookup = current_lookup()
+    if fuse:
+        from tuner.aot.fusion import fuse_epilogues
+
+        fuse_epilogues(graph, ctype(graph.dtype))
+    kernels = resolve_kernels(graph, tgt, lookup)
+    cpe_ops = assign_cpe_kernels(graph, tgt, len(kernels), CpeMode(cpe_mode))
+    groups = assign_groups(graph) if group_launches else []
+    return LoweredModel(graph, tgt, kernels, cpe_ops, groups)
+
+
 def compile_model(model: Any, target: Target | str, out_dir: str | Path, lookup: Lookup | None, *,
                   example_inputs: Sequence[Any] | None = None, name: str = "model",
                   cpe_mode: CpeMode | str = "faster", fuse: bool = True, group_launches: bool = True) -> AotResult:
     """Compile ``model`` ahead of time for ``target`` into ``out_dir`` (created if needed);
     ``cpe_mode`` says which memory-bound operators become CPE kernels (tuner.aot.cpe_ops.CpeMode);
     ``group_launches``: consecutive CPE steps share one spawn (tuner.aot.launch_groups)."""
-    from tuner.aot.relax_reader import read_relax
     from tuner.codegen.host import SLAVE_API
     from tuner.codegen.tir import ctype
 
-    tgt = get_target(target)
-    mod = to_relax(model, example_inputs)
-    graph = read_relax(mod)
-    if lookup is None:  # inside `with apply_best(...)`: the block's schedules
-        from tuner.aot.context import current_lookup
-
-        lookup = current_lookup()
+    low = lower_model(to_relax(model, example_inputs), target, lookup, cpe_mode=cpe_mode, fuse=fuse,
+                      group_launches=group_launches)
+    graph, tgt, kernels = low.graph, low.target, low.kernels
     ty = ctype(graph.dtype)
-    if fuse:
-        from tuner.aot.fusion import fuse_epilogues
-
-        fuse_epilogues(graph, ty)
-    kernels = resolve_kernels(graph, tgt, lookup)
-    cpe_ops = assign_cpe_kernels(graph, tgt, len(kernels), CpeMode(cpe_mode))
-    groups = assign_groups(graph) if group_launches else []
     plan = plan_memory(graph)
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     layout = write_weights(graph, out / "weights.bin")
     files = {
         "host.c": host_file(graph, kernels, plan, name, tgt.name, ty),
-        "slave.c": slave_file(kernels, cpe_ops, ty, groups),
+        "slave.c": slave_file(kernels, low.cpe_ops, ty, low.groups),
         "swtune_kernel.h": kernel_header(ty),
         "swtune_slave_api.h": SLAVE_API,
         "model.h": model_header(graph, layout, plan, name, tgt.name),
@@ -174,11 +203,8 @@ def compile_model(model: Any, target: Target | str, out_dir: str | Path, lookup:
     }
     for fname, text in files.items():
         (out / fname).write_text(text)
-    rows = _rows(graph)
-    configs = {k.workload.key: k.config for k in kernels}
-    timing = model_time(graph, tgt, lambda w: configs.get(w.key))
-    result = AotResult(out, tgt.name, rows, kernels, graph, plan, [*files, "weights.bin", "manifest.json"],
-                       timing)
+    result = AotResult(out, tgt.name, _rows(graph), kernels, graph, plan, [*files, "weights.bin", "manifest.json"],
+                       low.timing())
     (out / "manifest.json").write_text(json.dumps(_manifest(result, name), indent=1))
     return result
 
