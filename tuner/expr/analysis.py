@@ -28,7 +28,7 @@ from tuner.space.analysis import (
     _plan,
     packed_plan,
 )
-from tuner.space.compute import block_shape, inner_loop
+from tuner.space.compute import BodyReads, block_shape, inner_loop
 from tuner.space.ops import AxisTiles, axis_tiles
 from tuner.targets import Sharing
 
@@ -152,6 +152,7 @@ def analyze_expr(space: ExprSpace, index: np.ndarray) -> Analysis:
     inner_ext = np.ones(n)
     misaligned = np.zeros(n)
     out_strided = np.zeros(n, dtype=bool)
+    body_loads, body_unaligned = np.zeros(n), np.zeros(n)
     for code, name in enumerate(geo.inner_axes):
         sel = inner_code == code
         if not sel.any():
@@ -172,6 +173,10 @@ def analyze_expr(space: ExprSpace, index: np.ndarray) -> Analysis:
         out_stride = geo.stride_along(geo.expr.output, name, geo.output_dims(t))
         out_strided = np.where(sel, (out_stride != 1) & (name != geo.red_axis.name), out_strided)
         reduction = np.where(sel, name == geo.red_axis.name, reduction)
+        if geo.expr.block_reason:
+            loads_b, unaligned_b = geo.body_reads(name, boxes, v["simd"])
+            body_loads = np.where(sel, loads_b, body_loads)
+            body_unaligned = np.where(sel, unaligned_b, body_unaligned)
         inner_ext = np.where(sel, t[name].full, inner_ext)
     vector = w > 1
     simd_fraction = np.where(vector, np.floor(inner_ext / w) * w / inner_ext, 0.0)
@@ -183,6 +188,10 @@ def analyze_expr(space: ExprSpace, index: np.ndarray) -> Analysis:
     # every CPE packs the whole tile it holds, however many CPEs shared its fetch
     pack_elems = (np.where(pack_a, fetches_a / np.maximum(steps, 1) * plan_a.ldm_bytes / ds, 0.0)
                   + np.where(pack_b, fetches_b / np.maximum(steps, 1) * plan_b.ldm_bytes / ds, 0.0))
+    # a body other than c += a*b (tuner/codegen/simd_expr.py) loads what its reads are, per trip of w
+    # points (c += a*b bodies keep the built-in rule: rb_o + rb_i loads per u FMAs)
+    body = (BodyReads(body_loads, body_unaligned, np.full(n, float(geo.fma_per_point)))
+            if geo.expr.block_reason else None)
     # acc = "reg": the register block the generated C holds (rows along the largest other output tile)
     shape = block_shape(inner_code, geo.inner_axes, list(geo.row_axes) + list(geo.col_axes),
                         {a.name: t[a.name].full for a in geo.axes}, [set(op.access.axes) for op in geo.operands],
@@ -190,7 +199,7 @@ def analyze_expr(space: ExprSpace, index: np.ndarray) -> Analysis:
     cp = inner_loop(target, w, v["unroll"], reduction, v["acc"], inner_ext, out_full, out_mean, fma_step,
                     simd_fraction, pack_elems, np.where(vector, misaligned, 0.0),
                     red.full if geo.red_innermost == 0 else np.full(n, float(geo.red_innermost)),
-                    out_strided & vector, shape)
+                    out_strided & vector, shape, body)
     compute = cp.cycles
     bus = np.maximum(plan_a.ldm_bytes, plan_b.ldm_bytes) * kf / target.share_bytes_per_cycle
     share_cost = np.where(mesh, kf * target.share_latency_cycles + np.maximum(0.0, bus - compute), 0.0)

@@ -84,6 +84,10 @@ class Expr:
     scalar_reason: str = ""
     # why the register-block micro-kernel (acc = "reg") cannot print the body; "" = it can (c += a*b)
     block_reason: str = ""
+    # every load of an input in the body, in order, duplicates kept (a stencil's five taps of X are five
+    # reads; ``inputs`` merges them into one box): the operand loads the vector C issues per point
+    # (tuner/codegen/simd_expr.py); empty: one read per input
+    reads: tuple[Access, ...] = ()
 
     @property
     def spatial(self) -> tuple[Axis, ...]:

@@ -162,6 +162,42 @@ class ExprGeometry:
             shifts = [s + c * v for s in shifts for v in range(self.fixed[a])]
         return sum(1 for s in shifts if s % lanes) / len(shifts)
 
+    def body_reads(self, axis: str, boxes: dict[str, list[Dim]], w: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """(LDM loads, unaligned vector loads) of one trip of the body's vector loop along ``axis``, w lanes,
+        as tuner/codegen/simd_expr.py prints it: per operand read, a broadcast (the read does not move
+        with ``axis``) is one load, a unit-stride vector (``axis`` only in the innermost index, step 1)
+        one load -- two and a merge when it starts off a vector boundary -- and any other read w scalar
+        loads. A unit read's start is its innermost offset from its box's origin (a stencil's halo
+        taps), shifted by whole-LDM reduction taps along that index and by whole rows of the box (the
+        other indices move in outer loops: every row start k * pitch mod w is taken as equally likely);
+        the LDM buffers themselves start on a vector boundary."""
+        loads, unaligned = np.zeros_like(w, dtype=float), np.zeros_like(w, dtype=float)
+        lanes = np.maximum(w, 1).astype(np.int64)
+        merged = {acc.tensor: acc for acc in self.expr.inputs}
+        for read in self.expr.reads or self.expr.inputs:
+            moving = [i for i, d in enumerate(read.dims) if d.coef(axis) != 0]
+            if not moving:
+                loads = loads + 1.0
+                continue
+            if moving != [len(read.dims) - 1] or read.dims[-1].coef(axis) != 1:
+                loads = loads + lanes
+                continue
+            loads = loads + 1.0
+            last = read.dims[-1]
+            shifts = [last.offset - merged[read.tensor].dims[-1].offset]
+            for a, c in last.coefs:
+                if a in self.fixed:
+                    shifts = [s + c * v for s in shifts for v in range(self.fixed[a])]
+            box = boxes[read.tensor]
+            # the pitch of a whole row: the innermost box extent (one-dimensional boxes have no rows)
+            pitch = (box[-1].full if len(box) > 1 else np.zeros_like(box[-1].full)).astype(np.int64)
+            off = np.zeros_like(loads)
+            for k in range(int(lanes.max())):
+                for sh in shifts:
+                    off = off + np.where(k < lanes, np.mod(k * pitch + sh, lanes) != 0, False)
+            unaligned = unaligned + np.where(lanes > 1, off / (lanes * len(shifts)), 0.0)
+        return loads, unaligned
+
     def packable(self, op: Operand) -> bool:
         """Whether the operand's per-tile boxes partition it, whatever the tile sizes, so that it can be
         stored tile after tile (the pack knob): every index dimension is one tiled axis with step 1 (box

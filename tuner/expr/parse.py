@@ -98,6 +98,39 @@ def _dim_access(region: Any, variables: list[Any], names: list[str], tensor: str
     return DimAccess(coefs=pairs, offset=values[-1], span=_int(region.extent, f"the span of an index of {tensor}"))
 
 
+def _body_reads(value: Any, output: str, variables: list[Any], names: list[str]) -> tuple[Access, ...]:
+    """Every load of an input in the body, in order, duplicates kept (each index with span 1)."""
+    from tvm import sym
+
+    found: list[Access] = []
+
+    def index(i: Any, tensor: str) -> DimAccess:
+        coefs = sym.detect_linear_equation(i, variables)
+        if len(coefs) != len(variables) + 1:
+            raise InvalidWorkloadError(f"an index of {tensor} is not affine in the axes: {i}")
+        values = [_int(c, f"a coefficient in the index {i} of {tensor}") for c in coefs]
+        return DimAccess(coefs=tuple((n, c) for n, c in zip(names, values[:-1]) if c != 0), offset=values[-1])
+
+    def walk(e: Any) -> None:
+        name = type(e).__name__
+        if name in _LOADS:
+            buf = e.source
+            if str(buf.name) != output:
+                shape = tuple(_int(s, f"the shape of {buf.name}") for s in buf.shape)
+                dims = tuple(index(i, str(buf.name)) for i in e.indices)
+                found.append(Access(str(buf.name), shape, dims))
+            return
+        kids = [getattr(e, f) for f in ("a", "b", "value") if hasattr(e, f)] + list(getattr(e, "args", []) or [])
+        if name == "Select":
+            kids = [e.condition, e.true_value, e.false_value]
+        for k in kids:
+            if hasattr(k, "same_as"):
+                walk(k)
+
+    walk(value)
+    return tuple(found)
+
+
 def _count_ops(expr: Any) -> int:
     """Arithmetic operations in an expression tree (casts and loads are free)."""
     name = type(expr).__name__
@@ -211,4 +244,5 @@ def describe(func: Any, name: str | None = None) -> Expr:
     return Expr(name=name or str(block.name_hint), dtype=dtype, axes=tuple(axes), inputs=inputs,
                 output=output, reducer=reducer, ops_per_point=max(1, _count_ops(value)),
                 instructions_per_point=max(1, instructions), scalar_reason=scalar,
-                block_reason=_block_reason(value, output.tensor))
+                block_reason=_block_reason(value, output.tensor),
+                reads=_body_reads(value, output.tensor, variables, names))

@@ -33,7 +33,10 @@ Per iteration the slower pipe, or the accumulator chain latency, sets the cycles
 address updates take ``loop_overhead_ops`` P1 slots; a register block needing more than the target's
 vector registers spills, each spilled register costing a store and a reload per iteration; a vector
 operand load that starts off a vector boundary (a conv's taps along ``ow``) is two loads and a merge.
-Each entry
+An expression body other than ``c += a*b`` (tuner/codegen/simd_expr.py, one vector of points per
+trip, no register block) is charged its own reads instead (:class:`BodyReads`): per trip, one load per
+operand read that is a broadcast or a unit-stride vector, two loads and a merge for such a vector that
+starts off a vector boundary, w scalar loads for one gathered lane by lane. Each entry
 into the innermost loop costs ``block_overhead_cycles``. Packing a strided operand into a unit-stride
 copy is a scalar load + store per element on P1. Left out: instruction-cache misses and the
 scheduling quality of a given compiler (hand-written assembly such as swGEMM's 16-cycle 4x4 loop
@@ -74,6 +77,20 @@ class BlockShape:
     # the reduction tile is ragged: every reduction step of the block runs under its bound
     # (a compare and a branch on P1 [A])
     red_ragged: np.ndarray
+
+
+@dataclass(frozen=True)
+class BodyReads:
+    """Per config: the operand loads of one trip of an expression body's vector loop (w points).
+
+    ``loads`` counts every LDM load (a broadcast or a unit-stride vector: 1, a gathered vector: w, an
+    unaligned vector: 1 here plus 1 in ``unaligned``); ``instructions`` is the trip's P0 issue (the
+    body's instructions per point), what converts a trip into the model's iterations of u P0 slots.
+    """
+
+    loads: np.ndarray
+    unaligned: np.ndarray
+    instructions: np.ndarray
 
 
 def block_shape(inner_code: np.ndarray, inner_axes: tuple[str, ...], out_axes: list[str],
@@ -167,7 +184,7 @@ def inner_loop(target: Target, w: np.ndarray, unroll: np.ndarray, reduction: np.
                inner_ext: np.ndarray, out_tile_full: np.ndarray, out_mean: np.ndarray, macs_step: np.ndarray,
                simd_fraction: np.ndarray, pack_elems: np.ndarray, misaligned: np.ndarray,
                red_innermost: np.ndarray, acc_strided: np.ndarray | None = None,
-               block: BlockShape | None = None) -> ComputePlan:
+               block: BlockShape | None = None, body: BodyReads | None = None) -> ComputePlan:
     """Cycles of one step from the knobs (``w`` lanes, ``unroll``, ``acc``) and the tile geometry."""
     red = reduction.astype(bool)
     blocked = ~red & acc_reg.astype(bool)  # accumulators held across the reduction (acc = "reg")
@@ -222,6 +239,10 @@ def inner_loop(target: Target, w: np.ndarray, unroll: np.ndarray, reduction: np.
         acc_vecs = np.where(blocked, rows * nv, acc_vecs)
         acc_scalars = np.where(blocked, rows * rem, acc_scalars)
         u = np.where(blocked, b_fma, u)
+    if body is not None:  # an expression body's own reads, per trip of ``instructions`` P0 slots
+        trips = u / np.maximum(body.instructions, 1.0)
+        loads = np.where(blocked, loads, trips * body.loads)
+        unaligned = np.where(blocked, unaligned, trips * body.unaligned)
     registers = np.where(red | ~blocked | (block is None), u + rb_o + rb_i, fma_iter + loads)
     spilled = np.maximum(0.0, registers - target.vector_registers)
 
