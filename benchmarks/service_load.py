@@ -268,7 +268,7 @@ def loss_phase(db: Database, base: str, token: str, n_jobs: int, n_workers: int,
     with db.session() as s:
         phase_jobs = [j for j in s.scalars(select(JobRow.id)).all() if j not in before_jobs]
     env = {**os.environ, "PYTHONPATH": str(ROOT), "SWTUNE_TOKEN": token}  # never in argv (`ps`)
-    cmd = [sys.executable, "-m", "service.worker", "--server", base, "--target", TARGET, "--backend", "simulator",
+    cmd = [sys.executable, "-m", "cli", "worker", "--server", base, "--target", TARGET, "--backend", "simulator",
            "--jobs-per-lease", "8", "--wait", "1", "--latency", "0.02", "--log-level", "ERROR"]
     procs = [subprocess.Popen(cmd + ["--name", f"loss-{i}"], cwd=ROOT, env=env) for i in range(n_workers)]
 

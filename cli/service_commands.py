@@ -92,6 +92,8 @@ def worker(server: Annotated[str, typer.Option(help="service URL, e.g. http://12
            max_jobs: Annotated[int | None, typer.Option(help="exit after posting this many results")] = None,
            idle_exit: Annotated[float | None, typer.Option(help="exit after this many idle seconds")] = None,
            noise: Annotated[float, typer.Option(help="simulator: relative measurement noise")] = DEFAULT_NOISE,
+           seed: Annotated[int, typer.Option(help="simulator: noise seed")] = 0,
+           latency: Annotated[float, typer.Option(hidden=True, help="tests: seconds added per measure call")] = 0.0,
            compile_cmd: Annotated[str, typer.Option(help="sunway: compile command template")] = "",
            run_cmd: Annotated[str, typer.Option(help="sunway: run command template")] = "",
            queue: Annotated[str, typer.Option(help="sunway: bsub queue")] = "q_sw_expr",
@@ -105,7 +107,8 @@ def worker(server: Annotated[str, typer.Option(help="service URL, e.g. http://12
     token = read_token(token, token_file)
     logging.basicConfig(level=log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     raise typer.Exit(run_worker(server, target, backend, token=token, batch=batch, name=name, wait_seconds=wait,
-                                max_jobs=max_jobs, idle_exit=idle_exit, noise=noise, compile_cmd=compile_cmd,
+                                max_jobs=max_jobs, idle_exit=idle_exit, noise=noise, seed=seed, latency=latency,
+                                compile_cmd=compile_cmd,
                                 run_cmd=run_cmd, queue=queue, time_pattern=time_pattern))
 
 

@@ -105,7 +105,7 @@ def start_workers(url: str, n: int, target: str, *, batch: int | None = None, to
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")]))}
     if token:
         env["SWTUNE_TOKEN"] = token
-    cmd = [sys.executable, "-m", "service.worker", "--server", url, "--target", target, "--backend", "simulator",
+    cmd = [sys.executable, "-m", "cli", "worker", "--server", url, "--target", target, "--backend", "simulator",
            "--wait", "5", "--log-level", "WARNING", *(["--jobs-per-lease", str(batch)] if batch else []), *extra]
     return [subprocess.Popen(cmd, env=env, cwd=str(REPO)) for _ in range(n)]
 

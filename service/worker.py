@@ -11,23 +11,20 @@ before leasing, leases one ``chunk`` of jobs by default, measures a chunk per ca
 backend raises InfrastructureError (this machine cannot measure) posts what was measured, hands the
 other jobs back unblamed and exits with code 2.
 
-    python -m service.worker --server http://127.0.0.1:8000 --target sw26010 --backend simulator
+    swtune worker --server http://127.0.0.1:8000 --target sw26010 --backend simulator
 """
 
 from __future__ import annotations
 
-import argparse
 import json
 import logging
 import os
 import secrets
 import signal
 import socket
-import sys
 import threading
 import time
 from collections.abc import Callable, Sequence
-from pathlib import Path
 from typing import Any
 
 import httpx
@@ -35,7 +32,7 @@ import httpx
 from service.client import ForbiddenError, LeaseLostError, ServiceClient, ServiceError
 from tuner.measure.base import InfrastructureError, MeasureBackend, MeasureResult
 from tuner.measure.noise import DEFAULT_NOISE
-from tuner.measure.registry import BackendName, BackendOptions, backend_for, backend_names
+from tuner.measure.registry import BackendName, BackendOptions, backend_for
 from tuner.workloads import workload_from_json
 
 log = logging.getLogger("swtune.worker")
@@ -215,7 +212,7 @@ def run_worker(server: str, target: str, backend: str = BackendName.SIMULATOR, *
                idle_exit: float | None = None, latency: float = 0.0, noise: float = DEFAULT_NOISE, seed: int = 0,
                compile_cmd: str = "", run_cmd: str = "", queue: str = "q_sw_expr", time_pattern: str = "",
                on_start: Callable[[Worker], None] | None = None) -> int:
-    """What `swtune worker` and `python -m service.worker` run; returns the exit code (2: the backend
+    """What `swtune worker` runs; returns the exit code (2: the backend
     cannot measure on this machine, said before anything is leased)."""
     measure = backend_for(backend, target, BackendOptions(noise=noise, seed=seed, compile_cmd=compile_cmd,
                                                           run_cmd=run_cmd, queue=queue, time_pattern=time_pattern))
@@ -235,42 +232,3 @@ def run_worker(server: str, target: str, backend: str = BackendName.SIMULATOR, *
     finally:
         client.close()
         log.info("worker %s stopped: %s", worker.name, worker.counts)
-
-
-def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m service.worker", description=__doc__.splitlines()[0])
-    p.add_argument("--server", required=True)
-    p.add_argument("--target", default="sw26010")
-    p.add_argument("--backend", choices=backend_names(), default=BackendName.SIMULATOR.value)
-    p.add_argument("--token", default=None, help="bearer token (default: $SWTUNE_TOKEN); an argument shows in "
-                                                  "`ps`: prefer SWTUNE_TOKEN or --token-file")
-    p.add_argument("--token-file", default=None, help="file whose first line is the bearer token")
-    p.add_argument("--jobs-per-lease", dest="batch", type=int, default=None,
-                   help="jobs asked for per lease (default: the backend's chunk, 16 on the simulator, 1 otherwise)")
-    p.add_argument("--name", default=None)
-    p.add_argument("--wait", type=float, default=10.0, help="long-poll seconds per lease request")
-    p.add_argument("--max-jobs", type=int, default=None, help="exit after posting this many results")
-    p.add_argument("--idle-exit", type=float, default=None, help="exit after this many idle seconds")
-    p.add_argument("--latency", type=float, default=0.0, help=argparse.SUPPRESS)
-    p.add_argument("--noise", type=float, default=DEFAULT_NOISE, help="simulator measurement noise (relative)")
-    p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--compile-cmd", default="", help="sunway: compile command template")
-    p.add_argument("--run-cmd", default="", help="sunway: run command template")
-    p.add_argument("--queue", default="q_sw_expr", help="sunway: bsub queue")
-    p.add_argument("--time-pattern", default="", help="sunway: regex with one group: kernel seconds")
-    p.add_argument("--log-level", default="INFO")
-    a = p.parse_args(argv)
-    if a.token_file:
-        lines = Path(a.token_file).read_text().strip().splitlines()
-        if a.token or not lines:
-            p.error("--token-file must name a non-empty file, and excludes --token")
-        a.token = lines[0].strip()
-    logging.basicConfig(level=a.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    return run_worker(a.server, a.target, a.backend, token=a.token, batch=a.batch, name=a.name,
-                      wait_seconds=a.wait, max_jobs=a.max_jobs, idle_exit=a.idle_exit, latency=a.latency,
-                      noise=a.noise, seed=a.seed, compile_cmd=a.compile_cmd, run_cmd=a.run_cmd, queue=a.queue,
-                      time_pattern=a.time_pattern)
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -40,7 +40,7 @@ def _env(url: str) -> dict[str, str]:
 
 
 def _start_worker(base: str, url: str, token: str, name: str) -> subprocess.Popen[bytes]:
-    return subprocess.Popen([sys.executable, "-m", "service.worker", "--server", base, "--target", "sw26010",
+    return subprocess.Popen([sys.executable, "-m", "cli", "worker", "--server", base, "--target", "sw26010",
                              "--backend", "simulator", "--jobs-per-lease", "4", "--wait", "2",
                              "--name", name, "--log-level", "WARNING"],
                             cwd=REPO, env={**_env(url), "SWTUNE_TOKEN": token})

@@ -43,7 +43,7 @@ def _start_server(url: str) -> tuple[subprocess.Popen[bytes], str]:
 def _start_worker(base: str, url: str, token: str, name: str, latency: float) -> subprocess.Popen[bytes]:
     # --latency: extra seconds per config, as a slow kernel would take; the token travels in the
     # environment, never in argv (where `ps` shows it)
-    return subprocess.Popen([sys.executable, "-m", "service.worker", "--server", base, "--target", "sw26010",
+    return subprocess.Popen([sys.executable, "-m", "cli", "worker", "--server", base, "--target", "sw26010",
                              "--backend", "simulator", "--jobs-per-lease", "4", "--wait", "2",
                              "--name", name, "--latency", str(latency), "--log-level", "WARNING"],
                             cwd=REPO, env={**_env(url), "SWTUNE_TOKEN": token})

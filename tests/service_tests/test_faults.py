@@ -67,7 +67,7 @@ def _restart_server(url: str, base: str) -> subprocess.Popen[bytes]:
 
 def _worker(base: str, url: str, token_file: Path, name: str, latency: float) -> subprocess.Popen[bytes]:
     # the token comes from a file: nothing secret in argv
-    return subprocess.Popen([sys.executable, "-m", "service.worker", "--server", base, "--target", "sw26010",
+    return subprocess.Popen([sys.executable, "-m", "cli", "worker", "--server", base, "--target", "sw26010",
                              "--backend", "simulator", "--token-file", str(token_file), "--jobs-per-lease", "2",
                              "--wait", "1", "--name", name, "--latency", str(latency), "--log-level", "ERROR"],
                             cwd=REPO, env=_env(url))
