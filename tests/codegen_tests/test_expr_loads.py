@@ -7,7 +7,8 @@ iteration of u P0 slots, ``operand_loads`` = loads per trip * u / instructions p
 analysis.py, compute.py ``BodyReads``). For stencil5 (five reads of X, halo taps along j) and
 weighted_gemm (three operands) the loads in the emitted trip are counted -- distinct LDM elements of
 the inputs (a broadcast is one load of one element), the output's traffic left out -- and must equal
-the charge exactly, as tests/codegen_tests/test_microkernel.py does for the built-in micro-kernels.
+the charge exactly, as tests/codegen_tests/test_microkernel.py does for the built-in micro-kernels; so
+must the output's loads and stores of the trip (accumulators in LDM), the rest of the P1 charge.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ pytest.importorskip("tvm")
 from tuner.codegen.sources import generate
 from tuner.expr.workload import workload_from_op
 from tuner.space import space_for
+from tuner.targets import get_target
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples" / "ops"
 CASES = [("stencil.py:stencil5", {"h": 14, "w": 18}), ("linalg.py:weighted_gemm", {"m": 24, "n": 20, "k": 36})]
@@ -61,7 +63,11 @@ def ldm_refs(text: str) -> list[str]:
 def counted(trip: str) -> dict[str, int]:
     refs = [r for r in ldm_refs(trip) if not r.startswith("C_ldm")]  # the output's buffer (role c)
     vectors = [r for r in refs if re.search(rf"SW_VLOADU\(\w+, &{re.escape(r)}", trip)]
-    return {"loads": len(set(refs)), "vector_loads": len(set(vectors))}
+    # the output: every reference is a load or a store; a strided one goes through a stack buffer
+    # (a vector store to it, then each lane read back and stored)
+    out = len([r for r in ldm_refs(trip) if r.startswith("C_ldm")])
+    out += len(re.findall(r", _l\);", trip)) + len(re.findall(r"= _l\[\d+\];", trip))
+    return {"loads": len(set(refs)), "vector_loads": len(set(vectors)), "output_ops": out}
 
 
 @pytest.mark.parametrize("ref, args", CASES)
@@ -70,6 +76,7 @@ def test_expression_trip_loads_what_the_model_charges(ref, args):
     assert wl.expr.block_reason  # printed by simd_expr.py, not simd.py's c += a*b loop
     geo_full = space_for(wl, "sw26010")
     ipp = geo_full.geometry.fma_per_point
+    target = get_target("sw26010")
     seen = set()
     for inner in geo_full.knobs[geo_full.knob_index["inner"]].choices:
         sub = space_for(wl, "sw26010", restrict={"simd": [4], "inner": [inner]})
@@ -83,6 +90,12 @@ def test_expression_trip_loads_what_the_model_charges(ref, args):
             # unaligned vectors are charged on top (a merge on P0), never more than the vector loads
             extra = (float(cp.p0_per_iter[0]) - float(cp.register_block[0])) * ipp / float(cp.register_block[0])
             assert 0.0 <= extra <= got["vector_loads"] + 1e-12, (cfg, got, extra)
+            # the output's traffic per trip (none when the lanes run along the reduction)
+            out_charged = (float(cp.p1_per_iter[0]) - float(cp.operand_loads[0]) - (float(cp.p0_per_iter[0])
+                           - float(cp.register_block[0])) - float(cp.spilled[0]) * target.spill_ops_per_register
+                           - target.loop_overhead_ops) * ipp / float(cp.register_block[0])
+            if not cp.acc_in_registers[0]:
+                assert got["output_ops"] == pytest.approx(out_charged, rel=1e-9, abs=1e-9), (cfg, got, out_charged)
             seen.add((inner, got["loads"]))
     if ref.startswith("stencil"):
         # lanes along j: five unit-stride vectors; along i: five reads gathered lane by lane

@@ -152,7 +152,7 @@ def analyze_expr(space: ExprSpace, index: np.ndarray) -> Analysis:
     inner_ext = np.ones(n)
     misaligned = np.zeros(n)
     out_strided = np.zeros(n, dtype=bool)
-    body_loads, body_unaligned = np.zeros(n), np.zeros(n)
+    body_loads, body_unaligned, body_out = np.zeros(n), np.zeros(n), np.zeros(n)
     for code, name in enumerate(geo.inner_axes):
         sel = inner_code == code
         if not sel.any():
@@ -177,6 +177,7 @@ def analyze_expr(space: ExprSpace, index: np.ndarray) -> Analysis:
             loads_b, unaligned_b = geo.body_reads(name, boxes, v["simd"])
             body_loads = np.where(sel, loads_b, body_loads)
             body_unaligned = np.where(sel, unaligned_b, body_unaligned)
+            body_out = np.where(sel, geo.body_output_ops(name, v["simd"]), body_out)
         inner_ext = np.where(sel, t[name].full, inner_ext)
     vector = w > 1
     simd_fraction = np.where(vector, np.floor(inner_ext / w) * w / inner_ext, 0.0)
@@ -190,7 +191,7 @@ def analyze_expr(space: ExprSpace, index: np.ndarray) -> Analysis:
                   + np.where(pack_b, fetches_b / np.maximum(steps, 1) * plan_b.ldm_bytes / ds, 0.0))
     # a body other than c += a*b (tuner/codegen/simd_expr.py) loads what its reads are, per trip of w
     # points (c += a*b bodies keep the built-in rule: rb_o + rb_i loads per u FMAs)
-    body = (BodyReads(body_loads, body_unaligned, np.full(n, float(geo.fma_per_point)))
+    body = (BodyReads(body_loads, body_unaligned, np.full(n, float(geo.fma_per_point)), body_out)
             if geo.expr.block_reason else None)
     # acc = "reg": the register block the generated C holds (rows along the largest other output tile)
     shape = block_shape(inner_code, geo.inner_axes, list(geo.row_axes) + list(geo.col_axes),

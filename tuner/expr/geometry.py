@@ -22,7 +22,7 @@ from math import prod
 
 import numpy as np
 
-from tuner.expr.expr import Access, AxisKind, Expr
+from tuner.expr.expr import Access, AxisKind, Expr, Reducer
 from tuner.space.ops import AxisTiles, Dim, TileAxis, tile_choices
 
 PAD_AXIS = "_r"  # the stand-in reduction axis (extent 1) of an element-wise expression
@@ -197,6 +197,20 @@ class ExprGeometry:
                     off = off + np.where(k < lanes, np.mod(k * pitch + sh, lanes) != 0, False)
             unaligned = unaligned + np.where(lanes > 1, off / (lanes * len(shifts)), 0.0)
         return loads, unaligned
+
+    def body_output_ops(self, axis: str, w: np.ndarray) -> np.ndarray:
+        """P1 ops of the output in one trip of the body's vector loop along the output axis ``axis``
+        (tuner/codegen/simd_expr.py): a reduction body reads it (one vector load, or w scalar loads
+        when it is strided along ``axis``), every body stores it (one vector store, or a store to a
+        stack buffer, w scalar loads of it and w scalar stores). Lanes along the reduction: none."""
+        if axis == self.red_axis.name:
+            return np.zeros_like(w, dtype=float)
+        lanes = np.maximum(w, 1).astype(float)
+        unit = self.expr.output.dims[-1].coef(axis) == 1  # the output is indexed by its axes in order
+        reads = self.expr.reducer is not Reducer.NONE
+        load = (1.0 if unit else lanes) if reads else 0.0
+        store = 1.0 if unit else np.where(w > 1, 1.0 + 2.0 * lanes, 1.0)
+        return np.zeros_like(lanes) + load + store
 
     def packable(self, op: Operand) -> bool:
         """Whether the operand's per-tile boxes partition it, whatever the tile sizes, so that it can be

@@ -36,7 +36,9 @@ operand load that starts off a vector boundary (a conv's taps along ``ow``) is t
 An expression body other than ``c += a*b`` (tuner/codegen/simd_expr.py, one vector of points per
 trip, no register block) is charged its own reads instead (:class:`BodyReads`): per trip, one load per
 operand read that is a broadcast or a unit-stride vector, two loads and a merge for such a vector that
-starts off a vector boundary, w scalar loads for one gathered lane by lane. Each entry
+starts off a vector boundary, w scalar loads for one gathered lane by lane; and its output's traffic
+per trip (a load where the body reads it, a store; lane by lane when strided) instead of a load and a
+store per FMA. Each entry
 into the innermost loop costs ``block_overhead_cycles``. Packing a strided operand into a unit-stride
 copy is a scalar load + store per element on P1. Left out: instruction-cache misses and the
 scheduling quality of a given compiler (hand-written assembly such as swGEMM's 16-cycle 4x4 loop
@@ -85,12 +87,14 @@ class BodyReads:
 
     ``loads`` counts every LDM load (a broadcast or a unit-stride vector: 1, a gathered vector: w, an
     unaligned vector: 1 here plus 1 in ``unaligned``); ``instructions`` is the trip's P0 issue (the
-    body's instructions per point), what converts a trip into the model's iterations of u P0 slots.
+    body's instructions per point), what converts a trip into the model's iterations of u P0 slots;
+    ``out_ops`` the output's P1 ops per trip when the lanes run along an output axis.
     """
 
     loads: np.ndarray
     unaligned: np.ndarray
     instructions: np.ndarray
+    out_ops: np.ndarray
 
 
 def block_shape(inner_code: np.ndarray, inner_axes: tuple[str, ...], out_axes: list[str],
@@ -239,16 +243,18 @@ def inner_loop(target: Target, w: np.ndarray, unroll: np.ndarray, reduction: np.
         acc_vecs = np.where(blocked, rows * nv, acc_vecs)
         acc_scalars = np.where(blocked, rows * rem, acc_scalars)
         u = np.where(blocked, b_fma, u)
+    acc_ops = 2.0 * u * acc_moves  # accumulators in LDM: a load and a store per FMA vector
     if body is not None:  # an expression body's own reads, per trip of ``instructions`` P0 slots
         trips = u / np.maximum(body.instructions, 1.0)
         loads = np.where(blocked, loads, trips * body.loads)
         unaligned = np.where(blocked, unaligned, trips * body.unaligned)
+        acc_ops = trips * body.out_ops
     registers = np.where(red | ~blocked | (block is None), u + rb_o + rb_i, fma_iter + loads)
     spilled = np.maximum(0.0, registers - target.vector_registers)
 
     p0 = fma_iter + unaligned
     p1 = (loads + unaligned + guard_ops + target.loop_overhead_ops + spilled * target.spill_ops_per_register
-          + np.where(in_regs, 0.0, 2.0 * u * acc_moves))
+          + np.where(in_regs, 0.0, acc_ops))
     chain = np.where(in_regs, target.fp_latency_cycles,
                      target.fp_latency_cycles + target.ldm_latency_cycles + 1.0)
     per_iter = np.maximum(np.maximum(p0, p1), chain)
