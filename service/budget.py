@@ -4,7 +4,7 @@ The gradient task scheduler of in-process tuning (tuner.search.scheduler) decide
 service. Its objective is the model's end-to-end time, sum_i w_i * best_i, with w_i a task's call
 count: its gain for task i, w_i * best_i / trials_i, is then the call count times the task's time per
 trial so far, i.e. the task's share of end-to-end time, so the layers that dominate the model get
-the rounds. The stored ``weight``, call count x baseline time (``baseline_time``), is that share
+the rounds. The stored ``weight``, call count x baseline time (tuner.baseline.baseline_time), is that share
 before any trial is measured: every task gets one warm-up round first, heaviest first.
 
 Nothing is kept in memory between driver rounds: the scheduler is rebuilt from the database each
@@ -19,27 +19,9 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from functools import lru_cache
 
 from db.submissions import Submission
-from tuner.baseline import openacc_baseline
-from tuner.measure.simulator import simulate
 from tuner.search.scheduler import GradientScheduler
-from tuner.space.factory import space_for
-from tuner.workloads import Workload
-
-
-@lru_cache(maxsize=4096)
-def baseline_time(workload: Workload, target: str) -> float | None:
-    """Simulated seconds of the OpenACC-like schedule (the baseline `swtune demo`, tune-model and the
-    dashboard compare against), or None when the space has no valid baseline schedule."""
-    space = space_for(workload, target)
-    try:
-        config = openacc_baseline(space)
-    except RuntimeError:
-        return None
-    t = float(simulate(space, space.encode(config)[None, :])[0])
-    return t if math.isfinite(t) and t > 0 else None
 
 
 @dataclass(frozen=True)

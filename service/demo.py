@@ -24,10 +24,8 @@ from rich.table import Table
 
 from service.client import ServiceClient
 from service.embedded import embedded_service
-from tuner.baseline import openacc_baseline
-from tuner.measure.simulator import simulate
+from tuner.baseline import baseline_time
 from tuner.models.zoo import model_layers
-from tuner.space.space import ScheduleSpace
 
 
 @dataclass(frozen=True)
@@ -52,8 +50,10 @@ def baselines(layers: list[Any], target: str) -> dict[str, float]:
     """The simulated time of each layer under the OpenACC-like schedule, by layer name."""
     out = {}
     for layer in layers:
-        space = ScheduleSpace(layer.workload, target)
-        out[layer.name] = float(simulate(space, space.encode(openacc_baseline(space))[None, :])[0])
+        t = baseline_time(layer.workload, target)
+        if t is None:
+            raise RuntimeError(f"no valid OpenACC-like schedule for {layer.workload.key}")
+        out[layer.name] = t
     return out
 
 

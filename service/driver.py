@@ -39,6 +39,7 @@ from db.engine import Database
 from service import budget
 from service.settings import Settings
 from service.strategies import available
+from tuner.baseline import baseline_time
 from tuner.errors import InvalidConfigError
 from tuner.measure.base import MeasureResult, Source, Status
 from tuner.search import SearchStrategy, create_strategy
@@ -182,7 +183,7 @@ class TuningDriver:
             for t in unweighed:
                 self._weighed.add(t.task_id)  # no estimate (no valid baseline): not retried every round
                 try:
-                    est = budget.baseline_time(t.workload, sub.target)
+                    est = baseline_time(t.workload, sub.target)
                 except Exception:  # noqa: BLE001 - the weight only orders warm-up rounds
                     log.exception("task %s: no baseline estimate", t.task_id)
                     continue

@@ -11,11 +11,15 @@ that small sub-space.
 from __future__ import annotations
 
 import itertools
+import math
+from functools import lru_cache
 
 import numpy as np
 
 from tuner.measure.simulator import simulate
+from tuner.space.factory import space_for
 from tuner.space.space import Config, ScheduleSpace
+from tuner.workloads import Workload
 
 FIXED = dict(share="none", dma="rows", put_lines=0, db_a=0, db_b=0, simd=1, unroll=1, acc="ldm")
 PARALLEL = {"64x1": "row", "1x64": "col"}  # grid -> the axes split element-wise over the CPEs
@@ -39,3 +43,17 @@ def openacc_baseline(space: ScheduleSpace) -> Config:
     if not np.isfinite(times).any():
         raise RuntimeError(f"no valid OpenACC-like schedule for {space.workload.key}")
     return space.decode(index[int(np.argmin(times))])
+
+
+@lru_cache(maxsize=4096)
+def baseline_time(workload: Workload, target: str) -> float | None:
+    """Simulated seconds of one call under the OpenACC-like schedule: what `swtune demo`, tune-model,
+    a model submission's budget and the dashboard compare against. None when the space has no valid
+    OpenACC-like schedule."""
+    space = space_for(workload, target)
+    try:
+        config = openacc_baseline(space)
+    except RuntimeError:
+        return None
+    t = float(simulate(space, space.encode(config)[None, :])[0])
+    return t if math.isfinite(t) and t > 0 else None

@@ -23,9 +23,9 @@ from db import tasks as tasks_db
 from db.domain import TaskInfo
 from db.refs import parse_workload, target_name
 from service.auth import Reader
-from service.budget import baseline_time
 from service.deps import Db
 from service.errors import AUTH, responses
+from tuner.baseline import baseline_time
 
 UI_DIR = FsPath(__file__).resolve().parents[1] / "ui"
 

@@ -19,9 +19,9 @@ from db.engine import Database
 from db.errors import InvalidInputError, NotFoundError
 from db.orm import JobRow, MeasurementRow, SubmissionRow, TaskRow, WorkloadRow
 from db.submissions import LayerSpec
-from service.budget import baseline_time
 from service.driver import TuningDriver
 from service.settings import Settings
+from tuner.baseline import baseline_time
 from tuner.measure.simulator import Simulator
 from tuner.workloads import Dense
 

@@ -11,8 +11,8 @@ from api_helpers import Api, lease
 from sqlalchemy import func, select
 
 from db.orm import JobRow, SubmissionRow, TaskRow, WorkloadRow
-from service.budget import baseline_time
 from service.driver import TuningDriver
+from tuner.baseline import baseline_time
 from tuner.workloads import workload_from_json
 
 TARGET = "sw26010"
