@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from tuner.codegen.tir import cexpr, const_int, free_vars, kind
+from tuner.space.choices import Dma
 
 LDM_SCOPE = "local.ldm"
 
@@ -102,7 +103,7 @@ class BoxC:
             return self._packed_request(o, action)
         blk = " * ".join(n(d) for d in range(k, nd))
         lines = ["{", f"  long _blk = {blk}; long _lo = 0; int _rq = 0;"]
-        loop_dims = list(range(0, k - 1)) if mode == "strided" else list(range(0, k))
+        loop_dims = list(range(0, k - 1)) if mode == Dma.STRIDED.label else list(range(0, k))
         ind = "  "
         for d in loop_dims:
             lines.append(f"{ind}for (int _i{d} = 0; _i{d} < {n(d)}; _i{d}++) {{")
@@ -112,7 +113,7 @@ class BoxC:
             idx = f"({o(d)} + _i{d})" if d in loop_dims else o(d)
             terms.append(f"{idx} * {self.pitches[d]}L")
         mem_off = " + ".join(terms)
-        if mode == "strided" and k >= 1:
+        if mode == Dma.STRIDED.label and k >= 1:
             s = k - 1
             length = f"{n(s)} * _blk * {ds}"
             bsize = f"_blk * {ds}"

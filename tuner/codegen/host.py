@@ -15,6 +15,7 @@ import numpy as np
 
 from tuner.codegen.schedule import Scheduled
 from tuner.codegen.tir import ctype
+from tuner.space.choices import Pack
 from tuner.space.ops import axis_tiles, geometry_for
 from tuner.targets import Toolchain
 from tuner.workloads import Conv2d
@@ -116,7 +117,7 @@ def pack_b(s: Scheduled, ty: str) -> tuple[str, str]:
 
     The tile of b is the analysis' box (tuner/space/ops.py); only whole tiles pack, so the copy
     is a permutation. Returns ("", "b") when b is not packed."""
-    if s.config.get("pack", "none") != "b":
+    if s.config.get("pack", Pack.NONE.label) != Pack.B.label:
         return "", "b"
     geo = geometry_for(s.workload)
     t = {a.name: axis_tiles(a.extent, np.array([float(s.config[f"tile_{a.name}"])])) for a in geo.axes}

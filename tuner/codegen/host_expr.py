@@ -18,6 +18,7 @@ from tuner.codegen.schedule import Scheduled
 from tuner.codegen.tir import ctype
 from tuner.expr.expr import Expr
 from tuner.expr.geometry import ExprGeometry
+from tuner.space.choices import Pack
 
 
 def _expr(s: Scheduled) -> Expr:
@@ -64,7 +65,7 @@ def expr_host_file(s: Scheduled) -> str:
     fill = " ".join(f"sw_fill({r}, {n[r]}L, {i + 1}u);" for i, r in enumerate(roles))
     free = " ".join(f"free({r});" for r in roles)
     files = " ".join(s.op.inputs)
-    packed = [r for r in roles if r[0] == "b"] if s.config.get("pack", "none") == "b" else []
+    packed = [r for r in roles if r[0] == "b"] if s.config.get("pack", Pack.NONE.label) == Pack.B.label else []
     alloc += "".join(f"\n  {ty} *{r}_p = sw_alloc(sizeof({ty}) * {n[r]}L);" for r in packed)
     pack = "".join(_pack(s, r, ty) for r in packed)
     ops = {op.access.tensor: op for op in ExprGeometry(_expr(s)).operands} if packed else {}

@@ -25,6 +25,7 @@ from tuner.codegen.simd import gathered_dims, microkernel, simd_loop
 from tuner.codegen.simd_expr import expr_simd_loop
 from tuner.codegen.te_ops import role_group
 from tuner.codegen.tir import cexpr, const_int, ctype, kind, lower
+from tuner.space.choices import Order, Pack, Share
 from tuner.targets import Family
 
 KERNEL = "swtune_kernel"
@@ -65,7 +66,7 @@ class SlavePrinter:
         self.full: dict[str, list[int]] = {}
         self.cpe_var = ""
         self.row_round = self.col_round = ""
-        self.mesh = s.config["share"] == "mesh"
+        self.mesh = s.config["share"] == Share.MESH.label
         self.chunk_var: str | None = None
         self._collect(self.func.body)
         # operands a vector loop reads strided along its lanes -> the box dimension the lanes run
@@ -97,7 +98,8 @@ class SlavePrinter:
 
     def _box(self, nest: CopyNest, env: dict[str, str]) -> BoxC:
         pl = self.put_lines and nest.role == "c"
-        packed = role_group(nest.role) == "b" and self.s.config.get("pack", "none") == "b"  # host.py stores b tiled
+        # host.py stores b tiled
+        packed = role_group(nest.role) == "b" and self.s.config.get("pack", Pack.NONE.label) == Pack.B.label
         box = box_c(nest, env, self.ds, nest.role, put_lines=pl, line_elems=self.line_elems, packed=packed)
         self.ndims[nest.role] = len(box.bases)
         self.full[nest.role] = box.full
@@ -244,7 +246,7 @@ class SlavePrinter:
         rounds = ann.get("swtune.rounds")
         if "swtune.chunks" in ann:
             self.chunk_var = v
-        row_first = self.s.config["tile_order"] == "row"
+        row_first = self.s.config["tile_order"] == Order.ROW.label
         if rounds == "outer":
             if row_first:
                 self.row_round = v

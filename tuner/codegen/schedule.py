@@ -42,6 +42,7 @@ import numpy as np
 from tuner.codegen.te_ops import role_group
 from tuner.expr.geometry import PAD_AXIS
 from tuner.space.analysis import operand_axes
+from tuner.space.choices import Acc, Order, Share
 from tuner.space.compute import rows_axis
 from tuner.space.factory import space_for
 from tuner.space.ops import axis_tiles
@@ -103,7 +104,7 @@ def operand_reuse(workload: Workload, tiles: dict[str, int], chunks: int, order:
         return False, False
     a_free = not (isinstance(workload, Conv2d) and workload.groups > 1 and tiles["k"] < workload.k)
     b_free = not (isinstance(workload, BatchMatmul) and tiles["b"] < workload.b)
-    return order == "row" and a_free, order == "col" and b_free
+    return order == Order.ROW.label and a_free, order == Order.COL.label and b_free
 
 
 @dataclass(frozen=True)
@@ -145,7 +146,8 @@ def _reuse(workload: Workload, geo: Any, roles: dict[str, str], tiles: dict[str,
     for op in geo.operands:
         row_tiles = int(np.prod([-(-extents[r] // tiles[r]) for r in op.row_axes]))
         free = op.group == "a" or row_tiles == 1
-        out[roles[op.access.tensor]] = chunks == 1 and free and order == ("row" if op.group == "a" else "col")
+        keeps = (Order.ROW if op.group == "a" else Order.COL).label  # the order that keeps this operand
+        out[roles[op.access.tensor]] = chunks == 1 and free and order == keeps
     return out
 
 
@@ -227,7 +229,7 @@ def build_schedule(workload: Workload, target: Target | str, config: Config) -> 
     col_f = sch.fuse(*[outer[n] for n in cols]) if len(cols) > 1 else outer[cols[0]]
     r_round, r_cpe = sch.split(row_f, [None, pr])
     c_round, c_cpe = sch.split(col_f, [None, pc])
-    order = [r_round, c_round] if config["tile_order"] == "row" else [c_round, r_round]
+    order = [r_round, c_round] if config["tile_order"] == Order.ROW.label else [c_round, r_round]
     sch.reorder(r_cpe, c_cpe, *order, outer[red])
     cpe = sch.fuse(r_cpe, c_cpe)
     sch.annotate(cpe, "swtune.cpe", f"{pr}x{pc}")
@@ -243,8 +245,8 @@ def build_schedule(workload: Workload, target: Target | str, config: Config) -> 
     share = config["share"]
     a_ok, b_ok = _shareable(workload, geo, tiles, pr)
     groups = {role_group(r) for r in op.roles}
-    share_a = share != "none" and a_ok and pc > 1 and "a" in groups
-    share_b = share != "none" and pr > 1 and b_ok and "b" in groups
+    share_a = share != Share.NONE.label and a_ok and pc > 1 and "a" in groups
+    share_b = share != Share.NONE.label and pr > 1 and b_ok and "b" in groups
 
     cw = sch.cache_write(blk, 0, LDM_SCOPE)
     sch.reverse_compute_at(cw, order[1])
@@ -282,7 +284,7 @@ def register_block(config: Config, tiles: dict[str, int], reduction: list[str],
     operand moves with (``operand_axes``) -- each cut down to a divisor of its tile.
     """
     inner = config["inner"]
-    if config.get("acc", "ldm") != "reg" or inner in reduction:
+    if config.get("acc", Acc.LDM.label) != Acc.REG.label or inner in reduction:
         return None
     w = int(config["simd"])
     outputs = [n for n in tiles if n not in reduction and n != inner]

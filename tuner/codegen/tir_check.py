@@ -20,6 +20,7 @@ from tuner.codegen.boxes import LDM_SCOPE, CopyNest, match_copy
 from tuner.codegen.schedule import Scheduled
 from tuner.codegen.te_ops import role_group
 from tuner.codegen.tir import const_int, evaluate, free_vars, kind, lower
+from tuner.space.choices import Dma, Order, Pack
 
 
 @dataclass
@@ -45,7 +46,7 @@ class _Walker:
         self.roles: dict[str, str] = {}
 
         self.put_lines = bool(s.config["put_lines"])
-        self.strided = s.config["dma"] == "strided"
+        self.strided = s.config["dma"] == Dma.STRIDED.label
         self.row_var = self.col_var = ""
         self.cpe_var = ""  # the kernel's CPE-id loop variable, set once the loop is found
 
@@ -86,7 +87,7 @@ class _Walker:
         ann = dict(node.annotations)
         v, ext = node.loop_var.name, const_int(node.extent)
         rounds = ann.get("swtune.rounds")
-        row_first = self.s.config["tile_order"] == "row"
+        row_first = self.s.config["tile_order"] == Order.ROW.label
         if rounds is not None:
             is_row = (rounds == "outer") == row_first
             if is_row:
@@ -139,7 +140,7 @@ class _Walker:
         while kdim >= 1 and full[kdim] >= extents[kdim]:
             kdim -= 1
         outer = lens[: max(kdim - 1, 0)] if self.strided else lens[:kdim]
-        if role_group(role) == "b" and s.config.get("pack", "none") == "b":
+        if role_group(role) == "b" and s.config.get("pack", Pack.NONE.label) == Pack.B.label:
             outer = []  # b stored tile after tile (pack knob): one request per box
         self.fig.requests[role] += prod(outer)
         self.fig.bytes[role] += prod(lens) * self.ds

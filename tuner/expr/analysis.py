@@ -17,17 +17,8 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from tuner.space.analysis import (
-    PACK_B,
-    REASONS,
-    SHARE_BCAST,
-    SHARE_MESH,
-    SHARE_NONE,
-    Analysis,
-    BufferPlan,
-    _plan,
-    packed_plan,
-)
+from tuner.space.analysis import Analysis, BufferPlan, _plan, packed_plan
+from tuner.space.choices import Acc, Order, Pack, Reason, Share
 from tuner.space.compute import BodyReads, block_shape, inner_loop
 from tuner.space.ops import AxisTiles, axis_tiles
 from tuner.targets import Sharing
@@ -35,9 +26,6 @@ from tuner.targets import Sharing
 if TYPE_CHECKING:
     from tuner.expr.geometry import ExprGeometry
     from tuner.expr.space import ExprSpace
-
-_FAIL = {name: code for code, name in enumerate(REASONS)}
-
 
 def _merge(plans: list[BufferPlan], n: int) -> BufferPlan:
     if not plans:
@@ -91,26 +79,26 @@ def analyze_expr(space: ExprSpace, index: np.ndarray) -> Analysis:
     on_mesh = (pr <= target.mesh_rows) & (pc <= target.mesh_cols)
     a_ok = np.logical_and.reduce([geo.shareable(op, t, pr) for op in group_a] + [np.ones(n, dtype=bool)])
     b_ok = np.logical_and.reduce([geo.shareable(op, t, pr) for op in group_b] + [np.ones(n, dtype=bool)])
-    sharing = share != SHARE_NONE
+    sharing = share != Share.NONE
     a_shared = sharing & a_ok & (pc > 1) & bool(group_a)
     b_shared = sharing & b_ok & (pr > 1) & bool(group_b)
-    mesh = share == SHARE_MESH
+    mesh = share == Share.MESH
     kf = np.where(mesh, pr, 1.0)
     chunks = np.ceil(geo.red_axis.extent / (red.full * kf))
     steps = tiles_cpe * chunks
     k_tiles = np.ceil(geo.red_axis.extent / red.full)
     single_chunk = k_tiles == 1
-    row_order = v["tile_order"] == 0
+    row_order = v["tile_order"] == Order.ROW
     col_rounds, row_rounds = np.ceil(cols_total / pc), np.ceil(rows_total / pr)
 
     boxes = {op.access.tensor: geo.dims(op.access, t) for op in geo.operands}  # each operand's LDM box
-    packed_b = (v["pack"] == PACK_B) if "pack" in v else np.zeros(n, dtype=bool)
+    packed_b = (v["pack"] == Pack.B) if "pack" in v else np.zeros(n, dtype=bool)
     b_whole = np.ones(n, dtype=bool)
 
     def plans(group: tuple, is_a: bool) -> tuple[list[BufferPlan], np.ndarray, np.ndarray]:
         out, limits, fetches = [], np.ones(n, dtype=bool), np.zeros(n)
         shared = a_shared if is_a else b_shared
-        bcast = shared & (share == SHARE_BCAST)
+        bcast = shared & (share == Share.BCAST)
         split = np.where(bcast, np.minimum(pc, cols_total) if is_a else np.minimum(pr, rows_total), 1.0)
         for op in group:
             reuse = single_chunk & (row_order if is_a else ~row_order) & geo.reusable(op, t)
@@ -197,7 +185,7 @@ def analyze_expr(space: ExprSpace, index: np.ndarray) -> Analysis:
     shape = block_shape(inner_code, geo.inner_axes, list(geo.row_axes) + list(geo.col_axes),
                         {a.name: t[a.name].full for a in geo.axes}, [set(op.access.axes) for op in geo.operands],
                         lane_gathered, red.mean < red.full)
-    cp = inner_loop(target, w, v["unroll"], reduction, v["acc"], inner_ext, out_full, out_mean, fma_step,
+    cp = inner_loop(target, w, v["unroll"], reduction, v["acc"] == Acc.REG, inner_ext, out_full, out_mean, fma_step,
                     simd_fraction, pack_elems, np.where(vector, misaligned, 0.0),
                     red.full if geo.red_innermost == 0 else np.full(n, float(geo.red_innermost)),
                     out_strided & vector, shape, body)
@@ -221,23 +209,23 @@ def analyze_expr(space: ExprSpace, index: np.ndarray) -> Analysis:
     ldm_total = ldm_a + ldm_b + ldm_c + ldm_pack
     reason = np.zeros(n, dtype=np.int64)
 
-    def fail(name: str, bad: np.ndarray) -> None:
-        np.putmask(reason, (reason == 0) & bad, _FAIL[name])
+    def fail(why: Reason, bad: np.ndarray) -> None:
+        np.putmask(reason, (reason == Reason.OK) & bad, int(why))
 
-    fail("ldm_overflow", ldm_total > target.ldm_budget_bytes)
-    fail("sharing_needs_mesh_grid", sharing & (~on_mesh | ((pr == 1) & (pc == 1))))
-    fail("rlc_needs_square_grid", mesh & ((pr != pc) | (pr < 2)))
-    fail("operand_not_shareable", (mesh & ~(a_ok & b_ok)) | (sharing & ~a_shared & ~b_shared))
-    fail("put_lines_unaligned", v["put_lines"].astype(bool) & ~lines_c)
-    fail("dma_descriptor_limit", ~(limit_a & limit_b & limit_c))
-    fail("acc_reg_needs_output_inner", v["acc"].astype(bool) & reduction)
-    fail("pack_needs_whole_tiles", packed_b & ~b_whole)
+    fail(Reason.LDM_OVERFLOW, ldm_total > target.ldm_budget_bytes)
+    fail(Reason.SHARING_NEEDS_MESH_GRID, sharing & (~on_mesh | ((pr == 1) & (pc == 1))))
+    fail(Reason.RLC_NEEDS_SQUARE_GRID, mesh & ((pr != pc) | (pr < 2)))
+    fail(Reason.OPERAND_NOT_SHAREABLE, (mesh & ~(a_ok & b_ok)) | (sharing & ~a_shared & ~b_shared))
+    fail(Reason.PUT_LINES_UNALIGNED, v["put_lines"].astype(bool) & ~lines_c)
+    fail(Reason.DMA_DESCRIPTOR_LIMIT, ~(limit_a & limit_b & limit_c))
+    fail(Reason.ACC_REG_NEEDS_OUTPUT_INNER, (v["acc"] == Acc.REG) & reduction)
+    fail(Reason.PACK_NEEDS_WHOLE_TILES, packed_b & ~b_whole)
 
     macs_cpe = tiles_cpe * macs_tile
     flops_cpe = tiles_cpe * out_mean * geo.red_axis.extent * geo.red_fixed * geo.expr.ops_per_point
     mem = plan_a.bytes + plan_b.bytes + plan_c.bytes
     return Analysis(
-        valid=reason == 0, reason=reason, ldm_a=ldm_a, ldm_b=ldm_b, ldm_c=ldm_c, ldm_pack=ldm_pack,
+        valid=reason == Reason.OK, reason=reason, ldm_a=ldm_a, ldm_b=ldm_b, ldm_c=ldm_c, ldm_pack=ldm_pack,
         ldm_total=ldm_total, a=plan_a, b=plan_b, c=plan_c, pr=pr, pc=pc, active_cpes=active,
         tiles_per_cpe=tiles_cpe, steps_per_cpe=steps, chunks_per_tile=chunks, imbalance=imbalance,
         macs_per_cpe=macs_cpe, flops_per_cpe=flops_cpe, simd_width=w, simd_fraction=simd_fraction,

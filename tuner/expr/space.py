@@ -18,18 +18,10 @@ from tuner.errors import InvalidConfigError
 from tuner.expr.analysis import analyze_expr
 from tuner.expr.geometry import PACK_UNSUPPORTED, ExprGeometry
 from tuner.expr.workload import ExprWorkload
-from tuner.space.analysis import REASONS, Analysis
+from tuner.space.analysis import Analysis
+from tuner.space.choices import Acc, Dma, Order, Pack, Reason, Share, reason_label
 from tuner.space.knobs import Knob
-from tuner.space.space import (
-    ACC_CHOICES,
-    DMA_CHOICES,
-    GRIDS,
-    ORDER_CHOICES,
-    PACK_CHOICES,
-    SHARE_CHOICES,
-    UNROLL_CHOICES,
-    ScheduleSpace,
-)
+from tuner.space.space import GRIDS, UNROLL_CHOICES, ScheduleSpace
 from tuner.targets import Target, get_target
 
 
@@ -48,14 +40,14 @@ class ExprSpace(ScheduleSpace):
                  for a in geo.axes]
         knobs += [
             Knob("grid", GRIDS, ordered=False, doc="CPE grid: row axes' tiles over mesh rows, col axes' over columns"),
-            Knob("share", SHARE_CHOICES, ordered=False, doc="tile sharing across the mesh"),
-            Knob("dma", DMA_CHOICES, ordered=False, doc="one strided descriptor per tile, or one request per row"),
+            Knob("share", Share.labels(), ordered=False, doc="tile sharing across the mesh"),
+            Knob("dma", Dma.labels(), ordered=False, doc="one strided descriptor per tile, or one request per row"),
             Knob("put_lines", (0, 1), ordered=False, doc="pad output rows so puts write whole 128-B lines"),
             Knob("db_a", (0, 1), ordered=False, doc="double-buffer the row-shared operands"),
             Knob("db_b", (0, 1), ordered=False, doc="double-buffer the column-shared operands"),
             Knob("db_c", (0, 1), ordered=False, default=0,
                  doc="double-buffer the output tile: its put overlaps the next tile's compute"),
-            Knob("tile_order", ORDER_CHOICES, ordered=False, doc="traversal of a CPE's output tiles"),
+            Knob("tile_order", Order.labels(), ordered=False, doc="traversal of a CPE's output tiles"),
             Knob("inner", geo.inner_axes, ordered=False, doc="innermost compute loop axis"),
             self._simd_knob(workload),
             Knob("unroll", UNROLL_CHOICES, doc="independent accumulators (register block)"),
@@ -88,9 +80,9 @@ class ExprSpace(ScheduleSpace):
         accumulators stay in LDM, as the generated C keeps them."""
         doc = "accumulators in LDM or registers"
         if workload.expr.block_reason:
-            return Knob("acc", ("ldm",), ordered=False, default="ldm", category_codes=(ACC_CHOICES.index("ldm"),),
-                        doc=f"{doc}; only ldm: {workload.expr.block_reason}")
-        return Knob("acc", ACC_CHOICES, ordered=False, default="ldm", doc=doc)
+            return Knob("acc", (Acc.LDM.label,), ordered=False, default=Acc.LDM.label,
+                        category_codes=(int(Acc.LDM),), doc=f"{doc}; only ldm: {workload.expr.block_reason}")
+        return Knob("acc", Acc.labels(), ordered=False, default=Acc.LDM.label, doc=doc)
 
     @staticmethod
     def _pack_knob(geo: ExprGeometry) -> Knob:
@@ -99,9 +91,9 @@ class ExprSpace(ScheduleSpace):
         have to duplicate elements -- such operators offer ``pack="none"`` alone, by name here."""
         doc = "column-shared operands laid out tile after tile: one contiguous DMA per tile"
         if all(geo.packable(op) for op in geo.group("b")):
-            return Knob("pack", PACK_CHOICES, ordered=False, default="none", doc=doc)
-        none = PACK_CHOICES.index("none")
-        return Knob("pack", ("none",), ordered=False, default="none", category_codes=(none,),
+            return Knob("pack", Pack.labels(), ordered=False, default=Pack.NONE.label, doc=doc)
+        return Knob("pack", (Pack.NONE.label,), ordered=False, default=Pack.NONE.label,
+                    category_codes=(int(Pack.NONE),),
                     doc=doc + f"; {PACK_UNSUPPORTED}")
 
     def analyze(self, index: np.ndarray) -> Analysis:
@@ -114,7 +106,7 @@ class ExprSpace(ScheduleSpace):
         vector = self.encode(config)
         result = self.analyze(vector[None, :])
         if not result.valid[0]:
-            raise InvalidConfigError(f"config breaks the rule {REASONS[int(result.reason[0])]!r}: "
+            raise InvalidConfigError(f"config breaks the rule {reason_label(result.reason[0])!r}: "
                                      f"LDM {int(result.ldm_total[0])} B of {self.target.ldm_budget_bytes} B")
         return vector
 
@@ -122,7 +114,7 @@ class ExprSpace(ScheduleSpace):
         tile_cols = [i for i, k in enumerate(self.knobs) if k.name.startswith("tile_") and len(k) > 1]
         index = index.copy()
         for _ in range(rounds if tile_cols else 0):
-            over = self.analyze(index).reason == REASONS.index("ldm_overflow")
+            over = self.analyze(index).reason == Reason.LDM_OVERFLOW
             if not over.any():
                 break
             rows = np.flatnonzero(over)

@@ -28,7 +28,7 @@ import numpy as np
 
 from tuner.expr.geometry import PAD_AXIS, ExprGeometry
 from tuner.expr.space import ExprSpace
-from tuner.space.analysis import SHARE_NONE
+from tuner.space.choices import Dma, Order, Pack, Share
 from tuner.space.ops import axis_tiles
 
 _NP_DTYPES = {"float32": np.float32, "float64": np.float64}
@@ -155,7 +155,7 @@ class TileChecker:
         red = geo.red_axis.name
         k_tiles = counts[red]
         analysis = space.analyze(space.encode(config)[None, :])
-        share = int(analysis.share_mode[0]) != SHARE_NONE
+        share = int(analysis.share_mode[0]) != Share.NONE
         row_coords = list(itertools.product(*(range(counts[a]) for a in geo.row_axes)))
 
         def column_agrees(op: Any) -> bool:
@@ -173,9 +173,9 @@ class TileChecker:
         b_shared = share and pr > 1 and bool(geo.group("b")) and b_rule
         if b_shared and not all(column_agrees(op) for op in geo.group("b")):
             return False, True, "a shared box differs between the CPEs of a mesh column"
-        row_order = config["tile_order"] == "row"
-        strided = config["dma"] == "strided"
-        packed = config.get("pack", "none") == "b"
+        row_order = config["tile_order"] == Order.ROW.label
+        strided = config["dma"] == Dma.STRIDED.label
+        packed = config.get("pack", Pack.NONE.label) == Pack.B.label
         # Multiplicity of one (tile, k tile) fetch over the mesh, as the schedule walks it.
         col_rounds, row_rounds = -(-cols_total // pc), -(-rows_total // pr)
 

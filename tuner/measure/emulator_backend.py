@@ -140,11 +140,11 @@ class EmulatorBackend:
             return self._fail(config, Status.INVALID_CONFIG, str(exc))
         an = space.analyze(row[None, :])
         if not an.valid[0]:
-            from tuner.space.analysis import REASONS
+            from tuner.space.choices import Reason
 
-            reason = REASONS[int(an.reason[0])]
-            status = Status.LDM_OVERFLOW if reason == "ldm_overflow" else Status.INVALID_CONFIG
-            return self._fail(config, status, reason)
+            reason = Reason(int(an.reason[0]))
+            status = Status.LDM_OVERFLOW if reason is Reason.LDM_OVERFLOW else Status.INVALID_CONFIG
+            return self._fail(config, status, reason.label)
         t0 = time.perf_counter()
         try:
             src = generate(workload, target, config)

@@ -22,7 +22,8 @@ import numpy as np
 from tuner.measure.base import MeasureResult, Source, Status
 from tuner.measure.dma_model import request_cycles
 from tuner.measure.noise import DEFAULT_NOISE, noise_factors
-from tuner.space.analysis import REASONS, Analysis, BufferPlan
+from tuner.space.analysis import Analysis, BufferPlan
+from tuner.space.choices import Reason
 from tuner.space.compute import PipeBound
 from tuner.space.epilogue import epilogue_cycles
 from tuner.space.factory import space_for
@@ -176,11 +177,12 @@ class Simulator:
             for row, i in enumerate(positions):
                 config = dict(configs[i])
                 if not analysis.valid[row]:
-                    reason = REASONS[int(analysis.reason[row])]
-                    status = Status.LDM_OVERFLOW if reason == "ldm_overflow" else Status.INVALID_CONFIG
+                    reason = Reason(int(analysis.reason[row]))
+                    status = Status.LDM_OVERFLOW if reason is Reason.LDM_OVERFLOW else Status.INVALID_CONFIG
                     results[i] = MeasureResult(
                         config=config, status=status, source=self.source,
-                        error=f"{reason}: LDM {int(analysis.ldm_total[row])} B, budget {target.ldm_budget_bytes} B",
+                        error=f"{reason.label}: LDM {int(analysis.ldm_total[row])} B, "
+                              f"budget {target.ldm_budget_bytes} B",
                     )
                     continue
                 base = float(seconds[row])

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from tuner.space.choices import Acc, Dma, Order, Pack, Reason, Share
 from tuner.space.compute import ComputePlan, block_shape, inner_loop
 from tuner.space.epilogue import EpiloguePlan, plan_epilogue
 from tuner.space.ops import AxisTiles, Dim, OpGeometry, axis_tiles
@@ -26,14 +27,8 @@ LINE = 128  # DRAM line bytes: DMA moves whole lines
 DMA_BSIZE_MAX = (1 << 20) - 1  # 20-bit block-size field of a DMA descriptor [P] dma.h
 DMA_LEN_MAX = (1 << 24) - 1  # 24-bit size field
 
-SHARE_NONE, SHARE_BCAST, SHARE_MESH = 0, 1, 2  # "mesh" = register communication (RLC) or RMA
-DMA_STRIDED, DMA_ROWS = 0, 1
-
-# Reasons a config is invalid, in the order they are checked (the first that applies is reported).
-REASONS = ("ok", "ldm_overflow", "sharing_needs_mesh_grid", "rlc_needs_square_grid",
-           "operand_not_shareable", "put_lines_unaligned", "dma_descriptor_limit", "acc_reg_needs_output_inner",
-           "pack_needs_whole_tiles", "epilogue_needs_dense_rows")
-PACK_NONE, PACK_B = 0, 1  # codes of the pack knob (tuner/space/space.py PACK_CHOICES)
+# Stored strings of the failure reasons, indexed by code (derived; tuner/space/choices.py is the home).
+REASONS = Reason.labels()
 
 
 @dataclass
@@ -56,7 +51,7 @@ class Analysis:
     """Everything the validity check, the simulator and the cost model need, one entry per config."""
 
     valid: np.ndarray
-    reason: np.ndarray  # index into REASONS
+    reason: np.ndarray  # Reason codes (tuner/space/choices.py)
     ldm_a: np.ndarray
     ldm_b: np.ndarray
     ldm_c: np.ndarray
@@ -176,7 +171,7 @@ def _plan(dims: list[Dim], dtype_bytes: int, loads: np.ndarray, split: np.ndarra
         bytes_per_load = np.where(use, bytes_per_load * grow, bytes_per_load)
         block_bytes = np.where(use, block_bytes * grow, block_bytes)
         aligned = aligned | use
-    strided = dma_mode == DMA_STRIDED
+    strided = dma_mode == Dma.STRIDED
     reqs_per_load = np.where(strided, descs, blocks)
     blocks_per_req = np.where(strided, blocks / descs, 1.0)
     # A shared tile is fetched once per mesh row/column; the CPEs there split its requests.
@@ -279,10 +274,10 @@ def analyze(space: ScheduleSpace, index: np.ndarray) -> Analysis:
     # Sharing: a is shared along a mesh row (pc CPEs), b along a column (pr CPEs).
     on_mesh = (pr <= target.mesh_rows) & (pc <= target.mesh_cols)
     a_ok, b_ok = geo.a_shareable(t, pr), geo.b_shareable(t, pr)
-    sharing = share != SHARE_NONE
+    sharing = share != Share.NONE
     a_shared = sharing & a_ok & (pc > 1)
     b_shared = sharing & b_ok & (pr > 1)
-    mesh = share == SHARE_MESH
+    mesh = share == Share.MESH
     kf = np.where(mesh, pr, 1.0)  # with RLC/RMA a row's CPEs each hold a slice of a kf*tk chunk
     chunks = np.ceil(geo.red_axis.extent / (red.full * kf))
     steps = tiles_cpe * chunks
@@ -294,13 +289,13 @@ def analyze(space: ScheduleSpace, index: np.ndarray) -> Analysis:
     # follows the k tile; batch_matmul: b follows the batch).
     k_tiles = np.ceil(geo.red_axis.extent / red.full)  # tiles of the reduction axis (= chunks unless mesh)
     single_chunk = k_tiles == 1
-    row_order = v["tile_order"] == 0
+    row_order = v["tile_order"] == Order.ROW
     reuse_a = single_chunk & row_order & geo.a_reusable(t)
     reuse_b = single_chunk & ~row_order & geo.b_reusable(t)
     a_loads = np.where(reuse_a, rows_cpe, steps)
     b_loads = np.where(reuse_b, cols_cpe, steps)
-    a_bcast = a_shared & (share == SHARE_BCAST)
-    b_bcast = b_shared & (share == SHARE_BCAST)
+    a_bcast = a_shared & (share == Share.BCAST)
+    b_bcast = b_shared & (share == Share.BCAST)
     a_split = np.where(a_bcast, np.minimum(pc, cols_total), 1.0)
     b_split = np.where(b_bcast, np.minimum(pr, rows_total), 1.0)
     # Exact fetch counts over the mesh. Unshared: every CPE fetches for each of its tiles (once per
@@ -317,7 +312,7 @@ def analyze(space: ScheduleSpace, index: np.ndarray) -> Analysis:
                        np.where(reuse_b, cols_total * np.minimum(pr, rows_total), rows_total * cols_total * k_tiles))
     plan_a, _, limit_a = _plan(tensors["a"], ds, a_loads, a_split, dma_mode, a_total)
     plan_b, _, limit_b = _plan(tensors["b"], ds, b_loads, b_split, dma_mode, b_total)
-    packed_b = (v["pack"] == PACK_B) if "pack" in v else np.zeros(n, dtype=bool)
+    packed_b = (v["pack"] == Pack.B) if "pack" in v else np.zeros(n, dtype=bool)
     plan_b, b_whole = packed_plan(plan_b, tensors["b"], ds, b_total, packed_b)
     # A constant b (weights) is packed when the kernel is compiled; any other b is packed by the host
     # before every call: one read and one write of the whole tensor.
@@ -371,7 +366,8 @@ def analyze(space: ScheduleSpace, index: np.ndarray) -> Analysis:
                         [a.name for a in geo.axes if a.role == "row"] + [a.name for a in geo.axes if a.role == "col"],
                         {a.name: t[a.name].full for a in geo.axes}, operand_axes(geo),
                         [lane_a, np.zeros(n, dtype=bool)], red.mean < red.full)
-    cp = inner_loop(target, w, v["unroll"], reduction, v["acc"], inner_ext, out_tile_full, out_mean, macs_step,
+    acc_reg = v["acc"] == Acc.REG
+    cp = inner_loop(target, w, v["unroll"], reduction, acc_reg, inner_ext, out_tile_full, out_mean, macs_step,
                     simd_fraction, pack_elems, np.where(w > 1, misaligned, 0.0),
                     red.full if geo.red_innermost == 0 else np.full(n, float(geo.red_innermost)),
                     out_strided & (w > 1), shape)
@@ -406,24 +402,25 @@ def analyze(space: ScheduleSpace, index: np.ndarray) -> Analysis:
 
     reason = np.zeros(n, dtype=np.int64)
 
-    def fail(code: int, bad: np.ndarray) -> None:
-        np.putmask(reason, (reason == 0) & bad, code)
+    def fail(why: Reason, bad: np.ndarray) -> None:
+        np.putmask(reason, (reason == Reason.OK) & bad, int(why))
 
-    fail(1, ldm_total > target.ldm_budget_bytes)
-    fail(2, sharing & (~on_mesh | ((pr == 1) & (pc == 1))))
-    fail(3, mesh & ((pr != pc) | (pr < 2)))
-    fail(4, (mesh & ~(a_ok & b_ok)) | (sharing & ~a_shared & ~b_shared))
-    fail(5, v["put_lines"].astype(bool) & ~lines_c)
-    fail(6, ~(limit_a & limit_b & limit_c))
-    fail(7, v["acc"].astype(bool) & reduction)  # lanes along the reduction already keep acc in registers
-    fail(8, packed_b & ~b_whole)
+    fail(Reason.LDM_OVERFLOW, ldm_total > target.ldm_budget_bytes)
+    fail(Reason.SHARING_NEEDS_MESH_GRID, sharing & (~on_mesh | ((pr == 1) & (pc == 1))))
+    fail(Reason.RLC_NEEDS_SQUARE_GRID, mesh & ((pr != pc) | (pr < 2)))
+    fail(Reason.OPERAND_NOT_SHAREABLE, (mesh & ~(a_ok & b_ok)) | (sharing & ~a_shared & ~b_shared))
+    fail(Reason.PUT_LINES_UNALIGNED, v["put_lines"].astype(bool) & ~lines_c)
+    fail(Reason.DMA_DESCRIPTOR_LIMIT, ~(limit_a & limit_b & limit_c))
+    # lanes along the reduction already keep acc in registers
+    fail(Reason.ACC_REG_NEEDS_OUTPUT_INNER, acc_reg & reduction)
+    fail(Reason.PACK_NEEDS_WHOLE_TILES, packed_b & ~b_whole)
     if ep is not None:
-        fail(9, ep.invalid)
+        fail(Reason.EPILOGUE_NEEDS_DENSE_ROWS, ep.invalid)
 
     macs_cpe = tiles_cpe * macs_tile
     mem_bytes = plan_a.bytes + plan_b.bytes + plan_c.bytes
     return Analysis(
-        valid=reason == 0, reason=reason,
+        valid=reason == Reason.OK, reason=reason,
         ldm_a=ldm_a, ldm_b=ldm_b, ldm_c=ldm_c, ldm_pack=ldm_pack, ldm_total=ldm_total,
         a=plan_a, b=plan_b, c=plan_c,
         pr=pr, pc=pc, active_cpes=active, tiles_per_cpe=tiles_cpe, steps_per_cpe=steps,

@@ -17,7 +17,8 @@ from typing import Any
 import numpy as np
 
 from tuner.errors import InvalidConfigError
-from tuner.space.analysis import REASONS, Analysis, analyze
+from tuner.space.analysis import Analysis, analyze
+from tuner.space.choices import Acc, Dma, Order, Pack, Reason, Share, reason_label
 from tuner.space.knobs import Knob
 from tuner.space.ops import geometry_for
 from tuner.targets import Target, get_target
@@ -28,12 +29,7 @@ Config = dict[str, Any]
 # Mesh grids (rows x cols of CPEs) the output tiles are spread over: every 2-D grid that fits the
 # 8x8 mesh (fewer CPEs for small work) plus 1-D layouts over all 64 CPEs.
 GRIDS = tuple(f"{r}x{c}" for r in (1, 2, 4, 8) for c in (1, 2, 4, 8)) + ("64x1", "1x64", "16x4", "4x16")
-SHARE_CHOICES = ("none", "bcast", "mesh")  # mesh = register communication (SW26010) / RMA (Pro)
-DMA_CHOICES = ("strided", "rows")
-ORDER_CHOICES = ("row", "col")
 UNROLL_CHOICES = (1, 2, 4, 8, 16, 32)  # 32 accumulators + operands exceed 32 vector registers: spills
-ACC_CHOICES = ("ldm", "reg")
-PACK_CHOICES = ("none", "b")  # b (weights) stored tile after tile: one contiguous DMA per tile
 
 
 def config_hash(config: Config) -> str:
@@ -56,22 +52,22 @@ class ScheduleSpace:
         ]
         knobs += [
             Knob("grid", GRIDS, ordered=False, doc="CPE grid the output tiles are spread over"),
-            Knob("share", SHARE_CHOICES, ordered=False, doc="tile sharing across the mesh"),
-            Knob("dma", DMA_CHOICES, ordered=False, doc="one strided descriptor per tile, or one request per row"),
+            Knob("share", Share.labels(), ordered=False, doc="tile sharing across the mesh"),
+            Knob("dma", Dma.labels(), ordered=False, doc="one strided descriptor per tile, or one request per row"),
             Knob("put_lines", (0, 1), ordered=False, doc="pad output rows so puts write whole 128-B lines"),
             Knob("db_a", (0, 1), ordered=False, doc="double-buffer the a (data) tile"),
             Knob("db_b", (0, 1), ordered=False, doc="double-buffer the b (weight) tile"),
             Knob("db_c", (0, 1), ordered=False, default=0,
                  doc="double-buffer the output tile: its put is asynchronous, overlaps the next tile's "
                      "compute and is waited on before that LDM copy is reused"),
-            Knob("tile_order", ORDER_CHOICES, ordered=False, doc="traversal of a CPE's output tiles"),
+            Knob("tile_order", Order.labels(), ordered=False, doc="traversal of a CPE's output tiles"),
             Knob("inner", self.geometry.inner_axes, ordered=False, doc="innermost compute loop axis"),
             Knob("simd", self.target.simd_widths[workload.dtype], doc="vector lanes (1 = scalar)"),
             Knob("unroll", UNROLL_CHOICES, doc="independent accumulators (register block)"),
-            Knob("acc", ACC_CHOICES, ordered=False, default="ldm",
+            Knob("acc", Acc.labels(), ordered=False, default=Acc.LDM.label,
                  doc="with an output axis innermost: accumulators through LDM every reduction step, or "
                      "held in registers across the chunk's reduction (tuner/space/compute.py)"),
-            Knob("pack", PACK_CHOICES, ordered=False, default="none",
+            Knob("pack", Pack.labels(), ordered=False, default=Pack.NONE.label,
                  doc="b laid out tile after tile (packed at compile time when it is a constant, "
                      "by the host before each call otherwise), so each b tile is one contiguous DMA"),
         ]
@@ -155,7 +151,7 @@ class ScheduleSpace:
         vector = self.encode(config)
         result = analyze(self, vector[None, :])
         if not result.valid[0]:
-            raise InvalidConfigError(f"config breaks the rule {REASONS[int(result.reason[0])]!r}: "
+            raise InvalidConfigError(f"config breaks the rule {reason_label(result.reason[0])!r}: "
                                      f"LDM {int(result.ldm_total[0])} B of {self.target.ldm_budget_bytes} B")
         return vector
 
@@ -166,7 +162,7 @@ class ScheduleSpace:
         index = index.copy()
         for _ in range(rounds):
             res = analyze(self, index)
-            over = res.reason == REASONS.index("ldm_overflow")
+            over = res.reason == Reason.LDM_OVERFLOW
             if not over.any():
                 break
             rows = np.flatnonzero(over)
@@ -230,8 +226,9 @@ class ScheduleSpace:
         cfg: Config = {}
         for a in self.geometry.axes:
             cfg[f"tile_{a.name}"] = a.choices[0]  # every tile axis 1: element-wise transfers
-        cfg.update(grid="1x8", share="none", dma="rows", put_lines=0, db_a=0, db_b=0, tile_order="row",
-                   inner=self.geometry.inner_axes[0], simd=1, unroll=1, acc="ldm", pack="none")
+        cfg.update(grid="1x8", share=Share.NONE.label, dma=Dma.ROWS.label, put_lines=0, db_a=0, db_b=0,
+                   tile_order=Order.ROW.label, inner=self.geometry.inner_axes[0], simd=1, unroll=1,
+                   acc=Acc.LDM.label, pack=Pack.NONE.label)
         return cfg
 
     def __repr__(self) -> str:
