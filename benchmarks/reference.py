@@ -41,9 +41,13 @@ PROCEDURE = ("per workload and variant, noise-free: exhaustive when the space ha
              "(single-knob + random two-knob moves), refreshed whenever a benchmark run measures better")
 DATA = ROOT / "benchmarks" / "data" / "reference.json"
 EXHAUSTIVE_LIMIT = 20_000_000
-_MODEL_SOURCES = ("tuner/measure/simulator.py", "tuner/measure/dma_model.py", "tuner/space/analysis.py",
-                  "tuner/space/space.py", "tuner/space/knobs.py", "tuner/space/ops.py", "tuner/targets.py",
-                  "benchmarks/objective.py")
+# every module that decides a config's validity or time: the whole space package (the compute model,
+# knob choices and epilogues included), the simulator with its DMA fit and data, the targets' figures
+# and the objective (the backends, registry and sunway runner do not change a simulated time)
+_MODEL_SOURCES = (*sorted(str(p.relative_to(ROOT)) for p in (ROOT / "tuner" / "space").glob("*.py")),
+                  "tuner/measure/simulator.py", "tuner/measure/dma_model.py", "tuner/measure/calibration.py",
+                  *sorted(str(p.relative_to(ROOT)) for p in (ROOT / "tuner/measure/calibration_data").glob("*")),
+                  "tuner/targets.py", "benchmarks/objective.py")
 
 
 @functools.cache
