@@ -17,11 +17,13 @@ from functools import lru_cache
 import numpy as np
 
 from tuner.measure.simulator import simulate
+from tuner.space.choices import Acc, Dma, Share
 from tuner.space.factory import space_for
 from tuner.space.space import Config, ScheduleSpace
 from tuner.workloads import Workload
 
-FIXED = dict(share="none", dma="rows", put_lines=0, db_a=0, db_b=0, simd=1, unroll=1, acc="ldm")
+FIXED = dict(share=Share.NONE.label, dma=Dma.ROWS.label, put_lines=0, db_a=0, db_b=0, simd=1, unroll=1,
+             acc=Acc.LDM.label)
 PARALLEL = {"64x1": "row", "1x64": "col"}  # grid -> the axes split element-wise over the CPEs
 
 

@@ -18,6 +18,7 @@ from typing import Any
 import numpy as np
 
 from tuner.aot.graph import AotError, Graph, Node
+from tuner.space.choices import Pack
 from tuner.space.space import Config
 from tuner.targets import Target
 from tuner.workloads import Workload
@@ -110,7 +111,7 @@ def b_pack_order(s: Any) -> np.ndarray | None:
     from tuner.codegen.host import shapes
     from tuner.space.ops import axis_tiles, geometry_for
 
-    if s.config.get("pack", "none") != "b":
+    if s.config.get("pack", Pack.NONE.label) != Pack.B.label:
         return None
     geo = geometry_for(s.workload)
     t = {a.name: axis_tiles(a.extent, np.array([float(s.config[f"tile_{a.name}"])])) for a in geo.axes}

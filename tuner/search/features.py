@@ -19,6 +19,7 @@ from __future__ import annotations
 import numpy as np
 
 from tuner.space.analysis import Analysis
+from tuner.space.choices import Share
 from tuner.space.space import ScheduleSpace
 
 _OPS = ("conv2d", "dense", "batch_matmul")
@@ -85,8 +86,8 @@ def features(space: ScheduleSpace, index: np.ndarray, analysis: Analysis | None 
              a.imbalance, _log(a.macs_per_cpe), a.simd_width / space.target.max_simd(space.workload.dtype),
              a.simd_fraction, a.kernel_efficiency, _log(a.compute_cycles_per_step), _log(a.share_cycles_per_step),
              a.double_buffer_a.astype(np.float64), a.double_buffer_b.astype(np.float64),
-             (a.share_mode == 0).astype(np.float64), (a.share_mode == 1).astype(np.float64),
-             (a.share_mode == 2).astype(np.float64), a.dma_mode.astype(np.float64), _log(a.arithmetic_intensity),
+             *((a.share_mode == mode).astype(np.float64) for mode in Share), a.dma_mode.astype(np.float64),
+             _log(a.arithmetic_intensity),
              _log(a.a.bytes / steps / compute), _log(a.b.bytes / steps / compute), _log(a.pr), _log(a.pc)]
     for role in ("row", "col", "red"):
         tile = np.ones(n)
