@@ -15,8 +15,7 @@ from tuner.aot.mpe import Ref, describe, emit_mpe
 from tuner.aot.tir_c import PRELUDE
 from tuner.aot.weights import WeightsLayout, weights_header_lines
 from tuner.codegen.host import HOST_HELPERS
-
-MPE_HZ = {"sw26010": 1.45e9, "sw26010-pro": 2.1e9}
+from tuner.targets import get_target
 
 
 def _var(t: Tensor) -> str:
@@ -82,7 +81,7 @@ def step_label(n: Node) -> str:
 
 def host_file(graph: Graph, kernels: list[Kernel], plan: MemoryPlan, model: str, target: str, ty: str) -> str:
     nodes = graph.nodes
-    hz = MPE_HZ.get(target, 1.45e9)
+    hz = get_target(target).mpe_clock_hz
     decls = []
     for t in graph.inputs:
         decls.append(f"  {ty} *const {_var(t)} = inputs[{t.index}];")

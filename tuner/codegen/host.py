@@ -20,8 +20,6 @@ from tuner.space.ops import axis_tiles, geometry_for
 from tuner.targets import Toolchain
 from tuner.workloads import Conv2d
 
-MPE_HZ = {"sw26010": 1.45e9, "sw26010-pro": 2.1e9}
-
 HOST_HELPERS = r"""static unsigned long sw_cycles(void) {
 #if defined(SWTUNE_EMU) || defined(SWTUNE_PRO)
   return (unsigned long)athread_time_cycle();
@@ -47,6 +45,25 @@ static void sw_read(const char *path, void *dst, size_t bytes) {
   fclose(f);
 }
 """  # cycle counter, aligned allocation and exact-size input reads shared by every host program
+
+def host_prologue(ty: str) -> str:
+    """The start of every single-kernel host program: includes, the slave entry, the helpers and a
+    deterministic fill for runs without input files."""
+    return f"""#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <athread.h>
+#include "swtune_kernel.h"
+
+extern void SLAVE_FUN(swtune_kernel)(swtune_args *);
+
+{HOST_HELPERS}
+
+static void sw_fill({ty} *p, long n, unsigned seed) {{
+  for (long i = 0; i < n; i++) {{ seed = seed * 1103515245u + 12345u; p[i] = ({ty})((seed >> 8) % 2001) / 1000 - 1; }}
+}}
+"""
+
 
 SLAVE_API = r"""/* swtune: the DMA / sync calls a generated slave file uses, for sw5cc (SW26010) or swgcc (Pro). */
 #ifndef SWTUNE_SLAVE_API_H
@@ -150,7 +167,7 @@ def host_file(s: Scheduled) -> str:
     n_in, n_a, n_b = prod(sh["input"]), prod(sh["a"]), prod(sh["b"])
     rows_c = prod(sh["c"][:-1])
     w_c, pitch = sh["c"][-1], c_pitch(s)
-    hz = MPE_HZ.get(s.target.name, 1.45e9)
+    hz = s.target.mpe_clock_hz
     if isinstance(w, Conv2d):
         cpg = w.c // w.groups
         hp, wp = w.h + 2 * w.pad_h, w.w + 2 * w.pad_w
@@ -171,19 +188,7 @@ def host_file(s: Scheduled) -> str:
     pack_const, pack_run = (pack, "") if geometry_for(w).b_constant else ("", pack)
     return f"""/* swtune host program: {w.key} on {s.target.name}
  * usage: prog [input_a input_b output]   (raw {w.dtype} arrays; without files: a fixed pattern) */
-#include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
-#include <athread.h>
-#include "swtune_kernel.h"
-
-extern void SLAVE_FUN(swtune_kernel)(swtune_args *);
-
-{HOST_HELPERS}
-
-static void sw_fill({ty} *p, long n, unsigned seed) {{
-  for (long i = 0; i < n; i++) {{ seed = seed * 1103515245u + 12345u; p[i] = ({ty})((seed >> 8) % 2001) / 1000 - 1; }}
-}}
+{host_prologue(ty)}
 
 int main(int argc, char **argv) {{
   {ty} *in = sw_alloc(sizeof({ty}) * {n_in}L), *a = sw_alloc(sizeof({ty}) * {n_a}L);

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from math import prod
 
-from tuner.codegen.host import HOST_HELPERS, MPE_HZ, c_pitch, shapes
+from tuner.codegen.host import c_pitch, host_prologue, shapes
 from tuner.codegen.schedule import Scheduled
 from tuner.codegen.tir import ctype
 from tuner.expr.expr import Expr
@@ -58,7 +58,7 @@ def expr_host_file(s: Scheduled) -> str:
     roles = s.roles
     n = {r: prod(sh[r]) for r in roles}
     rows_c, w_c, pitch = prod(sh["c"][:-1]), sh["c"][-1], c_pitch(s)
-    hz = MPE_HZ.get(s.target.name, 1.45e9)
+    hz = s.target.mpe_clock_hz
     k = len(roles)
     alloc = "\n".join(f"  {ty} *{r} = sw_alloc(sizeof({ty}) * {n[r]}L);" for r in roles)
     read = " ".join(f"sw_read(argv[{i + 1}], {r}, sizeof({ty}) * {n[r]}L);" for i, r in enumerate(roles))
@@ -75,19 +75,7 @@ def expr_host_file(s: Scheduled) -> str:
     free += "".join(f" free({r}_p);" for r in packed)
     return f"""/* swtune host program: {w.key} on {s.target.name}
  * usage: prog [{files} output]   (raw {w.dtype} arrays; without files: a fixed pattern) */
-#include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
-#include <athread.h>
-#include "swtune_kernel.h"
-
-extern void SLAVE_FUN(swtune_kernel)(swtune_args *);
-
-{HOST_HELPERS}
-
-static void sw_fill({ty} *p, long n, unsigned seed) {{
-  for (long i = 0; i < n; i++) {{ seed = seed * 1103515245u + 12345u; p[i] = ({ty})((seed >> 8) % 2001) / 1000 - 1; }}
-}}
+{host_prologue(ty)}
 
 int main(int argc, char **argv) {{
 {alloc}
