@@ -196,7 +196,7 @@ def compile_model(model: Any, target: Target | str, out_dir: str | Path, lookup:
     files = {
         "host.c": host_file(graph, kernels, plan, name, tgt.name, ty),
         "slave.c": slave_file(kernels, low.cpe_ops, ty, low.groups),
-        "swtune_kernel.h": kernel_header(ty),
+        "swtune_kernel.h": kernel_header(ty, kernels),
         "swtune_slave_api.h": SLAVE_API,
         "model.h": model_header(graph, layout, plan, name, tgt.name),
         "Makefile": makefile(tgt.name, EMULATOR_DIR),

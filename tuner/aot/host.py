@@ -16,6 +16,7 @@ from tuner.aot.tir_c import PRELUDE
 from tuner.aot.weights import WeightsLayout, weights_header_lines
 from tuner.codegen.host import HOST_HELPERS
 from tuner.targets import get_target
+from tuner.workloads import EXPR_OP
 
 
 def _var(t: Tensor) -> str:
@@ -39,6 +40,9 @@ def model_header(graph: Graph, layout: WeightsLayout, plan: MemoryPlan, model: s
 
 def _args(n: Node, ref: Ref) -> str:
     """The ``swtune_args`` initializer of a CPE step."""
+    if n.op == "kernel" and n.attrs["kernel"].workload.op == EXPR_OP:  # an expression kernel: operands by role
+        k: Kernel = n.attrs["kernel"]
+        return "{ " + ", ".join(f".{r} = {ref(t)}" for r, t in zip((*k.roles, "c"), [*n.inputs, n.output])) + " }"
     if n.op == "kernel":
         from tuner.aot.fusion import RESIDUAL_SLOT
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 import logging
 import re
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -46,7 +46,10 @@ class Kernel:
     c_pitch: int
     calls: int = 0
     epilogue: Any = None  # tuner.aot.fusion.Epilogue applied to each output tile, or None
-    b_pack: Any = None  # with the pack knob: where each element of b goes in the tile-after-tile copy
+    # with the pack knob: input position -> where each element of that operand goes in the
+    # tile-after-tile copy the kernel reads (a built-in's b; an expression's b operands)
+    packs: dict[int, np.ndarray] = field(default_factory=dict)
+    roles: tuple[str, ...] = ("a", "b")  # the kernel's input operands (swtune_args members), in order
 
     @property
     def name(self) -> str:
@@ -87,6 +90,7 @@ def _generate(workload: Workload, target: Target, config: Config, index: int, st
     from tuner.codegen.host import c_pitch, shapes
     from tuner.codegen.sources import generate
     from tuner.codegen.tir import ctype
+    from tuner.workloads import EXPR_OP
 
     src = generate(workload, target, config)
     c = shapes(src.scheduled)["c"]
@@ -100,8 +104,16 @@ def _generate(workload: Workload, target: Target, config: Config, index: int, st
         axis = 1 if workload.op == "conv2d" else len(c) - 1
         slave = apply_epilogue(slave, epilogue, ctype(getattr(workload, "dtype", "float32")), tuple(c),
                                c_pitch(src.scheduled), axis)
+    if workload.op == EXPR_OP:
+        from tuner.codegen.host_expr import pack_tiles, packed_roles
+
+        s = src.scheduled
+        packs = {s.roles.index(r): _tile_order(*pack_tiles(s, r)) for r in packed_roles(s)}
+        return Kernel(index, workload, config, status, slave, rows, c[-1], c_pitch(s), packs=packs,
+                      roles=tuple(s.roles))
+    order = b_pack_order(src.scheduled)
     return Kernel(index, workload, config, status, slave, rows, c[-1], c_pitch(src.scheduled), epilogue=epilogue,
-                  b_pack=b_pack_order(src.scheduled))
+                  packs={} if order is None else {1: order})
 
 
 def b_pack_order(s: Any) -> np.ndarray | None:
@@ -116,7 +128,12 @@ def b_pack_order(s: Any) -> np.ndarray | None:
     geo = geometry_for(s.workload)
     t = {a.name: axis_tiles(a.extent, np.array([float(s.config[f"tile_{a.name}"])])) for a in geo.axes}
     full = [int(d.full[0]) for d in geo.tensors(t)["b"]]
-    ext = [int(e) for e in shapes(s)["b"]]
+    return _tile_order([int(e) for e in shapes(s)["b"]], full)
+
+
+def _tile_order(ext: list[int], full: list[int]) -> np.ndarray:
+    """The position of each element (row-major) of a tensor of shape ``ext`` in its copy stored tile
+    after tile, tiles of shape ``full`` (whole tiles only: a permutation)."""
     r = np.arange(int(np.prod(ext)), dtype=np.int64)
     tile = np.zeros_like(r)
     off = np.zeros_like(r)
@@ -132,20 +149,24 @@ def b_pack_order(s: Any) -> np.ndarray | None:
 
 
 def _packed_b(graph: Graph, step: Node, k: Kernel, cache: dict[tuple[int, int], Any]) -> list[Any]:
-    """Give a kernel with the pack knob its packed b: a constant is packed now (once per kernel and
-    tensor); any other b gets an MPE step that packs it before each call (as the measured host does)."""
-    b = step.inputs[1]
-    if b.root.kind == "const" and b.root.data is not None and b.root.size == b.size:
-        key = (b.root.id, k.index)
-        if key not in cache:
-            flat = np.empty(b.size, dtype=b.root.data.dtype)
-            flat[k.b_pack] = b.root.data.reshape(-1)
-            cache[key] = graph.new_const(flat, f"{b.name}.packed{k.index}")
-        step.inputs[1] = cache[key]
-        return []
-    packed = graph.new_temp((b.size,), f"{b.name}.packed{k.index}")
-    step.inputs[1] = packed
-    return [Node("pack_b", [b], packed, {"order": k.b_pack}, step.relax_op, step.source)]
+    """Give a kernel with the pack knob its packed operands: a constant is packed now (once per
+    kernel and tensor); any other gets an MPE step that packs it before each call (as the measured
+    host does)."""
+    pre: list[Any] = []
+    for i, order in sorted(k.packs.items()):
+        b = step.inputs[i]
+        if b.root.kind == "const" and b.root.data is not None and b.root.size == b.size:
+            key = (b.root.id, k.index)
+            if key not in cache:
+                flat = np.empty(b.size, dtype=b.root.data.dtype)
+                flat[order] = b.root.data.reshape(-1)
+                cache[key] = graph.new_const(flat, f"{b.name}.packed{k.index}")
+            step.inputs[i] = cache[key]
+            continue
+        packed = graph.new_temp((b.size,), f"{b.name}.packed{k.index}")
+        step.inputs[i] = packed
+        pre.append(Node("pack_b", [b], packed, {"order": order}, step.relax_op, step.source))
+    return pre
 
 
 def resolve_kernels(graph: Graph, target: Target, lookup: Lookup | None) -> list[Kernel]:
@@ -158,6 +179,8 @@ def resolve_kernels(graph: Graph, target: Target, lookup: Lookup | None) -> list
     packed: dict[tuple[int, int], Any] = {}
     steps: list[Any] = []
     for step in graph.steps:
+        if isinstance(step, Node) and step.op == "tir" and "expr_workload" in step.attrs:
+            _tuned_expression(step, target, lookup, by_key)
         if not isinstance(step, Node) or step.op != "kernel":
             steps.append(step)
             continue
@@ -186,7 +209,7 @@ def resolve_kernels(graph: Graph, target: Target, lookup: Lookup | None) -> list
         k = by_key[key]
         k.calls += 1
         step.attrs["kernel"] = k
-        if k.b_pack is not None:
+        if k.packs:
             steps += _packed_b(graph, step, k, packed)
         if k.c_pitch == k.c_cols:
             steps.append(step)
@@ -199,6 +222,32 @@ def resolve_kernels(graph: Graph, target: Target, lookup: Lookup | None) -> list
                           step.relax_op, step.source))
     graph.steps = steps
     return sorted(by_key.values(), key=lambda k: k.index)
+
+
+def _tuned_expression(step: Node, target: Target, lookup: Lookup | None,
+                      by_key: dict[tuple[str, str, str], Kernel]) -> None:
+    """Make a generic operator that task extraction tunes as an expression (tuner.bridge.extract)
+    a kernel node running its tuned config; without one, or when the config is not valid or cannot be
+    generated, it keeps the generic lowering (MPE C or CPE blocks) with a warning naming it."""
+    w: Workload = step.attrs["expr_workload"]
+    config = lookup(w) if lookup is not None else None
+    if config is None:
+        log.warning("untuned expression operator %s (%s, binding %s) on %s: generic lowering", w.key,
+                    step.relax_op, step.source, target.name)
+        return
+    from tuner.space.factory import space_for
+
+    try:
+        space_for(w, target).check(dict(config))
+        key = (w.key, repr(sorted(dict(config).items())), "")
+        if key not in by_key:
+            by_key[key] = _generate(w, target, dict(config), len(by_key), "tuned")
+    except (ValueError, KeyError, NotImplementedError) as exc:
+        log.warning("tuned config of expression operator %s (binding %s) on %s cannot be used (%s): generic "
+                    "lowering", w.key, step.source, target.name, exc)
+        return
+    step.op = "kernel"
+    step.attrs = {"workload": w}
 
 
 def _namespaced(k: Kernel, helper: str) -> tuple[str, str]:
@@ -276,8 +325,12 @@ def slave_file(kernels: list[Kernel], cpe_ops: list[Any] | None = None, ty: str 
     ])
 
 
-def kernel_header(ctype: str) -> str:
-    """The argument struct shared by the host and every slave kernel (as in tuner.codegen.host)."""
+def kernel_header(ctype: str, kernels: list[Kernel] | None = None) -> str:
+    """The argument struct shared by the host and every slave kernel (as in tuner.codegen.host): a,
+    b, c, then the further operand roles of the expression kernels (a1, b1, ...: tuner.codegen.te_ops)."""
+    extra = sorted({r for k in kernels or [] for r in k.roles} - {"a", "b"})
+    more = "".join(f" {ctype} *{r};" for r in extra)
     return (f"/* swtune AOT kernel interface */\n#ifndef SWTUNE_KERNEL_H\n#define SWTUNE_KERNEL_H\n"
-            f"/* a, b, c: a GEMM-like kernel's operands; p: a memory-bound operator's (inputs, outputs) */\n"
-            f"typedef struct {{ {ctype} *a, *b, *c; {ctype} *p[16]; }} swtune_args;\n#endif\n")
+            f"/* a, b, c: a GEMM-like kernel's operands; p: a memory-bound operator's (inputs, outputs);\n"
+            f" * then an expression kernel's further operands */\n"
+            f"typedef struct {{ {ctype} *a, *b, *c; {ctype} *p[16];{more} }} swtune_args;\n#endif\n")

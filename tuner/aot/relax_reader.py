@@ -51,6 +51,7 @@ class RelaxReader:
         self.calls = calls or {}  # binding name -> the Relax call before legalization
         self.ops = {k: str(c.op.name).removeprefix("relax.") for k, c in self.calls.items()}
         self.functions: dict[str, Any] = {}  # PrimFunc name -> its printed C (tuner.aot.tir_c.CFunction)
+        self.expressions: dict[str, Any] = {}  # PrimFunc name -> its ExprWorkload, or None (not one)
         self.env: dict[Any, Value] = {}
         self.consts: dict[Any, Tensor] = {}  # Relax constant object -> its tensor (one storage each)
         self.steps: list[Node | Note] = []
@@ -304,7 +305,26 @@ def _call_tir(r: RelaxReader, call: Any, name: str, op: str) -> Value:
         values = _run_llvm(func, [a.data for a in args], outs)
         consts = [r.const(v, name if len(values) == 1 else f"{name}.{i}") for i, v in enumerate(values)]
         return consts[0] if len(consts) == 1 else tuple(consts)
-    return _generic_node(r, func, list(args), outs, name, relax_op, r.calls.get(name), f"tir_{gvar.name_hint}")
+    out = _generic_node(r, func, list(args), outs, name, relax_op, r.calls.get(name), f"tir_{gvar.name_hint}")
+    step = r.steps[-1]
+    if len(outs) == 1 and isinstance(step, Node) and step.op == "tir" and step.output is out:
+        wl = _expression_of(r, func, str(gvar.name_hint))
+        if wl is not None:  # compiled as a tuned kernel when the lookup has a config (tuner.aot.kernels)
+            step.attrs["expr_workload"] = wl
+    return out
+
+
+def _expression_of(r: RelaxReader, func: Any, fname: str) -> Any:
+    """The expression operator task extraction tunes for this PrimFunc (tuner.bridge.extract, its
+    default mapping: GEMM-like stages), or None."""
+    if fname not in r.expressions:
+        from tuner.bridge.extract import _expression
+
+        try:
+            r.expressions[fname] = _expression(func, fname, reductions=False)
+        except InvalidWorkloadError:
+            r.expressions[fname] = None
+    return r.expressions[fname]
 
 
 def _generic_node(r: RelaxReader, func: Any, args: list[Tensor], outs: list[tuple[tuple[int, ...], str]],

@@ -28,9 +28,15 @@ def _expr(s: Scheduled) -> Expr:
     return s.workload.expr
 
 
-def _pack(s: Scheduled, role: str, ty: str) -> str:
-    """C that stores operand ``role`` tile after tile into ``{role}_p`` (its boxes partition it:
-    ExprGeometry.packable; whole tiles: the analysis' pack_needs_whole_tiles)."""
+def packed_roles(s: Scheduled) -> list[str]:
+    """The operands the kernel reads packed tile after tile: every b operand with ``pack=b``."""
+    if s.config.get("pack", Pack.NONE.label) != Pack.B.label:
+        return []
+    return [r for r in s.roles if r[0] == "b"]
+
+
+def pack_tiles(s: Scheduled, role: str) -> tuple[list[int], list[int]]:
+    """(shape of operand ``role``, shape of its tile) in the tile-after-tile copy the kernel reads."""
     geo = _expr(s)
     tensor = s.op.inputs[s.roles.index(role)]
     acc = next(a for a in geo.inputs if a.tensor == tensor)
@@ -40,14 +46,22 @@ def _pack(s: Scheduled, role: str, ty: str) -> str:
     for d, extent in zip(acc.dims, acc.shape):
         axis = d.coefs[0][0]
         full.append(min(tiles[axis], axes[axis]) if axis in tiles else extent)
+    return [int(e) for e in acc.shape], full
+
+
+def _pack(s: Scheduled, role: str, ty: str) -> str:
+    """C that stores operand ``role`` tile after tile into ``{role}_p`` (its boxes partition it:
+    ExprGeometry.packable; whole tiles: the analysis' pack_needs_whole_tiles)."""
+    tensor = s.op.inputs[s.roles.index(role)]
+    shape, full = pack_tiles(s, role)
     box = prod(full)
     body, t_stride, f_stride = [], 1, 1
-    for e, f in zip(reversed(acc.shape), reversed(full)):
+    for e, f in zip(reversed(shape), reversed(full)):
         body.append(f"i = r % {e}L; r /= {e}L; t += (i / {f}L) * {t_stride}L; o += (i % {f}L) * {f_stride}L;")
         t_stride *= e // f
         f_stride *= f
     return (f"\n  /* pack {tensor}: tile after tile ({'x'.join(map(str, full))} tiles), one DMA per tile */"
-            f"\n  for (long e = 0; e < {prod(acc.shape)}L; e++) {{\n    long r = e, i, t = 0, o = 0;"
+            f"\n  for (long e = 0; e < {prod(shape)}L; e++) {{\n    long r = e, i, t = 0, o = 0;"
             + "".join(f"\n    {x}" for x in body) + f"\n    {role}_p[t * {box}L + o] = {role}[e];\n  }}")
 
 
@@ -65,7 +79,7 @@ def expr_host_file(s: Scheduled) -> str:
     fill = " ".join(f"sw_fill({r}, {n[r]}L, {i + 1}u);" for i, r in enumerate(roles))
     free = " ".join(f"free({r});" for r in roles)
     files = " ".join(s.op.inputs)
-    packed = [r for r in roles if r[0] == "b"] if s.config.get("pack", Pack.NONE.label) == Pack.B.label else []
+    packed = packed_roles(s)
     alloc += "".join(f"\n  {ty} *{r}_p = sw_alloc(sizeof({ty}) * {n[r]}L);" for r in packed)
     pack = "".join(_pack(s, r, ty) for r in packed)
     ops = {op.access.tensor: op for op in ExprGeometry(_expr(s)).operands} if packed else {}
