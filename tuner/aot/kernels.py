@@ -1,8 +1,10 @@
 """The tuned slave kernels of a model: config lookup (or fallback), generation, one slave file.
 
 Each distinct (workload, config) is generated once by tuner.codegen.sources.generate, the same
-kernel a tuning measurement builds, and called once per occurrence. The generated slave files are
-merged into one: each kernel function gets its own name, and the ``__thread_local`` buffers of every
+kernel a tuning measurement builds, and called once per occurrence; a generic operator that
+extraction tunes as an expression operator becomes such a kernel when the lookup has a config for
+it (else it stays generic). The generated slave files are merged into one: each kernel function
+gets its own name, and the ``__thread_local`` buffers of every
 kernel become members of one LDM union, because the kernels run one after another and on the real
 CPE all ``__thread_local`` data of the linked program must fit in LDM together.
 """

@@ -7,7 +7,9 @@ kernels read (constant weights transposed to [N, K] here, at compile time); batc
 per-channel scale and shift; reshape-like operators are views; permute_dims is a layout copy (or a
 compile-time transpose of a constant). Every other operator arrives as ``call_tir`` of a legalized
 PrimFunc and becomes a generic MPE node printed from its TIR (tuner.aot.tir_c), or a compile-time
-constant when all its operands are constants (run once through TVM's llvm build). An operator
+constant when all its operands are constants (run once through TVM's llvm build). A PrimFunc task
+extraction maps to an expression operator (its own matcher, tuner.bridge.extract) carries that
+``expr_workload``: tuner.aot.kernels makes it a tuned kernel when the lookup has a config. An operator
 neither path can compile is an AotError naming it and its binding.
 """
 
