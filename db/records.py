@@ -64,6 +64,8 @@ def check_export_args(*, target: str | None, workload_key: str | None) -> str | 
     """The canonical target name (or None); InvalidInputError before any byte is streamed."""
     if workload_key is not None and not 1 <= len(workload_key) <= 255:
         raise InvalidInputError("workload_key must have 1 to 255 characters")
+    if workload_key is not None and "\x00" in workload_key:  # no stored key has one; PostgreSQL text cannot
+        raise InvalidInputError("workload_key must not contain a NUL character")
     return target_name(target) if target is not None else None
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Iterator
 
 from fastapi import APIRouter, Query, Request
@@ -30,7 +31,12 @@ def export(db: Db, _: Reader, target: str | None = Query(None, min_length=1, max
         with db.session() as s:
             yield from records_db.export_lines(s, workload_key=workload_key, target=tname)
 
-    return StreamingResponse(lines(), media_type="application/x-ndjson")
+    # the query runs and its first line is read here, so a database error is an error response, not a
+    # stream cut after its headers were sent
+    stream = lines()
+    first = next(stream, None)
+    return StreamingResponse(stream if first is None else itertools.chain([first], stream),
+                             media_type="application/x-ndjson")
 
 
 @router.post("/import", response_model=ImportOut, responses=responses(*BODY), openapi_extra={
