@@ -10,10 +10,8 @@ from __future__ import annotations
 
 import json
 import logging
-import os
 import re
 import shutil
-import subprocess
 from pathlib import Path
 from typing import Any
 
@@ -22,6 +20,8 @@ import pytest
 
 pytest.importorskip("tvm")
 torch = pytest.importorskip("torch")
+
+from emulator_helpers import run_model  # noqa: E402
 
 from tuner.aot import AotError, apply_best, compile_model, current_lookup  # noqa: E402
 from tuner.space.space import ScheduleSpace  # noqa: E402
@@ -64,18 +64,10 @@ def _reference(mod: Any, x: np.ndarray) -> np.ndarray:
 
 
 def _build_and_run(out_dir: Path, x: np.ndarray) -> np.ndarray:
-    build = subprocess.run(["make", "-s", "emu"], cwd=out_dir, capture_output=True, text=True, timeout=300)
-    assert build.returncode == 0, build.stderr[-3000:]
-    x.astype(np.float32).tofile(out_dir / "input.bin")
-    env = {k: v for k, v in os.environ.items() if not k.startswith("SWEMU_")}
-    env.update(SWEMU_TARGET=TARGET, SWEMU_TIMEOUT="60", SWEMU_REPORT=str(out_dir / "report.json"))
-    run = subprocess.run(["./model_emu", "weights.bin", "input.bin", "output.bin"], cwd=out_dir,
-                         capture_output=True, text=True, timeout=300, env=env)
-    assert run.returncode == 0, run.stdout[-2000:] + run.stderr[-3000:]
+    run = run_model(out_dir, [x], TARGET)
     assert "SWTUNE_MODEL_SECONDS=" in run.stdout
-    report = json.loads((out_dir / "report.json").read_text())
-    assert report["status"] == "ok" and not report["errors"]
-    return np.fromfile(out_dir / "output.bin", dtype=np.float32)
+    assert run.report["status"] == "ok" and not run.report["errors"]
+    return run.output
 
 
 def _check(name: str, module: Any, inputs: tuple[Any, ...], tmp_path: Path, caplog: Any,

@@ -8,9 +8,7 @@ from __future__ import annotations
 
 import json
 import logging
-import os
 import shutil
-import subprocess
 from pathlib import Path
 from typing import Any
 
@@ -19,6 +17,8 @@ import pytest
 
 pytest.importorskip("tvm")
 torch = pytest.importorskip("torch")
+
+from emulator_helpers import run_model  # noqa: E402
 
 from tuner.aot import compile_model  # noqa: E402
 from tuner.space.factory import space_for  # noqa: E402
@@ -65,17 +65,9 @@ def _configs(mod: Any) -> dict[str, dict[str, Any]]:
 
 
 def _run(out_dir: Path, x: np.ndarray) -> np.ndarray:
-    build = subprocess.run(["make", "-s", "emu"], cwd=out_dir, capture_output=True, text=True, timeout=300)
-    assert build.returncode == 0, build.stderr[-3000:]
-    x.astype(np.float32).tofile(out_dir / "input.bin")
-    env = {k: v for k, v in os.environ.items() if not k.startswith("SWEMU_")}
-    env.update(SWEMU_TARGET=TARGET, SWEMU_TIMEOUT="60", SWEMU_REPORT=str(out_dir / "report.json"))
-    run = subprocess.run(["./model_emu", "weights.bin", "input.bin", "output.bin"], cwd=out_dir,
-                         capture_output=True, text=True, timeout=300, env=env)
-    assert run.returncode == 0, run.stdout[-2000:] + run.stderr[-3000:]
-    report = json.loads((out_dir / "report.json").read_text())
-    assert report["status"] == "ok" and not report["errors"]
-    return np.fromfile(out_dir / "output.bin", dtype=np.float32)
+    run = run_model(out_dir, [x], TARGET)
+    assert run.report["status"] == "ok" and not run.report["errors"]
+    return run.output
 
 
 def test_conv1d_runs_its_tuned_expression_kernels(tmp_path: Path, caplog: Any) -> None:
@@ -154,16 +146,5 @@ def test_three_operand_einsum_with_packed_b(tmp_path: Path, runtime_b: bool) -> 
     assert all(f"*{r};" in header or f"*{r}," in header for r in k.roles)
     # a constant b is packed at compile time; a model input by an MPE step before each call
     assert sum(n.op == "pack_b" for n in result.graph.nodes) == (1 if runtime_b else 0)
-    build = subprocess.run(["make", "-s", "emu"], cwd=result.out_dir, capture_output=True, text=True, timeout=300)
-    assert build.returncode == 0, build.stderr[-3000:]
-    names = []
-    for i, a in enumerate(inputs):
-        a.tofile(result.out_dir / f"in{i}.bin")
-        names.append(f"in{i}.bin")
-    env = {k: v for k, v in os.environ.items() if not k.startswith("SWEMU_")}
-    env.update(SWEMU_TARGET=TARGET, SWEMU_TIMEOUT="60")
-    run = subprocess.run(["./model_emu", "weights.bin", *names, "output.bin"], cwd=result.out_dir,
-                         capture_output=True, text=True, timeout=300, env=env)
-    assert run.returncode == 0, run.stdout[-2000:] + run.stderr[-3000:]
-    got = np.fromfile(result.out_dir / "output.bin", dtype=np.float32)
+    got = run_model(result.out_dir, list(inputs), TARGET).output
     np.testing.assert_allclose(got, ref.ravel(), rtol=1e-3, atol=1e-5)

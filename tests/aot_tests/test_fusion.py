@@ -3,10 +3,7 @@ and the fused kernels' DMA equal to the unfused kernels' (a unary epilogue moves
 
 from __future__ import annotations
 
-import json
-import os
 import shutil
-import subprocess
 from pathlib import Path
 from typing import Any
 
@@ -15,6 +12,8 @@ import pytest
 
 pytest.importorskip("tvm")
 torch = pytest.importorskip("torch")
+
+from emulator_helpers import run_model  # noqa: E402
 
 from tuner.aot import compile_model  # noqa: E402
 
@@ -41,15 +40,8 @@ class _Net(torch.nn.Module):
 
 
 def _run(out: Path, x: np.ndarray) -> tuple[np.ndarray, dict[str, int]]:
-    build = subprocess.run(["make", "-s", "emu"], cwd=out, capture_output=True, text=True, timeout=300)
-    assert build.returncode == 0, build.stderr[-3000:]
-    x.astype(np.float32).tofile(out / "input.bin")
-    env = {k: v for k, v in os.environ.items() if not k.startswith("SWEMU_")}
-    env.update(SWEMU_TARGET=TARGET, SWEMU_TIMEOUT="60", SWEMU_REPORT=str(out / "report.json"))
-    run = subprocess.run(["./model_emu", "weights.bin", "input.bin", "output.bin"], cwd=out, capture_output=True,
-                         text=True, timeout=300, env=env)
-    assert run.returncode == 0, run.stderr[-3000:]
-    return np.fromfile(out / "output.bin", dtype=np.float32), json.loads((out / "report.json").read_text())["totals"]
+    run = run_model(out, [x], TARGET)
+    return run.output, run.report["totals"]
 
 
 def test_unary_epilogues_fuse_into_their_kernels(tmp_path: Path) -> None:

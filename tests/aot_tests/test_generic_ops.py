@@ -5,9 +5,7 @@ is named. Also the ONNX forms that used to fail (Clip -> isnan/where, exact GELU
 
 from __future__ import annotations
 
-import os
 import shutil
-import subprocess
 from pathlib import Path
 from typing import Any
 
@@ -16,6 +14,8 @@ import pytest
 
 pytest.importorskip("tvm")
 torch = pytest.importorskip("torch")
+
+from emulator_helpers import run_model  # noqa: E402
 
 from tuner.aot import compile_model  # noqa: E402
 
@@ -56,15 +56,7 @@ class Ops(torch.nn.Module):
 
 
 def _run(out_dir: Path, x: np.ndarray) -> np.ndarray:
-    build = subprocess.run(["make", "-s", "emu"], cwd=out_dir, capture_output=True, text=True, timeout=300)
-    assert build.returncode == 0, build.stderr[-3000:]
-    x.astype(np.float32).tofile(out_dir / "input.bin")
-    env = {k: v for k, v in os.environ.items() if not k.startswith("SWEMU_")}
-    env.update(SWEMU_TARGET=TARGET, SWEMU_TIMEOUT="60")
-    run = subprocess.run(["./model_emu", "weights.bin", "input.bin", "output.bin"], cwd=out_dir,
-                         capture_output=True, text=True, timeout=300, env=env)
-    assert run.returncode == 0, run.stdout[-2000:] + run.stderr[-3000:]
-    return np.fromfile(out_dir / "output.bin", dtype=np.float32)
+    return run_model(out_dir, [x], TARGET).output
 
 
 def _compare(got: np.ndarray, refs: list[np.ndarray], names: list[str]) -> None:
@@ -134,7 +126,6 @@ def test_onnx_clip_erf_layer_norm(tmp_path: Path) -> None:
 
 def test_memory_bound_kernel_dma_matches_its_plan(tmp_path: Path) -> None:
     """A layer_norm as a CPE kernel: its emulator DMA counts equal the plan the time model uses."""
-    import json
 
     from tuner.aot.cpe_ops import dma_plan
     from tuner.bridge.extract import torch_to_relax
@@ -146,15 +137,7 @@ def test_memory_bound_kernel_dma_matches_its_plan(tmp_path: Path) -> None:
     op = node.attrs["cpe"]
     assert op.blocks >= 64 and op.ldm_bytes <= 56 * 1024
     out = result.out_dir
-    build = subprocess.run(["make", "-s", "emu"], cwd=out, capture_output=True, text=True, timeout=300)
-    assert build.returncode == 0, build.stderr[-3000:]
-    x.numpy().tofile(out / "input.bin")
-    env = {k: v for k, v in os.environ.items() if not k.startswith("SWEMU_")}
-    env.update(SWEMU_TARGET=TARGET, SWEMU_TIMEOUT="60", SWEMU_REPORT=str(out / "report.json"))
-    run = subprocess.run(["./model_emu", "weights.bin", "input.bin", "output.bin"], cwd=out, capture_output=True,
-                         text=True, timeout=300, env=env)
-    assert run.returncode == 0, run.stderr[-3000:]
-    totals = json.loads((out / "report.json").read_text())["totals"]
+    totals = run_model(out, [x.numpy()], TARGET).report["totals"]
     plan = dma_plan(op, 4)
     assert {k: totals[k] for k in plan} == plan
     with torch.no_grad():

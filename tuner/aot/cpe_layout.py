@@ -22,6 +22,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from tuner.aot.graph import slave_symbol
 from tuner.targets import Target
 
 CPES = 64
@@ -69,7 +70,7 @@ class PadOp:
 
     @property
     def name(self) -> str:
-        return f"swtune_kernel_{self.index}"
+        return slave_symbol(self.index)
 
     def interior_before(self, g: int) -> int:
         """Input rows that come before padded row ``g`` (in the flattened row order)."""
@@ -192,7 +193,7 @@ class RowCopyOp:
 
     @property
     def name(self) -> str:
-        return f"swtune_kernel_{self.index}"
+        return slave_symbol(self.index)
 
     def dma_plan(self) -> dict[str, int]:
         """DMA requests and bytes of one run (what the emulator counts)."""
@@ -325,7 +326,7 @@ class TransposeOp:
 
     @property
     def name(self) -> str:
-        return f"swtune_kernel_{self.index}"
+        return slave_symbol(self.index)
 
     def dma_plan(self) -> dict[str, int]:
         nbytes = self.outer * self.r * self.c * self.item

@@ -27,7 +27,7 @@ from typing import Any
 import numpy as np
 
 from tuner.aot.cpe_layout import PadOp, RowCopyOp, TransposeOp, plan_pad, plan_rowcopy, plan_transpose
-from tuner.aot.graph import Graph, Node
+from tuner.aot.graph import Graph, Node, slave_symbol
 from tuner.aot.tir_c import CFunction, print_prim_func
 from tuner.targets import Target
 
@@ -72,7 +72,7 @@ class CpeOp:
 
     @property
     def name(self) -> str:
-        return f"swtune_kernel_{self.index}"
+        return slave_symbol(self.index)
 
 
 def _sliced_shape(shape: tuple[int, ...], axis: int, b: int) -> tuple[int, ...]:

@@ -20,6 +20,12 @@ class AotError(SwtuneError):
     """A model the ahead-of-time compiler cannot compile (the message names the operator)."""
 
 
+
+def slave_symbol(index: int) -> str:
+    """The slave function of the ``index``-th distinct CPE kernel of a program (tuned, fallback and
+    memory-bound kernels share one numbering)."""
+    return f"swtune_kernel_{index}"
+
 @dataclass(eq=False)
 class Tensor:
     """One value of the model. ``base`` is set for a view: it lives in the base tensor's storage."""

@@ -19,7 +19,7 @@ from typing import Any
 
 import numpy as np
 
-from tuner.aot.graph import AotError, Graph, Node
+from tuner.aot.graph import AotError, Graph, Node, slave_symbol
 from tuner.space.choices import Pack
 from tuner.space.space import Config
 from tuner.targets import Target
@@ -55,7 +55,7 @@ class Kernel:
 
     @property
     def name(self) -> str:
-        return f"swtune_kernel_{self.index}"
+        return slave_symbol(self.index)
 
     @property
     def tuned(self) -> bool:

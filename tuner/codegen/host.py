@@ -129,6 +129,22 @@ def c_pitch(s: Scheduled) -> int:
     return -(-last // per_line) * per_line
 
 
+def pack_loop(shape: list[int], full: list[int], src: str, dst: str, label: str = "") -> str:
+    """C that copies ``src`` (row-major ``shape``) into ``dst`` tile after tile (tiles of ``full``,
+    which divide ``shape``): element e goes to its tile's slot times the tile size plus its offset.
+    ``label`` names the operand in the C comment (default ``src``)."""
+    body, t_stride, f_stride = [], 1, 1
+    for e, f in zip(reversed(shape), reversed(full)):
+        body.append(f"i = r % {e}L; r /= {e}L; t += (i / {f}L) * {t_stride}L; o += (i % {f}L) * {f_stride}L;")
+        t_stride *= e // f
+        f_stride *= f
+    return (f"\n  /* pack {label or src}: tile after tile ({'x'.join(map(str, full))} tiles), one DMA per tile */"
+            f"\n  for (long e = 0; e < {prod(shape)}L; e++) {{"
+            f"\n    long r = e, i, t = 0, o = 0;"
+            + "".join(f"\n    {x}" for x in body)
+            + f"\n    {dst}[t * {prod(full)}L + o] = {src}[e];\n  }}")
+
+
 def pack_b(s: Scheduled, ty: str) -> tuple[str, str]:
     """C that stores b tile after tile (the pack knob) into ``bp``, and the name the kernel reads.
 
@@ -139,19 +155,7 @@ def pack_b(s: Scheduled, ty: str) -> tuple[str, str]:
     geo = geometry_for(s.workload)
     t = {a.name: axis_tiles(a.extent, np.array([float(s.config[f"tile_{a.name}"])])) for a in geo.axes}
     full = [int(d.full[0]) for d in geo.tensors(t)["b"]]
-    ext = list(shapes(s)["b"])
-    box = prod(full)
-    body, t_stride, f_stride = [], 1, 1
-    for e, f in zip(reversed(ext), reversed(full)):
-        body.append(f"i = r % {e}L; r /= {e}L; t += (i / {f}L) * {t_stride}L; o += (i % {f}L) * {f_stride}L;")
-        t_stride *= e // f
-        f_stride *= f
-    code = (f"\n  /* pack: b tile after tile ({'x'.join(map(str, full))} tiles), one contiguous DMA per tile */"
-            f"\n  for (long e = 0; e < {prod(ext)}L; e++) {{"
-            f"\n    long r = e, i, t = 0, o = 0;"
-            + "".join(f"\n    {x}" for x in body)
-            + f"\n    bp[t * {box}L + o] = b[e];\n  }}")
-    return code, "bp"
+    return pack_loop(list(shapes(s)["b"]), full, "b", "bp"), "bp"
 
 
 def header(s: Scheduled) -> str:

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from math import prod
 
-from tuner.codegen.host import c_pitch, host_prologue, shapes
+from tuner.codegen.host import c_pitch, host_prologue, pack_loop, shapes
 from tuner.codegen.schedule import Scheduled
 from tuner.codegen.tir import ctype
 from tuner.expr.expr import Expr
@@ -54,15 +54,7 @@ def _pack(s: Scheduled, role: str, ty: str) -> str:
     ExprGeometry.packable; whole tiles: the analysis' pack_needs_whole_tiles)."""
     tensor = s.op.inputs[s.roles.index(role)]
     shape, full = pack_tiles(s, role)
-    box = prod(full)
-    body, t_stride, f_stride = [], 1, 1
-    for e, f in zip(reversed(shape), reversed(full)):
-        body.append(f"i = r % {e}L; r /= {e}L; t += (i / {f}L) * {t_stride}L; o += (i % {f}L) * {f_stride}L;")
-        t_stride *= e // f
-        f_stride *= f
-    return (f"\n  /* pack {tensor}: tile after tile ({'x'.join(map(str, full))} tiles), one DMA per tile */"
-            f"\n  for (long e = 0; e < {prod(shape)}L; e++) {{\n    long r = e, i, t = 0, o = 0;"
-            + "".join(f"\n    {x}" for x in body) + f"\n    {role}_p[t * {box}L + o] = {role}[e];\n  }}")
+    return pack_loop(shape, full, role, f"{role}_p", label=tensor)
 
 
 def expr_host_file(s: Scheduled) -> str:
