@@ -255,17 +255,20 @@ def test_facts_conv3x3_float64_stays_near_swdnns_half_of_peak():
     assert conv.flops / best / sp.target.peak_flops("float64") <= 0.65
 
 
-def _swdnn_population():
-    """benchmarks/swdnn_population.py, imported from the checkout (benchmarks/ is not a package)."""
+def _benchmark(name: str):
+    """benchmarks/<name>.py, imported from the checkout (benchmarks/ is not a package)."""
+    import importlib
     import sys
     from pathlib import Path
 
     bench = str(Path(__file__).resolve().parents[2] / "benchmarks")
     if bench not in sys.path:
         sys.path.insert(0, bench)
-    import swdnn_population
+    return importlib.import_module(name)
 
-    return swdnn_population
+
+def _swdnn_population():
+    return _benchmark("swdnn_population")
 
 
 def test_swdnn_population_is_the_sweep_its_log_ran():
@@ -304,3 +307,21 @@ def test_facts_swdnn_population_stays_near_swdnns_figure():
     pop = _swdnn_population()
     figures = pop.run(list(pop.SUBSET), "rows", sample=6000, starts=2, verbose=False)
     assert figures["population_peak_fraction"] <= 0.65
+
+
+def test_simulator_does_not_flatter_swdnns_own_schedule():
+    """Like with like on the schedule (benchmarks/swdnn_schedule.py, docs/simulator_fidelity.md): swDNN v12's
+    own loop nest and DMA descriptors (its core_functions.c), replayed through the simulator's DMA model with a
+    perfect inner loop (one vector FMA every cycle), must not beat swDNN's measured time by more than the DMA
+    model's calibration error (0.15) on any of the 43 Ro=16 shapes perf.1 timed, and must follow the sweep.
+    Today the ratio model/measured spans 0.51-1.10 (median 0.86), correlation 0.92: swDNN's timings are
+    DMA-bound under the model, so they do not show the model flattering conv; what they cannot separate is a
+    slower DMA from a slower inner loop (the flat-DMA reading fits 14 GB/s with the inner loop at 0.57)."""
+    sched = _benchmark("swdnn_schedule")
+    figures = sched.compare(sched.DmaHypothesis.MODEL, 1.0)
+    assert figures["ratio_max"] <= 1.15
+    assert figures["correlation"] >= 0.85
+    # the replay is swDNN's loop: halving the inner loop's issue rate slows it, as does a slower DMA
+    assert sched.compare(sched.DmaHypothesis.MODEL, 0.5)["model_mean"] < figures["model_mean"]
+    assert sched.compare(sched.DmaHypothesis.FLAT, 1.0, flat_gbps=5.0)["model_mean"] < sched.compare(
+        sched.DmaHypothesis.FLAT, 1.0, flat_gbps=22.0)["model_mean"]
