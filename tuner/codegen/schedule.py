@@ -41,7 +41,6 @@ import numpy as np
 
 from tuner.codegen.te_ops import role_group
 from tuner.expr.geometry import PAD_AXIS
-from tuner.space.analysis import operand_axes
 from tuner.space.choices import Acc, Order, Share
 from tuner.space.compute import rows_axis
 from tuner.space.factory import space_for
@@ -153,9 +152,7 @@ def _reuse(workload: Workload, geo: Any, roles: dict[str, str], tiles: dict[str,
 
 def _operand_axes(workload: Workload, geo: Any) -> list[set[str]]:
     """The axes each input operand's index moves with (as the analysis of the op reads them)."""
-    if workload.op == EXPR_OP:
-        return [set(op.access.axes) for op in geo.operands]
-    return operand_axes(geo)
+    return list(geo.operand_axes)
 
 
 def _shareable(workload: Workload, geo: Any, tiles: dict[str, int], pr: int) -> tuple[bool, bool]:

@@ -14,11 +14,10 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from tuner.space.choices import Acc, Dma, Order, Pack, Reason, Share
-from tuner.space.compute import ComputePlan, block_shape, inner_loop
+from tuner.space.compute import BodyReads, ComputePlan, block_shape, inner_loop
 from tuner.space.epilogue import EpiloguePlan, plan_epilogue
-from tuner.space.ops import AxisTiles, Dim, OpGeometry, axis_tiles
+from tuner.space.ops import AxisTiles, Dim, axis_tiles
 from tuner.targets import Sharing
-from tuner.workloads import Conv2d
 
 if TYPE_CHECKING:
     from tuner.space.space import ScheduleSpace
@@ -191,32 +190,6 @@ def _plan(dims: list[Dim], dtype_bytes: int, loads: np.ndarray, split: np.ndarra
     return plan, line_ok, limit_ok
 
 
-def operand_axes(geo: OpGeometry) -> list[set[str]]:
-    """The axes each operand's LDM index moves with (a, b): what the register block loads per row
-    or per vector. conv2d: data[n, group(k), c, oh*stride + r, ow*stride + s], weight[k, c, r, s]."""
-    names = {a.name for a in geo.axes}
-    if "oh" in names:
-        grouped = getattr(geo.workload, "groups", 1) > 1
-        return [{"n", "c", "oh", "ow"} | ({"k"} if grouped else set()), {"k", "c"}]
-    batch = {"b"} & names
-    return [batch | {"m", "k"}, batch | {"n", "k"}]
-
-
-def data_along(geo: OpGeometry, inner: str) -> tuple[bool, bool]:
-    """(repacked, gathered lane by lane): how the generated C reads a vector of a conv's data along
-    ``inner`` where tuner/space/ops.py InnerAccess does not say (tuner/codegen/simd.py gathered_dims):
-    along ow at a stride (index ow*stride + s) lane by lane; along k with groups through the group
-    index k // (K/G): repacked when K/G = 1 (depthwise: the index is k), else lane by lane."""
-    w = geo.workload
-    if not isinstance(w, Conv2d):
-        return False, False
-    if inner == "ow":
-        return False, w.stride_w != 1
-    if inner == "k" and w.groups > 1:
-        return w.k == w.groups, w.k != w.groups
-    return False, False
-
-
 def packed_plan(plan: BufferPlan, dims: list[Dim], dtype_bytes: int, total_loads: np.ndarray,
                 use: np.ndarray) -> tuple[BufferPlan, np.ndarray]:
     """The plan of an operand stored pre-tiled (``pack``), where ``use``; plus whether it can be.
@@ -241,6 +214,30 @@ def packed_plan(plan: BufferPlan, dims: list[Dim], dtype_bytes: int, total_loads
     return chosen, whole
 
 
+def _merge(plans: list[BufferPlan], n: int) -> BufferPlan:
+    """One group's plan from its operands' plans: requests, bytes and LDM summed (exact); the block
+    size is the bytes-weighted mean block of its operands (the one approximation the simulator sees
+    for a group of several operands with different block sizes). An empty group issues nothing."""
+    if len(plans) == 1:
+        return plans[0]
+    if not plans:
+        zero = np.zeros(n)
+        return BufferPlan(zero, zero, zero, zero, zero, np.ones(n), np.ones(n, dtype=bool), zero, zero)
+
+    def total(field: str) -> np.ndarray:
+        return np.sum([getattr(p, field) for p in plans], axis=0)
+
+    requests, moved = total("requests"), total("bytes")
+    blocks = np.sum([p.requests * p.blocks_per_request for p in plans], axis=0)
+    return BufferPlan(
+        ldm_bytes=total("ldm_bytes"), loads=np.maximum.reduce([p.loads for p in plans]),
+        requests=requests, bytes=moved, block_bytes=moved / np.maximum(blocks, 1e-12),
+        blocks_per_request=blocks / np.maximum(requests, 1e-12),
+        aligned=np.logical_and.reduce([p.aligned for p in plans]),
+        total_requests=total("total_requests"), total_bytes=total("total_bytes"),
+    )
+
+
 def analyze(space: ScheduleSpace, index: np.ndarray) -> Analysis:
     """Analyse configs given as an (n, n_knobs) matrix of choice indices."""
     index = np.atleast_2d(np.asarray(index, dtype=np.int64))
@@ -257,6 +254,7 @@ def analyze(space: ScheduleSpace, index: np.ndarray) -> Analysis:
     rows_total = np.ones(n)
     cols_total = np.ones(n)
     out_mean = np.ones(n)
+    out_full = np.ones(n)
     for a in geo.axes:
         if a.role == "row":
             rows_total = rows_total * t[a.name].count
@@ -264,6 +262,7 @@ def analyze(space: ScheduleSpace, index: np.ndarray) -> Analysis:
             cols_total = cols_total * t[a.name].count
         if a.role != "red":
             out_mean = out_mean * t[a.name].mean
+            out_full = out_full * t[a.name].full
     red = t[geo.red_axis.name]
 
     rows_cpe, cols_cpe = np.ceil(rows_total / pr), np.ceil(cols_total / pc)
@@ -271,106 +270,113 @@ def analyze(space: ScheduleSpace, index: np.ndarray) -> Analysis:
     active = np.minimum(pr, rows_total) * np.minimum(pc, cols_total)
     imbalance = tiles_cpe * active / (rows_total * cols_total)
 
-    # Sharing: a is shared along a mesh row (pc CPEs), b along a column (pr CPEs).
+    # Sharing: group a is shared along a mesh row (pc CPEs), group b along a column (pr CPEs).
+    group_a, group_b = geo.group("a"), geo.group("b")
     on_mesh = (pr <= target.mesh_rows) & (pc <= target.mesh_cols)
-    a_ok, b_ok = geo.a_shareable(t, pr), geo.b_shareable(t, pr)
+    a_ok = np.logical_and.reduce([geo.shareable(op, t, pr) for op in group_a] + [np.ones(n, dtype=bool)])
+    b_ok = np.logical_and.reduce([geo.shareable(op, t, pr) for op in group_b] + [np.ones(n, dtype=bool)])
     sharing = share != Share.NONE
-    a_shared = sharing & a_ok & (pc > 1)
-    b_shared = sharing & b_ok & (pr > 1)
+    a_shared = sharing & a_ok & (pc > 1) & bool(group_a)
+    b_shared = sharing & b_ok & (pr > 1) & bool(group_b)
     mesh = share == Share.MESH
     kf = np.where(mesh, pr, 1.0)  # with RLC/RMA a row's CPEs each hold a slice of a kf*tk chunk
     chunks = np.ceil(geo.red_axis.extent / (red.full * kf))
     steps = tiles_cpe * chunks
 
-    tensors = geo.tensors(t)
-    # Loads of a and b per CPE. Without a reduction split, consecutive tiles of one CPE reuse the
-    # operand that the traversal order keeps fixed (row order keeps a, column order keeps b).
-    # Only when the kept operand's box does not change with the other tile index (conv groups: a
-    # follows the k tile; batch_matmul: b follows the batch).
+    boxes, out_box = geo.boxes(t)
+    # Loads per CPE. Without a reduction split, consecutive tiles of one CPE reuse the operands that
+    # the traversal order keeps fixed (row order keeps group a, column order group b), when the
+    # kept operand's box does not change with the other tile index (conv groups: the data follows
+    # the k tile; batch_matmul: B follows the batch).
     k_tiles = np.ceil(geo.red_axis.extent / red.full)  # tiles of the reduction axis (= chunks unless mesh)
     single_chunk = k_tiles == 1
     row_order = v["tile_order"] == Order.ROW
-    reuse_a = single_chunk & row_order & geo.a_reusable(t)
-    reuse_b = single_chunk & ~row_order & geo.b_reusable(t)
-    a_loads = np.where(reuse_a, rows_cpe, steps)
-    b_loads = np.where(reuse_b, cols_cpe, steps)
-    a_bcast = a_shared & (share == Share.BCAST)
-    b_bcast = b_shared & (share == Share.BCAST)
-    a_split = np.where(a_bcast, np.minimum(pc, cols_total), 1.0)
-    b_split = np.where(b_bcast, np.minimum(pr, rows_total), 1.0)
     # Exact fetch counts over the mesh. Unshared: every CPE fetches for each of its tiles (once per
     # row tile when reused, by every CPE that has col tiles). Shared (bcast, mesh): a mesh row
     # (column) walks its rounds in lock step and fetches each (tile, k tile) once for all its CPEs
     # -- bcast splits the requests over the row, mesh has one owner per k tile (k tile t: column
     # t % p fetches a, row t % p fetches b, then sends it over the row / column).
     col_rounds, row_rounds = np.ceil(cols_total / pc), np.ceil(rows_total / pr)
-    a_once = a_shared & sharing
-    b_once = b_shared & sharing
-    a_total = np.where(a_once, np.where(reuse_a, rows_total, rows_total * col_rounds * k_tiles),
-                       np.where(reuse_a, rows_total * np.minimum(pc, cols_total), rows_total * cols_total * k_tiles))
-    b_total = np.where(b_once, np.where(reuse_b, cols_total, cols_total * row_rounds * k_tiles),
-                       np.where(reuse_b, cols_total * np.minimum(pr, rows_total), rows_total * cols_total * k_tiles))
-    plan_a, _, limit_a = _plan(tensors["a"], ds, a_loads, a_split, dma_mode, a_total)
-    plan_b, _, limit_b = _plan(tensors["b"], ds, b_loads, b_split, dma_mode, b_total)
     packed_b = (v["pack"] == Pack.B) if "pack" in v else np.zeros(n, dtype=bool)
-    plan_b, b_whole = packed_plan(plan_b, tensors["b"], ds, b_total, packed_b)
+    b_whole = np.ones(n, dtype=bool)
+
+    def plans(is_a: bool) -> tuple[list[BufferPlan], np.ndarray, np.ndarray]:
+        out, limits, fetches = [], np.ones(n, dtype=bool), np.zeros(n)
+        shared = a_shared if is_a else b_shared
+        bcast = shared & (share == Share.BCAST)
+        split = np.where(bcast, np.minimum(pc, cols_total) if is_a else np.minimum(pr, rows_total), 1.0)
+        own, other = (rows_total, cols_total) if is_a else (cols_total, rows_total)
+        other_p, rounds = (pc, col_rounds) if is_a else (pr, row_rounds)
+        for op, box in zip(geo.operands, boxes):
+            if (op.group == "a") != is_a:
+                continue
+            reuse = single_chunk & (row_order if is_a else ~row_order) & geo.reusable(op, t)
+            loads = np.where(reuse, rows_cpe if is_a else cols_cpe, steps)
+            total = np.where(shared, np.where(reuse, own, own * rounds * k_tiles),
+                             np.where(reuse, own * np.minimum(other_p, other), rows_total * cols_total * k_tiles))
+            plan, _, limit = _plan(box, ds, loads, split, dma_mode, total)
+            if not is_a:  # the pack knob stores every b operand tile after tile
+                plan, whole = packed_plan(plan, box, ds, total, packed_b)
+                np.logical_and(b_whole, whole, out=b_whole)
+            out.append(plan)
+            limits &= limit
+            fetches = np.maximum(fetches, loads)
+        return out, limits, fetches
+
+    # ``fetches``: tile fetches of the busiest CPE before a bcast splits their requests (what it packs)
+    a_plans, limit_a, fetches_a = plans(True)
+    b_plans, limit_b, fetches_b = plans(False)
+    plan_a, plan_b = _merge(a_plans, n), _merge(b_plans, n)
     # A constant b (weights) is packed when the kernel is compiled; any other b is packed by the host
     # before every call: one read and one write of the whole tensor.
-    b_elems = float(np.prod([d.extent for d in tensors["b"]]))
-    host_pack = np.where(packed_b & (not geo.b_constant), 2.0 * b_elems * ds, 0.0)
-    plan_c, lines_c, limit_c = _plan(tensors["c"], ds, tiles_cpe, np.ones(n), dma_mode, rows_total * cols_total,
+    host_pack = np.where(packed_b & (not geo.b_constant), 2.0 * geo.b_elements * ds, 0.0)
+    plan_c, lines_c, limit_c = _plan(out_box, ds, tiles_cpe, np.ones(n), dma_mode, rows_total * cols_total,
                                      put_lines=v["put_lines"])
 
     # Inner loop: SIMD, register blocking (unroll), packing of strided operands.
     w = v["simd"]
     inner_code = v["inner"].astype(np.int64)
-    a_gather = np.zeros(n, dtype=bool)
-    b_gather = np.zeros(n, dtype=bool)
-    lane_a = np.zeros(n, dtype=bool)  # a gathered lane by lane (no packed copy)
-    reduction = np.zeros(n, dtype=bool)
+    gather = {"a": np.zeros(n, dtype=bool), "b": np.zeros(n, dtype=bool)}
+    lane = [np.zeros(n, dtype=bool) for _ in geo.operands]  # gathered lane by lane (no packed copy)
+    reduction = np.zeros(n, dtype=bool)  # lanes along the reduction: summed at the end of each run
     inner_ext = np.ones(n)
     misaligned = np.zeros(n)
     out_strided = np.zeros(n, dtype=bool)
+    body: list[np.ndarray] | None = None  # BodyReads fields of an expression body other than c += a*b
     for code, name in enumerate(geo.inner_axes):
         sel = inner_code == code
         if not sel.any():
             continue
-        acc = geo.inner_access(name, t)
-        a_gather = np.where(sel, acc.a_gather, a_gather)
-        b_gather = np.where(sel, acc.b_gather, b_gather)
-        repack_a, gathered_a = data_along(geo, name)
-        a_gather = np.where(sel, a_gather | repack_a, a_gather)
-        lane_a = np.where(sel, gathered_a, lane_a)
-        reduction = np.where(sel, acc.reduction, reduction)
-        inner_ext = np.where(sel, acc.extent, inner_ext)
+        acc = geo.inner_access(name, t, boxes, out_box, w)
+        for i, op in enumerate(geo.operands):
+            gather[op.group] = np.where(sel, gather[op.group] | acc.gather[i], gather[op.group])
+            lane[i] = np.where(sel, acc.lane[i], lane[i])
+        reduction = np.where(sel, name == geo.red_axis.name, reduction)
+        inner_ext = np.where(sel, t[name].full, inner_ext)
         misaligned = np.where(sel, acc.misaligned, misaligned)
-        if acc.out_strided is not None:
-            out_strided = np.where(sel, acc.out_strided, out_strided)
+        out_strided = np.where(sel, acc.out_strided, out_strided)
+        if acc.body is not None:
+            parts = [getattr(acc.body, f.name) for f in fields(BodyReads)]
+            body = parts if body is None else [np.where(sel, p, q) for p, q in zip(parts, body)]
     vector = w > 1
     simd_fraction = np.where(vector, np.floor(inner_ext / w) * w / inner_ext, 0.0)
-    pack_a, pack_b = vector & a_gather & ~lane_a, vector & b_gather
+    pack_a, pack_b = vector & gather["a"], vector & gather["b"]
     ldm_pack = np.where(pack_a, plan_a.ldm_bytes, 0.0) + np.where(pack_b, plan_b.ldm_bytes, 0.0)
 
-    out_tile_full = np.ones(n)
-    for a in geo.axes:
-        if a.role != "red":
-            out_tile_full = out_tile_full * t[a.name].full
     macs_tile = out_mean * geo.red_axis.extent * geo.red_fixed
-    macs_step = macs_tile / chunks
+    fma_step = macs_tile * geo.fma_per_point / chunks
     # Every CPE packs the whole tile it holds, however many CPEs shared the fetch: with bcast a
     # row (column) splits the requests (plan.loads is this CPE's share of them), not the packing.
-    pack_elems = (np.where(pack_a, a_loads / np.maximum(steps, 1) * plan_a.ldm_bytes / ds, 0.0)
-                  + np.where(pack_b, b_loads / np.maximum(steps, 1) * plan_b.ldm_bytes / ds, 0.0))
+    pack_elems = (np.where(pack_a, fetches_a / np.maximum(steps, 1) * plan_a.ldm_bytes / ds, 0.0)
+                  + np.where(pack_b, fetches_b / np.maximum(steps, 1) * plan_b.ldm_bytes / ds, 0.0))
     # acc = "reg": the register block the generated C holds (rows along the largest other output tile)
-    shape = block_shape(inner_code, geo.inner_axes,
-                        [a.name for a in geo.axes if a.role == "row"] + [a.name for a in geo.axes if a.role == "col"],
-                        {a.name: t[a.name].full for a in geo.axes}, operand_axes(geo),
-                        [lane_a, np.zeros(n, dtype=bool)], red.mean < red.full)
+    shape = block_shape(inner_code, geo.inner_axes, list(geo.row_axes) + list(geo.col_axes),
+                        {a.name: t[a.name].full for a in geo.axes}, geo.operand_axes, lane, red.mean < red.full)
     acc_reg = v["acc"] == Acc.REG
-    cp = inner_loop(target, w, v["unroll"], reduction, acc_reg, inner_ext, out_tile_full, out_mean, macs_step,
-                    simd_fraction, pack_elems, np.where(w > 1, misaligned, 0.0),
+    cp = inner_loop(target, w, v["unroll"], reduction, acc_reg, inner_ext, out_full, out_mean, fma_step,
+                    simd_fraction, pack_elems, np.where(vector, misaligned, 0.0),
                     red.full if geo.red_innermost == 0 else np.full(n, float(geo.red_innermost)),
-                    out_strided & (w > 1), shape)
+                    out_strided & vector, shape, BodyReads(*body) if body is not None else None)
     compute = cp.cycles
 
     # Register communication / RMA: the row (column) bus carries the row's whole a (b) chunk.
@@ -418,16 +424,17 @@ def analyze(space: ScheduleSpace, index: np.ndarray) -> Analysis:
         fail(Reason.EPILOGUE_NEEDS_DENSE_ROWS, ep.invalid)
 
     macs_cpe = tiles_cpe * macs_tile
+    flops_cpe = macs_cpe * geo.ops_per_point
     mem_bytes = plan_a.bytes + plan_b.bytes + plan_c.bytes
     return Analysis(
         valid=reason == Reason.OK, reason=reason,
         ldm_a=ldm_a, ldm_b=ldm_b, ldm_c=ldm_c, ldm_pack=ldm_pack, ldm_total=ldm_total,
         a=plan_a, b=plan_b, c=plan_c,
         pr=pr, pc=pc, active_cpes=active, tiles_per_cpe=tiles_cpe, steps_per_cpe=steps,
-        chunks_per_tile=chunks, imbalance=imbalance, macs_per_cpe=macs_cpe, flops_per_cpe=2 * macs_cpe,
+        chunks_per_tile=chunks, imbalance=imbalance, macs_per_cpe=macs_cpe, flops_per_cpe=flops_cpe,
         simd_width=w, simd_fraction=simd_fraction, kernel_efficiency=cp.efficiency, compute=cp,
         compute_cycles_per_step=compute, share_cycles_per_step=share_cost,
         double_buffer_a=db_a, double_buffer_b=db_b, share_mode=share, dma_mode=dma_mode,
-        arithmetic_intensity=2 * macs_cpe / np.maximum(mem_bytes, 1.0), double_buffer_c=db_c,
+        arithmetic_intensity=flops_cpe / np.maximum(mem_bytes, 1.0), double_buffer_c=db_c,
         host_pack_bytes=host_pack, epilogue=ep,
     )

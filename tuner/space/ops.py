@@ -1,19 +1,26 @@
-"""Per-operator geometry: tiled axes, the tensors' tile boxes, and how the inner loop touches them.
+"""Per-operator geometry: tiled axes, the operands' tile boxes, and how the inner loop touches them.
 
 Every operator is scheduled the same way (output-stationary implicit GEMM): output tiles over the
 *row* axes and *col* axes are spread over the CPE mesh, a tiled *reduction* axis is walked in chunks,
-and per chunk each CPE fetches an ``a`` tile (depends on row axes: data / A) and a ``b`` tile
-(depends on col axes: weights / B), then puts its ``c`` (output) tile when the reduction is done.
-An op only has to say which axes it has and which box of each tensor a tile needs; the analysis does
-the rest. Arrays here are numpy arrays over many configs at once.
+and per chunk each CPE fetches the tiles of its input operands, then puts its ``c`` (output) tile when
+the reduction is done. Operands come in two groups: group ``a`` depends on no col axis (shareable
+along a mesh row: data / A), group ``b`` on col axes (shareable along a mesh column: weights / B).
+
+:class:`OpGeometry` is what the one analysis (tuner/space/analysis.py) asks of an operator: its axes,
+its operands and their boxes per tile, whether CPEs may share or keep a box, and how the inner loop
+walks each operand. An expression operator answers from its affine accesses
+(tuner/expr/opgeometry.py); a built-in op here, from its own rules (conv2d's groups, padding pre-pass
+and tile choices, :class:`Conv2dGeometry`). Arrays are numpy arrays over many configs at once.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
+from tuner.space.compute import BodyReads
 from tuner.workloads import BatchMatmul, Conv2d, Dense, Workload
 
 
@@ -44,17 +51,29 @@ class Dim:
 
 
 @dataclass(frozen=True)
-class InnerAccess:
-    """How the innermost compute loop walks the operands (decides SIMD, packing and reductions)."""
+class Operand:
+    """A built-in op's input operand: its name and group (an expression's is tuner/expr/geometry.py's)."""
 
-    a_gather: np.ndarray  # a is strided along the inner axis: vectorizing needs a packed copy
-    b_gather: np.ndarray
-    reduction: bool  # the inner axis is a reduction: lanes are summed at the end of each run
-    extent: np.ndarray  # full tile extent of the inner axis
-    misaligned: float = 0.0  # share of the vector operand's loads that start off a vector boundary
+    name: str
+    group: str  # "a" | "b"
+
+
+@dataclass(frozen=True)
+class InnerAccess:
+    """How the innermost compute loop along one axis walks the operands (decides SIMD and packing)."""
+
+    # per operand: strided along the axis and repackable, so vectorising needs a unit-stride copy
+    gather: tuple[np.ndarray, ...]
+    # per operand: strided and not repackable, so a vector of it is gathered lane by lane
+    # (tuner/codegen/simd.py gathered_dims)
+    lane: tuple[np.ndarray, ...]
+    misaligned: float | np.ndarray = 0.0  # share of vector operand loads that start off a vector boundary
     # the output tile is strided along the inner axis: an accumulator vector moves to and from LDM
     # lane by lane (what the generated C does), not as one vector load/store
-    out_strided: np.ndarray | None = None
+    out_strided: np.ndarray | bool = False
+    # the body's own loads per vector trip (an expression body other than c += a*b); None: the
+    # c += a*b register block (tuner/space/compute.py)
+    body: BodyReads | None = None
 
 
 def tile_choices(extent: int, limit: int = 16) -> tuple[int, ...]:
@@ -107,45 +126,84 @@ def _ones(t: AxisTiles) -> np.ndarray:
 
 
 class OpGeometry:
-    """Base: subclasses set ``axes``, ``inner_axes`` and implement the tensor boxes."""
+    """What the analysis asks of an operator (subclasses set ``axes``, ``inner_axes``, ``operands``).
 
-    workload: Workload
+    The methods taking an operand accept any object with a ``group`` ("a" or "b"): a built-in op's
+    :class:`Operand` or an expression's (tuner/expr/geometry.py)."""
+
+    workload: Any
     axes: tuple[TileAxis, ...]
+    row_axes: tuple[str, ...]  # in axes order: the order the mesh flattens row tiles in
+    col_axes: tuple[str, ...]
     inner_axes: tuple[str, ...]
+    operands: tuple[Any, ...] = (Operand("a", "a"), Operand("b", "b"))
     red_fixed: int = 1  # untiled reduction extent (a conv's R*S)
     red_innermost: int = 0  # extent of the innermost untiled reduction loop (a conv's S); 0: the tiled one
     prepass_bytes: int = 0  # host-side work before the spawn (padding a conv input)
+    fma_per_point: int = 1  # P0 instructions per (spatial, reduction) point: one FMA
+    ops_per_point: int = 2  # arithmetic operations per point (a multiply and an add)
     # b is a layer's weights, a constant of the compiled model: packing it (the pack knob) is done
     # once at compile time. batch_matmul's b is an activation: the host packs it before each call.
     b_constant: bool = True
-
-    def tensors(self, t: dict[str, AxisTiles]) -> dict[str, list[Dim]]:
-        raise NotImplementedError
-
-    def inner_access(self, inner: str, t: dict[str, AxisTiles]) -> InnerAccess:
-        raise NotImplementedError
-
-    def a_shareable(self, t: dict[str, AxisTiles], pr: np.ndarray) -> np.ndarray:
-        """Whether CPEs of one mesh row (same row tile, different col tiles) need the same ``a`` tile."""
-        return np.ones_like(pr, dtype=bool)
-
-    def b_shareable(self, t: dict[str, AxisTiles], pr: np.ndarray) -> np.ndarray:
-        return np.ones_like(pr, dtype=bool)
-
-    def a_reusable(self, t: dict[str, AxisTiles]) -> np.ndarray:
-        """Whether ``a``'s box is the same for every col tile (so row order may keep it in LDM)."""
-        return np.ones_like(t[self.red_axis.name].full, dtype=bool)
-
-    def b_reusable(self, t: dict[str, AxisTiles]) -> np.ndarray:
-        """Whether ``b``'s box is the same for every row tile (so col order may keep it in LDM)."""
-        return np.ones_like(t[self.red_axis.name].full, dtype=bool)
 
     @property
     def red_axis(self) -> TileAxis:
         return next(a for a in self.axes if a.role == "red")
 
+    def group(self, name: str) -> tuple[Any, ...]:
+        return tuple(op for op in self.operands if op.group == name)
 
-class GemmGeometry(OpGeometry):
+    def boxes(self, t: dict[str, AxisTiles]) -> tuple[list[list[Dim]], list[Dim]]:
+        """The LDM box of each operand (in ``operands`` order) and of the output, per tile."""
+        raise NotImplementedError
+
+    @property
+    def operand_axes(self) -> list[set[str]]:
+        """The axes each operand's LDM index moves with: what the register block loads per row or
+        per vector (tuner/space/compute.py block_shape)."""
+        raise NotImplementedError
+
+    @property
+    def b_elements(self) -> int:
+        """Elements of the group-b operands (what the host packs before each call when not constant)."""
+        raise NotImplementedError
+
+    def shareable(self, op: Any, t: dict[str, AxisTiles], pr: np.ndarray) -> np.ndarray:
+        """Whether the CPEs that would share the operand's tile (a mesh row for group a, a mesh
+        column for group b) need the same box."""
+        return np.ones_like(pr, dtype=bool)
+
+    def reusable(self, op: Any, t: dict[str, AxisTiles]) -> np.ndarray:
+        """Whether the operand's box is the same for every tile the traversal keeps it across (row
+        order keeps group a across col tiles, col order group b across row tiles)."""
+        return np.ones_like(t[self.red_axis.name].full, dtype=bool)
+
+    def inner_access(self, inner: str, t: dict[str, AxisTiles], boxes: list[list[Dim]], out_box: list[Dim],
+                     w: np.ndarray) -> InnerAccess:
+        """How the innermost loop along ``inner`` (``w`` lanes) walks the operands and the output."""
+        raise NotImplementedError
+
+
+class BuiltinGeometry(OpGeometry):
+    """A built-in op: one ``a`` and one ``b`` operand whose boxes :meth:`tensors` names."""
+
+    @property
+    def row_axes(self) -> tuple[str, ...]:  # type: ignore[override]
+        return tuple(a.name for a in self.axes if a.role == "row")
+
+    @property
+    def col_axes(self) -> tuple[str, ...]:  # type: ignore[override]
+        return tuple(a.name for a in self.axes if a.role == "col")
+
+    def tensors(self, t: dict[str, AxisTiles]) -> dict[str, list[Dim]]:
+        raise NotImplementedError
+
+    def boxes(self, t: dict[str, AxisTiles]) -> tuple[list[list[Dim]], list[Dim]]:
+        boxes = self.tensors(t)
+        return [boxes["a"], boxes["b"]], boxes["c"]
+
+
+class GemmGeometry(BuiltinGeometry):
     """dense and batch_matmul: a[(b),m,k], b[(b),n,k], c[(b),m,n]."""
 
     workload: Dense | BatchMatmul
@@ -175,30 +233,41 @@ class GemmGeometry(OpGeometry):
         k = Dim(t["k"].full, t["k"].mean, w.k)
         return {"a": self._batch(t) + [m, k], "b": self._batch(t) + [n, k], "c": self._batch(t) + [m, n]}
 
-    def inner_access(self, inner: str, t: dict[str, AxisTiles]) -> InnerAccess:
+    @property
+    def operand_axes(self) -> list[set[str]]:
+        batch = {"b"} & {a.name for a in self.axes}
+        return [batch | {"m", "k"}, batch | {"n", "k"}]
+
+    @property
+    def b_elements(self) -> int:
+        w = self.workload
+        return (w.b if isinstance(w, BatchMatmul) else 1) * w.n * w.k
+
+    def inner_access(self, inner: str, t: dict[str, AxisTiles], boxes: list[list[Dim]], out_box: list[Dim],
+                     w: np.ndarray) -> InnerAccess:
         no = np.zeros_like(t["k"].full, dtype=bool)
         k_is_one = t["k"].full == 1
         if inner == "n":  # a broadcast (loade), b[n,k] strided by tk along n
-            return InnerAccess(no, ~k_is_one, False, t["n"].full)
+            return InnerAccess((no, ~k_is_one), (no, no))
         if inner == "k":  # both contiguous along k, lanes reduced at the end
-            return InnerAccess(no, no, True, t["k"].full)
+            return InnerAccess((no, no), (no, no))
         # inner m: a strided by tk, the output by tn
-        return InnerAccess(~k_is_one, no, False, t["m"].full, out_strided=t["n"].full != 1)
+        return InnerAccess((~k_is_one, no), (no, no), out_strided=t["n"].full != 1)
 
-    def b_shareable(self, t: dict[str, AxisTiles], pr: np.ndarray) -> np.ndarray:
-        if "b" not in t:
+    def shareable(self, op: Any, t: dict[str, AxisTiles], pr: np.ndarray) -> np.ndarray:
+        if op.group == "a" or "b" not in t:
             return np.ones_like(pr, dtype=bool)
         # CPEs of one mesh column work on row tiles w*pr .. w*pr+pr-1 at once; they need the same
         # b tile only if those row tiles share the batch index, i.e. pr divides the m-tile count.
         return np.mod(t["m"].count, pr) == 0
 
-    def b_reusable(self, t: dict[str, AxisTiles]) -> np.ndarray:
-        if "b" not in t:
+    def reusable(self, op: Any, t: dict[str, AxisTiles]) -> np.ndarray:
+        if op.group == "a" or "b" not in t:
             return np.ones_like(t["k"].full, dtype=bool)
         return t["b"].count == 1  # b[B,N,K] follows the batch of the row tile
 
 
-class Conv2dGeometry(OpGeometry):
+class Conv2dGeometry(BuiltinGeometry):
     """conv2d NCHW: a = padded data[N, G, C/G, Hp, Wp], b = weight[K, C/G, R, S], c = out[N, K, OH, OW]."""
 
     workload: Conv2d
@@ -265,30 +334,50 @@ class Conv2dGeometry(OpGeometry):
         ]
         return {"a": a, "b": b, "c": c}
 
-    def inner_access(self, inner: str, t: dict[str, AxisTiles]) -> InnerAccess:
+    @property
+    def operand_axes(self) -> list[set[str]]:
+        # data[n, group(k), c, oh*stride + r, ow*stride + s], weight[k, c, r, s]
+        return [{"n", "c", "oh", "ow"} | ({"k"} if self.workload.groups > 1 else set()), {"k", "c"}]
+
+    @property
+    def b_elements(self) -> int:
         w = self.workload
+        return w.k * (w.c // w.groups) * w.r * w.s
+
+    def inner_access(self, inner: str, t: dict[str, AxisTiles], boxes: list[list[Dim]], out_box: list[Dim],
+                     w: np.ndarray) -> InnerAccess:
+        wl = self.workload
         no = np.zeros_like(t["k"].full, dtype=bool)
-        if inner == "ow":  # data row contiguous only at stride 1; weights broadcast
-            # tap s reads the data row s elements past the output's vector start: all taps but
-            # those at a multiple of the lanes are unaligned (counted for 4 lanes, the common case)
-            off = sum(1 for s in range(w.s) if (s * w.dil_w) % 4) / w.s if w.stride_w == 1 else 0.0
-            return InnerAccess(no | (w.stride_w != 1), no, False, t["ow"].full, off)
-        if inner == "k":  # data broadcast; weights strided by tc*R*S
-            return InnerAccess(no, (t["c"].full * w.r * w.s) != 1, False, t["k"].full,
+        if inner == "ow":
+            # the data row is contiguous only at stride 1; at a stride (index ow*stride + s) the
+            # generated C gathers it lane by lane (tuner/codegen/simd.py gathered_dims); weights
+            # broadcast. Tap s reads the data row s elements past the output's vector start: all
+            # taps but those at a multiple of the lanes are unaligned (counted for 4 lanes)
+            off = sum(1 for s in range(wl.s) if (s * wl.dil_w) % 4) / wl.s if wl.stride_w == 1 else 0.0
+            return InnerAccess((no, no), (no | (wl.stride_w != 1), no), off)
+        if inner == "k":
+            # weights strided by tc*R*S. The data is a broadcast, except with groups, where its index
+            # moves with k through the group k // (K/G): repacked when K/G = 1 (depthwise: the index
+            # is k), else gathered lane by lane
+            grouped = wl.groups > 1
+            return InnerAccess((no | (grouped and wl.k == wl.groups), (t["c"].full * wl.r * wl.s) != 1),
+                               (no | (grouped and wl.k != wl.groups), no),
                                out_strided=(t["oh"].full * t["ow"].full) != 1)
-        ih = (t["oh"].full - 1) * w.stride_h + w.span_h
-        iw = (t["ow"].full - 1) * w.stride_w + w.span_w
-        return InnerAccess((ih * iw) != 1, no | (w.r * w.s != 1), True, t["c"].full)
+        ih = (t["oh"].full - 1) * wl.stride_h + wl.span_h
+        iw = (t["ow"].full - 1) * wl.stride_w + wl.span_w
+        return InnerAccess(((ih * iw) != 1, no | (wl.r * wl.s != 1)), (no, no))
 
-    def a_shareable(self, t: dict[str, AxisTiles], pr: np.ndarray) -> np.ndarray:
+    def shareable(self, op: Any, t: dict[str, AxisTiles], pr: np.ndarray) -> np.ndarray:
         # With groups, different k tiles read different input channels.
-        return np.full_like(pr, self.workload.groups == 1, dtype=bool)
+        return np.full_like(pr, op.group == "b" or self.workload.groups == 1, dtype=bool)
 
-    def a_reusable(self, t: dict[str, AxisTiles]) -> np.ndarray:
+    def reusable(self, op: Any, t: dict[str, AxisTiles]) -> np.ndarray:
+        if op.group == "b":
+            return np.ones_like(t["k"].full, dtype=bool)
         return (t["k"].count == 1) | (self.workload.groups == 1)
 
 
-def geometry_for(workload: Workload) -> OpGeometry:
+def geometry_for(workload: Workload) -> BuiltinGeometry:
     if isinstance(workload, Conv2d):
         return Conv2dGeometry(workload)
     if isinstance(workload, (Dense, BatchMatmul)):

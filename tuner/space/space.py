@@ -20,7 +20,7 @@ from tuner.errors import InvalidConfigError
 from tuner.space.analysis import Analysis, analyze
 from tuner.space.choices import Acc, Dma, Order, Pack, Reason, Share, reason_label
 from tuner.space.knobs import Knob
-from tuner.space.ops import geometry_for
+from tuner.space.ops import OpGeometry, geometry_for
 from tuner.targets import Target, get_target
 from tuner.workloads import Workload
 
@@ -45,31 +45,27 @@ class ScheduleSpace:
         """``restrict`` narrows knobs to some of their choices (pinning a knob, a user's sub-space)."""
         self.workload = workload
         self.target = get_target(target)
-        self.geometry = geometry_for(workload)
+        self.geometry = self._geometry(workload)
         knobs = [
             Knob(f"tile_{a.name}", a.choices, doc=f"tile size of axis {a.name} ({a.role}, extent {a.extent})")
             for a in self.geometry.axes
         ]
         knobs += [
-            Knob("grid", GRIDS, ordered=False, doc="CPE grid the output tiles are spread over"),
+            Knob("grid", GRIDS, ordered=False, doc="CPE grid: row axes' tiles over mesh rows, col axes' over columns"),
             Knob("share", Share.labels(), ordered=False, doc="tile sharing across the mesh"),
             Knob("dma", Dma.labels(), ordered=False, doc="one strided descriptor per tile, or one request per row"),
             Knob("put_lines", (0, 1), ordered=False, doc="pad output rows so puts write whole 128-B lines"),
-            Knob("db_a", (0, 1), ordered=False, doc="double-buffer the a (data) tile"),
-            Knob("db_b", (0, 1), ordered=False, doc="double-buffer the b (weight) tile"),
+            Knob("db_a", (0, 1), ordered=False, doc="double-buffer the a tiles (row-shared operands: data, A)"),
+            Knob("db_b", (0, 1), ordered=False, doc="double-buffer the b tiles (column-shared operands: weights, B)"),
             Knob("db_c", (0, 1), ordered=False, default=0,
                  doc="double-buffer the output tile: its put is asynchronous, overlaps the next tile's "
                      "compute and is waited on before that LDM copy is reused"),
             Knob("tile_order", Order.labels(), ordered=False, doc="traversal of a CPE's output tiles"),
             Knob("inner", self.geometry.inner_axes, ordered=False, doc="innermost compute loop axis"),
-            Knob("simd", self.target.simd_widths[workload.dtype], doc="vector lanes (1 = scalar)"),
+            self._simd_knob(),
             Knob("unroll", UNROLL_CHOICES, doc="independent accumulators (register block)"),
-            Knob("acc", Acc.labels(), ordered=False, default=Acc.LDM.label,
-                 doc="with an output axis innermost: accumulators through LDM every reduction step, or "
-                     "held in registers across the chunk's reduction (tuner/space/compute.py)"),
-            Knob("pack", Pack.labels(), ordered=False, default=Pack.NONE.label,
-                 doc="b laid out tile after tile (packed at compile time when it is a constant, "
-                     "by the host before each call otherwise), so each b tile is one contiguous DMA"),
+            self._acc_knob(),
+            self._pack_knob(),
         ]
         if restrict:
             knobs = self._restricted(knobs, restrict)
@@ -81,6 +77,22 @@ class ScheduleSpace:
         grids = self.knobs[self.knob_index["grid"]].choices
         self.grid_rows = np.array([int(g.split("x")[0]) for g in grids], dtype=np.float64)
         self.grid_cols = np.array([int(g.split("x")[1]) for g in grids], dtype=np.float64)
+
+    def _geometry(self, workload: Workload) -> OpGeometry:
+        return geometry_for(workload)
+
+    def _simd_knob(self) -> Knob:
+        return Knob("simd", self.target.simd_widths[self.workload.dtype], doc="vector lanes (1 = scalar)")
+
+    def _acc_knob(self) -> Knob:
+        return Knob("acc", Acc.labels(), ordered=False, default=Acc.LDM.label,
+                    doc="with an output axis innermost: accumulators through LDM every reduction step, or "
+                        "held in registers across the chunk's reduction (tuner/space/compute.py)")
+
+    def _pack_knob(self) -> Knob:
+        return Knob("pack", Pack.labels(), ordered=False, default=Pack.NONE.label,
+                    doc="b laid out tile after tile (packed at compile time when it is a constant, "
+                        "by the host before each call otherwise), so each b tile is one contiguous DMA")
 
     @staticmethod
     def _restricted(knobs: list[Knob], restrict: Mapping[str, Sequence[Any]]) -> list[Knob]:
@@ -144,12 +156,12 @@ class ScheduleSpace:
         return analyze(self, index)
 
     def is_valid(self, index: np.ndarray) -> np.ndarray:
-        return analyze(self, index).valid
+        return self.analyze(index).valid
 
     def check(self, config: Config) -> np.ndarray:
         """Encode a config and raise InvalidConfigError (with the rule it breaks) if it is invalid."""
         vector = self.encode(config)
-        result = analyze(self, vector[None, :])
+        result = self.analyze(vector[None, :])
         if not result.valid[0]:
             raise InvalidConfigError(f"config breaks the rule {reason_label(result.reason[0])!r}: "
                                      f"LDM {int(result.ldm_total[0])} B of {self.target.ldm_budget_bytes} B")
@@ -161,8 +173,7 @@ class ScheduleSpace:
         tile_cols = [i for i, k in enumerate(self.knobs) if k.name.startswith("tile_")]
         index = index.copy()
         for _ in range(rounds):
-            res = analyze(self, index)
-            over = res.reason == Reason.LDM_OVERFLOW
+            over = self.analyze(index).reason == Reason.LDM_OVERFLOW
             if not over.any():
                 break
             rows = np.flatnonzero(over)
@@ -183,7 +194,7 @@ class ScheduleSpace:
             batch = max(256, 2 * (n - have))
             cand = rng.integers(0, self.sizes, size=(batch, len(self.sizes)))
             cand = self._repair(cand, rng)
-            cand = cand[analyze(self, cand).valid]
+            cand = cand[self.analyze(cand).valid]
             found.append(cand)
             have += len(cand)
             if have >= n:
@@ -206,7 +217,7 @@ class ScheduleSpace:
             ordered_val = np.clip(out[rows, cols] + step, 0, self.sizes[cols] - 1)
             jump = (out[rows, cols] + rng.integers(1, np.maximum(self.sizes[cols], 2))) % self.sizes[cols]
             out[rows, cols] = np.where(self.ordered[cols], ordered_val, jump)
-        ok = analyze(self, out).valid
+        ok = self.analyze(out).valid
         return np.where(ok[:, None], out, index)
 
     def enumerate(self, limit: int = 2_000_000, chunk: int = 200_000) -> np.ndarray | None:
@@ -217,7 +228,7 @@ class ScheduleSpace:
         for start in range(0, self.size, chunk):
             flat = np.arange(start, min(start + chunk, self.size))
             idx = np.stack(np.unravel_index(flat, tuple(self.sizes)), axis=1).astype(np.int64)
-            valid.append(idx[analyze(self, idx).valid])
+            valid.append(idx[self.analyze(idx).valid])
         return np.concatenate(valid)
 
     # --- named configs ------------------------------------------------------------------------

@@ -1,0 +1,73 @@
+"""An expression's answers to the analysis' questions (tuner/space/ops.py :class:`OpGeometry`).
+
+The one analysis (tuner/space/analysis.py) asks every operator for its operands' boxes, whether
+CPEs may share or keep them, and how the inner loop walks them. A built-in op answers from its own
+rules (tuner/space/ops.py); an expression from its affine accesses, which
+:class:`~tuner.expr.geometry.ExprGeometry` turns into boxes, sharing and reuse, and this class
+into the inner loop's facts: an operand needs a packed copy for SIMD when its LDM stride along the
+inner axis is neither 0 (broadcast) nor 1 (contiguous) and the generated C can repack it, else it
+is gathered lane by lane.
+"""
+
+from __future__ import annotations
+
+from math import prod
+
+import numpy as np
+
+from tuner.expr.geometry import ExprGeometry
+from tuner.space.compute import BodyReads
+from tuner.space.ops import AxisTiles, Dim, InnerAccess, OpGeometry
+
+
+class ExprOpGeometry(ExprGeometry, OpGeometry):
+    """:class:`ExprGeometry` with the :class:`OpGeometry` methods the analysis calls."""
+
+    @property
+    def ops_per_point(self) -> int:  # type: ignore[override]
+        return self.expr.ops_per_point
+
+    @property
+    def b_constant(self) -> bool:  # type: ignore[override]
+        # b operands that read no row axis are a layer's weights (dense, conv), packed at compile
+        # time; one that follows a row axis (a batch) is an activation, packed by the host per call
+        return all(not op.row_axes for op in self.group("b"))
+
+    @property
+    def b_elements(self) -> int:
+        return sum(prod(op.access.shape) for op in self.group("b"))
+
+    @property
+    def operand_axes(self) -> list[set[str]]:
+        return [set(op.access.axes) for op in self.operands]
+
+    def boxes(self, t: dict[str, AxisTiles]) -> tuple[list[list[Dim]], list[Dim]]:
+        return [self.dims(op.access, t) for op in self.operands], self.output_dims(t)
+
+    def inner_access(self, inner: str, t: dict[str, AxisTiles], boxes: list[list[Dim]], out_box: list[Dim],
+                     w: np.ndarray) -> InnerAccess:
+        gather, lane = [], []
+        misaligned = np.zeros_like(w, dtype=float)
+        for op, box in zip(self.operands, boxes):
+            stride = self.stride_along(op.access, inner, box)
+            strided = (stride != 0) & (stride != 1)
+            # the generated C repacks it (tuner/codegen/simd.py gathered_dims) when the axis moves one
+            # index dimension with step 1; else it gathers a vector lane by lane (only in the
+            # c += a*b loops tuner/codegen/simd.py prints; the other vector bodies,
+            # tuner/codegen/simd_expr.py, gather it lane by lane)
+            moving = [d for d in op.access.dims if d.coef(inner) != 0]
+            repack = len(moving) == 1 and moving[0].coef(inner) == 1 and not self.expr.block_reason
+            gather.append(strided & repack)
+            lane.append(strided & (not repack))
+            misaligned = np.maximum(misaligned, self.misaligned(op.access, inner))
+        # the output tile's LDM stride along the inner axis (strided: accumulators move lane by lane)
+        out_strided = (self.stride_along(self.expr.output, inner, out_box) != 1) & (inner != self.red_axis.name)
+        body = None
+        if self.expr.block_reason:
+            # a body other than c += a*b (tuner/codegen/simd_expr.py) loads what its reads are, per
+            # trip of w points (c += a*b bodies keep the register block's rb_o + rb_i loads per u FMAs)
+            loads, unaligned = self.body_reads(inner, {op.access.tensor: box for op, box in zip(self.operands, boxes)},
+                                               w)
+            body = BodyReads(loads, unaligned, np.full(len(w), float(self.fma_per_point)),
+                             self.body_output_ops(inner, w))
+        return InnerAccess(tuple(gather), tuple(lane), misaligned, out_strided, body)
