@@ -34,6 +34,7 @@ import reference
 from _common import emit
 from objective import NOISE, Objective, TrialLog, Variant
 from peers import PEERS, run_peer
+from run_cache import RunCache, code_fingerprint, run_key
 from workload_suite import suite
 
 from cost_model import XGBoostCostModel
@@ -109,15 +110,15 @@ def run_job(job: Job) -> dict[str, Any]:
     out: dict[str, Any] = {"method": method, "variant": variant, "i": i, "seed": seed}
     if method == "ours":
         log, search = run_ours(space, variant, seed, goal, full=True, options=options)
-        measured = np.stack(search.measured_index)
-        out["history"] = (features(space, measured), np.asarray(search.measured_time))
+        out["history"] = (np.stack(search.measured_index).tolist(), [float(t) for t in search.measured_time])
     elif method == "ours_transfer":
         log, _ = run_ours(space, variant, seed, goal, full=False, base=base, options=options)
     elif method == "random":
         log = run_random(space, variant, seed, goal)
     else:
         log = run_peer(method, space, seed, TrialLog(Objective(space, variant, seed=seed), CAP, goal=goal))
-    out.update(curve=log.curve, best_true=log.best_true_seen, best_row=log.best_true_row,
+    out.update(curve=log.curve, best_true=log.best_true_seen,
+               best_row=None if log.best_true_row is None else log.best_true_row.tolist(),
                repeats=log.repeats, invalid=log.invalid, seconds=time.perf_counter() - began)
     return out
 
@@ -216,10 +217,11 @@ def main() -> None:
     parser.add_argument("--workloads", default="", help="indices into the suite (default: all)")
     parser.add_argument("--cap", type=int, default=1000, help="trial cap of every method (smoke tests only)")
     parser.add_argument("--jobs", type=int, default=2, help="worker processes (one per core)")
+    parser.add_argument("--cache", default="benchmarks/out/search_runs.jsonl",
+                        help="finished runs, one JSON line each: reused, and merged into the summary ('' = off)")
     args = parser.parse_args()
     CAP = args.cap  # module-wide: worker processes are forked after this
     methods = [m for m in args.methods.split(",") if m]
-    peers = [m for m in methods if m in PEERS]
     peer_seeds = {k: int(v) for k, v in (kv.split("=") for kv in args.peer_seeds.split(",") if kv)}
     seeds_of = {m: peer_seeds.get(m, args.seeds) if m in PEERS else args.seeds for m in methods}
     if "ours_transfer" in methods and "ours" not in methods:
@@ -250,6 +252,22 @@ def main() -> None:
             print(f"  {v.value} {space.target.name} {space.workload.key}: reference {entry['seconds'] * 1e3:.4f} ms "
                   f"({entry['how']}); random needs {'>=' if bound else ''}{med:.0f} trials (median)", flush=True)
 
+    cache = RunCache(Path(args.cache) if args.cache else None)
+    ref_fp = reference.fingerprint()
+    codes = {m: code_fingerprint(m, options) for m in ("ours", "ours_transfer", "random", *PEERS)}
+
+    def key_of(m: str, v: Variant, i: int, seed: int) -> str:
+        return run_key(m, v.value, f"{spaces[i].target.name}:{spaces[i].workload.key}", seed, CAP, NOISE, ref_fp,
+                       codes[m])
+
+    def cached(m: str, v: Variant, i: int, seed: int) -> dict[str, Any] | None:
+        row = cache.get(key_of(m, v, i, seed), refs[(v, i)] / TARGET_FRACTION, CAP)
+        if row is None:
+            return None
+        out = dict(row)
+        out.update(variant=v, i=i, cached=True)
+        return out
+
     jobs: list[Job] = []
     for v in variants:
         for i in picked:
@@ -262,22 +280,24 @@ def main() -> None:
                     jobs.append((m, v, i, seed, refs[(v, i)] / TARGET_FRACTION, options, None))
     slowness = {"ours": 0, "random": 0, "optuna_tpe": 1, "nevergrad_de": 1, "skopt_et": 2, "smac": 3}
     jobs.sort(key=lambda j: slowness.get(j[0], 1))  # ours first: its figures are there even if peers overrun
-    trials: dict[Variant, dict[str, list[int]]] = {v: {m: [] for m in methods} for v in variants}
+    trials: dict[Variant, dict[str, list[int]]] = {v: {} for v in variants}
     finals: dict[Variant, dict[str, list[float]]] = {v: {"ours": []} for v in variants}
-    curves: dict[Variant, dict[str, list[np.ndarray]]] = {v: {m: [] for m in methods} for v in variants}
-    histories: dict[tuple[Variant, int, int], tuple[np.ndarray, np.ndarray]] = {}
+    curves: dict[Variant, dict[str, list[np.ndarray]]] = {v: {} for v in variants}
+    histories: dict[tuple[Variant, int, int], tuple[list, list]] = {}
     cells: dict[Variant, dict[str, dict[tuple[int, int], int]]] = {v: {} for v in variants}
     extras: dict[str, dict[str, float]] = {}
+    done: set[str] = set()  # keys already recorded in this summary
     refreshed = 0
+    reused = 0
 
     def record(out: dict[str, Any]) -> None:
         nonlocal refreshed
         v, i, m = out["variant"], out["i"], out["method"]
         ref = refs[(v, i)]
         curve = out["curve"]
-        trials[v][m].append(trials_to(curve, ref / TARGET_FRACTION))
+        trials[v].setdefault(m, []).append(trials_to(curve, ref / TARGET_FRACTION))
         cells[v].setdefault(m, {})[(i, out["seed"])] = trials[v][m][-1]
-        curves[v][m].append(ref / np.asarray(curve) if curve else np.array([0.0]))
+        curves[v].setdefault(m, []).append(ref / np.asarray(curve) if curve else np.array([0.0]))
         if m == "ours":
             finals[v]["ours"].append(ref / curve[-1])
         if out["best_row"] is not None and out["best_true"] < ref * (1 - 1e-9):
@@ -291,42 +311,81 @@ def main() -> None:
         e["seconds"] += out["seconds"]
 
     def report(out: dict[str, Any]) -> None:
+        nonlocal reused
+        key = key_of(out["method"], out["variant"], out["i"], out["seed"])
+        if key in done:
+            return
+        done.add(key)
+        if out.get("cached"):
+            reused += 1
+        else:
+            cache.put(key, {k: (x.value if isinstance(x, Variant) else x) for k, x in out.items()})
         record(out)
         if out["method"] == "ours":
-            histories[(out["variant"], out["i"], out["seed"])] = out.pop("history")
+            histories[(out["variant"], out["i"], out["seed"])] = out["history"]
         final = (f", final {refs[(out['variant'], out['i'])] / out['curve'][-1]:.4f}"
                  if out["method"] == "ours" and out["curve"] else "")
         print(f"  [{time.perf_counter() - started:6.0f}s] {out['variant'].value} {out['method']} "
               f"w{out['i']} s{out['seed']}: {trials[out['variant']][out['method']][-1]} trials{final}, "
-              f"{out['seconds']:.0f} s", flush=True)
+              f"{out['seconds']:.0f} s{' (cached)' if out.get('cached') else ''}", flush=True)
+
+    def run_all(pool: ProcessPoolExecutor, batch: list[Job]) -> None:
+        """Stored runs are reported at once, the others run (in order) and are stored as they finish."""
+        todo = []
+        for job in batch:
+            hit = cached(job[0], job[1], job[2], job[3])
+            if hit is not None:
+                report(hit)
+            else:
+                todo.append(job)
+        for out in pool.map(run_job, todo):
+            report(out)
+
+    def transfer_base(v: Variant, i: int, seed: int) -> XGBoostCostModel | None:
+        """A model of ours' histories on the other workloads of the same target (same seed)."""
+        others = [(j, histories[(v, j, seed)]) for j in picked
+                  if j != i and spaces[j].target.name == spaces[i].target.name and (v, j, seed) in histories]
+        if not others:
+            return None
+        base = XGBoostCostModel(seed=seed)
+        base.update(np.concatenate([features(spaces[j], np.asarray(h[0], dtype=np.int64)) for j, h in others]),
+                    np.concatenate([np.asarray(h[1]) for _, h in others]),
+                    np.concatenate([np.full(len(h[1]), j) for j, h in others]))
+        return base
 
     # ours first, then ours with transfer (it learns from ours' histories), then random and the peers
     # slowest last: the figures of ours are there even when the slow peers overrun
     with ProcessPoolExecutor(max_workers=args.jobs, initializer=_init, initargs=(args.quick,)) as pool:
-        for out in pool.map(run_job, [j for j in jobs if j[0] == "ours"]):
-            report(out)
-        transfer_jobs: list[Job] = []
+        run_all(pool, [j for j in jobs if j[0] == "ours"])
         if "ours_transfer" in methods:
+            transfer_jobs: list[Job] = []
             for v in variants:
                 for i in picked:
                     for seed in range(args.seeds):
-                        others = [(j, histories[(v, j, seed)]) for j in picked
-                                  if j != i and spaces[j].target.name == spaces[i].target.name]
-                        base = None
-                        if others:
-                            base = XGBoostCostModel(seed=seed)
-                            base.update(np.concatenate([h[0] for _, h in others]),
-                                        np.concatenate([h[1] for _, h in others]),
-                                        np.concatenate([np.full(len(h[1]), j) for j, h in others]))
-                        transfer_jobs.append(("ours_transfer", v, i, seed, refs[(v, i)] / TARGET_FRACTION, options,
-                                              base))
-        for out in pool.map(run_job, transfer_jobs):
-            report(out)
+                        if cached("ours_transfer", v, i, seed) is not None:
+                            transfer_jobs.append(("ours_transfer", v, i, seed, 0.0, options, None))
+                        else:
+                            transfer_jobs.append(("ours_transfer", v, i, seed, refs[(v, i)] / TARGET_FRACTION,
+                                                  options, transfer_base(v, i, seed)))
+            run_all(pool, transfer_jobs)
         # ours' figures before the peers run (random's are its geometric law): kept if the peers overrun
         partial = {v.value: summarise(trials[v], finals[v], random_median[v], [], cells[v]) for v in variants}
         print(f"partial, before random runs and peers: {json.dumps(partial)}", flush=True)
-        for out in pool.map(run_job, [j for j in jobs if j[0] != "ours"]):
-            report(out)
+        run_all(pool, [j for j in jobs if j[0] != "ours"])
+
+    # merge: every stored run of these settings that this process did not run (other pieces, other seeds)
+    cache.reload()
+    for v in variants:
+        for i in picked:
+            for row in cache.matching(v.value, f"{spaces[i].target.name}:{spaces[i].workload.key}", CAP, NOISE,
+                                      ref_fp, codes):
+                hit = cached(row["method"], v, i, row["seed"])
+                if hit is not None:
+                    report(hit)
+    seeds_ran = {m: len({s for v in variants for (_, s) in cells[v].get(m, {})})
+                 for m in sorted({m for v in variants for m in cells[v]})}
+    runs_per_method = {m: sum(len(cells[v].get(m, {})) for v in variants) for m in seeds_ran}
+    print(f"merged: {reused} stored runs reused; seeds per method {seeds_ran}, runs {runs_per_method}", flush=True)
 
     for v in variants:
         for m, t in trials[v].items():
@@ -343,10 +402,12 @@ def main() -> None:
                              "runs": len(trials[v]["random"])} for v in variants if trials[v].get("random")}
     for v in variants:
         trials[v].pop("random", None)
+    peers = [p for p in PEERS if any(p in cells[v] for v in variants)]  # run here or merged from the cache
     blocks = {v: summarise(trials[v], finals[v], random_median[v], peers, cells[v]) for v in variants}
     result: dict[str, Any] = {
         "reference": "strong", "reference_fingerprint": reference.fingerprint(), "references_refreshed": refreshed,
-        "workloads": len(picked), "quick": args.quick, "cap": CAP, "noise": NOISE, "seeds": seeds_of,
+        "workloads": len(picked), "quick": args.quick, "cap": CAP, "noise": NOISE, "seeds": seeds_ran,
+        "seeds_requested_here": seeds_of, "runs_merged_from_cache": reused,
         "random_trials": "median of the geometric law of a 200k-sample hit rate", "random_lower_bounds":
         random_lower_bounds, "random_runs_at_cap": random_runs, "ours_options": options,
         "repeats_invalid_seconds": extras, "round_time_s": round(rt, 3), "png": str(png),

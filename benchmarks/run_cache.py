@@ -1,0 +1,119 @@
+"""Finished runs of the search benchmark, one JSON line each, so pieces of a benchmark merge and resume.
+
+A run is identified by what decides its outcome: method, variant, workload (target and key), seed, trial
+cap, noise, the reference fingerprint (the simulator's sources, ``reference.fingerprint``) and the
+fingerprint of the method's own code and options (``code_fingerprint``). Separate processes (say one
+running only the slow peers with fewer seeds) append to the same file; any process reads every line
+whose identity matches its own settings, so an interrupted run continues where it stopped and the
+last process summarises all of them. A line of another fingerprint is stale and never reused.
+
+A run that stops at 95% of the reference it knew keeps its curve: it is re-scored against the current
+reference, and reused only while the current goal is one it reached or the run went to the cap (a
+refreshed, lower reference makes an early-stopped run too short, so it runs again).
+"""
+
+from __future__ import annotations
+
+import fcntl
+import hashlib
+import json
+import math
+from pathlib import Path
+from typing import Any
+
+import _common
+
+SEARCH_SOURCES = ("tuner/search", "cost_model")  # what ours (and ours with transfer) run
+PEER_SOURCES = ("benchmarks/peers.py",)
+RANDOM_SOURCES = ("tuner/search/base.py",)
+
+
+def _hash_paths(rels: tuple[str, ...]) -> hashlib._Hash:
+    h = hashlib.sha256()
+    for rel in rels:
+        path = _common.ROOT / rel
+        files = sorted(path.rglob("*.py")) if path.is_dir() else [path]
+        for f in files:
+            h.update(str(f.relative_to(_common.ROOT)).encode())
+            h.update(f.read_bytes() if f.exists() else b"-")
+    return h
+
+
+def code_fingerprint(method: str, options: dict[str, Any]) -> str:
+    """Hash of the code (and, for ours, the options) a method's runs depend on."""
+    if method in ("ours", "ours_transfer"):
+        h = _hash_paths(SEARCH_SOURCES)
+        h.update(json.dumps(options, sort_keys=True).encode())
+    elif method == "random":
+        h = _hash_paths(RANDOM_SOURCES)
+    else:
+        h = _hash_paths(PEER_SOURCES)
+    h.update(method.encode())
+    return h.hexdigest()[:16]
+
+
+def run_key(method: str, variant: str, workload: str, seed: int, cap: int, noise: float, reference: str,
+            code: str) -> str:
+    return json.dumps([method, variant, workload, seed, cap, noise, reference, code])
+
+
+class RunCache:
+    """Append-only JSON lines of finished runs (``path`` None: nothing is read or written)."""
+
+    def __init__(self, path: Path | None) -> None:
+        self.path = path
+        self.runs: dict[str, dict[str, Any]] = {}
+        self.reload()
+
+    def reload(self) -> None:
+        if self.path is None or not self.path.exists():
+            return
+        with open(self.path) as fh:
+            for line in fh:
+                line = line.strip()
+                if not line:
+                    continue
+                try:
+                    row = json.loads(line)
+                except json.JSONDecodeError:  # a line cut by a kill mid-write: that run runs again
+                    continue
+                self.runs[row["key"]] = row
+
+    def get(self, key: str, goal: float, cap: int) -> dict[str, Any] | None:
+        """The stored run if it still answers the question at ``goal`` (see the module docstring)."""
+        row = self.runs.get(key)
+        if row is None:
+            return None
+        curve = row["curve"]
+        if len(curve) >= cap or (curve and min(curve) <= goal):
+            return row
+        return None
+
+    def put(self, key: str, row: dict[str, Any]) -> None:
+        row = {**row, "key": key}
+        self.runs[key] = row
+        if self.path is None:
+            return
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        text = json.dumps(row, allow_nan=True) + "\n"
+        with open(self.path, "a") as fh:  # one locked write per line: concurrent processes do not interleave
+            fcntl.flock(fh, fcntl.LOCK_EX)
+            try:
+                fh.write(text)
+                fh.flush()
+            finally:
+                fcntl.flock(fh, fcntl.LOCK_UN)
+
+    def matching(self, variant: str, workload: str, cap: int, noise: float, reference: str,
+                 codes: dict[str, str] | None = None) -> list[dict[str, Any]]:
+        """Every stored run of this variant and workload under these settings (current code only:
+        ``codes`` maps a method to its current code fingerprint; methods not in it are skipped)."""
+        out = []
+        for key, row in self.runs.items():
+            m, v, w, _seed, c, n, r, code = json.loads(key)
+            if (v, w, c, r) != (variant, workload, cap, reference) or not math.isclose(n, noise):
+                continue
+            if codes is not None and codes.get(m) != code:
+                continue
+            out.append(row)
+        return out

@@ -1,0 +1,89 @@
+"""The search benchmark's run cache: pieces run by separate processes merge, interrupted runs resume,
+stale fingerprints are never reused, and an early-stopped run is reused only while it still answers."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
+
+from run_cache import RunCache, code_fingerprint, run_key  # noqa: E402
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _key(method="ours", seed=0, reference="fp1", code="c1", cap=1000, noise=0.02, workload="sw26010:w"):
+    return run_key(method, "plain", workload, seed, cap, noise, reference, code)
+
+
+def test_a_second_process_reads_what_the_first_wrote(tmp_path):
+    path = tmp_path / "runs.jsonl"
+    first = RunCache(path)
+    first.put(_key(seed=0), {"method": "ours", "seed": 0, "curve": [3.0, 2.0, 1.0]})
+    first.put(_key(method="smac", seed=0, code="p"), {"method": "smac", "seed": 0, "curve": [3.0] * 1000})
+    second = RunCache(path)
+    assert second.get(_key(seed=0), goal=1.5, cap=1000)["curve"] == [3.0, 2.0, 1.0]
+    assert second.get(_key(method="smac", seed=0, code="p"), goal=0.1, cap=1000) is not None  # ran to the cap
+    assert second.get(_key(seed=1), goal=1.5, cap=1000) is None  # never ran
+
+
+def test_stale_fingerprints_and_other_settings_are_not_matched(tmp_path):
+    cache = RunCache(tmp_path / "runs.jsonl")
+    cache.put(_key(reference="old"), {"method": "ours", "seed": 0, "curve": [1.0]})
+    assert cache.get(_key(reference="new"), goal=2.0, cap=1000) is None
+    assert cache.get(_key(code="c2"), goal=2.0, cap=1000) is None
+    assert cache.get(_key(reference="old", cap=600), goal=2.0, cap=600) is None
+    assert cache.matching("plain", "sw26010:w", 1000, 0.02, "new", {"ours": "c1"}) == []
+    assert len(cache.matching("plain", "sw26010:w", 1000, 0.02, "old", {"ours": "c1"})) == 1
+    assert cache.matching("plain", "sw26010:w", 1000, 0.02, "old", {"ours": "other code"}) == []
+
+
+def test_an_early_stopped_run_is_rerun_when_the_goal_drops_below_its_curve(tmp_path):
+    cache = RunCache(tmp_path / "runs.jsonl")
+    cache.put(_key(), {"method": "ours", "seed": 0, "curve": [5.0, 4.0]})  # stopped at its goal of 4.0
+    assert cache.get(_key(), goal=4.0, cap=1000) is not None
+    assert cache.get(_key(), goal=3.9, cap=1000) is None  # a refreshed reference: the run is too short
+
+
+def test_a_line_cut_by_a_kill_is_skipped(tmp_path):
+    path = tmp_path / "runs.jsonl"
+    RunCache(path).put(_key(), {"method": "ours", "seed": 0, "curve": [1.0]})
+    with open(path, "a") as fh:
+        fh.write('{"key": "[\\"ours\\", \\"plain\\"')  # no newline, no end: the writer was killed
+    cache = RunCache(path)
+    assert len(cache.runs) == 1
+
+
+def test_code_fingerprint_follows_ours_options_and_separates_methods():
+    assert code_fingerprint("ours", {}) != code_fingerprint("ours", {"climb": 0.25})
+    assert code_fingerprint("ours", {}) == code_fingerprint("ours", {})
+    assert code_fingerprint("smac", {}) != code_fingerprint("skopt_et", {})
+    assert code_fingerprint("smac", {}) == code_fingerprint("smac", {"climb": 0.25})  # peers ignore our options
+
+
+def _run(cache: Path, png: Path, methods: str) -> tuple[dict, str]:
+    out = subprocess.run(
+        [sys.executable, "benchmarks/search_efficiency.py", "--quick", "--workloads", "1", "--variants", "plain",
+         "--cap", "24", "--seeds", "1", "--peer-seeds", "optuna_tpe=1", "--methods", methods, "--jobs", "1",
+         "--cache", str(cache), "--png", str(png)],
+        cwd=ROOT, capture_output=True, text=True, timeout=600, check=True)
+    return json.loads(out.stdout.strip().splitlines()[-1]), out.stdout
+
+
+def test_separate_pieces_merge_into_one_summary_and_a_rerun_reuses_them(tmp_path):
+    cache, png = tmp_path / "runs.jsonl", tmp_path / "c.png"
+    first, _ = _run(cache, png, "ours")
+    assert first["runs"] == {"ours": 1} and first["runs_merged_from_cache"] == 0
+    second, _ = _run(cache, png, "optuna_tpe")  # a peer-only piece: ours is merged from the cache
+    assert second["runs"] == {"ours": 1, "optuna_tpe": 1}
+    assert second["runs_merged_from_cache"] == 1
+    assert set(second["ratio_peer_over_ours"]) == {"optuna_tpe"}
+    assert second["seeds"] == {"ours": 1, "optuna_tpe": 1}
+    assert second["median_trials_to_95"]["ours"] == first["median_trials_to_95"]["ours"]
+    third, log = _run(cache, png, "ours,optuna_tpe")  # everything stored: nothing runs again
+    assert third["runs_merged_from_cache"] == 2 and "(cached)" in log
+    assert third["median_trials_to_95"] == second["median_trials_to_95"]
+    assert len(cache.read_text().splitlines()) == 2
