@@ -9,8 +9,9 @@ along a mesh row: data / A), group ``b`` on col axes (shareable along a mesh col
 :class:`OpGeometry` is what the one analysis (tuner/space/analysis.py) asks of an operator: its axes,
 its operands and their boxes per tile, whether CPEs may share or keep a box, and how the inner loop
 walks each operand. An expression operator answers from its affine accesses
-(tuner/expr/opgeometry.py); a built-in op here, from its own rules (conv2d's groups, padding pre-pass
-and tile choices, :class:`Conv2dGeometry`). Arrays are numpy arrays over many configs at once.
+(tuner/expr/opgeometry.py); so do dense and batch_matmul, written as expressions
+(tuner/space/gemm.py); conv2d answers from its own rules (tuner/space/conv2d.py: groups, the padding
+pre-pass, tile choices). Arrays are numpy arrays over many configs at once.
 """
 
 from __future__ import annotations
@@ -121,10 +122,6 @@ def axis_tiles(extent: int, full: np.ndarray) -> AxisTiles:
     return AxisTiles(full=full, count=count, mean=extent / count)
 
 
-def _ones(t: AxisTiles) -> np.ndarray:
-    return np.ones_like(t.full)
-
-
 class OpGeometry:
     """What the analysis asks of an operator (subclasses set ``axes``, ``inner_axes``, ``operands``).
 
@@ -157,6 +154,11 @@ class OpGeometry:
         """The LDM box of each operand (in ``operands`` order) and of the output, per tile."""
         raise NotImplementedError
 
+    def tensors(self, t: dict[str, AxisTiles]) -> dict[str, list[Dim]]:
+        """The boxes of an op with one operand per group, by group ("a", "b"), and the output's ("c")."""
+        boxes, out = self.boxes(t)
+        return {**{op.group: box for op, box in zip(self.operands, boxes)}, "c": out}
+
     @property
     def operand_axes(self) -> list[set[str]]:
         """The axes each operand's LDM index moves with: what the register block loads per row or
@@ -184,202 +186,14 @@ class OpGeometry:
         raise NotImplementedError
 
 
-class BuiltinGeometry(OpGeometry):
-    """A built-in op: one ``a`` and one ``b`` operand whose boxes :meth:`tensors` names."""
-
-    @property
-    def row_axes(self) -> tuple[str, ...]:  # type: ignore[override]
-        return tuple(a.name for a in self.axes if a.role == "row")
-
-    @property
-    def col_axes(self) -> tuple[str, ...]:  # type: ignore[override]
-        return tuple(a.name for a in self.axes if a.role == "col")
-
-    def tensors(self, t: dict[str, AxisTiles]) -> dict[str, list[Dim]]:
-        raise NotImplementedError
-
-    def boxes(self, t: dict[str, AxisTiles]) -> tuple[list[list[Dim]], list[Dim]]:
-        boxes = self.tensors(t)
-        return [boxes["a"], boxes["b"]], boxes["c"]
-
-
-class GemmGeometry(BuiltinGeometry):
-    """dense and batch_matmul: a[(b),m,k], b[(b),n,k], c[(b),m,n]."""
-
-    workload: Dense | BatchMatmul
-
-    def __init__(self, workload: Dense | BatchMatmul) -> None:
-        self.workload = workload
-        w = workload
-        batch = (TileAxis("b", w.b, "row", tile_choices(w.b)),) if isinstance(w, BatchMatmul) else ()
-        self.axes = batch + (
-            TileAxis("m", w.m, "row", tile_choices(w.m)),
-            TileAxis("n", w.n, "col", tile_choices(w.n)),
-            TileAxis("k", w.k, "red", tile_choices(w.k)),
-        )
-        self.inner_axes = ("n", "k", "m")
-        self.b_constant = not isinstance(w, BatchMatmul)
-
-    def _batch(self, t: dict[str, AxisTiles]) -> list[Dim]:
-        w = self.workload
-        if "b" not in t or not isinstance(w, BatchMatmul):  # only a batch_matmul has the b axis
-            return []
-        return [Dim(t["b"].full, t["b"].mean, w.b)]
-
-    def tensors(self, t: dict[str, AxisTiles]) -> dict[str, list[Dim]]:
-        w = self.workload
-        m = Dim(t["m"].full, t["m"].mean, w.m)
-        n = Dim(t["n"].full, t["n"].mean, w.n)
-        k = Dim(t["k"].full, t["k"].mean, w.k)
-        return {"a": self._batch(t) + [m, k], "b": self._batch(t) + [n, k], "c": self._batch(t) + [m, n]}
-
-    @property
-    def operand_axes(self) -> list[set[str]]:
-        batch = {"b"} & {a.name for a in self.axes}
-        return [batch | {"m", "k"}, batch | {"n", "k"}]
-
-    @property
-    def b_elements(self) -> int:
-        w = self.workload
-        return (w.b if isinstance(w, BatchMatmul) else 1) * w.n * w.k
-
-    def inner_access(self, inner: str, t: dict[str, AxisTiles], boxes: list[list[Dim]], out_box: list[Dim],
-                     w: np.ndarray) -> InnerAccess:
-        no = np.zeros_like(t["k"].full, dtype=bool)
-        k_is_one = t["k"].full == 1
-        if inner == "n":  # a broadcast (loade), b[n,k] strided by tk along n
-            return InnerAccess((no, ~k_is_one), (no, no))
-        if inner == "k":  # both contiguous along k, lanes reduced at the end
-            return InnerAccess((no, no), (no, no))
-        # inner m: a strided by tk, the output by tn
-        return InnerAccess((~k_is_one, no), (no, no), out_strided=t["n"].full != 1)
-
-    def shareable(self, op: Any, t: dict[str, AxisTiles], pr: np.ndarray) -> np.ndarray:
-        if op.group == "a" or "b" not in t:
-            return np.ones_like(pr, dtype=bool)
-        # CPEs of one mesh column work on row tiles w*pr .. w*pr+pr-1 at once; they need the same
-        # b tile only if those row tiles share the batch index, i.e. pr divides the m-tile count.
-        return np.mod(t["m"].count, pr) == 0
-
-    def reusable(self, op: Any, t: dict[str, AxisTiles]) -> np.ndarray:
-        if op.group == "a" or "b" not in t:
-            return np.ones_like(t["k"].full, dtype=bool)
-        return t["b"].count == 1  # b[B,N,K] follows the batch of the row tile
-
-
-class Conv2dGeometry(BuiltinGeometry):
-    """conv2d NCHW: a = padded data[N, G, C/G, Hp, Wp], b = weight[K, C/G, R, S], c = out[N, K, OH, OW]."""
-
-    workload: Conv2d
-
-    def __init__(self, workload: Conv2d) -> None:
-        self.workload = w = workload
-        kpg = w.k // w.groups
-        k_choices = tuple(
-            c for c in tile_choices(w.k, limit=20) if (c <= kpg and kpg % c == 0) or (c > kpg and c % kpg == 0)
-        )
-        self.axes = (
-            TileAxis("n", w.n, "row", tile_choices(w.n)),
-            TileAxis("oh", w.oh, "row", tile_choices(w.oh)),
-            TileAxis("ow", w.ow, "row", tile_choices(w.ow)),
-            TileAxis("k", w.k, "col", k_choices),
-            TileAxis("c", w.c // w.groups, "red", tile_choices(w.c // w.groups)),
-        )
-        self.inner_axes = ("ow", "k", "c")
-        self.red_fixed = w.r * w.s
-        self.red_innermost = w.s
-        padded = w.pad_h > 0 or w.pad_w > 0
-        hp, wp = w.h + 2 * w.pad_h, w.w + 2 * w.pad_w
-        # The host pads the input once (as swDNN does): read the input, write the padded copy.
-        self.prepass_bytes = (w.n * w.c * (w.h * w.w + hp * wp) * w.dtype_bytes) if padded else 0
-
-    def _input_dim(self, out: AxisTiles, stride: int, span: int, extent: int) -> Dim:
-        # The box of output tile i starts at i*t*stride and has the full tile's (t-1)*stride+span
-        # rows clipped to the padded input (what TVM's cache_read region gives): only the last tile
-        # can be clipped, and for a ragged last tile it may hold a few rows its outputs do not need.
-        full = np.minimum((out.full - 1) * stride + span, extent)
-        last = np.minimum(full, extent - (out.count - 1) * out.full * stride)
-        mean = ((out.count - 1) * full + last) / out.count
-        return Dim(full, mean, extent)
-
-    def _groups_per_k_tile(self, t: dict[str, AxisTiles]) -> tuple[np.ndarray, np.ndarray]:
-        w = self.workload
-        kpg = w.k // w.groups
-        full = np.maximum(1.0, t["k"].full / kpg)
-        mean = np.where(t["k"].full > kpg, w.groups / t["k"].count, 1.0)
-        return full, mean
-
-    def tensors(self, t: dict[str, AxisTiles]) -> dict[str, list[Dim]]:
-        w = self.workload
-        g_full, g_mean = self._groups_per_k_tile(t)
-        ones = _ones(t["n"])
-        a = [
-            Dim(t["n"].full, t["n"].mean, w.n),
-            Dim(g_full, g_mean, w.groups),
-            Dim(t["c"].full, t["c"].mean, w.c // w.groups),
-            self._input_dim(t["oh"], w.stride_h, w.span_h, w.h + 2 * w.pad_h),
-            self._input_dim(t["ow"], w.stride_w, w.span_w, w.w + 2 * w.pad_w),
-        ]
-        b = [
-            Dim(t["k"].full, t["k"].mean, w.k),
-            Dim(t["c"].full, t["c"].mean, w.c // w.groups),
-            Dim(ones * w.r, ones * w.r, w.r),
-            Dim(ones * w.s, ones * w.s, w.s),
-        ]
-        c = [
-            Dim(t["n"].full, t["n"].mean, w.n),
-            Dim(t["k"].full, t["k"].mean, w.k),
-            Dim(t["oh"].full, t["oh"].mean, w.oh),
-            Dim(t["ow"].full, t["ow"].mean, w.ow),
-        ]
-        return {"a": a, "b": b, "c": c}
-
-    @property
-    def operand_axes(self) -> list[set[str]]:
-        # data[n, group(k), c, oh*stride + r, ow*stride + s], weight[k, c, r, s]
-        return [{"n", "c", "oh", "ow"} | ({"k"} if self.workload.groups > 1 else set()), {"k", "c"}]
-
-    @property
-    def b_elements(self) -> int:
-        w = self.workload
-        return w.k * (w.c // w.groups) * w.r * w.s
-
-    def inner_access(self, inner: str, t: dict[str, AxisTiles], boxes: list[list[Dim]], out_box: list[Dim],
-                     w: np.ndarray) -> InnerAccess:
-        wl = self.workload
-        no = np.zeros_like(t["k"].full, dtype=bool)
-        if inner == "ow":
-            # the data row is contiguous only at stride 1; at a stride (index ow*stride + s) the
-            # generated C gathers it lane by lane (tuner/codegen/simd.py gathered_dims); weights
-            # broadcast. Tap s reads the data row s elements past the output's vector start: all
-            # taps but those at a multiple of the lanes are unaligned (counted for 4 lanes)
-            off = sum(1 for s in range(wl.s) if (s * wl.dil_w) % 4) / wl.s if wl.stride_w == 1 else 0.0
-            return InnerAccess((no, no), (no | (wl.stride_w != 1), no), off)
-        if inner == "k":
-            # weights strided by tc*R*S. The data is a broadcast, except with groups, where its index
-            # moves with k through the group k // (K/G): repacked when K/G = 1 (depthwise: the index
-            # is k), else gathered lane by lane
-            grouped = wl.groups > 1
-            return InnerAccess((no | (grouped and wl.k == wl.groups), (t["c"].full * wl.r * wl.s) != 1),
-                               (no | (grouped and wl.k != wl.groups), no),
-                               out_strided=(t["oh"].full * t["ow"].full) != 1)
-        ih = (t["oh"].full - 1) * wl.stride_h + wl.span_h
-        iw = (t["ow"].full - 1) * wl.stride_w + wl.span_w
-        return InnerAccess(((ih * iw) != 1, no | (wl.r * wl.s != 1)), (no, no))
-
-    def shareable(self, op: Any, t: dict[str, AxisTiles], pr: np.ndarray) -> np.ndarray:
-        # With groups, different k tiles read different input channels.
-        return np.full_like(pr, op.group == "b" or self.workload.groups == 1, dtype=bool)
-
-    def reusable(self, op: Any, t: dict[str, AxisTiles]) -> np.ndarray:
-        if op.group == "b":
-            return np.ones_like(t["k"].full, dtype=bool)
-        return (t["k"].count == 1) | (self.workload.groups == 1)
-
-
-def geometry_for(workload: Workload) -> BuiltinGeometry:
+def geometry_for(workload: Workload) -> OpGeometry:
+    """The geometry of a built-in op: its spec module (an expression's is tuner/expr/opgeometry.py)."""
     if isinstance(workload, Conv2d):
+        from tuner.space.conv2d import Conv2dGeometry
+
         return Conv2dGeometry(workload)
     if isinstance(workload, (Dense, BatchMatmul)):
+        from tuner.space.gemm import GemmGeometry
+
         return GemmGeometry(workload)
     raise TypeError(f"no schedule space for {type(workload).__name__}")
