@@ -303,7 +303,9 @@ def test_facts_swdnn_population_stays_near_swdnns_figure():
     tolerance above swDNN's best that a broader schedule space than swDNN's hand-written kernel could earn.
     Fails today: aggregate ~0.75 here and 0.75 over all 172 shapes (benchmarks/swdnn_population.py; mean 0.77
     on the 43 Ro=16 shapes where swDNN measured a mean of 0.39), every best config P0-bound with its DMA
-    hidden."""
+    hidden. This compares our best schedule with swDNN's: swDNN's own schedule through the model is not
+    flattered (test_simulator_does_not_flatter_swdnns_own_schedule); what would settle the rest is a hardware
+    timing of our kernel and its compute-only twin (docs/simulator_fidelity.md, benchmarks/split_kernel.py)."""
     pop = _swdnn_population()
     figures = pop.run(list(pop.SUBSET), "rows", sample=6000, starts=2, verbose=False)
     assert figures["population_peak_fraction"] <= 0.65
