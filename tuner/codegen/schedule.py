@@ -44,10 +44,10 @@ from tuner.expr.geometry import PAD_AXIS
 from tuner.space.choices import Acc, Order, Share
 from tuner.space.compute import rows_axis
 from tuner.space.factory import space_for
-from tuner.space.ops import axis_tiles
+from tuner.space.ops import AxisTiles, axis_tiles
 from tuner.space.space import Config
 from tuner.targets import Target, get_target
-from tuner.workloads import EXPR_OP, BatchMatmul, Conv2d, Workload
+from tuner.workloads import EXPR_OP, Workload
 
 LDM_SCOPE = "local.ldm"
 
@@ -94,18 +94,6 @@ def _grid(config: Config) -> tuple[int, int]:
     return int(pr), int(pc)
 
 
-def operand_reuse(workload: Workload, tiles: dict[str, int], chunks: int, order: str) -> tuple[bool, bool]:
-    """Whether a (row order) or b (col order) stays in LDM across a CPE's consecutive tiles.
-
-    Only with one reduction chunk, and only when the kept operand's box does not depend on the other
-    tile index (conv with groups: a depends on the k tile; batch_matmul: b depends on the batch)."""
-    if chunks != 1:
-        return False, False
-    a_free = not (isinstance(workload, Conv2d) and workload.groups > 1 and tiles["k"] < workload.k)
-    b_free = not (isinstance(workload, BatchMatmul) and tiles["b"] < workload.b)
-    return order == Order.ROW.label and a_free, order == Order.COL.label and b_free
-
-
 @dataclass(frozen=True)
 class _Layout:
     """Loop names of the compute block (in its loop order) and the intra-tile order before ``inner``."""
@@ -135,31 +123,28 @@ def _layout(workload: Workload, geo: Any) -> _Layout:
     return _Layout(names, tuple(intra), True)
 
 
-def _reuse(workload: Workload, geo: Any, roles: dict[str, str], tiles: dict[str, int], extents: dict[str, int],
-           chunks: int, order: str) -> dict[str, bool]:
-    """Per role: the operand stays in LDM across the inner rounds (one chunk, box independent of them)."""
-    if workload.op != EXPR_OP:
-        ra, rb = operand_reuse(workload, tiles, chunks, order)
-        return {"a": ra, "b": rb}
+def _tiles(geo: Any, tiles: dict[str, int]) -> dict[str, AxisTiles]:
+    return {a.name: axis_tiles(a.extent, np.array([float(tiles[a.name])])) for a in geo.axes}
+
+
+def _reuse(workload: Workload, geo: Any, roles: dict[str, str], tiles: dict[str, int], chunks: int,
+           order: str) -> dict[str, bool]:
+    """Per role: the operand stays in LDM across the inner rounds: one chunk, the traversal keeps its
+    group (row order group a, col order group b) and its box does not change with the other tile index
+    (the op's geometry, as the analysis reads it: tuner/space/ops.py OpGeometry.reusable)."""
+    t = _tiles(geo, tiles)
     out = {}
     for op in geo.operands:
-        row_tiles = int(np.prod([-(-extents[r] // tiles[r]) for r in op.row_axes]))
-        free = op.group == "a" or row_tiles == 1
         keeps = (Order.ROW if op.group == "a" else Order.COL).label  # the order that keeps this operand
-        out[roles[op.access.tensor]] = chunks == 1 and free and order == keeps
+        # a built-in op has one operand per group, its role; an expression's are named by tensor
+        role = roles[op.access.tensor] if workload.op == EXPR_OP else op.group
+        out[role] = chunks == 1 and order == keeps and bool(geo.reusable(op, t)[0])
     return out
 
 
-def _operand_axes(workload: Workload, geo: Any) -> list[set[str]]:
-    """The axes each input operand's index moves with (as the analysis of the op reads them)."""
-    return list(geo.operand_axes)
-
-
-def _shareable(workload: Workload, geo: Any, tiles: dict[str, int], pr: int) -> tuple[bool, bool]:
+def _shareable(geo: Any, tiles: dict[str, int], pr: int) -> tuple[bool, bool]:
     """Whether group a (b) may be shared along mesh rows (columns): every CPE sharing it needs one box."""
-    if workload.op != EXPR_OP:
-        return not (isinstance(workload, Conv2d) and workload.groups > 1), _b_shareable(workload, tiles, pr)
-    t = {a.name: axis_tiles(a.extent, np.array([float(tiles[a.name])])) for a in geo.axes}
+    t = _tiles(geo, tiles)
     ok = {g: all(bool(geo.shareable(op, t, np.array([float(pr)]))[0]) for op in geo.group(g)) for g in "ab"}
     return ok["a"], ok["b"]
 
@@ -210,7 +195,7 @@ def build_schedule(workload: Workload, target: Target | str, config: Config) -> 
     # tuner/space/compute.py block_shape reads, for built-in ops and expressions alike)
     order = rows + cols + [n for n in tiles if n not in rows + cols]
     block = register_block(config, {n: tiles[n] for n in order if n in layout.loops}, [red] + fixed,
-                           _operand_axes(workload, geo))
+                           list(geo.operand_axes))
     if block is not None:
         # acc = "reg": the register block (rb_o rows of `other` x rb_i vectors of `inner`) moves
         # outside the reduction loops, so its accumulators stay in registers across the chunk
@@ -238,9 +223,9 @@ def build_schedule(workload: Workload, target: Target | str, config: Config) -> 
                  else max(1, block[2] // int(config["simd"])))
 
     roles = dict(zip(op.inputs, op.roles))
-    reuse = _reuse(workload, geo, roles, tiles, extents, chunks, config["tile_order"])
+    reuse = _reuse(workload, geo, roles, tiles, chunks, config["tile_order"])
     share = config["share"]
-    a_ok, b_ok = _shareable(workload, geo, tiles, pr)
+    a_ok, b_ok = _shareable(geo, tiles, pr)
     groups = {role_group(r) for r in op.roles}
     share_a = share != Share.NONE.label and a_ok and pc > 1 and "a" in groups
     share_b = share != Share.NONE.label and pr > 1 and b_ok and "b" in groups
@@ -299,9 +284,3 @@ def register_block(config: Config, tiles: dict[str, int], reduction: list[str],
     ii = max(d for d in range(1, min(rb_i * w, tiles[inner]) + 1) if tiles[inner] % d == 0)
     rb_o = max(d for d in range(1, min(u // rb_i, tiles[other]) + 1) if tiles[other] % d == 0)
     return other, rb_o, ii
-
-
-def _b_shareable(workload: Workload, tiles: dict[str, int], pr: int) -> bool:
-    if isinstance(workload, BatchMatmul):
-        return (-(-workload.m // tiles["m"])) % pr == 0
-    return True

@@ -3,7 +3,7 @@ operator written as an expression (tuner/expr) -> PrimFunc plus the roles of its
 
 Each builder returns the PrimFunc of the *kernel* the CPEs run plus, for conv2d, the padding stage the
 host runs once before the spawn (swDNN style). The conv kernel reads the padded input viewed as
-``[N, G, C/G, Hp, Wp]`` so a tile of it is the box the analysis (tuner/space/ops.py) describes.
+``[N, G, C/G, Hp, Wp]`` so a tile of it is the box the analysis (tuner/space/conv2d.py) describes.
 
 An operand's *role* names its LDM buffer, DMA state and kernel argument in the generated C: its
 sharing group (``a``: shared along a mesh row, ``b``: along a column; tuner/expr/geometry.py) followed

@@ -188,7 +188,7 @@ def compare_with_analysis(s: Scheduled, fig: TirFigures | None = None) -> dict[s
     space = space_for(s.workload, s.target)
     an = space.analyze(space.encode(s.config)[None, :])
     out: dict[str, tuple[float, float]] = {}
-    for role in "abc":  # per sharing group: the analysis merges a group's operands (tuner/expr/analysis.py)
+    for role in "abc":  # per sharing group: the analysis merges a group's operands (tuner/space/analysis.py _merge)
         plan = getattr(an, role)
         pairs = {f"{role}.ldm_bytes": (fig.group("ldm_bytes", role), float(plan.ldm_bytes[0])),
                  f"{role}.total_requests": (fig.group("requests", role), float(plan.total_requests[0])),
