@@ -42,7 +42,8 @@ class ExprGeometry:
 
     prepass_bytes = 0  # inputs are used as given: a padded or dilated input is the user's tensor
 
-    def __init__(self, expr: Expr) -> None:
+    def __init__(self, expr: Expr, tiled: str | None = None) -> None:
+        """``tiled``: the reduction axis walked in chunks (a spec's choice); default the longest."""
         self.expr = expr
         spatial = [a.name for a in expr.spatial]
         data = expr.inputs[0]
@@ -50,7 +51,7 @@ class ExprGeometry:
         if not cols or len(cols) == len(spatial):
             cols = spatial[-1:] if len(spatial) > 1 else []
         roles = {s: ("col" if s in cols else "row") for s in spatial}
-        reduce = sorted(expr.reduce, key=lambda a: -a.extent)  # the longest one is chunked
+        reduce = sorted(expr.reduce, key=lambda a: (a.name != tiled, -a.extent))  # tiled, else the longest, is chunked
         axes = [TileAxis(a.name, a.extent, roles[a.name], tile_choices(a.extent)) for a in expr.spatial]
         if reduce:
             axes.append(TileAxis(reduce[0].name, reduce[0].extent, "red", tile_choices(reduce[0].extent)))

@@ -1,12 +1,18 @@
-"""conv2d's spec: the rules a 2-D convolution adds to the one analysis (tuner/space/ops.py OpGeometry).
+"""conv2d's spec: a 2-D convolution is an expression, plus what its groups and padding add.
 
-What an expression of it would not give: the input is padded by the host once (a pre-pass the
-simulator charges) and viewed as data[N, G, C/G, Hp, Wp], so grouped and depthwise convolutions index
-it through the group k // (K/G) -- not an affine access, hence the data box, its sharing and reuse
-and its gather along ``k`` are written here; output-channel tiles hold whole groups or divide one
-(``tile_k`` choices); the input channels are the tiled reduction whatever R and S are, R*S whole in
-LDM; and the knob order (axes n, oh, ow, k, c; inner ow, k, c) that stored configs and the
-cost-model features encode.
+``out[n, k, oh, ow] = sum_{c, r, s} data[n, g, c, oh*stride + r*dil, ow*stride + s*dil] * weight[k, c, r, s]``
+over the host-padded input viewed as data[N, G, C/G, Hp, Wp] (tuner/codegen/te_ops.py) gives the
+geometry as for any expression operator (tuner/expr/opgeometry.py: boxes, halos, strides and dilation,
+the taps' misalignment, the inner loop's strides). What the spec adds:
+
+* the group index g = k // (K/G) is not affine: with groups, the data box holds the groups of the k
+  tile, the data cannot be shared along a mesh row (k tiles read different channels), is kept across
+  k tiles only when there is one, and along ``k`` it is repacked when K/G = 1 (depthwise: the index is
+  k), else gathered lane by lane; a k tile holds whole groups or divides one (``tile_k`` choices);
+* the input channels are the tiled reduction whatever R and S are (R*S stay whole in LDM);
+* the host pads the input once before the spawn (a pre-pass the simulator charges);
+* the knob order stored configs and the cost-model features encode (axes n, oh, ow, k, c; inner
+  ow, k, c).
 """
 
 from __future__ import annotations
@@ -15,121 +21,87 @@ from typing import Any
 
 import numpy as np
 
-from tuner.space.ops import AxisTiles, Dim, InnerAccess, OpGeometry, TileAxis, tile_choices
+from tuner.expr.expr import Access, Axis, AxisKind, DimAccess, Expr, Reducer
+from tuner.expr.opgeometry import ExprOpGeometry
+from tuner.space.ops import AxisTiles, Dim, InnerAccess, TileAxis, tile_choices
 from tuner.workloads import Conv2d
 
+INNER_AXES = ("ow", "k", "c")
 
-class Conv2dGeometry(OpGeometry):
-    """conv2d NCHW: a = padded data[N, G, C/G, Hp, Wp], b = weight[K, C/G, R, S], c = out[N, K, OH, OW]."""
+
+def conv2d_expr(w: Conv2d) -> Expr:
+    """The expression of a conv2d layer over its padded input, the group index left constant (see
+    :meth:`Conv2dGeometry.dims`)."""
+    cpg = w.c // w.groups
+
+    def dim(*coefs: tuple[str, int]) -> DimAccess:
+        return DimAccess(coefs, 0)
+
+    data = Access("data", (w.n, w.groups, cpg, w.h + 2 * w.pad_h, w.w + 2 * w.pad_w),
+                  (dim(("n", 1)), dim(), dim(("c", 1)), dim(("oh", w.stride_h), ("r", w.dil_h)),
+                   dim(("ow", w.stride_w), ("s", w.dil_w))))
+    weight = Access("weight", (w.k, cpg, w.r, w.s), (dim(("k", 1)), dim(("c", 1)), dim(("r", 1)), dim(("s", 1))))
+    out = Access("out", (w.n, w.k, w.oh, w.ow), (dim(("n", 1)), dim(("k", 1)), dim(("oh", 1)), dim(("ow", 1))))
+    spatial = tuple(Axis(a, e, AxisKind.SPATIAL) for a, e in (("n", w.n), ("oh", w.oh), ("ow", w.ow), ("k", w.k)))
+    reduce = tuple(Axis(a, e, AxisKind.REDUCE) for a, e in (("c", cpg), ("r", w.r), ("s", w.s)))
+    return Expr(name=w.op, dtype=w.dtype, axes=spatial + reduce, inputs=(data, weight), output=out,
+                reducer=Reducer.SUM, ops_per_point=2, instructions_per_point=1)
+
+
+class Conv2dGeometry(ExprOpGeometry):
+    """The geometry of a conv2d workload: its expression's, with the groups' rules."""
 
     workload: Conv2d
-    row_axes = ("n", "oh", "ow")
-    col_axes = ("k",)
 
     def __init__(self, workload: Conv2d) -> None:
+        super().__init__(conv2d_expr(workload), tiled="c")
         self.workload = w = workload
         kpg = w.k // w.groups
         k_choices = tuple(
             c for c in tile_choices(w.k, limit=20) if (c <= kpg and kpg % c == 0) or (c > kpg and c % kpg == 0)
         )
-        self.axes = (
-            TileAxis("n", w.n, "row", tile_choices(w.n)),
-            TileAxis("oh", w.oh, "row", tile_choices(w.oh)),
-            TileAxis("ow", w.ow, "row", tile_choices(w.ow)),
-            TileAxis("k", w.k, "col", k_choices),
-            TileAxis("c", w.c // w.groups, "red", tile_choices(w.c // w.groups)),
-        )
-        self.inner_axes = ("ow", "k", "c")
-        self.red_fixed = w.r * w.s
-        self.red_innermost = w.s
+        self.axes = tuple(TileAxis(a.name, a.extent, a.role, k_choices) if a.name == "k" else a for a in self.axes)
+        self.inner_axes = INNER_AXES
+        self.data = self.operands[0]
+        self.grouped = w.groups > 1
         padded = w.pad_h > 0 or w.pad_w > 0
         hp, wp = w.h + 2 * w.pad_h, w.w + 2 * w.pad_w
         # The host pads the input once (as swDNN does): read the input, write the padded copy.
         self.prepass_bytes = (w.n * w.c * (w.h * w.w + hp * wp) * w.dtype_bytes) if padded else 0
 
-    def _input_dim(self, out: AxisTiles, stride: int, span: int, extent: int) -> Dim:
-        # The box of output tile i starts at i*t*stride and has the full tile's (t-1)*stride+span
-        # rows clipped to the padded input (what TVM's cache_read region gives): only the last tile
-        # can be clipped, and for a ragged last tile it may hold a few rows its outputs do not need.
-        full = np.minimum((out.full - 1) * stride + span, extent)
-        last = np.minimum(full, extent - (out.count - 1) * out.full * stride)
-        mean = ((out.count - 1) * full + last) / out.count
-        return Dim(full, mean, extent)
-
-    def _groups_per_k_tile(self, t: dict[str, AxisTiles]) -> tuple[np.ndarray, np.ndarray]:
-        w = self.workload
-        kpg = w.k // w.groups
-        full = np.maximum(1.0, t["k"].full / kpg)
-        mean = np.where(t["k"].full > kpg, w.groups / t["k"].count, 1.0)
-        return full, mean
-
-    def tensors(self, t: dict[str, AxisTiles]) -> dict[str, list[Dim]]:
-        w = self.workload
-        g_full, g_mean = self._groups_per_k_tile(t)
-        ones = np.ones_like(t["n"].full)
-        a = [
-            Dim(t["n"].full, t["n"].mean, w.n),
-            Dim(g_full, g_mean, w.groups),
-            Dim(t["c"].full, t["c"].mean, w.c // w.groups),
-            self._input_dim(t["oh"], w.stride_h, w.span_h, w.h + 2 * w.pad_h),
-            self._input_dim(t["ow"], w.stride_w, w.span_w, w.w + 2 * w.pad_w),
-        ]
-        b = [
-            Dim(t["k"].full, t["k"].mean, w.k),
-            Dim(t["c"].full, t["c"].mean, w.c // w.groups),
-            Dim(ones * w.r, ones * w.r, w.r),
-            Dim(ones * w.s, ones * w.s, w.s),
-        ]
-        c = [
-            Dim(t["n"].full, t["n"].mean, w.n),
-            Dim(t["k"].full, t["k"].mean, w.k),
-            Dim(t["oh"].full, t["oh"].mean, w.oh),
-            Dim(t["ow"].full, t["ow"].mean, w.ow),
-        ]
-        return {"a": a, "b": b, "c": c}
-
-    def boxes(self, t: dict[str, AxisTiles]) -> tuple[list[list[Dim]], list[Dim]]:
-        boxes = self.tensors(t)
-        return [boxes["a"], boxes["b"]], boxes["c"]
+    def dims(self, acc: Access, t: dict[str, AxisTiles]) -> list[Dim]:
+        box = super().dims(acc, t)
+        if acc is self.data.access and self.grouped:
+            # the groups of the k tile: a tile of whole groups holds several, one dividing a group one
+            kpg = self.workload.k // self.workload.groups
+            full = np.maximum(1.0, t["k"].full / kpg)
+            mean = np.where(t["k"].full > kpg, self.workload.groups / t["k"].count, 1.0)
+            box[1] = Dim(full, mean, self.workload.groups)
+        return box
 
     @property
     def operand_axes(self) -> list[set[str]]:
-        # data[n, group(k), c, oh*stride + r, ow*stride + s], weight[k, c, r, s]
-        return [{"n", "c", "oh", "ow"} | ({"k"} if self.workload.groups > 1 else set()), {"k", "c"}]
+        axes = super().operand_axes
+        if self.grouped:
+            axes[0] = axes[0] | {"k"}
+        return axes
 
-    @property
-    def b_elements(self) -> int:
-        w = self.workload
-        return w.k * (w.c // w.groups) * w.r * w.s
+    def shareable(self, op: Any, t: dict[str, AxisTiles], pr: np.ndarray) -> np.ndarray:
+        if op is self.data and self.grouped:  # k tiles read different input channels
+            return np.zeros_like(pr, dtype=bool)
+        return super().shareable(op, t, pr)
+
+    def reusable(self, op: Any, t: dict[str, AxisTiles]) -> np.ndarray:
+        if op is self.data and self.grouped:  # the next col tile's k tile reads other channels
+            return t["k"].count == 1
+        return super().reusable(op, t)
 
     def inner_access(self, inner: str, t: dict[str, AxisTiles], boxes: list[list[Dim]], out_box: list[Dim],
                      w: np.ndarray) -> InnerAccess:
-        wl = self.workload
+        acc = super().inner_access(inner, t, boxes, out_box, w)
+        if inner != "k" or not self.grouped:
+            return acc
+        depthwise = self.workload.k == self.workload.groups
         no = np.zeros_like(t["k"].full, dtype=bool)
-        if inner == "ow":
-            # the data row is contiguous only at stride 1; at a stride (index ow*stride + s) the
-            # generated C gathers it lane by lane (tuner/codegen/simd.py gathered_dims); weights
-            # broadcast. Tap s reads the data row s elements past the output's vector start: all
-            # taps but those at a multiple of the lanes are unaligned (counted for 4 lanes)
-            off = sum(1 for s in range(wl.s) if (s * wl.dil_w) % 4) / wl.s if wl.stride_w == 1 else 0.0
-            return InnerAccess((no, no), (no | (wl.stride_w != 1), no), off)
-        if inner == "k":
-            # weights strided by tc*R*S. The data is a broadcast, except with groups, where its index
-            # moves with k through the group k // (K/G): repacked when K/G = 1 (depthwise: the index
-            # is k), else gathered lane by lane
-            grouped = wl.groups > 1
-            return InnerAccess((no | (grouped and wl.k == wl.groups), (t["c"].full * wl.r * wl.s) != 1),
-                               (no | (grouped and wl.k != wl.groups), no),
-                               out_strided=(t["oh"].full * t["ow"].full) != 1)
-        ih = (t["oh"].full - 1) * wl.stride_h + wl.span_h
-        iw = (t["ow"].full - 1) * wl.stride_w + wl.span_w
-        return InnerAccess(((ih * iw) != 1, no | (wl.r * wl.s != 1)), (no, no))
-
-    def shareable(self, op: Any, t: dict[str, AxisTiles], pr: np.ndarray) -> np.ndarray:
-        # With groups, different k tiles read different input channels.
-        return np.full_like(pr, op.group == "b" or self.workload.groups == 1, dtype=bool)
-
-    def reusable(self, op: Any, t: dict[str, AxisTiles]) -> np.ndarray:
-        if op.group == "b":
-            return np.ones_like(t["k"].full, dtype=bool)
-        return (t["k"].count == 1) | (self.workload.groups == 1)
+        return InnerAccess((no | depthwise, *acc.gather[1:]), (no | (not depthwise), *acc.lane[1:]),
+                           acc.misaligned, acc.out_strided, acc.body)

@@ -9,9 +9,10 @@ along a mesh row: data / A), group ``b`` on col axes (shareable along a mesh col
 :class:`OpGeometry` is what the one analysis (tuner/space/analysis.py) asks of an operator: its axes,
 its operands and their boxes per tile, whether CPEs may share or keep a box, and how the inner loop
 walks each operand. An expression operator answers from its affine accesses
-(tuner/expr/opgeometry.py); so do dense and batch_matmul, written as expressions
-(tuner/space/gemm.py); conv2d answers from its own rules (tuner/space/conv2d.py: groups, the padding
-pre-pass, tile choices). Arrays are numpy arrays over many configs at once.
+(tuner/expr/opgeometry.py); so do the built-in ops, each written as an expression in its spec module,
+which adds only what the expression cannot say (tuner/space/gemm.py: dense and batch_matmul's inner
+order; tuner/space/conv2d.py: groups' non-affine data index, the padding pre-pass, tile choices).
+Arrays are numpy arrays over many configs at once.
 """
 
 from __future__ import annotations
