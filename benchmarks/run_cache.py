@@ -5,7 +5,8 @@ cap, noise, the reference fingerprint (the simulator's sources, ``reference.fing
 fingerprint of the method's own code and options (``code_fingerprint``). Separate processes (say one
 running only the slow peers with fewer seeds) append to the same file; any process reads every line
 whose identity matches its own settings, so an interrupted run continues where it stopped and the
-last process summarises all of them. A line of another fingerprint is stale and never reused.
+last process summarises all of them. A line of another fingerprint is stale and never reused, unless
+``reference.restamp`` checked that the sources it names give the same times (``equivalent``).
 
 A run that stops at 95% of the reference it knew keeps its curve: it is re-scored against the current
 reference, and reused only while the current goal is one it reached or the run went to the cap (a
@@ -104,14 +105,15 @@ class RunCache:
             finally:
                 fcntl.flock(fh, fcntl.LOCK_UN)
 
-    def matching(self, variant: str, workload: str, cap: int, noise: float, reference: str,
+    def matching(self, variant: str, workload: str, cap: int, noise: float, references: set[str],
                  codes: dict[str, str] | None = None) -> list[dict[str, Any]]:
-        """Every stored run of this variant and workload under these settings (current code only:
-        ``codes`` maps a method to its current code fingerprint; methods not in it are skipped)."""
+        """Every stored run of this variant and workload under these settings (``references``: the
+        reference fingerprints whose times are identical; current code only: ``codes`` maps a method
+        to its current code fingerprint, methods not in it are skipped)."""
         out = []
         for key, row in self.runs.items():
             m, v, w, _seed, c, n, r, code = json.loads(key)
-            if (v, w, c, r) != (variant, workload, cap, reference) or not math.isclose(n, noise):
+            if (v, w, c) != (variant, workload, cap) or r not in references or not math.isclose(n, noise):
                 continue
             if codes is not None and codes.get(m) != code:
                 continue

@@ -36,9 +36,9 @@ def test_stale_fingerprints_and_other_settings_are_not_matched(tmp_path):
     assert cache.get(_key(reference="new"), goal=2.0, cap=1000) is None
     assert cache.get(_key(code="c2"), goal=2.0, cap=1000) is None
     assert cache.get(_key(reference="old", cap=600), goal=2.0, cap=600) is None
-    assert cache.matching("plain", "sw26010:w", 1000, 0.02, "new", {"ours": "c1"}) == []
-    assert len(cache.matching("plain", "sw26010:w", 1000, 0.02, "old", {"ours": "c1"})) == 1
-    assert cache.matching("plain", "sw26010:w", 1000, 0.02, "old", {"ours": "other code"}) == []
+    assert cache.matching("plain", "sw26010:w", 1000, 0.02, {"new"}, {"ours": "c1"}) == []
+    assert len(cache.matching("plain", "sw26010:w", 1000, 0.02, {"old", "new"}, {"ours": "c1"})) == 1
+    assert cache.matching("plain", "sw26010:w", 1000, 0.02, {"old"}, {"ours": "other code"}) == []
 
 
 def test_an_early_stopped_run_is_rerun_when_the_goal_drops_below_its_curve(tmp_path):
@@ -87,3 +87,36 @@ def test_separate_pieces_merge_into_one_summary_and_a_rerun_reuses_them(tmp_path
     assert third["runs_merged_from_cache"] == 2 and "(cached)" in log
     assert third["median_trials_to_95"] == second["median_trials_to_95"]
     assert len(cache.read_text().splitlines()) == 2
+
+
+def test_restamp_keeps_entries_whose_times_are_unchanged_and_nothing_else(tmp_path, monkeypatch):
+    """A refactor changes the sources' fingerprint but no time: the stored entries are re-timed, kept
+    under the new fingerprint, and runs cached under the old one become reusable (equivalent)."""
+    import reference
+    from objective import Objective, Variant
+    from workload_suite import suite
+
+    from tuner.space.factory import space_for
+
+    target, workload = suite(True)[1]
+    space = space_for(workload, target)
+    row = space.sample(1, __import__("numpy").random.default_rng(0))[0]
+    seconds = float(Objective(space, Variant.PLAIN, noise=0.0).true(row)[0])
+    key = reference.entry_key(Variant.PLAIN, space)
+    monkeypatch.setattr(reference, "DATA", tmp_path / "reference.json")
+    monkeypatch.setattr(reference, "fingerprint", lambda: "new")
+
+    def store(s: float) -> None:
+        reference._write({"fingerprint": "old", "entries": {key: {"seconds": s, "config": space.decode(row),
+                                                                   "how": "test"}}})
+
+    store(seconds * 1.01)  # the sources changed a time: nothing is kept
+    changes = reference.restamp()
+    assert changes is not None and abs(changes[key] + 0.01 / 1.01) < 1e-9
+    assert reference._read()["fingerprint"] == "old" and reference.equivalent_fingerprints() == {"new"}
+    store(seconds)
+    assert reference.restamp() == {key: 0.0}
+    assert reference._read()["fingerprint"] == "new"
+    assert reference.load(Variant.PLAIN, space)["seconds"] == seconds
+    assert reference.equivalent_fingerprints() == {"new", "old"}
+    assert reference.restamp() is None  # current already

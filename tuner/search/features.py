@@ -12,9 +12,17 @@ differently; but it combines the figures a tree model cannot multiply or max() b
 lets the model rank regions it has not measured yet (the optimum of a large space is a small
 region: register accumulators, a wide SIMD, mesh sharing together). ``est_efficiency`` puts it on
 one scale across workloads (useful MAC issue over estimated cycles), which is what transfer needs.
+
+The ``sus_*`` columns are the same roofline with the *sustained* DMA rates of FACTS.md instead of the
+nominal bandwidth: the core group's measured plateau (bytes per cycle) and its fixed service per DMA
+block (cycles), both shared by the active CPEs. Two figures per target and direction, taken from the
+published measurement fits, not from the simulator's DMA model or any per-config simulated time: they
+charge what the nominal estimate misses most, many small requests and a busy memory channel.
 """
 
 from __future__ import annotations
+
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -35,14 +43,45 @@ def _line_bytes(plan) -> np.ndarray:
     return blocks * np.ceil(np.maximum(plan.block_bytes, 1.0) / 128.0) * 128.0
 
 
-def roofline(space: ScheduleSpace, a: Analysis) -> dict[str, np.ndarray]:
-    """Estimated cycles of the busiest CPE: total and its parts (see the module docstring)."""
+@dataclass(frozen=True)
+class SustainedDma:
+    """A core group's sustained DMA service when all its CPEs issue: plateau B/cycle, cycles per block."""
+
+    get_bw: float
+    get_block_cycles: float
+    put_bw: float
+    put_block_cycles: float
+
+
+SUSTAINED_DMA = {
+    # FACTS §2.1 (swCandle PE_CONT, 64 CPEs, get+put pairs): T_pair = 4.33 us + 0.0061 us/B x S, i.e.
+    # ~21 GB/s (14.5 B/cycle at 1.45 GHz) and 4.33 us x 1.45 GHz / 64 CPEs / 2 requests = 49 cycles
+    "sw26010": SustainedDma(get_bw=14.5, get_block_cycles=49.0, put_bw=14.5, put_block_cycles=49.0),
+    # FACTS §2.2 (sw_test, 64 CPEs): get 21.3 B/cycle, alpha 976 cycles / 64 = 15; put 16.0, 258 / 64 = 4
+    "sw26010-pro": SustainedDma(get_bw=21.3, get_block_cycles=15.3, put_bw=16.0, put_block_cycles=4.0),
+}
+
+
+def roofline(space: ScheduleSpace, a: Analysis, sustained: bool = False) -> dict[str, np.ndarray]:
+    """Estimated cycles of the busiest CPE: total and its parts (see the module docstring).
+
+    ``sustained``: DMA at the target's measured plateau and per-block service (``SUSTAINED_DMA``),
+    else at the nominal DRAM bandwidth with no per-request cost."""
     target = space.target
-    per_cpe_bw = target.mem_bandwidth_Bps / target.clock_hz / np.maximum(a.active_cpes, 1.0)  # B/cycle
+    active = np.maximum(a.active_cpes, 1.0)
+    nominal = target.mem_bandwidth_Bps / target.clock_hz  # B/cycle of the core group
+    rates = SUSTAINED_DMA.get(target.name) if sustained else None
+    if rates is None:
+        rates = SustainedDma(get_bw=nominal, get_block_cycles=0.0, put_bw=nominal, put_block_cycles=0.0)
+
+    def dma(plan, bw: float, block_cycles: float) -> np.ndarray:  # cycles of the busiest CPE
+        blocks = plan.requests * np.maximum(plan.blocks_per_request, 1.0)
+        return (_line_bytes(plan) / bw + blocks * block_cycles) * active
+
     steps = np.maximum(a.steps_per_cpe, 1.0)
-    dma_a = _line_bytes(a.a) / per_cpe_bw / steps
-    dma_b = _line_bytes(a.b) / per_cpe_bw / steps
-    put_c = _line_bytes(a.c) / per_cpe_bw
+    dma_a = dma(a.a, rates.get_bw, rates.get_block_cycles) / steps
+    dma_b = dma(a.b, rates.get_bw, rates.get_block_cycles) / steps
+    put_c = dma(a.c, rates.put_bw, rates.put_block_cycles)
     # two output copies (db_c): every tile's put but the last overlaps the next tile's steps
     db_c = a.double_buffer_c if a.double_buffer_c is not None else np.zeros(len(steps), dtype=bool)
     put_tail = np.where(db_c, put_c / np.maximum(a.tiles_per_cpe, 1.0), put_c)
@@ -65,7 +104,8 @@ def feature_names() -> list[str]:
               "row_tile", "row_fraction", "col_tile", "col_fraction", "red_tile", "red_fraction",
               "put_lines", "tile_order", "inner", "unroll", "acc", "acc_in_registers", "p1_bound", "spilled",
               "valid", "est_total", "est_exposed_dma", "est_dma_excess", "est_compute", "est_put",
-              "est_dma_share", "est_efficiency"]
+              "est_dma_share", "est_efficiency", "sus_total", "sus_exposed_dma", "sus_dma_excess", "sus_put",
+              "sus_dma_share", "sus_efficiency"]
     names += [f"op_{op}" for op in _OPS] + ["log_flops"]
     return names
 
@@ -109,9 +149,15 @@ def features(space: ScheduleSpace, index: np.ndarray, analysis: Analysis | None 
     cols += [_log(est["total"]), _log(est["exposed"]), _log(est["excess"]), _log(est["compute"]), _log(est["put"]),
              (est["exposed"] + est["excess"] + est["put"]) / total,
              a.macs_per_cpe / space.target.max_simd(space.workload.dtype) / total]
+    sus = roofline(space, a, sustained=True)
+    sus_total = np.maximum(sus["total"], 1.0)
+    cols += [_log(sus["total"]), _log(sus["exposed"]), _log(sus["excess"]), _log(sus["put"]),
+             (sus["exposed"] + sus["excess"] + sus["put"]) / sus_total,
+             a.macs_per_cpe / space.target.max_simd(space.workload.dtype) / sus_total]
     cols += [np.full(n, float(space.workload.op == op)) for op in _OPS]
     cols.append(np.full(n, np.log2(space.workload.flops)))
     return np.stack(cols, axis=1).astype(np.float32)
 
 
-ESTIMATE_COLUMN = feature_names().index("est_total")  # the log2 roofline estimate: the cost model's prior
+ESTIMATE_COLUMN = feature_names().index("est_total")  # the log2 roofline estimate at nominal bandwidth
+SUSTAINED_COLUMN = feature_names().index("sus_total")  # the same at the sustained DMA rates

@@ -22,13 +22,25 @@ model is useful from the first round, so no random warm-up is spent.
 
 from __future__ import annotations
 
+from enum import Enum
+
 import numpy as np
 
 from cost_model import BoosterEnsemble, CostModel, XGBoostCostModel
 from tuner.search.base import SearchStrategy, register
-from tuner.search.features import ESTIMATE_COLUMN, features
+from tuner.search.features import ESTIMATE_COLUMN, SUSTAINED_COLUMN, features
 from tuner.search.neighbourhood import best_moves, moves_with_parents, single_knob_moves
 from tuner.space.space import ScheduleSpace
+
+
+class Prior(str, Enum):
+    """Which roofline estimate of the features is the cost model's prior."""
+
+    NOMINAL = "nominal"  # DMA at the nominal DRAM bandwidth
+    SUSTAINED = "sustained"  # DMA at the measured plateau plus a per-block service (FACTS.md §2)
+
+
+PRIOR_COLUMN = {Prior.NOMINAL: ESTIMATE_COLUMN, Prior.SUSTAINED: SUSTAINED_COLUMN}
 
 
 class ModelGuidedSearch(SearchStrategy):
@@ -40,10 +52,11 @@ class ModelGuidedSearch(SearchStrategy):
                  retrain_growth: float = 0.2, objective: str = "rank", local: float = 0.25,
                  local_starts: int = 4, local_pairs: int = 128, ensemble: int = 0, kappa: float = 0.5,
                  prior_weight: float = 1.0, prior_fade: float = 64.0, climb: float = 0.5, climb_starts: int = 32,
-                 climb_steps: int = 6, climb_pool: int = 4) -> None:
+                 climb_steps: int = 6, climb_pool: int = 4, prior: Prior | str = Prior.NOMINAL,
+                 estimate_climb: float = 0.0) -> None:
         super().__init__(space, seed)
         if cost_model is None:
-            column = ESTIMATE_COLUMN if prior_weight > 0 else None
+            column = PRIOR_COLUMN[Prior(prior)] if prior_weight > 0 else None
             if ensemble > 1:
                 cost_model = BoosterEnsemble(ensemble, objective=objective, seed=seed, base=base_model,
                                              prior_column=column, prior_weight=prior_weight, prior_fade=prior_fade)
@@ -66,6 +79,8 @@ class ModelGuidedSearch(SearchStrategy):
         self.climb_starts = climb_starts
         self.climb_steps = climb_steps
         self.climb_pool = climb_pool
+        self.estimate_climb = estimate_climb
+        self._prior_column = PRIOR_COLUMN[Prior(prior)]
         self._features: list[np.ndarray] = []
         self._trained_on = 0
 
@@ -133,7 +148,11 @@ class ModelGuidedSearch(SearchStrategy):
             return []
         return self._fresh(cand[np.argsort(-self._scores(cand))], n)
 
-    def _climb(self, n: int) -> list[np.ndarray]:
+    def _estimate_scores(self, rows: np.ndarray) -> np.ndarray:
+        """The prior's estimate alone (higher is better): what the analysis says, without the data."""
+        return -features(self.space, rows)[:, self._prior_column].astype(np.float64)
+
+    def _climb(self, n: int, score=None) -> list[np.ndarray]:
         """Up to ``n`` unseen end points of steepest ascent on the model from many starts.
 
         Starts: the model's best of a fresh random sample and the best measured configs. Each step
@@ -143,8 +162,9 @@ class ModelGuidedSearch(SearchStrategy):
         """
         if n <= 0:
             return []
+        score = score or self._scores
         fresh = self.space.sample(self.climb_pool * self.climb_starts, self.rng)
-        fresh = fresh[np.argsort(-self._scores(fresh))[: self.climb_starts]]
+        fresh = fresh[np.argsort(-score(fresh))[: self.climb_starts]]
         starts = [fresh]
         if self.measured_index:
             times = np.asarray(self.measured_time)
@@ -152,12 +172,12 @@ class ModelGuidedSearch(SearchStrategy):
             if best:
                 starts.append(np.stack([self.measured_index[i] for i in best]))
         rows = np.unique(np.concatenate(starts), axis=0)
-        scores = self._scores(rows)
+        scores = score(rows)
         for _ in range(self.climb_steps):
             moves, parents = moves_with_parents(self.space, rows)
             if len(moves) == 0:
                 break
-            new_rows, new_scores = best_moves(rows, scores, moves, parents, self._scores(moves))
+            new_rows, new_scores = best_moves(rows, scores, moves, parents, score(moves))
             if np.array_equal(new_rows, rows):
                 break
             rows, scores = new_rows, new_scores
@@ -184,6 +204,15 @@ class ModelGuidedSearch(SearchStrategy):
             if self._key(row) not in keys:
                 picked.append(row)
                 keys.add(self._key(row))
+        n_estimate = min(int(round(self.estimate_climb * n)), n - n_explore - len(picked))
+        estimated = self._climb(n_estimate + len(picked), score=self._estimate_scores) if n_estimate > 0 else []
+        for row in estimated:  # ``picked`` may hold some of them: ask for as many more
+            if len(picked) >= n - n_explore or n_estimate <= 0:
+                break
+            if self._key(row) not in keys:
+                picked.append(row)
+                keys.add(self._key(row))
+                n_estimate -= 1
         pop, scores = self._evolve()
         for row in pop[np.argsort(-scores)]:
             if len(picked) >= n - n_explore:
