@@ -31,7 +31,9 @@ def resnet() -> Any:
     return torch_to_relax(module, inputs)
 
 
-def _best_of(w: Any, n: int = 64) -> dict[str, Any]:
+def _best_of(w: Any, n: int = 64) -> dict[str, Any] | None:
+    if w.op == "expr":  # memory-bound operators keep their untuned lowering here
+        return None
     space = ScheduleSpace(w, TARGET)
     rows = np.concatenate([space.sample(n, rng=1), space.encode(openacc_baseline(space))[None, :]])
     return space.decode(rows[int(np.argmin(simulate(space, rows)))])

@@ -30,7 +30,8 @@ def tasks():
 
 def test_gemm_like_operators_without_a_reader_become_expression_workloads(tasks):
     by_name = {l.name.rsplit("_", 1)[0]: l for l in tasks.layers}
-    assert set(by_name) == {"conv1d", "conv3d", "batch_matmul"}
+    # the sum and bmm's transposed b operand (a layout copy the compiler adds) are memory-bound tasks
+    assert set(by_name) == {"conv1d", "conv3d", "batch_matmul", "sum", "transpose"}
     conv1d, conv3d = by_name["conv1d"], by_name["conv3d"]
     assert isinstance(conv1d.workload, ExprWorkload) and isinstance(conv3d.workload, ExprWorkload)
     assert conv1d.weight == 2 and conv3d.weight == 1
@@ -41,8 +42,19 @@ def test_gemm_like_operators_without_a_reader_become_expression_workloads(tasks)
 
 
 def test_what_is_not_taken_is_listed(tasks):
-    # the padded conv1d (two stages) and the single-input sum stay untuned, by name
-    assert tasks.untuned["nn.conv1d"] == 1 and tasks.untuned["sum"] == 1
+    # the padded conv1d (two stages: a zero padding computes) stays untuned, by name
+    assert tasks.untuned == {"nn.conv1d": 1}
+
+
+def test_memory_bound_operators_are_expression_tasks(tasks):
+    from tuner.bridge.extract import memory_bound
+
+    by_name = {l.name.rsplit("_", 1)[0]: l for l in tasks.layers}
+    total, copy = by_name["sum"].workload, by_name["transpose"].workload
+    assert memory_bound(total) and memory_bound(copy) and not memory_bound(by_name["conv1d"].workload)
+    assert total.expr.reducer.value == "sum" and [a.extent for a in total.expr.reduce] == [7]
+    assert not copy.expr.reduce and copy.expr.inputs[0].shape == (2, 5, 6)  # b of bmm, read as [B, N, K]
+    assert [a.extent for a in copy.expr.spatial] == [2, 6, 5]
 
 
 def test_extracted_expression_operators_travel_and_have_a_space(tasks):

@@ -8,10 +8,12 @@ This package never imports service or db.
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+import numpy as np
 
 from tuner.aot.cpe_ops import CpeMode
 from tuner.aot.graph import AotError, Graph, Node, Note
@@ -135,6 +137,31 @@ def assign_cpe_kernels(graph: Graph, target: Target, first_index: int, mode: Cpe
     return ops
 
 
+def untuned_seconds(graph: Graph, target: Target, mode: CpeMode) -> Callable[[Node], float]:
+    """Simulated seconds of a generic node as the program runs it untuned: its CPE kernel when
+    tuner.aot.cpe_ops.offload moves it there (``mode``), else plain C on the MPE. Planned on a copy of
+    the node in a one-step graph, so the node itself is untouched; cached per function and operand kinds."""
+    from tuner.aot.cpe_ops import offload
+    from tuner.aot.timing import mpe_seconds
+
+    item = int(np.dtype(graph.dtype).itemsize)
+    cache: dict[str, float] = {}
+
+    def seconds(n: Node) -> float:
+        what = n.attrs.get("function") or (f"{n.op}:{[t.shape for t in n.inputs]}:{n.attrs.get('axes')}:"
+                                            f"{n.attrs.get('pitch')}")
+        key = f"{what}:{''.join('c' if t.kind == 'const' else 't' for t in n.inputs)}"
+        if key not in cache:
+            probe = Node(n.op, list(n.inputs), n.output, dict(n.attrs), n.relax_op, n.source)
+            one = Graph(graph.inputs, graph.outputs, [probe], graph.dtype, graph.last_id, graph.functions)
+            offload(one, target, mode)
+            cache[key] = (probe.attrs["cpe"].seconds if probe.op == "cpe"
+                          else mpe_seconds(probe, one, target, item))
+        return cache[key]
+
+    return seconds
+
+
 @dataclass
 class LoweredModel:
     """A model's graph after fusion, kernel resolution, CPE offload and launch grouping: what the
@@ -170,7 +197,7 @@ def lower_model(mod: Any, target: Target | str, lookup: Lookup | None, *, cpe_mo
         from tuner.aot.fusion import fuse_epilogues
 
         fuse_epilogues(graph, ctype(graph.dtype))
-    kernels = resolve_kernels(graph, tgt, lookup)
+    kernels = resolve_kernels(graph, tgt, lookup, untuned_seconds(graph, tgt, CpeMode(cpe_mode)))
     cpe_ops = assign_cpe_kernels(graph, tgt, len(kernels), CpeMode(cpe_mode))
     groups = assign_groups(graph) if group_launches else []
     return LoweredModel(graph, tgt, kernels, cpe_ops, groups)

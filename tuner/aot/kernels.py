@@ -3,10 +3,13 @@
 Each distinct (workload, config) is generated once by tuner.codegen.sources.generate, the same
 kernel a tuning measurement builds, and called once per occurrence; a generic operator that
 extraction tunes as an expression operator becomes such a kernel when the lookup has a config for
-it (else it stays generic). The generated slave files are merged into one: each kernel function
-gets its own name, and the ``__thread_local`` buffers of every
-kernel become members of one LDM union, because the kernels run one after another and on the real
-CPE all ``__thread_local`` data of the linked program must fit in LDM together.
+it (else it stays generic); a memory-bound one (element-wise, a single-input reduction, a transpose)
+only when its tuned kernel's simulated time beats its untuned lowering's (the rule-picked CPE blocks
+of tuner.aot.cpe_ops / cpe_layout, or the MPE), which the compiler passes in as ``untuned_seconds``.
+The generated slave files are merged into one: each kernel function gets its own name, and the
+``__thread_local`` buffers of every kernel become members of one LDM union, because the kernels
+run one after another and on the real CPE all ``__thread_local`` data of the linked program must
+fit in LDM together.
 """
 
 from __future__ import annotations
@@ -19,7 +22,7 @@ from typing import Any
 
 import numpy as np
 
-from tuner.aot.graph import AotError, Graph, Node, slave_symbol
+from tuner.aot.graph import AotError, Graph, Node, Tensor, slave_symbol
 from tuner.space.choices import Pack
 from tuner.space.space import Config
 from tuner.targets import Target
@@ -28,6 +31,7 @@ from tuner.workloads import Workload
 log = logging.getLogger("tuner.aot")
 
 Lookup = Callable[[Workload], "Config | None"]
+UntunedSeconds = Callable[[Node], float]  # simulated seconds of a generic node run as it is untuned
 
 _DECL = re.compile(r"^__thread_local\s+((?:volatile\s+)?(?:SW_REPLY_T|float|double|long|int))\s+(.*);\s*$")
 _NAME = re.compile(r"\s*([A-Za-z_]\w*)")  # the identifier a declarator starts with
@@ -171,8 +175,10 @@ def _packed_b(graph: Graph, step: Node, k: Kernel, cache: dict[tuple[int, int], 
     return pre
 
 
-def resolve_kernels(graph: Graph, target: Target, lookup: Lookup | None) -> list[Kernel]:
-    """Give every kernel node its Kernel (generating each distinct one once).
+def resolve_kernels(graph: Graph, target: Target, lookup: Lookup | None,
+                    untuned_seconds: UntunedSeconds | None = None) -> list[Kernel]:
+    """Give every kernel node its Kernel (generating each distinct one once); a generic node with an
+    ``expr_workload`` becomes one when tuned (``_tuned_expression``).
 
     A kernel whose output rows are padded to whole DMA lines (``put_lines``) writes a pitched scratch
     tensor; an ``unpitch`` MPE node then copies the rows into the dense output."""
@@ -180,9 +186,10 @@ def resolve_kernels(graph: Graph, target: Target, lookup: Lookup | None) -> list
     chosen: dict[str, tuple[Config, str]] = {}
     packed: dict[tuple[int, int], Any] = {}
     steps: list[Any] = []
+    warned: set[str] = set()
     for step in graph.steps:
-        if isinstance(step, Node) and step.op == "tir" and "expr_workload" in step.attrs:
-            _tuned_expression(step, target, lookup, by_key)
+        if isinstance(step, Node) and step.op in ("tir", "transpose") and "expr_workload" in step.attrs:
+            _tuned_expression(step, target, lookup, by_key, untuned_seconds, warned)
         if not isinstance(step, Node) or step.op != "kernel":
             steps.append(step)
             continue
@@ -227,29 +234,52 @@ def resolve_kernels(graph: Graph, target: Target, lookup: Lookup | None) -> list
 
 
 def _tuned_expression(step: Node, target: Target, lookup: Lookup | None,
-                      by_key: dict[tuple[str, str, str], Kernel]) -> None:
+                      by_key: dict[tuple[str, str, str], Kernel], untuned_seconds: UntunedSeconds | None,
+                      warned: set[str]) -> None:
     """Make a generic operator that task extraction tunes as an expression (tuner.bridge.extract)
     a kernel node running its tuned config; without one, or when the config is not valid or cannot be
-    generated, it keeps the generic lowering (MPE C or CPE blocks) with a warning naming it."""
+    generated, it keeps the generic lowering (MPE C or CPE blocks) with a warning naming it (once per
+    workload). A memory-bound operator also keeps it, with a note in the log, when its untuned lowering
+    simulates faster than the tuned kernel (a tuning budget too small to beat the rule-picked block)."""
+    from tuner.bridge.extract import memory_bound
+
     w: Workload = step.attrs["expr_workload"]
     config = lookup(w) if lookup is not None else None
     if config is None:
-        log.warning("untuned expression operator %s (%s, binding %s) on %s: generic lowering", w.key,
-                    step.relax_op, step.source, target.name)
+        if w.key not in warned:
+            warned.add(w.key)
+            log.warning("untuned expression operator %s (%s, binding %s) on %s: generic lowering", w.key,
+                        step.relax_op, step.source, target.name)
         return
     from tuner.space.factory import space_for
 
+    untuned_s = None
+    key = (w.key, repr(sorted(dict(config).items())), "")
     try:
-        space_for(w, target).check(dict(config))
-        key = (w.key, repr(sorted(dict(config).items())), "")
-        if key not in by_key:
-            by_key[key] = _generate(w, target, dict(config), len(by_key), "tuned")
+        space = space_for(w, target)
+        space.check(dict(config))
+        kernel = by_key.get(key) or _generate(w, target, dict(config), len(by_key), "tuned")
+        if memory_bound(w) and untuned_seconds is not None:
+            from tuner.aot.timing import kernel_seconds
+
+            times, prepass = kernel_seconds(space, [dict(config)])
+            tuned_s = float(times[0] + prepass[0])
+            if kernel.c_pitch != kernel.c_cols:  # and the copy that strips its line padding
+                raw = Tensor(-1, (kernel.c_rows, kernel.c_pitch), step.output.dtype, "temp", "probe")
+                tuned_s += untuned_seconds(Node("unpitch", [raw], step.output, {
+                    "rows": kernel.c_rows, "cols": kernel.c_cols, "pitch": kernel.c_pitch}))
+            untuned_s = untuned_seconds(step)
+            if untuned_s <= tuned_s:
+                log.info("expression operator %s (binding %s): its untuned lowering (%.3g s) is not slower than "
+                         "the tuned kernel (%.3g s); kept", w.key, step.source, untuned_s, tuned_s)
+                return
+        by_key[key] = kernel
     except (ValueError, KeyError, NotImplementedError) as exc:
         log.warning("tuned config of expression operator %s (binding %s) on %s cannot be used (%s): generic "
                     "lowering", w.key, step.source, target.name, exc)
         return
     step.op = "kernel"
-    step.attrs = {"workload": w}
+    step.attrs = {"workload": w} if untuned_s is None else {"workload": w, "untuned_s": untuned_s}
 
 
 def _namespaced(k: Kernel, helper: str) -> tuple[str, str]:

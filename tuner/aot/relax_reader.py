@@ -8,9 +8,12 @@ per-channel scale and shift; reshape-like operators are views; permute_dims is a
 compile-time transpose of a constant). Every other operator arrives as ``call_tir`` of a legalized
 PrimFunc and becomes a generic MPE node printed from its TIR (tuner.aot.tir_c), or a compile-time
 constant when all its operands are constants (run once through TVM's llvm build). A PrimFunc task
-extraction maps to an expression operator (its own matcher, tuner.bridge.extract) carries that
-``expr_workload``: tuner.aot.kernels makes it a tuned kernel when the lookup has a config. An operator
-neither path can compile is an AotError naming it and its binding.
+extraction maps to an expression operator (its own matcher, tuner.bridge.extract, with
+``Routing.MEMORY_BOUND``: GEMM-like stages, element-wise operators, single-input reductions) carries
+that ``expr_workload``, and so does a runtime transpose (a layout copy, as TVM's topi.transpose):
+tuner.aot.kernels makes it a tuned kernel when the lookup has a config (for a memory-bound one, when
+that is faster than its untuned lowering). An operator neither path can compile is an AotError naming
+it and its binding.
 """
 
 from __future__ import annotations
@@ -225,7 +228,20 @@ def _transposed(r: RelaxReader, t: Tensor, axes: tuple[int, ...], name: str, why
             and all(p.attrs["axes"][a] == i for i, a in enumerate(axes)):
         return p.inputs[0]
     shape = tuple(t.shape[a] for a in axes)
-    return r.node("transpose", [t], shape, name, why, axes=axes)
+    out = r.node("transpose", [t], shape, name, why, axes=axes)
+    step = r.steps[-1]
+    assert isinstance(step, Node)
+    key = f"transpose:{list(t.shape)}:{list(axes)}"
+    if key not in r.expressions:  # a layout copy is an expression operator too (tuned when looked up)
+        from tuner.bridge.extract import transpose_expression
+
+        try:
+            r.expressions[key] = transpose_expression(t.shape, axes, t.dtype)
+        except InvalidWorkloadError:
+            r.expressions[key] = None
+    if r.expressions[key] is not None:
+        step.attrs["expr_workload"] = r.expressions[key]
+    return out
 
 
 def _matmul(r: RelaxReader, call: Any, name: str, op: str) -> Value:
@@ -317,13 +333,13 @@ def _call_tir(r: RelaxReader, call: Any, name: str, op: str) -> Value:
 
 
 def _expression_of(r: RelaxReader, func: Any, fname: str) -> Any:
-    """The expression operator task extraction tunes for this PrimFunc (tuner.bridge.extract, its
-    default mapping: GEMM-like stages), or None."""
+    """The expression operator task extraction tunes for this PrimFunc (tuner.bridge.extract: GEMM-like
+    stages and memory-bound single-stage operators), or None."""
     if fname not in r.expressions:
-        from tuner.bridge.extract import _expression
+        from tuner.bridge.extract import Routing, _expression
 
         try:
-            r.expressions[fname] = _expression(func, fname, reductions=False)
+            r.expressions[fname] = _expression(func, fname, Routing.MEMORY_BOUND)
         except InvalidWorkloadError:
             r.expressions[fname] = None
     return r.expressions[fname]

@@ -9,8 +9,11 @@ the work their loops do (tuner.aot.tir_c.Work) on the MPE: scalar instructions a
 ``Target.mpe_transcendental_cycles``, and never faster than streaming the tensors they touch at the
 target's ``mpe_copy_Bps``. These MPE figures are assumptions [A] (tuner/targets.py), not
 measurements. Memory-bound operators moved to the CPEs
-(tuner.aot.cpe_ops) take their kernel's simulated time. The baseline program runs the same non-GEMM
-steps as the tuned one (only the GEMM-like kernels' schedules differ).
+(tuner.aot.cpe_ops) take their kernel's simulated time. A memory-bound operator that runs its tuned
+expression kernel (tuner.aot.kernels) takes that kernel's simulated time, like any kernel. The
+baseline program runs the same non-GEMM steps as the tuned one, except that a memory-bound operator
+tuned as an expression runs there as it does untuned (its rule-picked CPE blocks or the MPE), not on
+the expression space's OpenACC-like schedule; so only tuning moves the baseline ratio.
 """
 
 from __future__ import annotations
@@ -117,6 +120,23 @@ def _mpe_step(n: Node, graph: Graph, target: Target, item: int) -> tuple[float, 
     return _mpe_seconds(target, target.mpe_cycles_per_op * per_elem * size, moved), n.op
 
 
+def kernel_seconds(space: Any, configs: list[dict[str, Any]]) -> tuple[Any, Any]:
+    """(simulated seconds of the kernel under each config, host-side seconds folded into them).
+
+    The host-side work the simulator folds into a kernel's time is a step of its own in the program
+    (padding the input: nn.pad; packing a non-constant b: pack_b), so it is taken out here."""
+    import numpy as np
+
+    from tuner.measure.simulator import simulate
+
+    tgt = space.target
+    index = np.stack([space.encode(dict(c)) for c in configs])
+    a = space.analyze(index)
+    packs = np.zeros(len(configs)) if a.host_pack_bytes is None else np.asarray(a.host_pack_bytes, float)
+    prepass = (space.geometry.prepass_bytes + packs) / tgt.mpe_copy_Bps
+    return simulate(space, index, a) - prepass, prepass
+
+
 def model_time(graph: Graph, target: Target | str, config_of: Callable[[Any], dict[str, Any] | None]
                ) -> ModelTime:
     """Per-step simulated times of ``graph`` (kernel nodes carry ``workload``); ``config_of(workload)``
@@ -124,7 +144,6 @@ def model_time(graph: Graph, target: Target | str, config_of: Callable[[Any], di
     import numpy as np
 
     from tuner.baseline import openacc_baseline
-    from tuner.measure.simulator import simulate
     from tuner.space.factory import space_for
 
     tgt = get_target(target)
@@ -135,14 +154,7 @@ def model_time(graph: Graph, target: Target | str, config_of: Callable[[Any], di
         if w.key not in cache:
             space = space_for(w, tgt)
             base = openacc_baseline(space)
-            tuned = config_of(w) or base
-            index = np.stack([space.encode(dict(tuned)), space.encode(base)])
-            a = space.analyze(index)
-            # host-side work the simulator folds into a kernel's time is a step of its own here:
-            # padding the input (nn.pad), packing a non-constant b (pack_b)
-            prepass = space.geometry.prepass_bytes / tgt.mpe_copy_Bps + (
-                np.zeros(2) if a.host_pack_bytes is None else np.asarray(a.host_pack_bytes, float) / tgt.mpe_copy_Bps)
-            times = simulate(space, index, a) - prepass
+            times, prepass = kernel_seconds(space, [config_of(w) or base, base])
             cache[w.key] = (float(times[0]), float(times[1]), float(prepass[0]))
         return cache[w.key]
 
@@ -167,6 +179,8 @@ def model_time(graph: Graph, target: Target | str, config_of: Callable[[Any], di
                 # per-channel vectors: fetched at the kernel's start, overlapping its compute
                 extra += max(0.0, sum(dma_time(tgt, "get", v * item) for v in ep.vectors) - (t - tgt.spawn_join_s))
                 t, b = t + extra, b + extra
+            if "untuned_s" in n.attrs:  # a memory-bound operator's tuned expression kernel: the baseline
+                b = n.attrs["untuned_s"]  # program runs its untuned lowering (rule-picked CPE blocks or MPE)
             steps.append(StepTime(n.source, n.relax_op, CPE, t, b, w.key + (f" + {ep.name}" if ep else "")))
         elif n.op == "cpe":  # a memory-bound operator as a CPE kernel (tuner.aot.cpe_ops), same in both programs
             op = n.attrs["cpe"]

@@ -7,16 +7,24 @@ batch_matmul) become workloads; identical workloads are merged and counted (thei
 operator no built-in reader takes (conv1d, conv3d, a 4-D matmul, an einsum...) is legalized to its
 PrimFunc and, when that is one GEMM-like stage -- a reduction over a product of two or more inputs,
 with at least one spatial axis --, becomes an expression operator (tuner/expr, ``ExprWorkload``), so a
-model's novel operators are tuned instead of falling back; with ``reductions=True`` single-input
-reductions (sum, max pooling without padding) do too. Every other operator is listed in ``untuned``
-with its count: nothing is dropped silently.
+model's novel operators are tuned instead of falling back.
+
+Memory-bound operators are expression tasks too (``Routing.MEMORY_BOUND``): an operator whose
+legalized PrimFunc is one compute block the expression path takes -- element-wise unary or binary
+(broadcast operands included), a single-input reduction (sum, max, max pooling without padding), a
+layout copy (transpose) -- is a task in the form the AOT compiler builds the model: read by its reader
+(tuner.aot.relax_reader), epilogues fused into their producer (those are no task of their own),
+constants folded. Multi-block PrimFuncs (softmax, layer_norm, mean, padded pools, ...) are not
+expressions and stay listed in ``untuned`` with their count: nothing is dropped silently.
 """
 
 from __future__ import annotations
 
+import re
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
+from enum import Enum
 from pathlib import Path
 from typing import Any
 
@@ -75,25 +83,78 @@ def _matmul(call: Any) -> Dense | BatchMatmul:
 _READERS = {"relax.nn.conv2d": _conv, "relax.matmul": _matmul}
 
 
+class Routing(str, Enum):
+    """Which single-stage PrimFuncs become expression operators (each level takes the ones before)."""
+
+    GEMM_LIKE = "gemm_like"  # a reduction over a product of two or more inputs (conv1d, einsum, ...)
+    REDUCTIONS = "reductions"  # and single-input reductions (sum, max, max pooling without padding)
+    MEMORY_BOUND = "memory_bound"  # and element-wise operators (unary, broadcast binary, copies)
+
+
 def _gemm_like(expr: Expr) -> bool:
     """Two or more inputs read inside the reduction (a product summed: GEMM, conv, einsum)."""
     reduce = {a.name for a in expr.reduce}
     return sum(1 for acc in expr.inputs if acc.axes & reduce) >= 2
 
 
-def _expression(func: Any, name: str, reductions: bool) -> ExprWorkload:
+def memory_bound(wl: Workload) -> bool:
+    """An expression operator that is not GEMM-like: element-wise, a single-input reduction, a copy."""
+    return isinstance(wl, ExprWorkload) and not _gemm_like(wl.expr)
+
+
+def _expression(func: Any, name: str, routing: Routing) -> ExprWorkload:
     """The legalized PrimFunc of an operator no reader takes, as an expression operator; raises
     InvalidWorkloadError with the reason it is not one (several stages, element-wise, ...)."""
-    from tuner.expr.parse import script_text
-
-    wl = ExprWorkload.from_script(script_text(_inline_copies(func)), name)
-    if not wl.expr.reduce:
-        raise InvalidWorkloadError("element-wise")
+    wl = ExprWorkload.from_script(canonical_script(_inline_copies(func)), re.sub(r"\d+$", "", name) or name)
     if not wl.expr.spatial:
         raise InvalidWorkloadError("a reduction to a scalar has no axis to spread over the CPEs")
-    if not (reductions or _gemm_like(wl.expr)):
-        raise InvalidWorkloadError("a single-input reduction (extract with reductions=True to tune it)")
+    if _gemm_like(wl.expr):
+        return wl
+    if routing is Routing.GEMM_LIKE:
+        raise InvalidWorkloadError("not GEMM-like (memory-bound: Routing.MEMORY_BOUND tunes it)")
+    if not wl.expr.reduce and routing is not Routing.MEMORY_BOUND:
+        raise InvalidWorkloadError("element-wise (Routing.MEMORY_BOUND tunes it)")
+    if any(not acc.shape for acc in wl.expr.inputs):
+        # a 0-d operand (an ONNX scalar constant) has no tile box: left to the generic lowering
+        raise InvalidWorkloadError("a 0-d operand")
     return wl
+
+
+def canonical_script(func: Any) -> str:
+    """The PrimFunc's TVMScript with its parameters renamed ``p0, p1, ...`` by position: a legalized
+    PrimFunc names its inputs after the Relax bindings that feed it (``lv8``), so the same operator
+    would get another workload key in every model, or from ONNX rather than torch. The renamed text
+    must parse back to a structurally equal function, else the original text is kept."""
+    import tvm_ffi
+
+    from tuner.expr.parse import prim_func_from_script, script_text
+
+    text = script_text(func)
+    names = [str(p.name) for p in func.params]
+    if len(set(names)) != len(names) or not all(re.fullmatch(r"[A-Za-z_]\w*", n) for n in names):
+        return text
+    parts = re.split(r'("[^"]*")', text)  # string literals (block names, annotations) stay as they are
+    for k in range(0, len(parts), 2):
+        for i, n in enumerate(names):  # through placeholders: a name may be another's new name
+            parts[k] = re.sub(rf"\b{re.escape(n)}\b", f"__swtune_p{i}__", parts[k])
+        parts[k] = re.sub(r"__swtune_p(\d+)__", r"p\1", parts[k])
+    renamed = "".join(parts)
+    try:
+        back = prim_func_from_script(renamed)
+    except InvalidWorkloadError:
+        return text
+    return script_text(back) if tvm_ffi.structural_equal(back, prim_func_from_script(text)) else text
+
+
+def transpose_expression(shape: tuple[int, ...], axes: tuple[int, ...], dtype: str) -> ExprWorkload:
+    """A layout copy ``out[i...] = x[permuted i...]`` as an expression operator (TVM's topi.transpose)."""
+    from tvm import te, topi
+
+    from tuner.expr.parse import prim_func_from_tensors
+
+    x = te.placeholder(shape, dtype, name="x")
+    return ExprWorkload.from_script(canonical_script(prim_func_from_tensors([x, topi.transpose(x, list(axes))])),
+                                    "transpose")
 
 
 def _inline_copies(func: Any) -> Any:
@@ -155,22 +216,38 @@ class _Legalized:
 
 def extract_relax(mod: Any, reductions: bool = False, fused: bool = True) -> ExtractedModel:
     """Workloads of a Relax IRModule's main function (before legalization); ``fused``: in the form
-    the compiler builds them (an epilogue that is part of the workload gives a task of its own)."""
+    the compiler builds them (an epilogue that is part of the workload gives a task of its own, an
+    element-wise operator fused into its producer none). Memory-bound expression tasks come from the
+    compiled graph; ``reductions``: when the compiler cannot read the model, single-input reductions
+    are still taken from the Relax calls, like the GEMM-like operators."""
     from tvm import relax
 
     legal = _Legalized(mod)
+    graph = _compiled_graph(mod, fused)
+    # memory-bound operators as the compiler builds them: binding name -> its expression nodes
+    routed: dict[str, list[ExprWorkload]] = {}
+    for n in graph.nodes if graph is not None else []:
+        w = n.attrs.get("expr_workload")
+        if w is not None and memory_bound(w):
+            routed.setdefault(n.source, []).append(w)
     counts: Counter[str] = Counter()
     by_key: dict[str, Workload] = {}
     names: dict[str, str] = {}
     untuned: Counter[str] = Counter()
+
+    def add(workload: Workload) -> None:
+        counts[workload.key] += 1
+        if workload.key not in by_key:
+            by_key[workload.key] = workload
+            names[workload.key] = f"{getattr(workload, 'name', workload.op)}_{len(by_key) - 1}"
+
+    routing = Routing.REDUCTIONS if reductions else Routing.GEMM_LIKE
     for block in mod["main"].body.blocks:
         for binding in block.bindings:
             call = binding.value
             if not isinstance(call, relax.Call) or not hasattr(call.op, "name"):
                 continue
-            op = str(call.op.name)
-            if op in _FREE_OPS:
-                continue
+            op, var = str(call.op.name), str(binding.var.name)
             reader = _READERS.get(op)
             workload: Workload | None = None
             why = ""
@@ -179,30 +256,34 @@ def extract_relax(mod: Any, reductions: bool = False, fused: bool = True) -> Ext
                     workload = reader(call)
                 except InvalidWorkloadError as exc:
                     why = f" ({exc})"
+            if workload is None and var in routed:
+                for w in routed.pop(var):
+                    add(w)
+                continue
+            if op in _FREE_OPS:
+                continue
             if workload is None:
-                found = legal.func(str(binding.var.name))
+                found = legal.func(var)
                 try:
                     if found is None:
                         raise InvalidWorkloadError("no PrimFunc")
-                    workload = _expression(found[0], found[1], reductions)
+                    workload = _expression(found[0], found[1], routing)
                 except InvalidWorkloadError:
                     untuned[op.removeprefix("relax.") + why] += 1
                     continue
-            counts[workload.key] += 1
-            if workload.key not in by_key:
-                by_key[workload.key] = workload
-                names[workload.key] = f"{getattr(workload, 'name', workload.op)}_{len(by_key) - 1}"
+            add(workload)
+    for extra in routed.values():  # the compiler's own steps under a binding (a matmul's transposed b)
+        for w in extra:
+            add(w)
     layers = [Layer(names[k], by_key[k], counts[k]) for k in by_key]
-    if fused:
-        layers = _fused_forms(mod, layers)
+    if fused and graph is not None:
+        layers = _fused_forms(graph, layers)
     return ExtractedModel(layers, dict(untuned))
 
 
-def _fused_forms(mod: Any, layers: list[Layer]) -> list[Layer]:
-    """Split each layer by the form the ahead-of-time compiler builds it in: where an epilogue that is
-    part of the workload (a residual add, tuner/space/epilogue.py) fuses into some of its calls, those
-    calls are a task of their own under the fused workload's key, so `compile` finds them tuned. A
-    model the compiler cannot read keeps its plain layers."""
+def _compiled_graph(mod: Any, fused: bool) -> Any:
+    """The graph the ahead-of-time compiler builds (epilogues fused when ``fused``), or None when it
+    cannot read the model (its built-in and GEMM-like tasks are still listed)."""
     from tuner.aot.fusion import fuse_epilogues
     from tuner.aot.graph import AotError
     from tuner.aot.relax_reader import read_relax
@@ -210,9 +291,17 @@ def _fused_forms(mod: Any, layers: list[Layer]) -> list[Layer]:
 
     try:
         graph = read_relax(mod)
-        fuse_epilogues(graph, ctype(graph.dtype))
+        if fused:
+            fuse_epilogues(graph, ctype(graph.dtype))
     except AotError:
-        return layers
+        return None
+    return graph
+
+
+def _fused_forms(graph: Any, layers: list[Layer]) -> list[Layer]:
+    """Split each layer by the form the ahead-of-time compiler builds it in: where an epilogue that is
+    part of the workload (a residual add, tuner/space/epilogue.py) fuses into some of its calls, those
+    calls are a task of their own under the fused workload's key, so `compile` finds them tuned."""
     built: Counter[str] = Counter()
     fused: dict[str, list[Workload]] = {}
     for n in graph.nodes:
