@@ -30,6 +30,7 @@ from tuner.targets import Family
 
 KERNEL = "swtune_kernel"
 LINE = 128
+RLC_MSG = 32  # bytes of one register-communication message: a 256-bit vector register (SW26010)
 
 
 @dataclass
@@ -409,7 +410,7 @@ class SlavePrinter:
             ctx.emit(f"for (int _own = 0; _own < {p}; _own++) {{")
             ctx.depth += 1
             act2 = lambda mo, lo, ln, bs, gp: [  # noqa: E731
-                f"if (_rq % {p} == _own) sw_rlc_col((char *)&{dst}[{lo}], ({ln}), _own, _ci, {p});"]
+                f"if (_rq % {p} == _own) sw_rlc_col_span((char *)&{dst}[{lo}], ({ln}), _own, _ci, {p});"]
             ctx.emit(*box.requests("_sl", self.dma_mode, act2))
             ctx.emit(self._sync(r))
             ctx.depth -= 1
@@ -480,6 +481,17 @@ class SlavePrinter:
             n *= e
         return n
 
+    def slot_elems(self, role: str) -> int:
+        """Elements of one declared LDM copy: the tile, padded to whole 32-B vectors for an operand
+        sw_rlc_row/col send over the mesh, so that every copy starts 32-B aligned and each message,
+        the last one too, is one aligned vector load / store inside the buffer."""
+        n = self.ldm_elems(role)
+        if not (self.mesh and self.shared[role] and not self.pro and role != "c"):
+            return n
+        assert RLC_MSG % self.ds == 0, f"{self.ds}-byte elements do not tile a {RLC_MSG}-B message"
+        per = RLC_MSG // self.ds
+        return -(-n // per) * per
+
     def render(self) -> str:
         body = Ctx()
         self.stmt(self.func.body, body, None)
@@ -498,7 +510,7 @@ class SlavePrinter:
                 ]
                 continue
             decl += [
-                f"__thread_local {ty} {role.upper()}_ldm[{slots}][{self.ldm_elems(role)}] "
+                f"__thread_local {ty} {role.upper()}_ldm[{slots}][{self.slot_elems(role)}] "
                 "__attribute__((aligned(64)));",
                 f"__thread_local long {role}_o[{slots}][{nd}];",
                 f"__thread_local int {role}_n[{slots}][{nd}], {role}_p[{slots}][{nd}], {role}_ok[{slots}];",
@@ -552,34 +564,60 @@ SLAVE_INCLUDES = ('#include "swtune_kernel.h"', "#include <slave.h>", "#include 
                   '#include "swtune_slave_api.h"')
 
 SW_RLC_HELPER = r"""#ifndef SWTUNE_PRO
-/* Send (owner) or receive (others) `len` bytes at `p` over the row bus, 32 B per message; a whole
-   row (8 CPEs) by the hardware broadcast, a partial one by point-to-point sends. */
+/* Register communication, as tuner/space/analysis.py charges it: each 32-B message is one vector load
+   + putr (putc) on the owner -- one broadcast over a whole row (column) of 8, a send to each other CPE
+   over a partial one -- and getr (getc) + one vector store on every receiver.
+   sw_rlc_row / sw_rlc_col: `p` is 32-B aligned and the 32-B multiple at or above `len` stays inside
+   its buffer (the printer pads such buffers' copies to whole vectors), so every message, the last
+   one too, is one aligned simd_load / simd_store. */
 static void sw_rlc_row(char *p, long len, int owner, int me, int cols) {
   doublev4 v;
-  for (long off = 0; off < len; off += 32) {
-    long n = len - off < 32 ? len - off : 32;
-    if (me == owner) {
-      memcpy(&v, p + off, n);
-      if (cols == 8) simd_putr(v, 8);  /* one row broadcast reaches the 7 others */
-      else for (int c = 0; c < cols; c++) if (c != me) simd_putr(v, c);
-    } else {
-      v = simd_getr(v);
-      memcpy(p + off, &v, n);
+  long off;
+  if (me != owner) {
+    for (off = 0; off < len; off += 32) { v = simd_getr(v); simd_store(v, (double *)(p + off)); }
+  } else if (cols == 8) {  /* one row broadcast reaches the 7 others */
+    for (off = 0; off < len; off += 32) { simd_load(v, (double *)(p + off)); simd_putr(v, 8); }
+  } else {
+    for (off = 0; off < len; off += 32) {
+      simd_load(v, (double *)(p + off));
+      for (int c = 0; c < cols; c++) if (c != me) simd_putr(v, c);
     }
   }
 }
-/* Send (owner) or receive (others) `len` bytes at `p` over the column bus, 32 B per message. */
 static void sw_rlc_col(char *p, long len, int owner, int me, int rows) {
   doublev4 v;
-  for (long off = 0; off < len; off += 32) {
-    long n = len - off < 32 ? len - off : 32;
-    if (me == owner) {
-      memcpy(&v, p + off, n);
-      if (rows == 8) simd_putc(v, 8);  /* one column broadcast reaches the 7 others */
+  long off;
+  if (me != owner) {
+    for (off = 0; off < len; off += 32) { v = simd_getc(v); simd_store(v, (double *)(p + off)); }
+  } else if (rows == 8) {  /* one column broadcast reaches the 7 others */
+    for (off = 0; off < len; off += 32) { simd_load(v, (double *)(p + off)); simd_putc(v, 8); }
+  } else {
+    for (off = 0; off < len; off += 32) {
+      simd_load(v, (double *)(p + off));
+      for (int r = 0; r < rows; r++) if (r != me) simd_putc(v, r);
+    }
+  }
+}
+/* Column register communication of one DMA request's region of any alignment and length (bcast's b
+   on SW26010): whole messages by unaligned vector loads / stores, then the ragged tail (< 32 B) as
+   one more message copied byte by byte, outside the loop; the bytes past the region are not touched. */
+static void sw_rlc_col_span(char *p, long len, int owner, int me, int rows) {
+  doublev4 v;
+  long off, whole = len & ~31L, tail = len - whole;
+  if (me != owner) {
+    for (off = 0; off < whole; off += 32) { v = simd_getc(v); simd_storeu(v, (double *)(p + off)); }
+    if (tail) { v = simd_getc(v); memcpy(p + whole, &v, tail); }
+  } else {
+    for (off = 0; off < whole; off += 32) {
+      simd_loadu(v, (double *)(p + off));
+      if (rows == 8) simd_putc(v, 8);
       else for (int r = 0; r < rows; r++) if (r != me) simd_putc(v, r);
-    } else {
-      v = simd_getc(v);
-      memcpy(p + off, &v, n);
+    }
+    if (tail) {
+      v = simd_set_doublev4(0.0, 0.0, 0.0, 0.0);
+      memcpy(&v, p + whole, tail);
+      if (rows == 8) simd_putc(v, 8);
+      else for (int r = 0; r < rows; r++) if (r != me) simd_putc(v, r);
     }
   }
 }
