@@ -15,20 +15,34 @@ from math import prod
 
 import numpy as np
 
-from tuner.expr.geometry import ExprGeometry
+from tuner.expr.geometry import PACK_UNSUPPORTED, ExprGeometry
 from tuner.space.compute import BodyReads
-from tuner.space.ops import AxisTiles, Dim, InnerAccess, OpGeometry
+from tuner.space.ops import AxisTiles, Dim, InnerAccess
 
 
-class ExprOpGeometry(ExprGeometry, OpGeometry):
-    """:class:`ExprGeometry` with the :class:`OpGeometry` methods the analysis calls."""
+class ExprOpGeometry(ExprGeometry):
+    """:class:`ExprGeometry` with the rest of what the analysis asks (tuner/space/ops.py OpGeometry)."""
 
     @property
-    def ops_per_point(self) -> int:  # type: ignore[override]
+    def scalar_reason(self) -> str:
+        return self.expr.scalar_reason
+
+    @property
+    def block_reason(self) -> str:
+        return self.expr.block_reason
+
+    @property
+    def pack_reason(self) -> str:
+        """Why pack = "b" is not offered: some b operand's tile boxes do not partition it
+        (ExprGeometry.packable); "" when every one's do."""
+        return "" if all(self.packable(op) for op in self.group("b")) else PACK_UNSUPPORTED
+
+    @property
+    def ops_per_point(self) -> int:
         return self.expr.ops_per_point
 
     @property
-    def b_constant(self) -> bool:  # type: ignore[override]
+    def b_constant(self) -> bool:
         # b operands that read no row axis are a layer's weights (dense, conv), packed at compile
         # time; one that follows a row axis (a batch) is an activation, packed by the host per call
         return all(not op.row_axes for op in self.group("b"))
@@ -43,6 +57,10 @@ class ExprOpGeometry(ExprGeometry, OpGeometry):
 
     def boxes(self, t: dict[str, AxisTiles]) -> tuple[list[list[Dim]], list[Dim]]:
         return [self.dims(op.access, t) for op in self.operands], self.output_dims(t)
+
+    def tensors(self, t: dict[str, AxisTiles]) -> dict[str, list[Dim]]:
+        boxes, out = self.boxes(t)
+        return {**{op.group: box for op, box in zip(self.operands, boxes)}, "c": out}
 
     def inner_access(self, inner: str, t: dict[str, AxisTiles], boxes: list[list[Dim]], out_box: list[Dim],
                      w: np.ndarray) -> InnerAccess:

@@ -39,5 +39,4 @@ class GemmGeometry(ExprOpGeometry):
 
     def __init__(self, workload: Dense | BatchMatmul) -> None:
         super().__init__(gemm_expr(workload))
-        self.workload = workload
         self.inner_axes = INNER_AXES

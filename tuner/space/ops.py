@@ -18,12 +18,12 @@ Arrays are numpy arrays over many configs at once.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 import numpy as np
 
 from tuner.space.compute import BodyReads
-from tuner.workloads import BatchMatmul, Conv2d, Dense, Workload
+from tuner.workloads import EXPR_OP, BatchMatmul, Conv2d, Dense, Workload
 
 
 @dataclass(frozen=True)
@@ -50,14 +50,6 @@ class Dim:
     full: np.ndarray
     mean: np.ndarray
     extent: int
-
-
-@dataclass(frozen=True)
-class Operand:
-    """A built-in op's input operand: its name and group (an expression's is tuner/expr/geometry.py's)."""
-
-    name: str
-    group: str  # "a" | "b"
 
 
 @dataclass(frozen=True)
@@ -123,72 +115,80 @@ def axis_tiles(extent: int, full: np.ndarray) -> AxisTiles:
     return AxisTiles(full=full, count=count, mean=extent / count)
 
 
-class OpGeometry:
-    """What the analysis asks of an operator (subclasses set ``axes``, ``inner_axes``, ``operands``).
+class OpGeometry(Protocol):
+    """What the analysis asks of an operator. Every operator answers as an expression
+    (tuner/expr/opgeometry.py ExprOpGeometry); an operand is any object with a ``group``: "a" (depends
+    on no col axis, shareable along a mesh row) or "b"."""
 
-    The methods taking an operand accept any object with a ``group`` ("a" or "b"): a built-in op's
-    :class:`Operand` or an expression's (tuner/expr/geometry.py)."""
-
-    workload: Any
     axes: tuple[TileAxis, ...]
     row_axes: tuple[str, ...]  # in axes order: the order the mesh flattens row tiles in
     col_axes: tuple[str, ...]
-    inner_axes: tuple[str, ...]
-    operands: tuple[Any, ...] = (Operand("a", "a"), Operand("b", "b"))
-    red_fixed: int = 1  # untiled reduction extent (a conv's R*S)
-    red_innermost: int = 0  # extent of the innermost untiled reduction loop (a conv's S); 0: the tiled one
-    prepass_bytes: int = 0  # host-side work before the spawn (padding a conv input)
-    fma_per_point: int = 1  # P0 instructions per (spatial, reduction) point: one FMA
-    ops_per_point: int = 2  # arithmetic operations per point (a multiply and an add)
-    # b is a layer's weights, a constant of the compiled model: packing it (the pack knob) is done
-    # once at compile time. batch_matmul's b is an activation: the host packs it before each call.
-    b_constant: bool = True
+    inner_axes: tuple[str, ...]  # the ``inner`` knob's choices
+    operands: tuple[Any, ...]
+    red_fixed: int  # untiled reduction extent (a conv's R*S)
+    red_innermost: int  # extent of the innermost untiled reduction loop (a conv's S); 0: the tiled one
+    prepass_bytes: int  # host-side work before the spawn (padding a conv input)
+    fma_per_point: int  # P0 instructions per (spatial, reduction) point as the generated C issues them
 
     @property
-    def red_axis(self) -> TileAxis:
-        return next(a for a in self.axes if a.role == "red")
+    def red_axis(self) -> TileAxis: ...
 
-    def group(self, name: str) -> tuple[Any, ...]:
-        return tuple(op for op in self.operands if op.group == name)
+    # why the space offers simd = 1 alone, acc = "ldm" alone, pack = "none" alone ("": the whole
+    # knob; tuner/space/space.py)
+    @property
+    def scalar_reason(self) -> str: ...
 
-    def boxes(self, t: dict[str, AxisTiles]) -> tuple[list[list[Dim]], list[Dim]]:
-        """The LDM box of each operand (in ``operands`` order) and of the output, per tile."""
-        raise NotImplementedError
+    @property
+    def block_reason(self) -> str: ...
 
-    def tensors(self, t: dict[str, AxisTiles]) -> dict[str, list[Dim]]:
-        """The boxes of an op with one operand per group, by group ("a", "b"), and the output's ("c")."""
-        boxes, out = self.boxes(t)
-        return {**{op.group: box for op, box in zip(self.operands, boxes)}, "c": out}
+    @property
+    def pack_reason(self) -> str: ...
+
+    @property
+    def ops_per_point(self) -> int:
+        """Arithmetic operations per point (a multiply and an add: 2)."""
+
+    @property
+    def b_constant(self) -> bool:
+        """Group b is a layer's weights, a constant of the compiled model: packing it (the pack
+        knob) is done once at compile time; else (batch_matmul's B) the host packs it before each call."""
+
+    @property
+    def b_elements(self) -> int:
+        """Elements of the group-b operands (what the host packs before each call when not constant)."""
 
     @property
     def operand_axes(self) -> list[set[str]]:
         """The axes each operand's LDM index moves with: what the register block loads per row or
         per vector (tuner/space/compute.py block_shape)."""
-        raise NotImplementedError
 
-    @property
-    def b_elements(self) -> int:
-        """Elements of the group-b operands (what the host packs before each call when not constant)."""
-        raise NotImplementedError
+    def group(self, name: str) -> tuple[Any, ...]: ...
+
+    def boxes(self, t: dict[str, AxisTiles]) -> tuple[list[list[Dim]], list[Dim]]:
+        """The LDM box of each operand (in ``operands`` order) and of the output, per tile."""
+
+    def tensors(self, t: dict[str, AxisTiles]) -> dict[str, list[Dim]]:
+        """The boxes of an op with one operand per group, by group ("a", "b"), and the output's ("c")."""
 
     def shareable(self, op: Any, t: dict[str, AxisTiles], pr: np.ndarray) -> np.ndarray:
         """Whether the CPEs that would share the operand's tile (a mesh row for group a, a mesh
         column for group b) need the same box."""
-        return np.ones_like(pr, dtype=bool)
 
     def reusable(self, op: Any, t: dict[str, AxisTiles]) -> np.ndarray:
         """Whether the operand's box is the same for every tile the traversal keeps it across (row
         order keeps group a across col tiles, col order group b across row tiles)."""
-        return np.ones_like(t[self.red_axis.name].full, dtype=bool)
 
     def inner_access(self, inner: str, t: dict[str, AxisTiles], boxes: list[list[Dim]], out_box: list[Dim],
                      w: np.ndarray) -> InnerAccess:
         """How the innermost loop along ``inner`` (``w`` lanes) walks the operands and the output."""
-        raise NotImplementedError
 
 
 def geometry_for(workload: Workload) -> OpGeometry:
-    """The geometry of a built-in op: its spec module (an expression's is tuner/expr/opgeometry.py)."""
+    """The geometry of a workload: a built-in op's from its spec module, an expression's from its accesses."""
+    if workload.op == EXPR_OP:
+        from tuner.expr.opgeometry import ExprOpGeometry
+
+        return ExprOpGeometry(workload.expr)  # type: ignore[attr-defined]  # an ExprWorkload
     if isinstance(workload, Conv2d):
         from tuner.space.conv2d import Conv2dGeometry
 

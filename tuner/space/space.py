@@ -20,7 +20,7 @@ from tuner.errors import InvalidConfigError
 from tuner.space.analysis import Analysis, analyze
 from tuner.space.choices import Acc, Dma, Order, Pack, Reason, Share, reason_label
 from tuner.space.knobs import Knob
-from tuner.space.ops import OpGeometry, geometry_for
+from tuner.space.ops import geometry_for
 from tuner.targets import Target, get_target
 from tuner.workloads import Workload
 
@@ -45,7 +45,7 @@ class ScheduleSpace:
         """``restrict`` narrows knobs to some of their choices (pinning a knob, a user's sub-space)."""
         self.workload = workload
         self.target = get_target(target)
-        self.geometry = self._geometry(workload)
+        self.geometry = geometry_for(workload)
         knobs = [
             Knob(f"tile_{a.name}", a.choices, doc=f"tile size of axis {a.name} ({a.role}, extent {a.extent})")
             for a in self.geometry.axes
@@ -78,21 +78,33 @@ class ScheduleSpace:
         self.grid_rows = np.array([int(g.split("x")[0]) for g in grids], dtype=np.float64)
         self.grid_cols = np.array([int(g.split("x")[1]) for g in grids], dtype=np.float64)
 
-    def _geometry(self, workload: Workload) -> OpGeometry:
-        return geometry_for(workload)
-
+    # The simd, acc and pack knobs offer what the generated C can do for the operator: an expression
+    # body with no vector form (a libm call, a cast, a select) prints scalar C, so simd = 1 alone; one
+    # other than c += a*b cannot print as the register-block micro-kernel, so acc = "ldm" alone; an
+    # operand whose tile boxes overlap or skip (a halo, a stride, a flip) cannot be stored tile after
+    # tile without duplicating elements, so pack = "none" alone. Each names its reason in the doc.
     def _simd_knob(self) -> Knob:
-        return Knob("simd", self.target.simd_widths[self.workload.dtype], doc="vector lanes (1 = scalar)")
+        doc = "vector lanes (1 = scalar)"
+        if self.geometry.scalar_reason:
+            return Knob("simd", (1,), doc=f"{doc}; only 1: {self.geometry.scalar_reason}")
+        return Knob("simd", self.target.simd_widths[self.workload.dtype], doc=doc)
 
     def _acc_knob(self) -> Knob:
+        if self.geometry.block_reason:
+            return Knob("acc", (Acc.LDM.label,), ordered=False, default=Acc.LDM.label,
+                        category_codes=(int(Acc.LDM),),
+                        doc=f"accumulators in LDM; only ldm: {self.geometry.block_reason}")
         return Knob("acc", Acc.labels(), ordered=False, default=Acc.LDM.label,
                     doc="with an output axis innermost: accumulators through LDM every reduction step, or "
                         "held in registers across the chunk's reduction (tuner/space/compute.py)")
 
     def _pack_knob(self) -> Knob:
-        return Knob("pack", Pack.labels(), ordered=False, default=Pack.NONE.label,
-                    doc="b laid out tile after tile (packed at compile time when it is a constant, "
-                        "by the host before each call otherwise), so each b tile is one contiguous DMA")
+        doc = ("b laid out tile after tile (packed at compile time when it is a constant, by the host "
+               "before each call otherwise), so each b tile is one contiguous DMA")
+        if self.geometry.pack_reason:
+            return Knob("pack", (Pack.NONE.label,), ordered=False, default=Pack.NONE.label,
+                        category_codes=(int(Pack.NONE),), doc=f"{doc}; {self.geometry.pack_reason}")
+        return Knob("pack", Pack.labels(), ordered=False, default=Pack.NONE.label, doc=doc)
 
     @staticmethod
     def _restricted(knobs: list[Knob], restrict: Mapping[str, Sequence[Any]]) -> list[Knob]:
