@@ -1,24 +1,32 @@
-"""Memory-bound operators on the CPEs: a legalized operator run block by block on the 64 CPEs.
+"""Memory-bound operators on the CPEs: a legalized operator run block by block on the CPEs.
 
 A generic operator (a ``tir`` node: element-wise, broadcast, normalisation, softmax, pooling,
 reduction over trailing axes, ...) whose operands can be cut into independent blocks along one
 output axis becomes a CPE kernel. A block fixes the indices before axis ``a`` and takes ``b``
 consecutive indices along it (``b`` divides the extent), so every sliced operand's block is one
 contiguous range of memory; operands that do not vary along the leading axes (gamma/beta, a per-
-channel bias) are fetched whole once per CPE. The block's computation is the same Relax operator
+channel bias) are fetched whole once per CPE. A 2-D pool may also be cut along its output rows: a
+block of ``b`` output rows of one plane reads its input rows with the window's halo (rows outside
+the plane are filled in LDM with the pool's padding value), so a plane too large for LDM (ResNet's
+first max pool, 112x112) still runs on the CPEs. The block's computation is the same Relax operator
 legalized again by TVM on the sliced shapes and printed as C (tuner.aot.tir_c) with its scratch in
-LDM. Each CPE takes blocks round-robin: DMA get of its operand blocks, compute, DMA put.
+LDM. Each active CPE takes blocks round-robin: DMA get of its operand blocks (with double buffering,
+the next block's gets are in flight while this one is computed), compute, DMA put.
 
 Whether slicing preserves the operator's meaning is not assumed from its name: the full and the
 sliced PrimFunc are run with TVM's llvm build on random data and a few blocks compared, at compile
-time. The schedule is chosen, not tuned: the largest ``b`` that fits the LDM budget with at least 64
-blocks (when there are that many rows). A kernel replaces the MPE step only when its simulated time
-(spawn/join, DMA of the busiest CPE from the fitted DMA model, scalar compute) is lower.
+time. The schedule (block size, double-buffered gets, active CPEs) is picked from its whole space by
+the vectorised analysis of tuner.aot.cpe_schedule: the configuration with the least simulated time.
+These are choices of the simulator at compile time, not measured tuning tasks. The body's operation
+counts come from legalizing it at two block sizes (predicted in between, linear in the block size);
+the winning size is legalized and the space re-evaluated until the winner's figures are counted on
+its own body. A kernel replaces the MPE step only when its simulated time is lower.
 """
 
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass
 from enum import Enum
 from math import prod
@@ -27,8 +35,9 @@ from typing import Any
 import numpy as np
 
 from tuner.aot.cpe_layout import PadOp, RowCopyOp, TransposeOp, plan_pad, plan_rowcopy, plan_transpose
+from tuner.aot.cpe_schedule import Operand, Space, Window, analyse, dma_counts
 from tuner.aot.graph import Graph, Node, slave_symbol
-from tuner.aot.tir_c import CFunction, print_prim_func
+from tuner.aot.tir_c import CFunction, Work, print_prim_func
 from tuner.targets import Target
 
 log = logging.getLogger("tuner.aot")
@@ -65,6 +74,12 @@ class CpeOp:
     ldm_bytes: int
     seconds: float  # simulated time of the kernel
     index: int = -1  # kernel number in slave.c (set when emitted)
+    db: bool = False  # double-buffered gets
+    active: int = CPES  # CPEs that take blocks
+    window: Window | None = None  # input 0 read through a halo window along the axis (pool rows)
+    fill: float = 0.0  # the value of a window's rows outside the input (the pool's padding)
+    configs: int = 0  # size of the schedule space it was picked from
+    valid: int = 0  # of which could run
 
     @property
     def blocks(self) -> int:
@@ -73,6 +88,19 @@ class CpeOp:
     @property
     def name(self) -> str:
         return slave_symbol(self.index)
+
+    def operands(self) -> list[Operand]:
+        return [Operand(k < self.n_inputs, p.sliced, p.inner if p.sliced else p.elems,
+                        self.window if k == 0 and self.window is not None else None)
+                for k, p in enumerate(self.params)]
+
+
+def _best(space: Space) -> int:
+    return space.best()
+
+
+# which configuration of a kernel's space is run (tests replace it to run a given one)
+choose: Callable[[Space], int] = _best
 
 
 def _sliced_shape(shape: tuple[int, ...], axis: int, b: int) -> tuple[int, ...]:
@@ -154,34 +182,74 @@ def _same_meaning(full: Any, sliced: Any, n: Node, plan: list[ParamSlice], axis:
 
 
 def dma_plan(op: CpeOp, item: int) -> dict[str, int]:
-    """DMA requests and bytes of one run of the kernel (what the emulator counts): each active CPE
-    fetches the whole operands once, then every block gets its sliced inputs and puts its outputs."""
-    active = min(CPES, op.blocks)
-    whole = [p for p in op.params[:op.n_inputs] if not p.sliced]
-    sliced_in = [p for p in op.params[:op.n_inputs] if p.sliced]
-    outs = op.params[op.n_inputs:]
-    return {"get_reqs": active * len(whole) + op.blocks * len(sliced_in),
-            "get_bytes": item * (active * sum(p.elems for p in whole) + op.blocks * sum(p.elems for p in sliced_in)),
-            "put_reqs": op.blocks * len(outs), "put_bytes": item * op.blocks * sum(p.elems for p in outs)}
+    """DMA requests and bytes of one run of the kernel (what the emulator counts), from the schedule
+    analysis (tuner.aot.cpe_schedule.dma_counts)."""
+    got = dma_counts(op.lead, op.nj * op.block, op.operands(), item, np.array([op.block]), np.array([op.active]))
+    return {k: int(v[0]) for k, v in got.items()}
 
 
-def _kernel_seconds(target: Target, op: CpeOp, item: int) -> float:
-    from tuner.measure.simulator import dma_time
+def _cycles(w: Work, target: Target) -> float:
+    """One block's body at the Target's scalar CPE costs (one cycle per op, load and store)."""
+    return float(w.arith + w.loads + w.stores + target.cpe_transcendental_cycles * w.transcendental)
 
-    active = min(CPES, op.blocks)
-    per_cpe = -(-op.blocks // CPES)
-    t = target.spawn_join_s
-    for p in op.params[:op.n_inputs]:
-        if not p.sliced:
-            t += dma_time(target, "get", p.elems * item, active_cpes=active)
-    step = 0.0
-    for k, p in enumerate(op.params):
+
+def _schedule(target: Target, item: int, lead: int, ext: int, operands: list[Operand],
+              body_at: Callable[[int], CFunction | None]) -> tuple[Space, int, CFunction] | None:
+    """(space, chosen configuration, its body) over every block size whose operand blocks alone fit
+    the LDM budget; None when nothing fits or the operator does not legalize on blocks."""
+    sizes = [b for b in _divisors(ext)
+             if sum(int(p.elems(np.asarray(b))) for p in operands) * item <= target.ldm_budget_bytes]
+    if not sizes:
+        return None
+    bodies: dict[int, CFunction | None] = {}
+
+    def body(b: int) -> CFunction | None:
+        if b not in bodies:
+            bodies[b] = body_at(b)
+        return bodies[b]
+
+    fit = sorted(sizes)[:2]
+    if any(body(b) is None for b in fit):
+        return None
+    b1, b2 = fit[0], fit[-1]
+    f1, f2 = bodies[b1], bodies[b2]
+    assert f1 is not None and f2 is not None
+    c1, c2, s1, s2 = _cycles(f1.work, target), _cycles(f2.work, target), f1.scratch_bytes, f2.scratch_bytes
+    # a body's counts between two legalized sizes: linear in the block size (through the origin
+    # when only one size was legalized)
+    slope_c = (c2 - c1) / (b2 - b1) if b2 != b1 else c1 / b1
+    slope_s = (s2 - s1) / (b2 - b1) if b2 != b1 else s1 / b1
+    cycles = {b: c1 + slope_c * (b - b1) for b in sizes}
+    scratch = {b: int(np.ceil(s1 + slope_s * (b - b1))) for b in sizes}
+    for _ in range(16):
+        for b, f in bodies.items():
+            if f is not None:
+                cycles[b], scratch[b] = _cycles(f.work, target), f.scratch_bytes
+        exact = {b for b, f in bodies.items() if f is not None}
+        space = analyse(target, item, lead, ext, operands, sizes, cycles, scratch, exact,
+                        {b for b, f in bodies.items() if f is None})
+        i = choose(space)
+        if i < 0:
+            return None
+        b = int(space.block[i])
+        if b in exact:
+            got = bodies[b]
+            assert got is not None
+            return space, i, got
+        body(b)
+    return None
+
+
+def _op_from(space: Space, i: int, body: CFunction, axis: int, lead: int, plan: list[ParamSlice], n_inputs: int,
+             window: Window | None = None, fill: float = 0.0) -> CpeOp:
+    b = int(space.block[i])
+    for p in plan:
         if p.sliced:
-            step += dma_time(target, "get" if k < op.n_inputs else "put", p.elems * item, active_cpes=active)
-    w = op.body.work
-    cycles = w.arith + w.loads + w.stores + target.cpe_transcendental_cycles * w.transcendental
-    step += cycles / target.clock_hz
-    return t + per_cpe * step
+            p.elems = (int(window.rows(np.asarray(b))) if window is not None and p is plan[0] else b) * p.inner
+    ext = plan[n_inputs].ext  # the output's extent along the axis
+    return CpeOp(body, axis, b, lead, ext // b, plan, n_inputs, int(space.ldm_bytes[i]), float(space.seconds[i]),
+                 db=bool(space.db[i]), active=int(space.active[i]), window=window, fill=fill, configs=len(space),
+                 valid=int((space.why == "ok").sum()))
 
 
 def _divisors(n: int) -> list[int]:
@@ -228,8 +296,15 @@ def plan_node(n: Node, target: Target, dtype: str) -> CpeOp | None:
             got = _plan_axis(n, call, target, dtype, item, axis, arg_shapes, sliced_arg)
             if got is not None:
                 candidates.append(got)
+    if n.relax_op in POOLS:
+        rows = _plan_pool_rows(n, call, target, dtype, item)
+        if rows is not None:
+            candidates.append(rows)
     for op, sliced_func in sorted(candidates, key=lambda c: c[0].seconds):  # fastest whose meaning holds
-        if _same_meaning(n.attrs["prim_func"], sliced_func, n, op.params, op.axis, op.block, op.nj, dtype):
+        if op.window is not None:
+            if _same_meaning_window(n.attrs["prim_func"], sliced_func, n, op, dtype):
+                return op
+        elif _same_meaning(n.attrs["prim_func"], sliced_func, n, op.params, op.axis, op.block, op.nj, dtype):
             return op
         log.info("%s (%s): slicing along axis %d changes its result", n.source, n.relax_op, op.axis)
     return None
@@ -252,115 +327,241 @@ def _plan_elementwise(n: Node, target: Target, dtype: str) -> CpeOp | None:
     if got is None:
         return None
     stmts, result, w = got
-    size, item = n.output.size, np.dtype(dtype).itemsize
-    fits = [d for d in _divisors(size) if 2 * d * item <= target.ldm_budget_bytes]
-    busy = [d for d in fits if size // d >= CPES]
-    if not fits:
-        return None
-    b = busy[0] if busy else fits[-1]
+    size = n.output.size
     k, o = operand[0], len(n.inputs)
     args = ", ".join(f"SWTUNE_T *restrict q{i}" for i in range(len(n.inputs) + 1))
-    code = (f"static void body({args}) {{\n  for (long i = 0; i < {b}L; i++) {{ const SWTUNE_T v = q{k}[i]; "
-            f"{' '.join(stmts)} q{o}[i] = {result}; }}\n}}").replace(ty + " _e", "SWTUNE_T _e")
-    work = Work(b, b * w.loads, b * w.arith, b * w.transcendental)
-    body = CFunction("body", code, [dtype] * (o + 1), [(b,)] * (o + 1), work, [], 0)
-    plan = [ParamSlice(True, size, 1, b) if i == k else ParamSlice(False, 0, 1, 1) for i in range(o)]
-    plan.append(ParamSlice(True, size, 1, b))
-    op = CpeOp(body, 0, b, 1, size // b, plan, o, (2 * b + len(scalars)) * item, 0.0)
-    op.seconds = _kernel_seconds(target, op, item)
-    return op
+
+    def body_at(b: int) -> CFunction:
+        code = (f"static void body({args}) {{\n  for (long i = 0; i < {b}L; i++) {{ const SWTUNE_T v = q{k}[i]; "
+                f"{' '.join(stmts)} q{o}[i] = {result}; }}\n}}").replace(ty + " _e", "SWTUNE_T _e")
+        work = Work(b, b * w.loads, b * w.arith, b * w.transcendental)
+        return CFunction("body", code, [dtype] * (o + 1), [(b,)] * (o + 1), work, [], 0)
+
+    plan = [ParamSlice(True, size, 1, 1) if i == k else ParamSlice(False, 0, 1, 1) for i in range(o)]
+    plan.append(ParamSlice(True, size, 1, 1))
+    operands = [Operand(i < o, p.sliced, p.inner if p.sliced else p.elems) for i, p in enumerate(plan)]
+    got_s = _schedule(target, np.dtype(dtype).itemsize, 1, size, operands, body_at)
+    if got_s is None:
+        return None
+    space, i, body = got_s
+    return _op_from(space, i, body, 0, 1, plan, o)
 
 
 def _plan_axis(n: Node, call: Any, target: Target, dtype: str, item: int, axis: int,
                arg_shapes: list[tuple[int, ...] | None], sliced_arg: list[bool | None]) -> tuple[CpeOp, Any] | None:
-    """The largest block along ``axis`` that fits the LDM budget (keeping all CPEs busy when the axis
-    has enough rows), with its sliced PrimFunc; None when the operator does not slice there."""
+    """The kernel cut along ``axis`` with the schedule its analysis picks, and its sliced PrimFunc;
+    None when the operator does not slice there."""
     from tvm import ir
 
     out = n.output.shape
     lead = prod(out[:axis])
-    tries = 0
-    # which node inputs are sliced (an input matching the output's leading dims; others are whole)
-    sliced_by_input = [len(t.shape) == len(out) and tuple(t.shape[:axis + 1]) == out[:axis + 1] for t in n.inputs]
-    for b in _divisors(out[axis]):
-        nj = out[axis] // b
-        if lead * nj < CPES and b > 1 and lead * out[axis] >= CPES:
-            continue  # keep every CPE busy when there are enough rows
-        operands = [t for t, sl in zip(n.inputs, sliced_by_input) if sl] + list(n.outputs)
-        whole = sum(t.size for t, sl in zip(n.inputs, sliced_by_input) if not sl)
-        if (sum(b * prod(t.shape[axis + 1:]) for t in operands) + whole) * item > target.ldm_budget_bytes:
-            continue  # cannot fit before any scratch: no need to legalize
+    const = [isinstance(a, ir.Constant) and arg_shapes[i] is not None for i, a in enumerate(call.args)]
+    if any(const[i] and sliced_arg[i] for i in range(len(arg_shapes))):
+        return None  # a constant as large as the output: not handled
+    funcs: dict[int, Any] = {}
+
+    def legalized(b: int) -> tuple[Any, list[int]] | None:
         shapes = [None if s is None or not sl else _sliced_shape(s, axis, b) for s, sl in zip(arg_shapes, sliced_arg)]
         shapes = [s if s is not None or arg_shapes[i] is None else arg_shapes[i]  # whole operands keep their shape
                   for i, s in enumerate(shapes)]
-        const = [isinstance(a, ir.Constant) and arg_shapes[i] is not None for i, a in enumerate(call.args)]
         shapes = [None if const[i] or arg_shapes[i] is None else s for i, s in enumerate(shapes)]
-        if any(const[i] and sliced_arg[i] for i in range(len(shapes))):
-            return None  # a constant as large as the output: not handled
-        got = _legalize_sliced(call, shapes, dtype)
-        if got is None:
+        return _legalize_sliced(call, shapes, dtype)
+
+    # the parameter plan (which node input is which Relax argument) from one legalization
+    first = legalized(1)
+    if first is None:
+        return None
+    _, order = first
+    if len(order) != len(n.inputs):
+        return None
+    plan = []
+    for t, src in zip(n.inputs, order):
+        if arg_shapes[src] is None or tuple(t.shape) != arg_shapes[src]:
             return None
-        sliced_func, order = got
-        if len(order) != len(n.inputs):
+        sl = bool(sliced_arg[src])
+        inner = prod(t.shape[axis + 1:]) if sl else t.size
+        plan.append(ParamSlice(sl, t.shape[axis] if sl else 0, inner, 1 if sl else t.size))
+    for t in n.outputs:
+        plan.append(ParamSlice(True, t.shape[axis], prod(t.shape[axis + 1:]), 1))
+    operands = [Operand(k < len(n.inputs), p.sliced, p.inner if p.sliced else p.elems) for k, p in enumerate(plan)]
+
+    def body_at(b: int) -> CFunction | None:
+        got = legalized(b)
+        if got is None or got[1] != order:
             return None
-        plan = []
-        for t, src in zip(n.inputs, order):
-            if arg_shapes[src] is None or tuple(t.shape) != arg_shapes[src]:
-                return None
-            sl = bool(sliced_arg[src])
-            inner = prod(t.shape[axis + 1:]) if sl else t.size
-            plan.append(ParamSlice(sl, t.shape[axis] if sl else 0, inner, b * inner if sl else t.size))
-        for t in n.outputs:
-            inner = prod(t.shape[axis + 1:])
-            plan.append(ParamSlice(True, t.shape[axis], inner, b * inner))
-        body = print_prim_func(sliced_func, "body", "SWTUNE_T", ldm_prefix="g")
-        ldm = sum(p.elems for p in plan) * item + body.scratch_bytes
-        if ldm > target.ldm_budget_bytes:
-            tries += 1
-            if tries > 6:
-                return None
-            continue
-        op = CpeOp(body, axis, b, lead, nj, plan, len(n.inputs), ldm, 0.0)
-        op.seconds = _kernel_seconds(target, op, item)
-        return op, sliced_func
-    return None
+        funcs[b] = got[0]
+        return print_prim_func(got[0], "body", "SWTUNE_T", ldm_prefix="g")
+
+    sched = _schedule(target, item, lead, out[axis], operands, body_at)
+    if sched is None:
+        return None
+    space, i, body = sched
+    op = _op_from(space, i, body, axis, lead, plan, len(n.inputs))
+    return op, funcs[op.block]
+
+
+POOLS = ("nn.max_pool2d", "nn.avg_pool2d")
+
+
+def _plan_pool_rows(n: Node, call: Any, target: Target, dtype: str, item: int) -> tuple[CpeOp, Any] | None:
+    """A 2-D NCHW pool cut along its output rows: each block reads its rows' input window (the halo
+    included), rows outside the plane filled with the padding value in LDM (the lowest finite value
+    for max, as TVM's legalized pool pads; 0 for avg counting the padding). None for forms where a
+    filled row would not mean the same: ceil mode, avg not counting padding rows."""
+    from tvm import relax
+
+    at = call.attrs
+    if n.relax_op not in POOLS or len(n.inputs) != 1 or len(n.outputs) != 1 or str(at.layout) != "NCHW" \
+            or str(at.out_layout) != "NCHW" or bool(at.ceil_mode):
+        return None
+    kh, _ = (int(v) for v in at.pool_size)
+    sh, _ = (int(v) for v in at.strides)
+    dh, _ = (int(v) for v in at.dilation)
+    pt, pl, pb, pr = (int(v) for v in at.padding)
+    is_max = n.relax_op == "nn.max_pool2d"
+    if not is_max and not bool(at.count_include_pad) and (pt or pb):
+        return None
+    x, y = n.inputs[0], n.output
+    nb, c, h, w = x.shape
+    oh, ow = y.shape[2], y.shape[3]
+    window = Window(sh, (kh - 1) * dh + 1, pt, h)
+    fill = float(np.finfo(dtype).min) if is_max else 0.0
+    make = relax.op.nn.max_pool2d if is_max else relax.op.nn.avg_pool2d
+    funcs: dict[int, Any] = {}
+
+    def body_at(b: int) -> CFunction | None:
+        from tuner.aot.relax_reader import legalize
+
+        rows = int(window.rows(np.asarray(b)))
+        bb = relax.BlockBuilder()
+        v = relax.Var("x", relax.TensorType((1, 1, rows, w), dtype))
+        with bb.function("main", [v]):
+            with bb.dataflow():
+                z = bb.emit(make(v, at.pool_size, at.strides, (0, pl, 0, pr), at.dilation, False,
+                                 bool(at.count_include_pad), "NCHW", "NCHW"))
+                o = bb.emit_output(z)
+            bb.emit_func_output(o)
+        mod = legalize(bb.get())
+        calls = [bd.value for blk in mod["main"].body.blocks for bd in blk.bindings
+                 if isinstance(bd.value, relax.Call) and getattr(bd.value.op, "name", "") == "relax.call_tir"]
+        if len(calls) != 1 or tuple(int(d) for d in calls[0].ty.shape) != (1, 1, b, ow):
+            return None
+        funcs[b] = mod[calls[0].args[0]]
+        return print_prim_func(funcs[b], "body", "SWTUNE_T", ldm_prefix="g")
+
+    plan = [ParamSlice(True, h, w, 1), ParamSlice(True, oh, ow, 1)]
+    operands = [Operand(True, True, w, window), Operand(False, True, ow)]
+    sched = _schedule(target, item, nb * c, oh, operands, body_at)
+    if sched is None:
+        return None
+    space, i, body = sched
+    op = _op_from(space, i, body, 2, nb * c, plan, 1, window, fill)
+    return op, funcs[op.block]
+
+
+def _window_block(x: np.ndarray, op: CpeOp, blk: int) -> np.ndarray:
+    """Block ``blk``'s input window of an NCHW tensor, rows outside it filled (as the kernel does)."""
+    assert op.window is not None
+    lead_i, j = divmod(blk, op.nj)
+    plane = x.reshape(-1, x.shape[2], x.shape[3])[lead_i]
+    rows = int(op.window.rows(np.asarray(op.block)))
+    r0 = j * op.block * op.window.stride - op.window.pad
+    got = np.full((rows, x.shape[3]), op.fill, dtype=x.dtype)
+    lo, hi = max(r0, 0), min(r0 + rows, x.shape[2])
+    got[lo - r0:hi - r0] = plane[lo:hi]
+    return got.reshape(1, 1, rows, x.shape[3])
+
+
+def _same_meaning_window(full: Any, sliced: Any, n: Node, op: CpeOp, dtype: str) -> bool:
+    """The row-sliced pool on its filled windows equals the full pool there (llvm, random data)."""
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal(n.inputs[0].shape).astype(dtype)
+    (ref,) = _run(full, [x], [n.output.shape], dtype)
+    for blk in sorted({0, op.nj - 1, op.blocks - 1, op.blocks // 2}):
+        (got,) = _run(sliced, [_window_block(x, op, blk)], [(1, 1, op.block, n.output.shape[3])], dtype)
+        if not np.allclose(got, _block(ref, 2, op.block, blk, op.nj), rtol=1e-5, atol=1e-6, equal_nan=True):
+            return False
+    return True
+
+
+def _c_literal(v: float, ty: str) -> str:
+    return f"({v!r}{'f' if ty == 'float' else ''})" if np.isfinite(v) else "0"
 
 
 def slave_text(op: CpeOp | PadOp | RowCopyOp | TransposeOp, ty: str) -> str:
-    """The CPE kernel in the form of a generated slave file (merged by tuner.aot.kernels)."""
+    """The CPE kernel in the form of a generated slave file (merged by tuner.aot.kernels): what its
+    configuration says (block size, ``active`` CPEs taking blocks round-robin, and with ``db`` two
+    copies of each sliced input, the next block's gets issued before this block is computed; reply
+    counters: 0 the whole operands, 1 and 2 the two input copies, 3 the puts)."""
     if isinstance(op, (PadOp, RowCopyOp, TransposeOp)):
         return op.slave_text(ty)
+    copies = 2 if op.db else 1
     lines = [f"#define SWTUNE_T {ty}"]
     for k, p in enumerate(op.params):
-        lines.append(f"__thread_local {ty} P{k}_ldm[{max(1, p.elems)}];")
-    lines.append("__thread_local volatile SW_REPLY_T g_reply[1];")
+        if p.sliced and k < op.n_inputs:
+            lines.append(f"__thread_local {ty} P{k}_ldm[{copies}][{max(1, p.elems)}];")
+        else:
+            lines.append(f"__thread_local {ty} P{k}_ldm[{max(1, p.elems)}];")
+    lines.append("__thread_local volatile SW_REPLY_T g_reply[4];")
     lines += op.body.ldm_decls
     body = op.body.code.replace("static void body(", f"static void {op.name}_body(", 1)
     lines.append(body)
     item = f"sizeof({ty})"
-    ldm_args = ", ".join(f"P{k}_ldm" for k in range(len(op.params)))
+
+    def off(p: ParamSlice, lead: str, j: str) -> str:
+        return f"({lead} * {p.ext}L + {j} * {op.block}L) * {p.inner}L"
+
+    def gets(blk: str, buf: str) -> list[str]:
+        """Issue the sliced inputs' gets of block ``blk`` into copy ``buf``."""
+        out = [f"    {{ const long gl = ({blk}) / {op.nj}L, gj = ({blk}) % {op.nj}L;"]
+        for k, p in enumerate(op.params[:op.n_inputs]):
+            if not p.sliced:
+                continue
+            if k == 0 and op.window is not None:
+                win, rows = op.window, p.elems // p.inner
+                fill = _c_literal(op.fill, ty)
+                out += [f"      const long r0 = gj * {op.block * win.stride}L - {win.pad}L;",
+                        "      const long lo = r0 < 0 ? 0 : r0;",
+                        f"      const long hi = r0 + {rows}L > {win.ext}L ? {win.ext}L : r0 + {rows}L;",
+                        f"      {ty} *const dst = P0_ldm[({buf})];",
+                        f"      for (long q = 0; q < (lo - r0) * {p.inner}L; q++) dst[q] = {fill};",
+                        f"      for (long q = (hi - r0) * {p.inner}L; q < {rows * p.inner}L; q++) dst[q] = {fill};",
+                        f"      if (hi > lo) {{ SW_GET(_arg->p[0] + (gl * {win.ext}L + lo) * {p.inner}L, "
+                        f"dst + (lo - r0) * {p.inner}L, (hi - lo) * {p.inner}L * {item}, 0, 0, &g_reply[1 + ({buf})]); "
+                        f"n_get[({buf})]++; }}"]
+            else:
+                out.append(f"      SW_GET(_arg->p[{k}] + {off(p, 'gl', 'gj')}, P{k}_ldm[({buf})], {p.elems} * {item}, "
+                           f"0, 0, &g_reply[1 + ({buf})]); n_get[({buf})]++;")
+        return out + ["    }"]
+
+    ldm_args = ", ".join(f"P{k}_ldm[cur]" if p.sliced and k < op.n_inputs else f"P{k}_ldm"
+                         for k, p in enumerate(op.params))
     lines += ["void swtune_kernel(swtune_args *_arg) {",
-              "  int n_rep = 0;",
-              f"  if (_MYID >= {op.blocks}) return;  /* fewer blocks than CPEs */",
-              "  g_reply[0] = 0;"]
+              "  int n_whole = 0, n_put = 0, n_get[2] = {0, 0}, cur = 0;",
+              f"  if (_MYID >= {op.active}) return;  /* CPEs beyond the active ones take no blocks */",
+              "  g_reply[0] = 0; g_reply[1] = 0; g_reply[2] = 0; g_reply[3] = 0;"]
     for k, p in enumerate(op.params[:op.n_inputs]):
         if not p.sliced:
-            lines.append(f"  SW_GET(_arg->p[{k}], P{k}_ldm, {p.elems} * {item}, 0, 0, &g_reply[0]); n_rep++;")
-    lines += ["  SW_WAIT(&g_reply[0], n_rep);",
-              f"  for (long blk = _MYID; blk < {op.blocks}L; blk += {CPES}) {{",
+            lines.append(f"  SW_GET(_arg->p[{k}], P{k}_ldm, {p.elems} * {item}, 0, 0, &g_reply[0]); n_whole++;")
+    lines.append("  SW_WAIT(&g_reply[0], n_whole);")
+    if op.db:
+        lines += [f"  if (_MYID < {op.blocks}L) {{", *gets("_MYID", "0"), "  }"]
+    lines += [f"  for (long blk = _MYID; blk < {op.blocks}L; blk += {op.active}L) {{",
               f"    const long lead = blk / {op.nj}L, j = blk % {op.nj}L;"]
-
-    def off(p: ParamSlice) -> str:
-        return f"(lead * {p.ext}L + j * {op.block}L) * {p.inner}L"
-
-    for k, p in enumerate(op.params[:op.n_inputs]):
-        if p.sliced:
-            lines.append(f"    SW_GET(_arg->p[{k}] + {off(p)}, P{k}_ldm, {p.elems} * {item}, 0, 0, &g_reply[0]); "
-                         "n_rep++;")
-    lines += ["    SW_WAIT(&g_reply[0], n_rep);", f"    {op.name}_body({ldm_args});"]
+    if op.db:
+        lines += ["    SW_WAIT(&g_reply[1 + cur], n_get[cur]);",
+                  f"    if (blk + {op.active}L < {op.blocks}L) {{  /* the next block's gets, into the other copy */",
+                  *["  " + ln for ln in gets(f"blk + {op.active}L", "cur ^ 1")], "    }"]
+    else:
+        lines += gets("blk", "0") + ["    SW_WAIT(&g_reply[1], n_get[0]);"]
+    lines.append(f"    {op.name}_body({ldm_args});")
     for k, p in enumerate(op.params[op.n_inputs:], start=op.n_inputs):
-        lines.append(f"    SW_PUT(P{k}_ldm, _arg->p[{k}] + {off(p)}, {p.elems} * {item}, 0, 0, &g_reply[0]); n_rep++;")
-    lines += ["    SW_WAIT(&g_reply[0], n_rep);", "  }", "}", "#undef SWTUNE_T"]
+        lines.append(f"    SW_PUT(P{k}_ldm, _arg->p[{k}] + {off(p, 'lead', 'j')}, {p.elems} * {item}, 0, 0, "
+                     "&g_reply[3]); n_put++;")
+    lines += ["    SW_WAIT(&g_reply[3], n_put);"]
+    if op.db:
+        lines.append("    cur ^= 1;")
+    lines += ["  }", "}", "#undef SWTUNE_T"]
     return "\n".join(lines) + "\n"
 
 
