@@ -225,3 +225,34 @@ def test_restricted_space_keeps_the_meaning_of_each_choice():
         ScheduleSpace(GEMM, "sw26010", restrict={"grid": ["9x9"]})
     with pytest.raises(InvalidConfigError):
         ScheduleSpace(GEMM, "sw26010", restrict={"warp": [1]})
+
+
+def test_built_in_ops_are_expressions_with_their_knobs_kept():
+    """Every built-in op's geometry is its expression's (tuner/space/gemm.py, conv2d.py); the specs keep
+    the knobs stored configs encode: the axes' order, the inner choices, conv's channels as the tiled
+    reduction even when a 7x7 kernel is longer than 3 input channels."""
+    from tuner.workloads import BatchMatmul
+
+    cases = [(Dense(8, 16, 32), ["tile_m", "tile_n", "tile_k"], ("n", "k", "m"), "k"),
+             (BatchMatmul(2, 8, 16, 32), ["tile_b", "tile_m", "tile_n", "tile_k"], ("n", "k", "m"), "k"),
+             (Conv2d(1, 3, 32, 32, 16, 7, 7, stride_h=2, stride_w=2, pad_h=3, pad_w=3),
+              ["tile_n", "tile_oh", "tile_ow", "tile_k", "tile_c"], ("ow", "k", "c"), "c")]
+    for workload, tiles, inner, red in cases:
+        space = ScheduleSpace(workload, "sw26010")
+        geo = space.geometry
+        assert geo.expr.reduce  # an expression, reduction axes and all
+        assert list(space.names[:len(tiles)]) == tiles and geo.inner_axes == inner
+        assert geo.red_axis.name == red and [op.group for op in geo.operands] == ["a", "b"]
+    conv = ScheduleSpace(cases[2][0], "sw26010").geometry
+    assert (conv.red_fixed, conv.red_innermost) == (49, 7) and conv.prepass_bytes > 0
+
+
+def test_grouped_conv_data_box_holds_the_k_tiles_groups():
+    """The group index k // (K/G) is not affine: the spec gives the data box the k tile's groups."""
+    w = Conv2d(1, 16, 8, 8, 32, 3, 3, pad_h=1, pad_w=1, groups=4)  # 8 output, 4 input channels per group
+    space = ScheduleSpace(w, "sw26010")
+    cfg = dict(tile_n=1, tile_oh=8, tile_ow=8, tile_c=4, grid="1x1", share="none", dma="strided", put_lines=0,
+               db_a=0, db_b=0, tile_order="row", inner="ow", simd=1, unroll=1)
+    for tile_k, groups in ((4, 1), (8, 1), (16, 2), (32, 4)):
+        row = space.analyze(space.encode({**cfg, "tile_k": tile_k})[None, :]).row(0)
+        assert row["a_ldm_bytes"] == 4 * groups * 4 * 10 * 10  # groups x C/G x padded 10x10, float32
