@@ -219,16 +219,18 @@ def _follow(client: Any, submitted: dict[str, Any], names: list[str], deadline: 
 
 def _tune_on(url: str, token: str | None, model: str, layers: list[Any], target: str, trials: int,
              strategy: str | None, timeout: float) -> tuple[list[dict[str, Any]], dict[str, Any]]:
-    """Submit the model to the service at ``url`` as one submission (one budget of ``trials`` per
-    task on average, spread by the server's gradient task scheduler), follow it, and fetch the best
-    schedules. The tasks come back in ``layers`` order."""
+    """Submit the model to the service at ``url`` as one submission (one budget: ``trials`` per
+    GEMM-like task, a quarter of that per memory-bound task, tuner.bridge.extract.trial_budget, spread
+    by the server's gradient task scheduler), follow it, and fetch the best schedules. The tasks come
+    back in ``layers`` order."""
     from service.client import ServiceClient
+    from tuner.bridge.extract import trial_budget
 
     with ServiceClient(url, token) as client:
         name = Path(model).stem if model.endswith(".onnx") else model
         created = client.submit_model(name[:128], [{"name": l.name, "workload": l.workload.to_json(),
                                                      "calls": l.weight} for l in layers],
-                                      target, trials * len(layers), strategy=strategy)
+                                      target, trial_budget(layers, trials), strategy=strategy)
         # layers sharing a workload are one task on the server: follow the tasks, report per layer
         by_key = {t["workload_key"]: t["task_id"] for t in created["tasks"]}
         submitted = {"batch": created["id"], "task_ids": [t["task_id"] for t in created["tasks"]]}
@@ -243,8 +245,9 @@ def tune_model(
     target: Target = "sw26010",
     server: Annotated[str | None, typer.Option(help="URL of a running swtune service (default: embedded)")] = None,
     token: TokenOpt = None,
-    trials: Annotated[int, typer.Option(help="trials per task on average: the model is one submission whose "
-                                                 "one budget is this times the number of tasks")] = 64,
+    trials: Annotated[int, typer.Option(help="trials per GEMM-like task: the model is one submission whose one "
+                                                 "budget is this per GEMM-like task plus a quarter of it (at least "
+                                                 "8) per memory-bound task")] = 64,
     workers: Annotated[int, typer.Option(help="simulator workers in embedded mode")] = 2,
     strategy: Annotated[str | None, typer.Option(help="search strategy")] = None,
     batch: Annotated[int, typer.Option("--batch-size", help="the model's batch size")] = 1,
@@ -254,17 +257,21 @@ def tune_model(
     db: Annotated[str | None, typer.Option(help="embedded tuning log URL (default: SWTUNE_DATABASE_URL, "
                                                    "sqlite:///./swtune.db), read by `swtune compile`")] = None,
 ) -> None:
-    """Tune every conv / dense / batch_matmul task of a model and report the per-layer result.
+    """Tune every task of a model (conv / dense / batch_matmul, expression operators, memory-bound
+    operators) and report the per-layer result.
 
-    Before any tuning the whole model goes through the AOT compiler's reader (legalization and C
-    for every operator without a kernel): an operator that cannot compile is named with its binding
-    and nothing is submitted. Embedded (the default): the tuning log at ``--db``, the API on a free
-    loopback port and simulator worker processes, as ``swtune demo`` runs them."""
+    Memory-bound operators whose legalized PrimFunc is one compute block (element-wise, single-input
+    reductions, unpadded max pools, transposes) are expression tasks; compile runs their tuned kernel
+    where it simulates faster than the rule-picked CPE blocks. Before any tuning the whole model goes
+    through the AOT compiler's reader (legalization and C for every operator without a kernel): an
+    operator that cannot compile is named with its binding and nothing is submitted. Embedded (the
+    default): the tuning log at ``--db``, the API on a free loopback port and simulator worker
+    processes, as ``swtune demo`` runs them."""
     from cli.model_report import layer_report, whole_model_report
     from tuner.aot import AotError
     from tuner.aot.compiler import lower_model
     from tuner.aot.relax_reader import read_relax
-    from tuner.bridge.extract import extract_relax, load_relax
+    from tuner.bridge.extract import extract_relax, load_relax, memory_bound, trial_budget
     from tuner.targets import get_target
 
     get_target(target)
@@ -275,8 +282,10 @@ def tune_model(
     except AotError as exc:
         raise CommandError(f"{model} cannot be compiled for Sunway, nothing was tuned: {exc}") from exc
     layers = extracted.layers
-    console.print(f"[bold]{model}[/]: {len(layers)} tunable tasks "
-                  f"({sum(l.weight for l in layers)} calls); not tuned here (legalized: CPE kernels, or C on the MPE): "
+    memory = [l for l in layers if memory_bound(l.workload)]
+    console.print(f"[bold]{model}[/]: {len(layers)} tunable tasks ({len(memory)} memory-bound; "
+                  f"{sum(l.weight for l in layers)} calls), one budget of {trial_budget(layers, trials)} trials; "
+                  "not tuned here (legalized: CPE kernels, or C on the MPE): "
                   + (", ".join(f"{op} x{n}" for op, n in sorted(extracted.untuned.items())) or "none"))
     start = time.monotonic()
     if server:

@@ -97,6 +97,15 @@ def test_extraction_lists_the_memory_bound_tasks_with_their_counts(tasks: Any) -
     assert "nn.relu" not in tasks.untuned and "sum" not in tasks.untuned  # taken, not listed untuned
 
 
+def test_memory_bound_tasks_take_a_share_of_the_model_budget(tasks: Any) -> None:
+    from tuner.bridge.extract import trial_budget
+
+    # one conv at 64 trials, six memory-bound tasks at a quarter of that (at least 8)
+    assert trial_budget(tasks.layers, 64) == 64 + 6 * 16
+    assert trial_budget(tasks.layers, 16) == 16 + 6 * 8
+    assert trial_budget(tasks.layers, 4) == 4 + 6 * 4  # never more than a GEMM-like task's trials
+
+
 def test_the_space_of_a_memory_bound_operator_makes_sense(tasks: Any) -> None:
     """Work split over the CPEs, DMA blocks, double buffering and SIMD along the contiguous axis,
     for an operator with no reduction; the analysis is vectorised (thousands of configs at once)."""

@@ -102,6 +102,20 @@ def memory_bound(wl: Workload) -> bool:
     return isinstance(wl, ExprWorkload) and not _gemm_like(wl.expr)
 
 
+# A memory-bound task adds this share of the per-task trials to a model's one budget (at least
+# MEMORY_BOUND_MIN_TRIALS): its space is one operand group and no reduction chunking, and its time
+# share is small; on a [1, 64, 56, 56] relu, add, 2x2 max pool and spatial sum, 16 trials came within
+# 0-30% of 64 trials (a sum reached its best at 16), where GEMM-like tasks keep improving.
+MEMORY_BOUND_TRIAL_SHARE = 0.25
+MEMORY_BOUND_MIN_TRIALS = 8
+
+
+def trial_budget(layers: Sequence[Layer], trials: int) -> int:
+    """A model's one trial budget: ``trials`` per GEMM-like task, a share of it per memory-bound task."""
+    small = max(MEMORY_BOUND_MIN_TRIALS, round(trials * MEMORY_BOUND_TRIAL_SHARE))
+    return sum(min(trials, small) if memory_bound(layer.workload) else trials for layer in layers)
+
+
 def _expression(func: Any, name: str, routing: Routing) -> ExprWorkload:
     """The legalized PrimFunc of an operator no reader takes, as an expression operator; raises
     InvalidWorkloadError with the reason it is not one (several stages, element-wise, ...)."""
