@@ -12,8 +12,12 @@ end points of steepest ascent on the model (every single-knob move, each step) f
 of a fresh sample and from the best measured configs: the optimum of a large space is a small region
 that random moves rarely enter, while a chain of best moves walks into it (on the ResNet-18
 downsample at batch 64 this cut the median trials to 95% of the reference from ~430 to ~180).
-The model's prior is the features' roofline estimate (``prior_weight``), fading as measurements
-come in (``prior_fade``): early rounds rank by the estimate, later ones by what was measured. With ``ensemble`` > 1 the
+The model's prior is the features' roofline estimate at the sustained DMA rates (``prior``,
+``prior_weight``); the boosters learn the measurements' residual over it. It no longer fades
+(``prior_fade`` 0): with the nominal-bandwidth estimate a fading prior helped (the data had to
+overrule an estimate that misranks DMA-bound configs), but the sustained-rate estimate ranks the
+downsample's optimum first, and letting it fade made the model forget it after a few hundred
+measurements in a basin three knobs away (2 of 5 downsample runs censored at 0.74). With ``ensemble`` > 1 the
 model is a booster ensemble and configs are ranked by mean + ``kappa`` x spread of its members
 (exploration where the model is unsure). Nothing measured
 or in flight is ever proposed again. With a ``base_model`` trained on other workloads (transfer), the
@@ -51,9 +55,8 @@ class ModelGuidedSearch(SearchStrategy):
                  population: int = 1024, generations: int = 4, elite: int = 32, min_retrain: int = 8,
                  retrain_growth: float = 0.2, objective: str = "rank", local: float = 0.25,
                  local_starts: int = 4, local_pairs: int = 128, ensemble: int = 0, kappa: float = 0.5,
-                 prior_weight: float = 1.0, prior_fade: float = 64.0, climb: float = 0.5, climb_starts: int = 32,
-                 climb_steps: int = 6, climb_pool: int = 4, prior: Prior | str = Prior.NOMINAL,
-                 estimate_climb: float = 0.0) -> None:
+                 prior_weight: float = 1.0, prior_fade: float = 0.0, climb: float = 0.5, climb_starts: int = 32,
+                 climb_steps: int = 6, climb_pool: int = 4, prior: Prior | str = Prior.SUSTAINED) -> None:
         super().__init__(space, seed)
         if cost_model is None:
             column = PRIOR_COLUMN[Prior(prior)] if prior_weight > 0 else None
@@ -79,8 +82,6 @@ class ModelGuidedSearch(SearchStrategy):
         self.climb_starts = climb_starts
         self.climb_steps = climb_steps
         self.climb_pool = climb_pool
-        self.estimate_climb = estimate_climb
-        self._prior_column = PRIOR_COLUMN[Prior(prior)]
         self._features: list[np.ndarray] = []
         self._trained_on = 0
 
@@ -148,11 +149,7 @@ class ModelGuidedSearch(SearchStrategy):
             return []
         return self._fresh(cand[np.argsort(-self._scores(cand))], n)
 
-    def _estimate_scores(self, rows: np.ndarray) -> np.ndarray:
-        """The prior's estimate alone (higher is better): what the analysis says, without the data."""
-        return -features(self.space, rows)[:, self._prior_column].astype(np.float64)
-
-    def _climb(self, n: int, score=None) -> list[np.ndarray]:
+    def _climb(self, n: int) -> list[np.ndarray]:
         """Up to ``n`` unseen end points of steepest ascent on the model from many starts.
 
         Starts: the model's best of a fresh random sample and the best measured configs. Each step
@@ -162,9 +159,8 @@ class ModelGuidedSearch(SearchStrategy):
         """
         if n <= 0:
             return []
-        score = score or self._scores
         fresh = self.space.sample(self.climb_pool * self.climb_starts, self.rng)
-        fresh = fresh[np.argsort(-score(fresh))[: self.climb_starts]]
+        fresh = fresh[np.argsort(-self._scores(fresh))[: self.climb_starts]]
         starts = [fresh]
         if self.measured_index:
             times = np.asarray(self.measured_time)
@@ -172,12 +168,12 @@ class ModelGuidedSearch(SearchStrategy):
             if best:
                 starts.append(np.stack([self.measured_index[i] for i in best]))
         rows = np.unique(np.concatenate(starts), axis=0)
-        scores = score(rows)
+        scores = self._scores(rows)
         for _ in range(self.climb_steps):
             moves, parents = moves_with_parents(self.space, rows)
             if len(moves) == 0:
                 break
-            new_rows, new_scores = best_moves(rows, scores, moves, parents, score(moves))
+            new_rows, new_scores = best_moves(rows, scores, moves, parents, self._scores(moves))
             if np.array_equal(new_rows, rows):
                 break
             rows, scores = new_rows, new_scores
@@ -204,15 +200,6 @@ class ModelGuidedSearch(SearchStrategy):
             if self._key(row) not in keys:
                 picked.append(row)
                 keys.add(self._key(row))
-        n_estimate = min(int(round(self.estimate_climb * n)), n - n_explore - len(picked))
-        estimated = self._climb(n_estimate + len(picked), score=self._estimate_scores) if n_estimate > 0 else []
-        for row in estimated:  # ``picked`` may hold some of them: ask for as many more
-            if len(picked) >= n - n_explore or n_estimate <= 0:
-                break
-            if self._key(row) not in keys:
-                picked.append(row)
-                keys.add(self._key(row))
-                n_estimate -= 1
         pop, scores = self._evolve()
         for row in pop[np.argsort(-scores)]:
             if len(picked) >= n - n_explore:
