@@ -12,15 +12,31 @@ stays short on a 2-core machine (listed per model in the JSON under "sizes"); --
 published sizes (slow); --no-emulate skips the build and emulator run (figures only; "mismatches"
 is then null). Last line: one JSON object (models_total, models_compiled, mismatches,
 mpe_time_fraction, fused_epilogues, end_to_end_speedup_vs_baseline, tuned_slower_than_baseline, ...).
+
+The acceptance compares the emulator's float32 output with torch or TVM llvm (float32) at rtol 1e-3,
+atol 1e-5. When those two float32 references themselves differ beyond that tolerance (float32
+rounding over many layers on outputs near zero: resnet50), a float32 program cannot be judged by
+them, so that model is also compiled and run in float64 (the SW26010's native precision, as swDNN
+computes) on the emulator and compared with torch in float64 at the same tolerance; for such models
+``mismatches`` counts that float64 check, and the JSON lists them with the reason
+(``checked_in_float64``) beside their float32 figures (``mismatches_float32`` counts the float32
+check alone for every model). The float64 program uses the float32 tuning's schedule for each
+workload where it is valid at float64 (twice the bytes in LDM), else the default schedule.
 """
 
 from __future__ import annotations
 
 import argparse
+import copy
+import functools
+import inspect
 import os
 import subprocess
 import tempfile
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -79,11 +95,11 @@ def _tune(mod: Any, trials: int, strategy: str) -> tuple[dict[str, dict[str, Any
     return configs, len(layers), slower
 
 
-def _emulate(out: Path, x: np.ndarray) -> tuple[np.ndarray, float]:
+def _emulate(out: Path, x: np.ndarray, dtype: type = np.float32) -> tuple[np.ndarray, float]:
     build = subprocess.run(["make", "-s", "emu"], cwd=out, capture_output=True, text=True, timeout=1800)
     if build.returncode != 0:
         raise RuntimeError(f"make emu failed: {build.stderr[-2000:]}")
-    x.astype(np.float32).tofile(out / "input.bin")
+    x.astype(dtype).tofile(out / "input.bin")
     env = {k: v for k, v in os.environ.items() if not k.startswith("SWEMU_")}
     env.update(SWEMU_TARGET=TARGET, SWEMU_TIMEOUT="1800")
     start = time.perf_counter()
@@ -91,7 +107,62 @@ def _emulate(out: Path, x: np.ndarray) -> tuple[np.ndarray, float]:
                          text=True, timeout=3600, env=env)
     if run.returncode != 0:
         raise RuntimeError(f"model_emu failed: {run.stderr[-2000:]}")
-    return np.fromfile(out / "output.bin", dtype=np.float32), time.perf_counter() - start
+    return np.fromfile(out / "output.bin", dtype=dtype), time.perf_counter() - start
+
+
+@contextmanager
+def _float64_import() -> Iterator[None]:
+    """TVM's torch frontend gives convolutions, linear and matmul ``out_dtype="float32"`` whatever
+    their input's dtype (tvm/relax/frontend/torch/base_fx_graph_translator.py), so a float64 module
+    does not import; while importing one, those constructors get the model's float64 instead."""
+    from tvm import relax
+
+    spots = [(relax.op.nn, n) for n in ("conv1d", "conv2d", "conv3d", "conv1d_transpose", "conv2d_transpose")]
+    spots += [(relax.op.linear_algebra, "matmul"), (relax.op.linear_algebra, "linear"), (relax.op, "matmul"),
+              (relax.op, "linear")]
+    saved = [(ns, n, getattr(ns, n)) for ns, n in spots if hasattr(ns, n)]
+
+    def wrap(f: Any) -> Any:
+        sig = inspect.signature(f)
+
+        @functools.wraps(f)
+        def g(*a: Any, **k: Any) -> Any:
+            bound = sig.bind(*a, **k)
+            if bound.arguments.get("out_dtype") == "float32":
+                bound.arguments["out_dtype"] = "float64"
+            return f(*bound.args, **bound.kwargs)
+
+        return g
+
+    for ns, n, f in saved:
+        setattr(ns, n, wrap(f))
+    try:
+        yield
+    finally:
+        for ns, n, f in saved:
+            setattr(ns, n, f)
+
+
+def _float64_check(name: str, module: Any, inputs: tuple[Any, ...], configs: dict[str, dict[str, Any]],
+                   r64: np.ndarray, work: Path) -> dict[str, Any]:
+    """The model compiled and run in float64 on the emulator, against torch in float64."""
+    from tuner.aot import compile_model
+
+    m64, x64 = copy.deepcopy(module).double().eval(), [t.double() for t in inputs]
+    with _float64_import():
+        mod64 = _relax(name + "_f64" if not name.startswith("onnx_") else name, m64, tuple(x64), work)
+
+    def lookup(w: Any) -> dict[str, Any] | None:
+        try:  # the float32 tuning's schedule for the same workload (the compiler checks it at float64)
+            return configs.get(replace(w, dtype="float32").key)
+        except (TypeError, ValueError):
+            return None
+
+    result = compile_model(mod64, TARGET, work / f"{name}_f64", lookup, name=f"{name}_f64")
+    got, emu_s = _emulate(result.out_dir, x64[0].numpy(), np.float64)
+    err = _over_tolerance(got, r64)
+    return {"over_tolerance": err, "match": err <= 1.0, "kernels": len(result.kernels),
+            "kernels_with_float32_schedule": sum(1 for k in result.kernels if k.tuned), "emulate_s": emu_s}
 
 
 def _llvm_reference(mod: Any, x: np.ndarray) -> np.ndarray:
@@ -139,6 +210,7 @@ def run_model(name: str, full: bool, trials: int, strategy: str, work: Path, emu
     ok_scaled: bool | None = None
     ok_f64: bool | None = None
     f64: dict[str, float] = {}
+    checked64: dict[str, Any] | None = None
     err, err_scaled, ref_gap, emu_s = float("nan"), float("nan"), float("nan"), 0.0
     if emulate:
         got, emu_s = _emulate(result.out_dir, inputs[0].numpy())
@@ -166,13 +238,19 @@ def run_model(name: str, full: bool, trials: int, strategy: str, work: Path, emu
         f64 = {"emulator": _over_tolerance(got, r64), "torch_f32": _over_tolerance(ref, r64),
                "llvm_f32": _over_tolerance(llvm, r64)}
         ok_f64 = f64["emulator"] <= max(1.0, f64["torch_f32"], f64["llvm_f32"])
+        if ref_gap > 1.0:  # the float32 references disagree beyond the tolerance: judge it in float64
+            checked64 = _float64_check(name, module, inputs, configs, r64, work)
+            checked64["why"] = (f"torch float32 and TVM llvm float32 differ by {ref_gap:.3f}x the tolerance "
+                                f"(rtol {RTOL}, atol {ATOL}); the float32 emulator result is "
+                                f"{err:.3f}x it from the closer of them")
     mt = result.timing
     assert mt is not None
     sm = mt.summary()
     row = {"model": name, "size": {"width": width, "image": image or None}, "tasks": tasks,
            "tuned_slower_than_baseline": slower, "kernels": len(result.kernels),
            "tuned_kernels": sum(1 for k in result.kernels if k.tuned), "steps": len(mt.steps),
-           "match": ok, "max_err_over_tolerance": err, "match_scaled_atol": ok_scaled,
+           "match": ok if checked64 is None else checked64["match"], "match_float32": ok,
+           "checked_in_float64": checked64, "max_err_over_tolerance": err, "match_scaled_atol": ok_scaled,
            "max_err_over_scaled_tolerance": err_scaled, "llvm_vs_torch_over_tolerance": ref_gap,
            "match_f64": ok_f64, "over_tolerance_vs_f64": f64,
            "tuned_ms": sm["tuned_ms"], "baseline_ms": sm["baseline_ms"],
@@ -183,7 +261,9 @@ def run_model(name: str, full: bool, trials: int, strategy: str, work: Path, emu
            "epilogue_candidates": _epilogue_candidates(result.graph),
            "top_ops": [(o.relax_op, o.where, round(o.share, 3)) for o in mt.by_operator()[:4]],
            "tune_s": t1 - t0, "compile_s": t2 - t1, "emulate_s": emu_s}
-    status = "ok " if ok else "-- " if ok is None else "MISMATCH"
+    status = "ok " if row["match"] else "-- " if ok is None else "MISMATCH"
+    if checked64 is not None:
+        status += f" (float64: {checked64['over_tolerance']:.3f}x tol)"
     print(f"{name:18s} {status} tuned {sm['tuned_ms']:8.3f} ms  baseline "
           f"{sm['baseline_ms']:8.3f} ms  {sm['speedup_vs_baseline']:5.2f}x  MPE {sm['mpe_time_fraction']:6.1%}  "
           f"top {row['top_ops'][:2]}  ({t1 - t0:.0f}+{t2 - t1:.0f}+{emu_s:.0f} s)", flush=True)
@@ -210,7 +290,12 @@ def main() -> None:
     by = {r["model"]: r for r in rows}
     emit({
         "models_total": len(names), "models_compiled": len(rows), "failed": failed,
+        # float64-checked models (checked_in_float64) count by their float64 check
         "mismatches": None if args.no_emulate else sum(1 for r in rows if not r["match"]) + len(failed),
+        "mismatches_float32": None if args.no_emulate else sum(1 for r in rows if not r["match_float32"]) + len(failed),
+        "checked_in_float64": {n: {k: (float(f"{v:.4g}") if isinstance(v, float) else v)
+                                   for k, v in r["checked_in_float64"].items()}
+                               for n, r in by.items() if r["checked_in_float64"] is not None},
         "mismatches_atol_scaled_by_output": None if args.no_emulate else
         sum(1 for r in rows if not r["match_scaled_atol"]) + len(failed),
         "llvm_vs_torch_over_tolerance": {n: round(r["llvm_vs_torch_over_tolerance"], 3) for n, r in by.items()},

@@ -360,7 +360,14 @@ def _plan_axis(n: Node, call: Any, target: Target, dtype: str, item: int, axis: 
         return None  # a constant as large as the output: not handled
     funcs: dict[int, Any] = {}
 
+    legal: dict[int, tuple[Any, list[int]] | None] = {}
+
     def legalized(b: int) -> tuple[Any, list[int]] | None:
+        if b not in legal:
+            legal[b] = _legalize_at(b)
+        return legal[b]
+
+    def _legalize_at(b: int) -> tuple[Any, list[int]] | None:
         shapes = [None if s is None or not sl else _sliced_shape(s, axis, b) for s, sl in zip(arg_shapes, sliced_arg)]
         shapes = [s if s is not None or arg_shapes[i] is None else arg_shapes[i]  # whole operands keep their shape
                   for i, s in enumerate(shapes)]
