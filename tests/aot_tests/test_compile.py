@@ -107,7 +107,9 @@ def test_alexnet_like(tmp_path: Path, caplog: Any) -> None:
     module, inputs = build("alexnet", batch=1, width=0.0625, image=224)  # 224: its fc expects 6x6 maps
     result = _check("alexnet", module, inputs, tmp_path, caplog)
     where = {(r.relax_op, r.where) for r in result.rows}
-    assert ("nn.max_pool2d", "MPE") in where and ("reshape", "view (no-op)") in where
+    # the pools run where their simulated time is lower (MPE, or a CPE kernel of tuner.aot.cpe_ops)
+    assert {("nn.max_pool2d", "MPE"), ("nn.max_pool2d", "CPE (memory-bound)")} & where
+    assert ("reshape", "view (no-op)") in where
     assert sum(k.calls for k in result.kernels) == 8  # 5 conv + 3 dense
     manifest = json.loads((result.out_dir / "manifest.json").read_text())
     assert manifest["outputs"] == [{"shape": [1, 1000]}]
@@ -127,7 +129,8 @@ def test_resnet18_like(tmp_path: Path, caplog: Any) -> None:
     # each distinct (workload, config) is generated once and called per occurrence
     assert sum(k.calls for k in result.kernels) == 21 and len(result.kernels) < 21
     cpe_ops = {id(n.attrs["cpe"]) for n in result.graph.nodes if n.op == "cpe"}  # memory-bound ops' kernels
-    assert (result.out_dir / "slave.c").read_text().count("void swtune_kernel_") == len(result.kernels) + len(cpe_ops)
+    entries = re.findall(r"^void swtune_kernel_\d+\(", (result.out_dir / "slave.c").read_text(), flags=re.M)
+    assert len(entries) == len(result.kernels) + len(cpe_ops)
 
 
 class _Extra(torch.nn.Module):
