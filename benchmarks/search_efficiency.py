@@ -2,6 +2,14 @@
 
     python benchmarks/search_efficiency.py [--quick] [--seeds 5] [--peer-seeds optuna_tpe=5,smac=1,...]
         [--variants plain,perturbed] [--methods ours,ours_transfer,random,PEER...] [--ours-options JSON]
+        [--cache benchmarks/out/search_runs.jsonl] [--jobs 2]
+
+Resumable and splittable: every finished run is a JSON line in ``--cache`` (``run_cache.py``: keyed by
+method, variant, workload, seed, cap, noise, reference fingerprint and the method's code), so pieces
+run by separate processes, e.g. ``--methods ours,ours_transfer,random`` and ``--methods smac,skopt_et
+--peer-seeds smac=1,skopt_et=1``, merge: each process reuses what is stored, and its summary covers
+every stored run of the same settings (seeds and runs per method are reported; slow peers run fewer
+seeds, never a lower cap). An interrupted run continues where it stopped.
 
 Suite: see ``workload_suite``. Reference optimum: ``reference.py`` (exhaustive, or a 200k sample
 hill-climbed from its 50 best, refreshed by any run that measures better), per variant. Every method
