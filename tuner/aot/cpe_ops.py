@@ -503,7 +503,9 @@ def slave_text(op: CpeOp | PadOp | RowCopyOp | TransposeOp, ty: str) -> str:
     if isinstance(op, (PadOp, RowCopyOp, TransposeOp)):
         return op.slave_text(ty)
     copies = 2 if op.db else 1
-    lines = [f"#define SWTUNE_T {ty}"]
+    lines = [f"/* schedule: blocks of {op.block}, gets {'double' if op.db else 'single'}-buffered, {op.active} active "
+             f"CPEs (chosen among {op.valid} valid configurations of {op.configs} by tuner.aot.cpe_schedule) */",
+             f"#define SWTUNE_T {ty}"]
     for k, p in enumerate(op.params):
         if p.sliced and k < op.n_inputs:
             lines.append(f"__thread_local {ty} P{k}_ldm[{copies}][{max(1, p.elems)}];")
