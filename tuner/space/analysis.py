@@ -4,6 +4,10 @@ One call analyses many configs (rows of an index matrix) without Python loops ov
 the hot path of search: validity, the simulator and the cost-model features all read it. Figures are
 per CPE for the busiest CPE unless named ``total_``; tile extents are averaged over ragged tiles,
 which keeps totals (bytes, blocks, flops) exact because a tile grid is a product of per-axis tilings.
+
+The one analysis of every operator, built-in or expression: it reads only what the operator's
+geometry answers (tuner/space/ops.py OpGeometry: operands in two sharing groups, their boxes per tile,
+sharing, reuse, the inner loop's strides). A group's BufferPlan is its operands' merged (``_merge``).
 """
 
 from __future__ import annotations
@@ -56,9 +60,9 @@ class Analysis:
     ldm_c: np.ndarray
     ldm_pack: np.ndarray
     ldm_total: np.ndarray
-    a: BufferPlan
-    b: BufferPlan
-    c: BufferPlan
+    a: BufferPlan  # group a (row-shared operands), its operands' plans merged
+    b: BufferPlan  # group b (column-shared operands)
+    c: BufferPlan  # the output
     pr: np.ndarray
     pc: np.ndarray
     active_cpes: np.ndarray
