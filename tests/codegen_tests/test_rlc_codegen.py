@@ -33,23 +33,34 @@ pytest.importorskip("tvm")
 MSG = 32  # bytes of one SW26010 RLC message (a 256-bit register)
 _RLC = re.compile(r"\bsimd_(?:load|loadu|store|storeu|putr|putc|getr|getc)\(")
 _DECL = re.compile(r"__thread_local double ([AB])_ldm\[(\d+)\]\[(\d+)\] __attribute__\(\(aligned\((\d+)\)\)\);")
-# the same tiles on workloads whose k tiles fill whole chunks of kf = 8 and whose every CPE has a tile,
-# so the model's per-step charge is every CPE's exact RLC work
-EMU = {"dgemm": Dense(256, 256, 256, "float64"),
-       "conv3x3": Conv2d(4, 32, 18, 18, 64, 3, 3, dtype="float64"),
-       "conv3x3_earlier": Conv2d(4, 64, 18, 18, 64, 3, 3, dtype="float64")}
+# the same tiles on workloads whose every CPE has a tile and whose k tiles fill whole chunks of kf = 8
+# (or, dgemm_k4, one chunk of only 4 k tiles: the C sends those 4), so the model's per-step charge is
+# every CPE's exact RLC work; the k tiles a chunk holds
+EMU = {"dgemm": (Dense(256, 256, 256, "float64"), 8),
+       "dgemm_k4": (Dense(256, 256, 128, "float64"), 4),
+       "conv3x3": (Conv2d(4, 32, 18, 18, 64, 3, 3, dtype="float64"), 8),
+       "conv3x3_earlier": (Conv2d(4, 64, 18, 18, 64, 3, 3, dtype="float64"), 8)}
+EMU_CFG = {"dgemm_k4": "dgemm"}  # the config each EMU case runs (CASES key)
 
 
-def model_rlc(w: Workload, cfg: dict) -> dict[str, float]:
-    """The model's RLC ops per step of one CPE, the messages they cover and the steps per CPE."""
+def analyses(w: Workload, cfg: dict):
+    """The config analysed on SW26010 (RLC) and on the same target sharing by RMA (no CPE work)."""
     t = get_target("sw26010")
     rma = dataclasses.replace(t, sharing=Sharing.RMA)
     a = space_for(w, t).analyze(space_for(w, t).encode(cfg)[None, :])
     b = space_for(w, rma).analyze(space_for(w, rma).encode(cfg)[None, :])
-    assert a.valid[0] and a.pr[0] == a.pc[0] == 8
+    assert a.valid[0], a.reason[0]
+    return a, b
+
+
+def model_rlc(w: Workload, cfg: dict, k_sent: int = 8) -> dict[str, float]:
+    """The model's RLC ops per step of one CPE, the messages they cover and the steps per CPE."""
+    a, b = analyses(w, cfg)
+    assert a.pr[0] == a.pc[0] == 8
     ops = float(a.share_cycles_per_step[0] - b.share_cycles_per_step[0])
-    kf = float(a.pr[0])  # each CPE of a row (column) owns one of the chunk's kf k tiles
-    msgs = (float(a.a.ldm_bytes[0]) + float(a.b.ldm_bytes[0])) / MSG * kf
+    # each CPE of a row (column) owns one of the chunk's k tiles (kf = 8, or fewer when the reduction
+    # has fewer) and receives the others
+    msgs = (float(a.a.ldm_bytes[0]) + float(a.b.ldm_bytes[0])) / MSG * k_sent
     return {"ops": ops, "msgs": msgs, "steps": float(a.steps_per_cpe[0]), "active": float(a.active_cpes[0]),
             "ldm_a": float(a.a.ldm_bytes[0]), "ldm_b": float(a.b.ldm_bytes[0])}
 
@@ -130,14 +141,25 @@ def emulate(workdir, w: Workload, cfg: dict) -> dict:
 def test_rlc_on_emulator_matches_model(backend_dir, name):
     """Every CPE's RLC ops (2 per message sent as a broadcast, 2 per message received) equal the
     model's charge per step times its steps; every vector load/store of the messages is aligned."""
-    _, cfg, _ = CASES[name]
-    w = EMU[name]
+    _, cfg, _ = CASES[EMU_CFG.get(name, name)]
+    w, k_sent = EMU[name]
     rep = emulate(backend_dir / name, w, cfg)
-    m = model_rlc(w, cfg)
+    m = model_rlc(w, cfg, k_sent)
+    assert m["ops"] / m["msgs"] == 2.0, m  # 2 ops per message, over the k tiles that exist
     cpes = [c for c in rep["cpes"] if c["rlc_put"] or c["rlc_get"]]
     assert len(cpes) == m["active"] == 64
+    # every CPE sends each of its messages as one broadcast and receives the others' messages
+    assert {c["rlc_put"] + c["rlc_get"] for c in cpes} == {m["msgs"] * m["steps"]}, m
     assert {2 * (c["rlc_put"] + c["rlc_get"]) for c in cpes} == {m["ops"] * m["steps"]}, m
     assert rep["totals"]["simd_unaligned"] == 0
+
+
+BCAST_RAGGED = dict(tile_n=1, tile_oh=2, tile_ow=5, tile_k=4, tile_c=2, grid="2x2", share="bcast", dma="rows",
+                    put_lines=0, db_a=1, db_b=1, db_c=0, tile_order="row", inner="k", simd=4, unroll=1, acc="ldm",
+                    pack="none")
+# bcast of b on SW26010: (workload, config)
+BCAST_CONV = (Conv2d(2, 8, 10, 10, 8, 3, 3, pad_h=1, pad_w=1, dtype="float64"), BCAST_RAGGED)
+BCAST_DGEMM = (Dense(256, 256, 256, "float64"), {**CASES["dgemm"][1], "share": "bcast", "pack": "none"})
 
 
 def test_bcast_column_rlc_of_ragged_unaligned_requests(backend_dir):
@@ -147,10 +169,7 @@ def test_bcast_column_rlc_of_ragged_unaligned_requests(backend_dir):
     loop; the result is right and each request is ceil(144 / 32) = 5 messages."""
     from tuner.codegen.sources import generate
 
-    w = Conv2d(2, 8, 10, 10, 8, 3, 3, pad_h=1, pad_w=1, dtype="float64")
-    cfg = dict(tile_n=1, tile_oh=2, tile_ow=5, tile_k=4, tile_c=2, grid="2x2", share="bcast", dma="rows",
-               put_lines=0, db_a=1, db_b=1, db_c=0, tile_order="row", inner="k", simd=4, unroll=1, acc="ldm",
-               pack="none")
+    w, cfg = BCAST_CONV
     c = generate(w, "sw26010", cfg).files["slave.c"]
     assert "sw_rlc_col_span((char *)&B_ldm[" in c and "sw_rlc_row(" not in c.split("#endif", 2)[-1]
     fn = function(c, "sw_rlc_col_span")
@@ -162,3 +181,40 @@ def test_bcast_column_rlc_of_ragged_unaligned_requests(backend_dir):
     gets = sorted(c["rlc_get"] for c in rep["cpes"] if c["rlc_get"])
     assert gets and all(g % 5 == 0 for g in gets), gets
     assert np.sum(gets) == rep["totals"]["rlc_get"]
+
+
+@pytest.mark.parametrize("name", ["ragged_2x2", "dgemm_8x8"])
+def test_bcast_column_rlc_on_emulator_matches_model(backend_dir, name):
+    """bcast's b on SW26010: the model charges the column RLC the C issues (``sw_rlc_col_span``), and
+    its busiest CPE's putc / getc equal the emulator's.
+
+    ragged_2x2: 4 requests of 144 B per b tile over a column of 2: CPE 0 sends 2 (4 whole messages +
+    a 16-B tail each, one putc per message to the other CPE), receives 2; per request 4 x 3 ops
+    (unaligned load = 2, putc; getc, unaligned store = 2) + the tail (2 doubles copied = 4, the
+    register through LDM, the putc or getc) = 18, and 2 column syncs.
+    dgemm_8x8: 32 requests of 256 B over a column of 8: CPE 0 sends 4 of them as 8 broadcasts each,
+    receives 28 x 8 messages, 3 ops per message either way, and 8 column syncs."""
+    from tuner.space.compute import bcast_column_rlc
+
+    w, cfg = {"ragged_2x2": BCAST_CONV, "dgemm_8x8": BCAST_DGEMM}[name]
+    t = get_target("sw26010")
+    a, rma = analyses(w, cfg)
+    p = float(a.pr[0])
+    reqs = a.b.requests / a.b.loads  # requests per b tile
+    req_bytes = a.b.bytes / a.b.requests
+    col = bcast_column_rlc(t, reqs, req_bytes, w.dtype_bytes, a.pr)
+    expect = {"ragged_2x2": (4, 144, 10, 10, 4 * 18), "dgemm_8x8": (32, 256, 32, 224, 32 * 8 * 3)}[name]
+    assert (reqs[0], req_bytes[0], col.puts[0], col.gets[0]) == expect[:4]
+    assert col.cycles[0] == expect[4] + p * t.share_latency_cycles
+    # one b tile fetched per step (the column splits its requests), so the charge per step is one fetch's
+    fetches = float(a.b.loads[0]) * p
+    assert fetches == a.steps_per_cpe[0]
+    # sharing by RMA (the Pro's emitted C: a DMA column broadcast, SW_GET_COLBC) costs the CPEs nothing
+    assert rma.share_cycles_per_step[0] == 0.0
+    assert a.share_cycles_per_step[0] == col.cycles[0] > 0
+    rep = emulate(backend_dir / f"bcast_{name}", w, cfg)
+    cpes = [c for c in rep["cpes"] if c["rlc_put"] or c["rlc_get"]]
+    assert len(cpes) == a.active_cpes[0]
+    # the requests split evenly over each column here, so every CPE is the busiest one
+    assert {c["rlc_put"] for c in cpes} == {col.puts[0] * fetches}
+    assert {c["rlc_get"] for c in cpes} == {col.gets[0] * fetches}

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from tuner.space.choices import Acc, Dma, Order, Pack, Reason, Share
-from tuner.space.compute import BodyReads, ComputePlan, block_shape, inner_loop
+from tuner.space.compute import BodyReads, ComputePlan, bcast_column_rlc, block_shape, inner_loop, mesh_rlc_ops
 from tuner.space.epilogue import EpiloguePlan, plan_epilogue
 from tuner.space.ops import AxisTiles, Dim, axis_tiles
 from tuner.targets import Sharing
@@ -383,24 +383,20 @@ def analyze(space: ScheduleSpace, index: np.ndarray) -> Analysis:
                     out_strided & vector, shape, BodyReads(*body) if body is not None else None)
     compute = cp.cycles
 
-    # Register communication / RMA: the row (column) bus carries the row's whole a (b) chunk.
+    # Register communication / RMA: the row (column) bus carries the row's a (b) k tiles of a chunk,
+    # as many as exist (fewer than kf when the reduction has fewer tiles: the C sends only those).
     piece_a = plan_a.ldm_bytes
     piece_b = plan_b.ldm_bytes
-    bus = np.maximum(piece_a, piece_b) * kf / target.share_bytes_per_cycle
-    share_cost = np.where(mesh, kf * target.share_latency_cycles + np.maximum(0.0, bus - compute), 0.0)
-    if target.sharing is Sharing.RLC:
-        # RLC moves registers, so the CPEs issue it (the generated sw_rlc_row/col): per 32-B vector
-        # the owner loads it and sends it -- over a whole row (column) of 8 as one broadcast
-        # putr/putc, at the latency of a point-to-point message (FACTS §1a), over a partial one to
-        # each of the other p-1 CPEs -- and every receiver takes it off the bus and stores it to
-        # LDM; each CPE owns one of the kf k tiles of a chunk and receives the other kf-1. P1 work
-        # in its own loop before the step's compute: no FMA to pair with, nothing dual-issues.
-        vec = target.vector_bits / 8
-        send_a = np.where(pc >= target.mesh_cols, 2.0, pc)
-        send_b = np.where(pr >= target.mesh_rows, 2.0, pr)
-        rlc_ops = (np.where(a_shared, piece_a / vec * (send_a + 2.0 * (kf - 1.0)), 0.0)
-                   + np.where(b_shared, piece_b / vec * (send_b + 2.0 * (kf - 1.0)), 0.0))
-        share_cost = share_cost + np.where(mesh, rlc_ops, 0.0)
+    k_sent = np.where(mesh, k_tiles / chunks, 1.0)
+    bus = np.maximum(piece_a, piece_b) * k_sent / target.share_bytes_per_cycle
+    share_cost = np.where(mesh, k_sent * target.share_latency_cycles + np.maximum(0.0, bus - compute), 0.0)
+    if target.sharing is Sharing.RLC:  # the CPEs issue it (tuner/space/compute.py, printer's sw_rlc_*)
+        rlc_ops = (np.where(a_shared, mesh_rlc_ops(target, piece_a, pc, k_sent), 0.0)
+                   + np.where(b_shared, mesh_rlc_ops(target, piece_b, pr, k_sent), 0.0))
+        col = bcast_column_rlc(target, plan_b.requests / np.maximum(plan_b.loads, 1e-12),
+                               plan_b.bytes / np.maximum(plan_b.requests, 1e-12), ds, pr)
+        share_cost = share_cost + np.where(mesh, rlc_ops, 0.0) + np.where(
+            b_shared & (share == Share.BCAST), col.cycles * fetches_b / np.maximum(steps, 1.0), 0.0)
 
     ldm_a = plan_a.ldm_bytes * np.where(db_a, 2, 1)
     ldm_b = plan_b.ldm_bytes * np.where(db_b, 2, 1)

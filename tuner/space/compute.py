@@ -294,3 +294,64 @@ def inner_loop(target: Target, w: np.ndarray, unroll: np.ndarray, reduction: np.
         register_block=u, registers=registers, spilled=spilled, acc_in_registers=in_regs,
         efficiency=p0_cycles / np.maximum(cycles, 1e-12),
     )
+
+
+# Register communication on SW26010, as the generated C issues it (tuner/codegen/printer.py,
+# SW_RLC_HELPER). Each 32-B message is P1 work in its own loop before the step's compute (no FMA to
+# pair with), one cycle per op.
+UNALIGNED_LOAD_EXTRA_OPS = 1.0  # simd_loadu: two loads and a merge, as inner_loop charges it [A]
+UNALIGNED_STORE_EXTRA_OPS = 1.0  # simd_storeu: a low and a high partial store (vstd_ul/_uh) [A]
+# the tail (< 32 B) of a request goes through memcpy into / out of the message register: a scalar
+# load and store per element, and the register itself through LDM once (memcpy takes its address) [A]
+TAIL_REGISTER_OPS = 1.0
+
+
+@dataclass(frozen=True)
+class ColumnRlc:
+    """Per config, for one fetch of a bcast-shared b tile on SW26010 (``sw_rlc_col_span``): the busiest
+    CPE of a column's register communication."""
+
+    puts: np.ndarray  # putc the busiest CPE issues (a whole column of 8: one broadcast per message)
+    gets: np.ndarray  # getc it issues
+    cycles: np.ndarray  # its P1 ops (load/store forms, sends, receives, tail copies) + the column syncs
+
+
+def mesh_rlc_ops(target: Target, piece: np.ndarray, p: np.ndarray, k_sent: np.ndarray) -> np.ndarray:
+    """P1 ops per step of the busiest CPE for one mesh-shared group (``sw_rlc_row`` / ``sw_rlc_col``).
+
+    ``piece`` bytes per k tile (an LDM copy padded to whole aligned messages), ``p`` CPEs on the row
+    (column), ``k_sent`` k tiles the step's chunk holds (fewer than p when the reduction has fewer
+    tiles: the C sends only those that exist). Per message the owner issues an aligned load and a
+    send -- one broadcast over a whole row of 8 at the latency of a point-to-point message (FACTS §1a),
+    one per other CPE over a partial one -- and every
+    receiver a get and an aligned store. CPE 0 owns a tile in every chunk, so it is the busiest: one
+    send and k_sent - 1 receives per step.
+    """
+    send = np.where(p >= target.mesh_cols, 2.0, p)
+    return piece / (target.vector_bits / 8) * (send + 2.0 * (k_sent - 1.0))
+
+
+def bcast_column_rlc(target: Target, requests: np.ndarray, request_bytes: np.ndarray, dtype_bytes: int,
+                     p: np.ndarray) -> ColumnRlc:
+    """What ``sw_rlc_col_span`` issues for one b tile of ``requests`` DMA requests of ``request_bytes``.
+
+    Request r is fetched by CPE r % p of the column, which then sends its region over the column
+    (one owner round per CPE, each closed by a column sync): floor(bytes/32) whole messages by an
+    unaligned load and a send (a broadcast over 8 CPEs, p - 1 sends otherwise), every other CPE a get
+    and an unaligned store; a ragged tail is one more message copied element by element. CPE 0 owns
+    ceil(requests / p) of them, the most; sending costs at least what receiving does, so it is the
+    busiest.
+    """
+    vec = target.vector_bits / 8
+    whole = np.floor(request_bytes / vec + 1e-9)
+    tail_elems = np.round(request_bytes / dtype_bytes - whole * vec / dtype_bytes)
+    tail = (tail_elems > 0).astype(float)
+    msgs = whole + tail  # ceil(bytes / 32)
+    sends = np.where(p >= target.mesh_rows, 1.0, p - 1.0)
+    copy = tail * (PACK_OPS_PER_ELEM * tail_elems + TAIL_REGISTER_OPS)
+    send_ops = whole * (1.0 + UNALIGNED_LOAD_EXTRA_OPS + sends) + copy + tail * sends
+    recv_ops = whole * (1.0 + 1.0 + UNALIGNED_STORE_EXTRA_OPS) + copy + tail
+    own = np.ceil(requests / np.maximum(p, 1.0) - 1e-9)
+    recv = requests - own
+    return ColumnRlc(puts=own * msgs * sends, gets=recv * msgs,
+                     cycles=own * send_ops + recv * recv_ops + p * target.share_latency_cycles)
