@@ -327,3 +327,44 @@ def test_simulator_does_not_flatter_swdnns_own_schedule():
     assert sched.compare(sched.DmaHypothesis.MODEL, 0.5)["model_mean"] < figures["model_mean"]
     assert sched.compare(sched.DmaHypothesis.FLAT, 1.0, flat_gbps=5.0)["model_mean"] < sched.compare(
         sched.DmaHypothesis.FLAT, 1.0, flat_gbps=22.0)["model_mean"]
+
+
+# the calibration's best DGEMM tiles (32^3 on 8x8, register block of 16)
+RLC_CFG = {"acc": "reg", "db_a": 1, "db_b": 1, "db_c": 1, "dma": "rows", "grid": "8x8", "inner": "n", "pack": "none",
+           "put_lines": 0, "share": "mesh", "simd": 4, "tile_k": 32, "tile_m": 32, "tile_n": 32, "tile_order": "col",
+           "unroll": 16}
+
+
+def rlc_cycles(w, cfg) -> float:
+    """Share cycles per step on SW26010 beyond the same target sharing by RMA: the CPEs' RLC work."""
+    import dataclasses
+
+    from tuner.space.factory import space_for
+    from tuner.targets import Sharing
+
+    t = get_target("sw26010")
+    out = []
+    for target in (t, dataclasses.replace(t, sharing=Sharing.RMA)):
+        sp = space_for(w, target)
+        a = sp.analyze(sp.encode(cfg)[None, :])
+        assert a.valid[0], a.reason[0]
+        out.append(float(a.share_cycles_per_step[0]))
+    return out[0] - out[1]
+
+
+def test_mesh_rlc_charges_only_the_k_tiles_a_chunk_holds():
+    """K = 128 in k tiles of 32 is 4 k tiles, one chunk of a mesh row of 8: the C sends those 4 (2 P1
+    ops per 32-B message each, a and b), half of what 8 k tiles (K = 256) send per step."""
+    full, half = rlc_cycles(Dense(256, 256, 256, "float64"), RLC_CFG), rlc_cycles(Dense(256, 256, 128, "float64"),
+                                                                                RLC_CFG)
+    msgs = 2 * 32 * 32 * 8 / 32  # a and b tiles of 32x32 doubles, in 32-B messages
+    assert full == msgs * 2 * 8 and half == msgs * 2 * 4
+
+
+def test_bcast_b_on_sw26010_pays_its_column_rlc():
+    """bcast's b on SW26010 goes over the column by RLC (sw_rlc_col_span), which the model charges:
+    32 requests of 256 B, 8 messages each, 3 ops per message on every CPE (unaligned load = 2 + a
+    broadcast putc, or a getc + unaligned store = 2), and a column sync per owner round."""
+    t = get_target("sw26010")
+    cycles = rlc_cycles(Dense(256, 256, 256, "float64"), {**RLC_CFG, "share": "bcast"})
+    assert cycles == 32 * 8 * 3 + 8 * t.share_latency_cycles
