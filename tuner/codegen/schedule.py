@@ -47,14 +47,9 @@ from tuner.space.factory import space_for
 from tuner.space.ops import AxisTiles, axis_tiles
 from tuner.space.space import Config
 from tuner.targets import Target, get_target
-from tuner.workloads import EXPR_OP, Workload
+from tuner.workloads import Workload
 
 LDM_SCOPE = "local.ldm"
-
-# loop names of the te.compute block, in create_prim_func order, as axis names of tuner/space/ops.py
-_LOOP_AXES = {"dense": ("m", "n", "k"), "batch_matmul": ("b", "m", "n", "k"),
-              "conv2d": ("n", "k", "oh", "ow", "c", "r", "s")}
-
 
 @dataclass
 class Scheduled:
@@ -103,31 +98,24 @@ class _Layout:
     reduces: bool  # the block has a reduction (decompose_reduction applies)
 
 
-def _layout(workload: Workload, geo: Any) -> _Layout:
-    if workload.op == EXPR_OP:
-        expr = geo.expr
-        names = tuple(a.name for a in expr.axes)
-        spatial = [a.name for a in expr.spatial]
-        reduce = [a.name for a in expr.reduce] or [PAD_AXIS]
-        # the reduction nest keeps the expression's order (tuner/expr/geometry.py: red_innermost)
-        return _Layout(names, tuple(spatial + reduce), bool(expr.reduce))
-    names = _LOOP_AXES[workload.op]
-    extents = {a.name for a in geo.axes}
-    rows = [a.name for a in geo.axes if a.role == "row"]
-    cols = [a.name for a in geo.axes if a.role == "col"]
-    red = geo.red_axis.name
-    fixed = [n for n in names if n not in extents]
-    intra = rows + cols + [red] + fixed
-    if workload.op == "conv2d":
-        intra = ["n", "k", "oh", "ow", red] + fixed
-    return _Layout(names, tuple(intra), True)
+def _layout(block: Any) -> _Layout:
+    """The compute block's loops named after its iterators (the axes: a built-in op's te compute,
+    tuner/codegen/te_ops.py, and an expression's script name them so), spatial then reduction, which
+    is the intra-tile order too (a reduction nest keeps the op's order: tuner/expr/geometry.py
+    red_innermost); no reduction: the unit loop added for it (PAD_AXIS) innermost."""
+    from tvm.tirx import IterVar
+
+    names = tuple(str(iv.var.name).removeprefix("v_") for iv in block.iter_vars)
+    reduce = [n for n, iv in zip(names, block.iter_vars) if int(iv.iter_type) == IterVar.CommReduce]
+    spatial = [n for n in names if n not in reduce]
+    return _Layout(names, tuple(spatial + (reduce or [PAD_AXIS])), bool(reduce))
 
 
 def _tiles(geo: Any, tiles: dict[str, int]) -> dict[str, AxisTiles]:
     return {a.name: axis_tiles(a.extent, np.array([float(tiles[a.name])])) for a in geo.axes}
 
 
-def _reuse(workload: Workload, geo: Any, roles: dict[str, str], tiles: dict[str, int], chunks: int,
+def _reuse(geo: Any, roles: dict[str, str], tiles: dict[str, int], chunks: int,
            order: str) -> dict[str, bool]:
     """Per role: the operand stays in LDM across the inner rounds: one chunk, the traversal keeps its
     group (row order group a, col order group b) and its box does not change with the other tile index
@@ -136,9 +124,7 @@ def _reuse(workload: Workload, geo: Any, roles: dict[str, str], tiles: dict[str,
     out = {}
     for op in geo.operands:
         keeps = (Order.ROW if op.group == "a" else Order.COL).label  # the order that keeps this operand
-        # a built-in op has one operand per group, its role; an expression's are named by tensor
-        role = roles[op.access.tensor] if workload.op == EXPR_OP else op.group
-        out[role] = chunks == 1 and order == keeps and bool(geo.reusable(op, t)[0])
+        out[roles[op.access.tensor]] = chunks == 1 and order == keeps and bool(geo.reusable(op, t)[0])
     return out
 
 
@@ -159,9 +145,9 @@ def build_schedule(workload: Workload, target: Target | str, config: Config) -> 
     space.check(config)
     geo = space.geometry
     op = op_def(workload)
-    layout = _layout(workload, geo)
     sch = tvm.s_tir.Schedule(tvm.IRModule({"main": op.func}))
     blk = sch.get_sblock(op.block)
+    layout = _layout(sch.get(blk))
     loops = dict(zip(layout.loops, sch.get_loops(blk)))
     extents = {a.name: a.extent for a in geo.axes}
     tiles = {a.name: min(int(config[f"tile_{a.name}"]), a.extent) for a in geo.axes}
@@ -223,7 +209,7 @@ def build_schedule(workload: Workload, target: Target | str, config: Config) -> 
                  else max(1, block[2] // int(config["simd"])))
 
     roles = dict(zip(op.inputs, op.roles))
-    reuse = _reuse(workload, geo, roles, tiles, chunks, config["tile_order"])
+    reuse = _reuse(geo, roles, tiles, chunks, config["tile_order"])
     share = config["share"]
     a_ok, b_ok = _shareable(geo, tiles, pr)
     groups = {role_group(r) for r in op.roles}

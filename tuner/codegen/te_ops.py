@@ -1,9 +1,12 @@
-"""The operators as TVM tensor expressions: conv2d (groups, padding), dense, batch_matmul, and any
-operator written as an expression (tuner/expr) -> PrimFunc plus the roles of its operands.
+"""Every operator as a TVM PrimFunc plus the roles of its operands: a built-in op (conv2d, dense,
+batch_matmul) from the expression its spec module writes (tuner/space/gemm.py, conv2d.py), an
+expression operator (tuner/expr) from its own TVMScript.
 
-Each builder returns the PrimFunc of the *kernel* the CPEs run plus, for conv2d, the padding stage the
-host runs once before the spawn (swDNN style). The conv kernel reads the padded input viewed as
-``[N, G, C/G, Hp, Wp]`` so a tile of it is the box the analysis (tuner/space/conv2d.py) describes.
+A built-in op's spec expression is one multiply-add per point; :func:`spec_compute` writes it as a
+``te.compute`` whose loops carry the axes' names, with the indices the expression cannot say (conv2d's
+group index ``k // (K/G)``) taken from the spec. The conv kernel reads the input the host padded once
+before the spawn (tuner/codegen/host.py), viewed as ``[N, G, C/G, Hp, Wp]``: the box the analysis
+describes.
 
 An operand's *role* names its LDM buffer, DMA state and kernel argument in the generated C: its
 sharing group (``a``: shared along a mesh row, ``b``: along a column; tuner/expr/geometry.py) followed
@@ -13,11 +16,12 @@ The built-in ops have one operand per group, so their roles are ``a`` and ``b``.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from tuner.workloads import EXPR_OP, BatchMatmul, Conv2d, Dense, Workload
+from tuner.expr.expr import Access, Expr, Reducer
+from tuner.workloads import EXPR_OP, Workload
 
 
 @dataclass(frozen=True)
@@ -29,7 +33,6 @@ class OpDef:
     inputs: tuple[str, ...]  # input tensor names, in parameter order
     roles: tuple[str, ...]  # role of each input (see the module docstring)
     c: str
-    pad: Any = None  # conv2d only: PrimFunc of the host-side padding stage (NCHW -> padded)
 
 
 def operand_roles(groups: Sequence[str]) -> tuple[str, ...]:
@@ -48,87 +51,74 @@ def role_group(role: str) -> str:
     return role[0]
 
 
-def conv2d_padding(w: Conv2d) -> Any:
-    """Host stage: NCHW input -> zero-padded [N, G, C/G, Hp, Wp]."""
-    from tvm import te, tirx
-
-    g, cpg = w.groups, w.c // w.groups
-    hp, wp = w.h + 2 * w.pad_h, w.w + 2 * w.pad_w
-    data = te.placeholder((w.n, w.c, w.h, w.w), w.dtype, name="data")
-
-    def body(n, gi, c, y, x):
-        inside = tirx.all(y >= w.pad_h, y < w.h + w.pad_h, x >= w.pad_w, x < w.w + w.pad_w)
-        return tirx.if_then_else(inside, data[n, gi * cpg + c, y - w.pad_h, x - w.pad_w],
-                                 tirx.const(0, w.dtype))
-
-    padded = te.compute((w.n, g, cpg, hp, wp), body, name="data_pad")
-    return te.create_prim_func([data, padded])
-
-
-def conv2d(w: Conv2d) -> OpDef:
+def spec_compute(expr: Expr, index_div: Mapping[tuple[str, int], tuple[str, int]]) -> Any:
+    """The PrimFunc of a built-in op's spec expression (tuner/space/gemm.py, conv2d.py): one
+    multiply-add per point, ``out[spatial] = sum_reduce prod(inputs[affine indices])``; ``index_div``
+    holds the indices the expression cannot say, ``(tensor, dim) -> (axis, divisor)`` for
+    ``axis // divisor`` (conv2d's group index). Loops and block iterators carry the axes' names:
+    spatial in the output's order, then the reductions in the expression's."""
     from tvm import te
 
-    g, cpg, kpg = w.groups, w.c // w.groups, w.k // w.groups
-    hp, wp = w.h + 2 * w.pad_h, w.w + 2 * w.pad_w
-    a = te.placeholder((w.n, g, cpg, hp, wp), w.dtype, name="A")
-    b = te.placeholder((w.k, cpg, w.r, w.s), w.dtype, name="B")
-    rc = te.reduce_axis((0, cpg), "rc")
-    rr = te.reduce_axis((0, w.r), "rr")
-    rs = te.reduce_axis((0, w.s), "rs")
-    # groups == 1: the group index is the constant 0, so an ``a`` tile does not depend on the k tile
-    group = (lambda k: k // kpg) if g > 1 else (lambda k: 0)
-    c = te.compute(
-        (w.n, w.k, w.oh, w.ow),
-        lambda n, k, y, x: te.sum(
-            a[n, group(k), rc, y * w.stride_h + rr * w.dil_h, x * w.stride_w + rs * w.dil_w] * b[k, rc, rr, rs],
-            axis=[rc, rr, rs]),
-        name="C")
-    return OpDef(te.create_prim_func([a, b, c]), "C", ("A", "B"), ("a", "b"), "C", pad=conv2d_padding(w))
+    assert expr.reducer is Reducer.SUM and expr.instructions_per_point == 1, expr.name
+    inputs = [te.placeholder(acc.shape, expr.dtype, name=acc.tensor) for acc in expr.inputs]
+    reduce = {a.name: te.reduce_axis((0, a.extent), a.name) for a in expr.reduce}
+    out_axes = [d.coefs[0][0] for d in expr.output.dims]
+
+    def index(acc: Access, var: dict[str, Any]) -> list[Any]:
+        out: list[Any] = []
+        for i, d in enumerate(acc.dims):
+            if (acc.tensor, i) in index_div:
+                axis, divisor = index_div[acc.tensor, i]
+                out.append(var[axis] // divisor)
+                continue
+            terms = [var[a] if c == 1 else var[a] * c for a, c in d.coefs] + ([d.offset] if d.offset else [])
+            e = terms[0] if terms else 0
+            for t in terms[1:]:
+                e = e + t
+            out.append(e)
+        return out
+
+    def body(*idx: Any) -> Any:
+        var = {**dict(zip(out_axes, idx)), **reduce}
+        prod_ = None
+        for t, acc in zip(inputs, expr.inputs):
+            x = t[tuple(index(acc, var))]
+            prod_ = x if prod_ is None else prod_ * x
+        return te.sum(prod_, axis=list(reduce.values()))
+
+    out = te.compute(expr.output.shape, body, name=expr.output.tensor, varargs_names=out_axes)
+    return te.create_prim_func([*inputs, out])
 
 
-def dense(w: Dense) -> OpDef:
-    from tvm import te
+def builtin_op(w: Workload) -> OpDef:
+    """A built-in op from its spec module: the te compute of the expression its geometry is."""
+    from tuner.space.ops import geometry_for
 
-    a = te.placeholder((w.m, w.k), w.dtype, name="A")
-    b = te.placeholder((w.n, w.k), w.dtype, name="B")
-    k = te.reduce_axis((0, w.k), "k")
-    c = te.compute((w.m, w.n), lambda i, j: te.sum(a[i, k] * b[j, k], axis=k), name="C")
-    return OpDef(te.create_prim_func([a, b, c]), "C", ("A", "B"), ("a", "b"), "C")
+    geo: Any = geometry_for(w)
+    func = spec_compute(geo.expr, getattr(geo, "index_div", {}))
+    return _op(func, geo)
 
 
-def batch_matmul(w: BatchMatmul) -> OpDef:
-    from tvm import te
+def _op(func: Any, geo: Any) -> OpDef:
+    """The OpDef of ``func`` whose operands are the geometry's: roles from their sharing groups."""
+    from tuner.expr.parse import _compute_block
 
-    a = te.placeholder((w.b, w.m, w.k), w.dtype, name="A")
-    b = te.placeholder((w.b, w.n, w.k), w.dtype, name="B")
-    k = te.reduce_axis((0, w.k), "k")
-    c = te.compute((w.b, w.m, w.n), lambda q, i, j: te.sum(a[q, i, k] * b[q, j, k], axis=k), name="C")
-    return OpDef(te.create_prim_func([a, b, c]), "C", ("A", "B"), ("a", "b"), "C")
+    group = {op.access.tensor: op.group for op in geo.operands}
+    names = [str(p.name) for p in func.params]
+    inputs = tuple(n for n in names if n in group)
+    return OpDef(func, str(_compute_block(func).name_hint), inputs, operand_roles([group[n] for n in inputs]),
+                 geo.expr.output.tensor)
 
 
 def expr_op(w: Workload) -> OpDef:
     """An expression operator: its PrimFunc rebuilt from the workload's TVMScript, roles from its geometry."""
     from tuner.expr.geometry import ExprGeometry
-    from tuner.expr.parse import _compute_block, prim_func_from_script
+    from tuner.expr.parse import prim_func_from_script
     from tuner.expr.workload import ExprWorkload
 
     assert isinstance(w, ExprWorkload)
-    func = prim_func_from_script(w.script)
-    geo = ExprGeometry(w.expr)
-    group = {op.access.tensor: op.group for op in geo.operands}
-    names = [str(p.name) for p in func.params]
-    inputs = tuple(n for n in names if n in group)
-    return OpDef(func, str(_compute_block(func).name_hint), inputs, operand_roles([group[n] for n in inputs]),
-                 w.expr.output.tensor)
+    return _op(prim_func_from_script(w.script), ExprGeometry(w.expr))
 
 
 def op_def(w: Workload) -> OpDef:
-    if w.op == EXPR_OP:
-        return expr_op(w)
-    if isinstance(w, Conv2d):
-        return conv2d(w)
-    if isinstance(w, BatchMatmul):
-        return batch_matmul(w)
-    if isinstance(w, Dense):
-        return dense(w)
-    raise TypeError(f"no TE definition for {type(w).__name__}")
+    return expr_op(w) if w.op == EXPR_OP else builtin_op(w)

@@ -64,6 +64,9 @@ class Conv2dGeometry(ExprOpGeometry):
         self.inner_axes = INNER_AXES
         self.data = self.operands[0]
         self.grouped = w.groups > 1
+        # the group index data[:, k // (K/G)] the expression leaves constant, as the kernel computes it
+        # (tuner/codegen/te_ops.py): (tensor, dim) -> (axis, divisor)
+        self.index_div = {(self.data.access.tensor, 1): ("k", kpg)} if self.grouped else {}
         padded = w.pad_h > 0 or w.pad_w > 0
         hp, wp = w.h + 2 * w.pad_h, w.w + 2 * w.pad_w
         # The host pads the input once (as swDNN does): read the input, write the padded copy.
