@@ -1,10 +1,10 @@
 """The host (MPE) file, the shared header, the slave API shim and the Makefile of a generated kernel.
 
 The host reads the inputs (raw little-endian arrays: conv data in NCHW, weights, or a/b of a GEMM) or
-fills them with a fixed pseudo-random pattern, pads a conv input once (the ``pad`` stage of
-te_ops), spawns the slave kernel on the core group, times spawn + join with the cycle counter and
-prints one line ``SWTUNE_KERNEL_SECONDS=<s>`` (plus ``SWTUNE_PAD_SECONDS``), then writes the output
-with any line padding of its rows stripped.
+fills them with a fixed pseudo-random pattern, runs the op's prepass (zero-padding a conv input once:
+the spec's PadPrepass, tuner/space/ops.py), spawns the slave kernel on the core group, times spawn +
+join with the cycle counter and prints one line ``SWTUNE_KERNEL_SECONDS=<s>`` (plus
+``SWTUNE_PAD_SECONDS``), then writes the output with any line padding of its rows stripped.
 """
 
 from __future__ import annotations
@@ -16,9 +16,8 @@ import numpy as np
 from tuner.codegen.schedule import Scheduled
 from tuner.codegen.tir import ctype
 from tuner.space.choices import Pack
-from tuner.space.ops import axis_tiles, geometry_for
+from tuner.space.ops import PadPrepass, axis_tiles, geometry_for
 from tuner.targets import Toolchain
-from tuner.workloads import Conv2d
 
 HOST_HELPERS = r"""static unsigned long sw_cycles(void) {
 #if defined(SWTUNE_EMU) || defined(SWTUNE_PRO)
@@ -112,12 +111,29 @@ SLAVE_API = r"""/* swtune: the DMA / sync calls a generated slave file uses, for
 
 
 def shapes(s: Scheduled) -> dict[str, tuple[int, ...]]:
-    """Shapes of the kernel's buffers by role (a, b, c; conv a padded) and of the user-facing input."""
+    """Shapes of the kernel's buffers by role (a, b, c; a prepass's input padded) and of the
+    user-facing input (the prepass' input, tuner/space/ops.py PadPrepass; else operand a)."""
     f = s.op.func
     out = {name: tuple(int(x) for x in p.shape) for name, p in zip((*s.roles, "c"), f.params)}
-    w = s.workload
-    out["input"] = (w.n, w.c, w.h, w.w) if isinstance(w, Conv2d) else out[s.roles[0]]
+    pre = geometry_for(s.workload).prepass
+    out["input"] = pre.shape if pre is not None else out[s.roles[0]]
     return out
+
+
+def pad_loop(pre: PadPrepass, src: str, dst: str, ty: str) -> str:
+    """C that zero-fills ``dst`` and copies ``src`` (row-major ``pre.shape``) into it padded by
+    ``pre.pad`` at both ends of each dimension, one memcpy per innermost row."""
+    shape, padded, pad = pre.shape, pre.padded, pre.pad
+    loops = "".join(f"\n  {'  ' * d}for (long i{d} = 0; i{d} < {e}; i{d}++)" for d, e in enumerate(shape[:-1]))
+    dst_at, src_at = "0", "0"
+    for d in range(len(shape) - 1):
+        dst_at = f"({dst_at}) * {padded[d]}L + i{d} + {pad[d]}" if d else f"i{d} + {pad[d]}"
+        src_at = f"({src_at}) * {shape[d]}L + i{d}" if d else f"i{d}"
+    dst_at = f"({dst_at}) * {padded[-1]}L + {pad[-1]}" if len(shape) > 1 else str(pad[-1])
+    src_at = f"({src_at}) * {shape[-1]}L" if len(shape) > 1 else "0"
+    return (f"\n  /* the prepass: {'x'.join(map(str, shape))} zero-padded by {tuple(pad)} */"
+            f"\n  memset({dst}, 0, sizeof({ty}) * {prod(padded)}L);{loops}"
+            f"\n  {'  ' * (len(shape) - 1)}memcpy({dst} + {dst_at}, {src} + {src_at}, sizeof({ty}) * {shape[-1]});")
 
 
 def c_pitch(s: Scheduled) -> int:
@@ -172,20 +188,8 @@ def host_file(s: Scheduled) -> str:
     rows_c = prod(sh["c"][:-1])
     w_c, pitch = sh["c"][-1], c_pitch(s)
     hz = s.target.mpe_clock_hz
-    if isinstance(w, Conv2d):
-        cpg = w.c // w.groups
-        hp, wp = w.h + 2 * w.pad_h, w.w + 2 * w.pad_w
-        pad = f"""
-  /* the te_ops pad stage: NCHW -> zero-padded [N, G, C/G, Hp, Wp] */
-  memset(a, 0, sizeof({ty}) * {n_a}L);
-  for (long n = 0; n < {w.n}; n++)
-    for (long c = 0; c < {w.c}; c++)
-      for (long y = 0; y < {w.h}; y++)
-        memcpy(a + ((n * {w.groups} + c / {cpg}) * {cpg} + c % {cpg}) * {hp * wp}L
-                 + (y + {w.pad_h}) * {wp}L + {w.pad_w},
-               in + ((n * {w.c} + c) * {w.h} + y) * {w.w}L, sizeof({ty}) * {w.w});"""
-    else:
-        pad = f"\n  memcpy(a, in, sizeof({ty}) * {n_a}L);"
+    pre = geometry_for(w).prepass
+    pad = pad_loop(pre, "in", "a", ty) if pre is not None else f"\n  memcpy(a, in, sizeof({ty}) * {n_a}L);"
     # A constant b (weights) is packed when the kernel is built, so before the timer; any other b
     # is packed by the host before each call, timed with the pad stage (tuner/space/analysis.py).
     pack, b_arg = pack_b(s, ty)

@@ -17,11 +17,15 @@ import numpy as np
 
 from tuner.expr.geometry import PACK_UNSUPPORTED, ExprGeometry
 from tuner.space.compute import BodyReads
-from tuner.space.ops import AxisTiles, Dim, InnerAccess
+from tuner.space.ops import AxisTiles, Dim, InnerAccess, PadPrepass
 
 
 class ExprOpGeometry(ExprGeometry):
     """:class:`ExprGeometry` with the rest of what the analysis asks (tuner/space/ops.py OpGeometry)."""
+
+    # an expression's inputs are used as given, its indices affine (a spec module may add both)
+    prepass: PadPrepass | None = None
+    index_div: dict[tuple[str, int], tuple[str, int]] = {}
 
     @property
     def scalar_reason(self) -> str:

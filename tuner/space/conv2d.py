@@ -23,7 +23,7 @@ import numpy as np
 
 from tuner.expr.expr import Access, Axis, AxisKind, DimAccess, Expr, Reducer
 from tuner.expr.opgeometry import ExprOpGeometry
-from tuner.space.ops import AxisTiles, Dim, InnerAccess, TileAxis, tile_choices
+from tuner.space.ops import AxisTiles, Dim, InnerAccess, PadPrepass, TileAxis, tile_choices
 from tuner.workloads import Conv2d
 
 INNER_AXES = ("ow", "k", "c")
@@ -67,10 +67,9 @@ class Conv2dGeometry(ExprOpGeometry):
         # the group index data[:, k // (K/G)] the expression leaves constant, as the kernel computes it
         # (tuner/codegen/te_ops.py): (tensor, dim) -> (axis, divisor)
         self.index_div = {(self.data.access.tensor, 1): ("k", kpg)} if self.grouped else {}
-        padded = w.pad_h > 0 or w.pad_w > 0
-        hp, wp = w.h + 2 * w.pad_h, w.w + 2 * w.pad_w
-        # The host pads the input once (as swDNN does): read the input, write the padded copy.
-        self.prepass_bytes = (w.n * w.c * (w.h * w.w + hp * wp) * w.dtype_bytes) if padded else 0
+        # The host pads the NCHW input once (as swDNN does): read the input, write the padded copy.
+        self.prepass = PadPrepass(self.data.access.tensor, (w.n, w.c, w.h, w.w), (0, 0, w.pad_h, w.pad_w))
+        self.prepass_bytes = self.prepass.bytes(w.dtype_bytes)
 
     def dims(self, acc: Access, t: dict[str, AxisTiles]) -> list[Dim]:
         box = super().dims(acc, t)

@@ -18,12 +18,16 @@ Arrays are numpy arrays over many configs at once.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Protocol
+from math import prod
+from typing import TYPE_CHECKING, Any, Protocol
 
 import numpy as np
 
 from tuner.space.compute import BodyReads
 from tuner.workloads import EXPR_OP, BatchMatmul, Conv2d, Dense, Workload
+
+if TYPE_CHECKING:
+    from tuner.expr.expr import Expr
 
 
 @dataclass(frozen=True)
@@ -68,6 +72,27 @@ class InnerAccess:
     # the body's own loads per vector trip (an expression body other than c += a*b); None: the
     # c += a*b register block (tuner/space/compute.py)
     body: BodyReads | None = None
+
+
+@dataclass(frozen=True)
+class PadPrepass:
+    """The host's pass before the spawn (a spec module's, tuner/space/conv2d.py): input ``tensor``
+    arrives row-major as ``shape`` and the kernel reads it zero-padded by ``pad`` elements at both
+    ends of each dimension; the kernel's view may split a dimension of the padded array (conv2d's
+    [N, G, C/G, Hp, Wp] of the padded NCHW input), the same elements in the same order."""
+
+    tensor: str
+    shape: tuple[int, ...]
+    pad: tuple[int, ...]
+
+    @property
+    def padded(self) -> tuple[int, ...]:
+        return tuple(e + 2 * p for e, p in zip(self.shape, self.pad))
+
+    def bytes(self, dtype_bytes: int) -> int:
+        """What the pass moves: the input read and the padded copy written (nothing when unpadded:
+        the input is the kernel's)."""
+        return (prod(self.shape) + prod(self.padded)) * dtype_bytes if any(self.pad) else 0
 
 
 def tile_choices(extent: int, limit: int = 16) -> tuple[int, ...]:
@@ -120,6 +145,7 @@ class OpGeometry(Protocol):
     (tuner/expr/opgeometry.py ExprOpGeometry); an operand is any object with a ``group``: "a" (depends
     on no col axis, shareable along a mesh row) or "b"."""
 
+    expr: Expr  # the operator as an expression (a built-in op's from its spec module)
     axes: tuple[TileAxis, ...]
     row_axes: tuple[str, ...]  # in axes order: the order the mesh flattens row tiles in
     col_axes: tuple[str, ...]
@@ -128,6 +154,10 @@ class OpGeometry(Protocol):
     red_fixed: int  # untiled reduction extent (a conv's R*S)
     red_innermost: int  # extent of the innermost untiled reduction loop (a conv's S); 0: the tiled one
     prepass_bytes: int  # host-side work before the spawn (padding a conv input)
+    prepass: PadPrepass | None  # that work: the input the host pads (None: inputs used as given)
+    # indices the op's expression cannot say, as the kernel computes them: (tensor, dim) ->
+    # (axis, divisor) for axis // divisor (conv2d's group index; tuner/codegen/te_ops.py)
+    index_div: dict[tuple[str, int], tuple[str, int]]
     fma_per_point: int  # P0 instructions per (spatial, reduction) point as the generated C issues them
 
     @property
