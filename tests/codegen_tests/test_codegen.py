@@ -80,6 +80,15 @@ def test_reference_conv_matches_naive_loops():
     np.testing.assert_allclose(reference(wl, x, w), out, rtol=1e-12)
 
 
+def test_reference_gemm_matches_numpy():
+    """The TVM reference of the dense and batch_matmul specs (tuner/space/gemm.py) is numpy's matmul."""
+    from tuner.measure.emulator_backend import random_inputs, reference
+
+    for wl in (Dense(5, 7, 9, "float64"), BatchMatmul(3, 4, 6, 5, "float64")):
+        a, b = random_inputs(wl, np.random.default_rng(1))
+        np.testing.assert_allclose(reference(wl, a, b), a @ np.swapaxes(b, -1, -2), rtol=1e-12)
+
+
 # configs chosen to cover sharing, double buffering, SIMD, line-padded puts and ragged tiles
 RUN_CASES = [
     (Dense(20, 24, 36), "sw26010", dict(tile_m=8, tile_n=16, tile_k=16, grid="2x2", share="bcast", dma="strided",

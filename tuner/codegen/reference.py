@@ -1,42 +1,59 @@
-"""The reference result of an expression operator: its unscheduled PrimFunc built by TVM for llvm.
+"""The reference result of an operator: its unscheduled PrimFunc built by TVM for llvm.
 
-What a generated kernel of the operator is checked against (the emulator backend, ``swtune
-check-op``): the same TVMScript the workload carries, so the reference and the kernel cannot describe
-different operators. Built once per operator and process.
+What a generated kernel is checked against (the emulator backend, ``swtune check-op``): the PrimFunc
+the kernel is scheduled from (tuner/codegen/te_ops.py: an expression's own TVMScript, a built-in op's
+spec expression), so the reference and the kernel cannot describe different operators. The inputs
+are the ones the host program reads: an input the spec pads before the spawn (PadPrepass) is padded
+here the same way. The built-in specs themselves are checked against independent numpy loops
+(tests/codegen_tests/test_codegen.py). Built once per operator and process.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from functools import lru_cache
 from typing import Any
 
 import numpy as np
 
+from tuner.space.ops import PadPrepass, geometry_for
 
-@lru_cache(maxsize=32)
-def _built(script: str) -> tuple[Any, list[str]]:
+_BUILT: dict[str, tuple[Any, list[str], PadPrepass | None]] = {}
+
+
+def _built(workload: Any) -> tuple[Any, list[str], PadPrepass | None]:
+    """(llvm executable, input parameter names, the prepass) of ``workload``, cached by its key."""
+    if workload.key not in _BUILT:
+        import tvm
+
+        from tuner.codegen.te_ops import op_def
+
+        op = op_def(workload)
+        exe = tvm.compile(tvm.IRModule({"main": op.func.with_attr("global_symbol", "main")}), target="llvm")
+        _BUILT[workload.key] = exe, list(op.inputs), geometry_for(workload).prepass
+        if len(_BUILT) > 32:  # a long session checks many operators: keep the recent ones
+            del _BUILT[next(iter(_BUILT))]
+    return _BUILT[workload.key]
+
+
+def input_shapes(workload: Any) -> list[tuple[int, ...]]:
+    """Shapes of the operator's inputs in parameter order, as the host program reads them."""
+    _, names, pre = _built(workload)
+    shape = {acc.tensor: acc.shape for acc in geometry_for(workload).expr.inputs}
+    return [pre.shape if pre is not None and n == pre.tensor else shape[n] for n in names]
+
+
+def reference(workload: Any, inputs: Sequence[np.ndarray]) -> np.ndarray:
+    """Output of ``workload`` on ``inputs`` (parameter order, as the host program reads them)."""
     import tvm
 
-    from tuner.expr.parse import prim_func_from_script
-
-    func = prim_func_from_script(script)
-    exe = tvm.compile(tvm.IRModule({"main": func.with_attr("global_symbol", "main")}), target="llvm")
-    return exe, [str(p.name) for p in func.params]
-
-
-def expr_reference(workload: Any, inputs: Sequence[np.ndarray]) -> np.ndarray:
-    """Output of the expression ``workload`` (an ExprWorkload) on ``inputs`` (parameter order)."""
-    import tvm
-
-    exe, _ = _built(workload.script)
-    out = tvm.runtime.tensor(np.zeros(workload.expr.output.shape, dtype=workload.dtype))
-    exe["main"](*[tvm.runtime.tensor(np.ascontiguousarray(x)) for x in inputs], out)
+    exe, names, pre = _built(workload)
+    expr = geometry_for(workload).expr
+    shape = {acc.tensor: acc.shape for acc in expr.inputs}
+    args = []
+    for name, x in zip(names, inputs, strict=True):
+        if pre is not None and name == pre.tensor:
+            x = np.pad(x, [(p, p) for p in pre.pad]).reshape(shape[name])
+        args.append(tvm.runtime.tensor(np.ascontiguousarray(x)))
+    out = tvm.runtime.tensor(np.zeros(expr.output.shape, dtype=workload.dtype))
+    exe["main"](*args, out)
     return out.numpy()
-
-
-def expr_input_shapes(workload: Any) -> list[tuple[int, ...]]:
-    """Shapes of the operator's inputs in parameter order (the order the host program reads them)."""
-    _, names = _built(workload.script)
-    shape = {acc.tensor: acc.shape for acc in workload.expr.inputs}
-    return [shape[n] for n in names if n in shape]

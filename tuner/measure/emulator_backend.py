@@ -1,6 +1,7 @@
 """Measurement backend on swemu: generate the athread C of a config, build it with gcc against the
-x86 athread emulator, run it on random inputs, check the output against numpy and report the
-emulator's time and DMA counters (source "emulator": a functional emulator, never hardware timing).
+x86 athread emulator, run it on random inputs, check the output against TVM's llvm build of the
+op (tuner/codegen/reference.py) and report the emulator's time and DMA counters (source "emulator": a
+functional emulator, never hardware timing).
 No C compiler or binutils, or an emulator that does not build, is an InfrastructureError (this machine
 cannot measure), never a config's compile error.
 """
@@ -22,57 +23,24 @@ from tuner.measure.base import InfrastructureError, MeasureResult, Source, Statu
 from tuner.space.factory import space_for
 from tuner.space.space import Config, ScheduleSpace
 from tuner.targets import Family, Target, get_target
-from tuner.workloads import EXPR_OP, BatchMatmul, Conv2d, Dense, Workload
+from tuner.workloads import Workload
 
 RTOL = {"float32": 1e-4, "float64": 1e-9}
 
 
 def reference(workload: Workload, *inputs: np.ndarray) -> np.ndarray:
-    """numpy result of the op (conv: NCHW input, OIHW weights, groups, stride, padding, dilation); an
-    expression operator's from TVM's llvm build of its own PrimFunc."""
-    if workload.op == EXPR_OP:
-        from tuner.codegen.reference import expr_reference
+    """The op's result from TVM's llvm build of the PrimFunc its kernel is scheduled from
+    (tuner/codegen/reference.py), on the inputs the host program reads."""
+    from tuner.codegen.reference import reference as tvm_reference
 
-        return expr_reference(workload, inputs)
-    w = workload
-    a, b = inputs
-    if isinstance(w, Dense):
-        return a @ b.T
-    if isinstance(w, BatchMatmul):
-        return np.einsum("bmk,bnk->bmn", a, b)
-    assert isinstance(w, Conv2d)
-    x = np.pad(a, ((0, 0), (0, 0), (w.pad_h, w.pad_h), (w.pad_w, w.pad_w)))
-    g, cpg, kpg = w.groups, w.c // w.groups, w.k // w.groups
-    out = np.zeros((w.n, w.k, w.oh, w.ow), dtype=a.dtype)
-    for r in range(w.r):
-        for s in range(w.s):
-            y0, x0 = r * w.dil_h, s * w.dil_w
-            patch = x[:, :, y0: y0 + (w.oh - 1) * w.stride_h + 1: w.stride_h,
-                      x0: x0 + (w.ow - 1) * w.stride_w + 1: w.stride_w]  # [N, C, OH, OW]
-            patch = patch.reshape(w.n, g, cpg, w.oh, w.ow)
-            wt = b[:, :, r, s].reshape(g, kpg, cpg)
-            out += np.einsum("ngchw,gkc->ngkhw", patch, wt).reshape(w.n, w.k, w.oh, w.ow)
-    return out
+    return tvm_reference(workload, inputs)
 
 
 def random_inputs(workload: Workload, rng: np.random.Generator) -> tuple[np.ndarray, ...]:
     """The op's inputs in the order its host program reads them."""
-    w = workload
-    if w.op == EXPR_OP:
-        from tuner.codegen.reference import expr_input_shapes
+    from tuner.codegen.reference import input_shapes
 
-        return tuple(rng.uniform(-1, 1, shape).astype(w.dtype) for shape in expr_input_shapes(w))
-    shapes: tuple[tuple[int, ...], tuple[int, ...]]
-    if isinstance(w, Dense):
-        shapes = (w.m, w.k), (w.n, w.k)
-    elif isinstance(w, BatchMatmul):
-        shapes = (w.b, w.m, w.k), (w.b, w.n, w.k)
-    elif isinstance(w, Conv2d):
-        shapes = (w.n, w.c, w.h, w.w), (w.k, w.c // w.groups, w.r, w.s)
-    else:
-        raise TypeError(f"no emulator inputs for {type(w).__name__}")
-    a_shape, b_shape = shapes
-    return rng.uniform(-1, 1, a_shape).astype(w.dtype), rng.uniform(-1, 1, b_shape).astype(w.dtype)
+    return tuple(rng.uniform(-1, 1, shape).astype(workload.dtype) for shape in input_shapes(workload))
 
 
 class EmulatorBackend:
