@@ -95,7 +95,7 @@ def builtin_op(w: Workload) -> OpDef:
     from tuner.space.ops import geometry_for
 
     geo: Any = geometry_for(w)
-    func = spec_compute(geo.expr, getattr(geo, "index_div", {}))
+    func = spec_compute(geo.expr, geo.index_div)
     return _op(func, geo)
 
 
