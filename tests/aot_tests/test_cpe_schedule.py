@@ -168,3 +168,23 @@ def test_pool_larger_than_ldm_runs_on_the_cpes_by_output_rows(tmp_path: Path, mo
     np.testing.assert_allclose(run.output, ref, rtol=1e-5, atol=1e-6)
     space, i = _row_of(op, chosen)
     assert {k: run.report["totals"][k] for k in ("get_reqs", "get_bytes", "put_reqs", "put_bytes")} == space.dma(i)
+
+
+def test_chosen_schedule_is_counted_on_its_own_body(tmp_path: Path) -> None:
+    """The analysis predicts bodies between two legalized sizes; the kernel that is emitted carries
+    figures counted on its own legalized body: LDM = operand blocks (inputs doubled with db) + the
+    body's scratch, and its time is the analysis' at that body's exact counts."""
+    from tuner.aot.cpe_ops import CpeOp, _cycles
+    from tuner.bridge.extract import torch_to_relax
+
+    model, x = torch.nn.LayerNorm(96).eval(), torch.randn(1, 384, 96)
+    result = compile_model(torch_to_relax(model, (x,)), TARGET, tmp_path / "ln", lambda w: None, cpe_mode="all")
+    (op,) = [n.attrs["cpe"] for n in result.graph.nodes if n.op == "cpe"]
+    assert isinstance(op, CpeOp) and op.configs > op.valid > 1
+    ldm = sum(p.elems * (2 if op.db and p.sliced and k < op.n_inputs else 1) for k, p in enumerate(op.params)) * 4
+    assert op.ldm_bytes == ldm + op.body.scratch_bytes
+    tgt = get_target(TARGET)
+    space = analyse(tgt, 4, op.lead, op.nj * op.block, op.operands(), [op.block],
+                    {op.block: _cycles(op.body.work, tgt)}, {op.block: op.body.scratch_bytes})
+    same = np.flatnonzero((space.db == op.db) & (space.active == op.active))
+    assert len(same) == 1 and space.seconds[same[0]] == pytest.approx(op.seconds, rel=1e-12)
