@@ -35,7 +35,7 @@ from typing import Any
 import numpy as np
 
 from tuner.aot.cpe_layout import PadOp, RowCopyOp, TransposeOp, plan_pad, plan_rowcopy, plan_transpose
-from tuner.aot.cpe_schedule import Operand, Space, Window, analyse, dma_counts
+from tuner.aot.cpe_schedule import CPES, Operand, Space, Window, analyse, dma_counts
 from tuner.aot.graph import Graph, Node, slave_symbol
 from tuner.aot.tir_c import CFunction, Work, print_prim_func
 from tuner.targets import Target
@@ -43,7 +43,6 @@ from tuner.targets import Target
 log = logging.getLogger("tuner.aot")
 
 MAX_PARAMS = 16  # pointers in swtune_args.p
-CPES = 64
 
 
 class CpeMode(str, Enum):

@@ -32,7 +32,7 @@ import numpy as np
 from tuner.measure.dma_model import request_cycles
 from tuner.targets import Target
 
-CPES = 64
+CPES = 64  # CPEs of a core group (Target.cpes on both targets)
 ACTIVE_CHOICES = (1, 2, 4, 8, 16, 32, 64)  # plus the block count itself when it is below 64
 DB_CHOICES = (False, True)
 
