@@ -1,5 +1,5 @@
 """Codegen check: random valid configs per op -> TVM schedule -> athread C -> gcc + swemu; output vs
-numpy and the emulator's DMA request/byte counts vs the analysis layer.
+TVM's llvm build of the op and the emulator's DMA request/byte counts vs the analysis layer.
 
 Usage: python benchmarks/codegen_check.py [--per-op 200] [--jobs 2] [--share none,bcast,mesh] [--seed 0]
 (--per-op is split over the op's workloads; a workload with no valid mesh config gets fewer.)
