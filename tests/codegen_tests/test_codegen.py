@@ -149,6 +149,25 @@ def test_generated_kernel_on_emulator(backend, case):
     assert res.times[0] > 0
 
 
+def test_a_wrong_conv_output_is_caught(backend, monkeypatch):
+    """The reference (TVM's llvm build of the spec, the padded input) rejects a kernel whose output is
+    off in one element: a padded, grouped conv whose host program adds 1 to the first output value."""
+    import tuner.codegen.sources as sources
+
+    wl, target, cfg = next(c for c in RUN_CASES if isinstance(c[0], Conv2d) and c[0].pad_h and c[0].groups > 1)
+    real = sources.generate
+
+    def corrupted(*args, **kwargs):
+        src = real(*args, **kwargs)
+        src.files["host.c"] = src.files["host.c"].replace("athread_join();", "athread_join(); c[0] += 1;")
+        return src
+
+    assert backend.measure(wl, target, [cfg])[0].status == "ok"
+    monkeypatch.setattr(sources, "generate", corrupted)
+    res = backend.measure(wl, target, [cfg])[0]
+    assert res.status == "wrong_result", res.error
+
+
 def test_db_c_put_is_asynchronous_and_waited_before_reuse():
     from tuner.codegen.printer import SlavePrinter
     from tuner.codegen.schedule import build_schedule
