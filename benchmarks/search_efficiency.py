@@ -225,6 +225,8 @@ def main() -> None:
     parser.add_argument("--workloads", default="", help="indices into the suite (default: all)")
     parser.add_argument("--cap", type=int, default=1000, help="trial cap of every method (smoke tests only)")
     parser.add_argument("--jobs", type=int, default=2, help="worker processes (one per core)")
+    parser.add_argument("--summary-only", action="store_true",
+                        help="run nothing: summarise the stored runs of these settings (the merge of the pieces)")
     parser.add_argument("--cache", default="benchmarks/out/search_runs.jsonl",
                         help="finished runs, one JSON line each: reused, and merged into the summary ('' = off)")
     args = parser.parse_args()
@@ -348,7 +350,7 @@ def main() -> None:
             hit = cached(job[0], job[1], job[2], job[3])
             if hit is not None:
                 report(hit)
-            else:
+            elif not args.summary_only:
                 todo.append(job)
         for out in pool.map(run_job, todo):
             report(out)
@@ -374,7 +376,7 @@ def main() -> None:
             for v in variants:
                 for i in picked:
                     for seed in range(args.seeds):
-                        if cached("ours_transfer", v, i, seed) is not None:
+                        if cached("ours_transfer", v, i, seed) is not None or args.summary_only:
                             transfer_jobs.append(("ours_transfer", v, i, seed, 0.0, options, None))
                         else:
                             transfer_jobs.append(("ours_transfer", v, i, seed, refs[(v, i)] / TARGET_FRACTION,

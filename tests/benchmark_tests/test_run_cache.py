@@ -64,11 +64,11 @@ def test_code_fingerprint_follows_ours_options_and_separates_methods():
     assert code_fingerprint("smac", {}) == code_fingerprint("smac", {"climb": 0.25})  # peers ignore our options
 
 
-def _run(cache: Path, png: Path, methods: str) -> tuple[dict, str]:
+def _run(cache: Path, png: Path, methods: str, *extra: str) -> tuple[dict, str]:
     out = subprocess.run(
         [sys.executable, "benchmarks/search_efficiency.py", "--quick", "--workloads", "1", "--variants", "plain",
          "--cap", "24", "--seeds", "1", "--peer-seeds", "optuna_tpe=1", "--methods", methods, "--jobs", "1",
-         "--cache", str(cache), "--png", str(png)],
+         "--cache", str(cache), "--png", str(png), *extra],
         cwd=ROOT, capture_output=True, text=True, timeout=600, check=True)
     return json.loads(out.stdout.strip().splitlines()[-1]), out.stdout
 
@@ -87,6 +87,8 @@ def test_separate_pieces_merge_into_one_summary_and_a_rerun_reuses_them(tmp_path
     assert third["runs_merged_from_cache"] == 2 and "(cached)" in log
     assert third["median_trials_to_95"] == second["median_trials_to_95"]
     assert len(cache.read_text().splitlines()) == 2
+    merged, _ = _run(cache, png, "ours,optuna_tpe,smac", "--summary-only")  # smac was never run: nothing runs
+    assert merged["runs"] == {"ours": 1, "optuna_tpe": 1} and len(cache.read_text().splitlines()) == 2
 
 
 def test_restamp_keeps_entries_whose_times_are_unchanged_and_nothing_else(tmp_path, monkeypatch):
