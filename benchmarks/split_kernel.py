@@ -14,10 +14,11 @@ swGEMM's ``-DUSE_COMP`` build does (feifeibear/swGEMM README: "without it, you w
   register communication, syncs and FMAs with no memory traffic. Zeroed operands keep the arithmetic off
   any denormal path; the zeroing is a few hundred cycles per CPE.
 
-Each directory builds with ``make`` (sw5cc) and prints ``SWTUNE_KERNEL_SECONDS`` (spawn to join). ``DIR/model.json``
-holds the simulator's prediction for both: ``full_kernel_s`` (its total minus the host-side pad) and
-``compute_only_s`` (FMA issue + P1 traffic + loop overhead + register communication + tile overhead +
-spawn/join, i.e. the same breakdown with every DMA term removed). On hardware:
+Each directory builds with ``make`` (sw5cc) and prints ``SWTUNE_KERNEL_SECONDS`` (the host-side pad, then spawn
+to join: what the simulator's total models) and ``SWTUNE_PREPASS_SECONDS`` (the pad alone). ``DIR/model.json``
+holds the simulator's prediction for both: ``full_kernel_s`` (its total) and ``compute_only_s`` (FMA issue + P1
+traffic + loop overhead + register communication + tile overhead + spawn/join + the host-side pad, i.e. the same
+breakdown with every DMA term removed). On hardware:
 
 - measured compute_only / model compute_only_s: the inner loop as compiled (dual issue, latencies, RLC, syncs)
   against what tuner/space/compute.py charges;
@@ -93,13 +94,14 @@ def compute_only_slave(slave: str) -> str:
 
 
 def model_figures(space, config: dict) -> dict[str, float]:
-    """The simulator's kernel seconds (spawn to join) for the full kernel and for its compute-only twin."""
+    """The simulator's seconds (host pad + spawn to join, as SWTUNE_KERNEL_SECONDS) for the full kernel and
+    for its compute-only twin."""
     b = breakdown(space, config)
     s, total = b["seconds"], b["total_s"]
     assert isinstance(s, dict) and isinstance(total, float)
     compute = s["p0_compute"] + s["p1_traffic"] + s["loop_overhead"] + s["share"] + s["tile_overhead"]
     dma = s["exposed_dma"] + s["put_c"] + s["dma_hidden_excess"]
-    return {"full_kernel_s": total - s["host_prepass"], "compute_only_s": compute + s["spawn_join"],
+    return {"full_kernel_s": total, "compute_only_s": compute + s["spawn_join"] + s["host_prepass"],
             "dma_not_hidden_s": dma, **{f"{k}_s": v for k, v in s.items()},
             "peak_fraction": space.workload.flops / total / space.target.peak_flops(space.workload.dtype)}
 

@@ -23,7 +23,6 @@ from typing import Any
 import numpy as np
 
 from tuner.aot.graph import AotError, Graph, Node, Tensor, slave_symbol
-from tuner.space.choices import Pack
 from tuner.space.space import Config
 from tuner.targets import Target
 from tuner.workloads import Workload
@@ -93,13 +92,13 @@ def choose_config(workload: Workload, target: Target, lookup: Lookup | None) -> 
 
 def _generate(workload: Workload, target: Target, config: Config, index: int, status: str,
               epilogue: Any = None) -> Kernel:
-    from tuner.codegen.host import c_pitch, shapes
+    from tuner.codegen.host import c_pitch, pack_tiles, packed_roles, shapes
     from tuner.codegen.sources import generate
     from tuner.codegen.tir import ctype
-    from tuner.workloads import EXPR_OP
 
     src = generate(workload, target, config)
-    c = shapes(src.scheduled)["c"]
+    s = src.scheduled
+    c = shapes(s)["c"]
     rows = 1
     for d in c[:-1]:
         rows *= d
@@ -107,34 +106,23 @@ def _generate(workload: Workload, target: Target, config: Config, index: int, st
     if epilogue is not None:
         from tuner.aot.fusion import apply_epilogue
 
-        axis = 1 if workload.op == "conv2d" else len(c) - 1
         slave = apply_epilogue(slave, epilogue, ctype(getattr(workload, "dtype", "float32")), tuple(c),
-                               c_pitch(src.scheduled), axis)
-    if workload.op == EXPR_OP:
-        from tuner.codegen.host_expr import pack_tiles, packed_roles
-
-        s = src.scheduled
-        packs = {s.roles.index(r): _tile_order(*pack_tiles(s, r)) for r in packed_roles(s)}
-        return Kernel(index, workload, config, status, slave, rows, c[-1], c_pitch(s), packs=packs,
-                      roles=tuple(s.roles))
-    order = b_pack_order(src.scheduled)
-    return Kernel(index, workload, config, status, slave, rows, c[-1], c_pitch(src.scheduled), epilogue=epilogue,
-                  packs={} if order is None else {1: order})
+                               c_pitch(s), channel_axis(workload))
+    # the permutation of each packed operand: the same as the measured host's pack (tuner.codegen.host)
+    packs = {s.roles.index(r): _tile_order(*pack_tiles(s, r)) for r in packed_roles(s)}
+    return Kernel(index, workload, config, status, slave, rows, c[-1], c_pitch(s), epilogue=epilogue,
+                  packs=packs, roles=tuple(s.roles))
 
 
-def b_pack_order(s: Any) -> np.ndarray | None:
-    """For a config with ``pack=b``: the position of each element of b (row-major) in the packed copy
-    the kernel reads, b stored tile after tile; the same permutation as the C of
-    tuner.codegen.host.pack_b, which the tuning measurements run. None without packing."""
-    from tuner.codegen.host import shapes
-    from tuner.space.ops import axis_tiles, geometry_for
+def channel_axis(workload: Workload) -> int:
+    """The output dimension a fused per-channel vector (bias, scale) runs along: the one the op's
+    col axis indexes (the weights' output channel: a conv's k, a GEMM's n; tuner/space/ops.py)."""
+    from tuner.space.ops import geometry_for
 
-    if s.config.get("pack", Pack.NONE.label) != Pack.B.label:
-        return None
-    geo = geometry_for(s.workload)
-    t = {a.name: axis_tiles(a.extent, np.array([float(s.config[f"tile_{a.name}"])])) for a in geo.axes}
-    full = [int(d.full[0]) for d in geo.tensors(t)["b"]]
-    return _tile_order([int(e) for e in shapes(s)["b"]], full)
+    geo = geometry_for(workload)
+    if len(geo.col_axes) != 1:
+        raise ValueError(f"{workload.key}: no single output-channel axis for a fused epilogue ({geo.col_axes})")
+    return next(i for i, d in enumerate(geo.expr.output.dims) if geo.col_axes[0] in dict(d.coefs))
 
 
 def _tile_order(ext: list[int], full: list[int]) -> np.ndarray:

@@ -141,7 +141,7 @@ def _pack_b(n: Node, ref: Ref, ty: str) -> list[str]:
     """A non-constant b stored tile after tile for a kernel with the pack knob (tuner.aot.kernels)."""
     order = n.attrs["order"]
     X, Y = ref(n.inputs[0]), ref(n.output)
-    # the permutation (tuner.aot.kernels.b_pack_order) as a table: one index per element of b
+    # the permutation (tuner.aot.kernels from tuner.codegen.host.pack_tiles) as a table: one index per element of b
     return [f"  {{ static const long order[{len(order)}] = {{ {', '.join(f'{int(v)}L' for v in order)} }};",
             f"    for (long e = 0; e < {len(order)}L; e++) {Y}[order[e]] = {X}[e]; }}"]
 

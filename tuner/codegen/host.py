@@ -1,10 +1,14 @@
-"""The host (MPE) file, the shared header, the slave API shim and the Makefile of a generated kernel.
+"""The host (MPE) program, the shared header, the slave API shim and the Makefile of a generated kernel.
 
-The host reads the inputs (raw little-endian arrays: conv data in NCHW, weights, or a/b of a GEMM) or
-fills them with a fixed pseudo-random pattern, runs the op's prepass (zero-padding a conv input once:
-the spec's PadPrepass, tuner/space/ops.py), spawns the slave kernel on the core group, times spawn +
-join with the cycle counter and prints one line ``SWTUNE_KERNEL_SECONDS=<s>`` (plus
-``SWTUNE_PAD_SECONDS``), then writes the output with any line padding of its rows stripped.
+One host program serves every op (built-in or expression): it reads one raw little-endian file per
+kernel operand (parameter order; the prepass' operand unpadded) or fills each with a fixed
+pseudo-random pattern, then, timed, runs the op's prepass (zero-padding a conv input: the spec's
+PadPrepass, tuner/space/ops.py) and packs any non-constant group-b operand tile after tile (the pack
+knob; a constant one, a layer's weights, is packed before the timer as a compiled model packs it
+once), spawns the slave kernel on the core group and joins it. It prints ``SWTUNE_PREPASS_SECONDS``
+(the host work: what the simulator's breakdown calls host_prepass) and ``SWTUNE_KERNEL_SECONDS``
+(host work + spawn to join: what tuner/measure/simulator.py ``simulate`` models, which charges the
+prepass and the per-call pack), then writes the output with any line padding of its rows stripped.
 """
 
 from __future__ import annotations
@@ -14,6 +18,7 @@ from math import prod
 import numpy as np
 
 from tuner.codegen.schedule import Scheduled
+from tuner.codegen.te_ops import role_group
 from tuner.codegen.tir import ctype
 from tuner.space.choices import Pack
 from tuner.space.ops import PadPrepass, axis_tiles, geometry_for
@@ -161,17 +166,25 @@ def pack_loop(shape: list[int], full: list[int], src: str, dst: str, label: str 
             + f"\n    {dst}[t * {prod(full)}L + o] = {src}[e];\n  }}")
 
 
-def pack_b(s: Scheduled, ty: str) -> tuple[str, str]:
-    """C that stores b tile after tile (the pack knob) into ``bp``, and the name the kernel reads.
-
-    The tile of b is the analysis' box (tuner/space/ops.py); only whole tiles pack, so the copy
-    is a permutation. Returns ("", "b") when b is not packed."""
+def packed_roles(s: Scheduled) -> list[str]:
+    """The operands the kernel reads packed tile after tile: every group-b operand with ``pack=b``."""
     if s.config.get("pack", Pack.NONE.label) != Pack.B.label:
-        return "", "b"
+        return []
+    return [r for r in s.roles if role_group(r) == "b"]
+
+
+def pack_tiles(s: Scheduled, role: str) -> tuple[list[int], list[int]]:
+    """(shape of operand ``role``, shape of its tile) in the tile-after-tile copy the kernel reads:
+    the analysis' box of the operand (tuner/space/ops.py); only whole tiles pack (the analysis'
+    pack_needs_whole_tiles), so the copy is a permutation."""
     geo = geometry_for(s.workload)
     t = {a.name: axis_tiles(a.extent, np.array([float(s.config[f"tile_{a.name}"])])) for a in geo.axes}
-    full = [int(d.full[0]) for d in geo.tensors(t)["b"]]
-    return pack_loop(list(shapes(s)["b"]), full, "b", "bp"), "bp"
+    tensor = s.op.inputs[s.roles.index(role)]
+    boxes, _ = geo.boxes(t)
+    op, box = next((op, box) for op, box in zip(geo.operands, boxes) if op.access.tensor == tensor)
+    shape = [int(e) for e in op.access.shape]
+    assert prod(shape) == prod(shapes(s)[role]), f"{tensor}: its access and its kernel buffer differ in size"
+    return shape, [int(d.full[0]) for d in box]
 
 
 def header(s: Scheduled) -> str:
@@ -181,47 +194,68 @@ def header(s: Scheduled) -> str:
 
 
 def host_file(s: Scheduled) -> str:
+    """The host program of any op: one input per kernel operand (parameter order), the spec's
+    prepass, the per-call packs, the spawn; the one time it prints is what tuner/measure/simulator.py
+    ``simulate`` models (module docstring)."""
     w = s.workload
     ty = ctype(w.dtype)
     sh = shapes(s)
-    n_in, n_a, n_b = prod(sh["input"]), prod(sh["a"]), prod(sh["b"])
-    rows_c = prod(sh["c"][:-1])
-    w_c, pitch = sh["c"][-1], c_pitch(s)
+    roles = s.roles
+    geo = geometry_for(w)
+    pre = geo.prepass
+    pre_role = roles[s.op.inputs.index(pre.tensor)] if pre is not None else None
+    n = {r: prod(sh[r]) for r in roles}
+    # what the host reads: the prepass' input (unpadded) for its operand, the kernel's buffer else
+    src = {r: f"{r}_in" if r == pre_role else r for r in roles}
+    n_src = {r: prod(sh["input"]) if r == pre_role else n[r] for r in roles}
+    rows_c, w_c, pitch = prod(sh["c"][:-1]), sh["c"][-1], c_pitch(s)
     hz = s.target.mpe_clock_hz
-    pre = geometry_for(w).prepass
-    pad = pad_loop(pre, "in", "a", ty) if pre is not None else f"\n  memcpy(a, in, sizeof({ty}) * {n_a}L);"
-    # A constant b (weights) is packed when the kernel is built, so before the timer; any other b
-    # is packed by the host before each call, timed with the pad stage (tuner/space/analysis.py).
-    pack, b_arg = pack_b(s, ty)
-    pack_const, pack_run = (pack, "") if geometry_for(w).b_constant else ("", pack)
+    k = len(roles)
+    packed = packed_roles(s)
+    bufs = [src[r] for r in roles]
+    alloc = "".join(f"\n  {ty} *{src[r]} = sw_alloc(sizeof({ty}) * {n_src[r]}L);" for r in roles)
+    if pre_role is not None:
+        alloc += f"\n  {ty} *{pre_role} = sw_alloc(sizeof({ty}) * {n[pre_role]}L);"
+        bufs.append(pre_role)
+    alloc += "".join(f"\n  {ty} *{r}_p = sw_alloc(sizeof({ty}) * {n[r]}L);" for r in packed)
+    bufs += [f"{r}_p" for r in packed]
+    read = " ".join(f"sw_read(argv[{i + 1}], {src[r]}, sizeof({ty}) * {n_src[r]}L);" for i, r in enumerate(roles))
+    fill = " ".join(f"sw_fill({src[r]}, {n_src[r]}L, {i + 1}u);" for i, r in enumerate(roles))
+    prepass = pad_loop(pre, src[pre_role], pre_role, ty) if pre is not None and pre_role is not None else ""
+    pack = "".join(pack_loop(*pack_tiles(s, r), r, f"{r}_p", label=s.op.inputs[roles.index(r)]) for r in packed)
+    # A constant b (weights) is packed when the kernel is built, outside the timed region; any other
+    # is packed before each call, timed with the kernel: the analysis' host_pack_bytes, all b
+    # operands or none (OpGeometry.b_constant).
+    pack_const, pack_run = (pack, "") if geo.b_constant else ("", pack)
+    args = ", ".join([f"{r}_p" if r in packed else r for r in roles] + ["c"])
+    free = " ".join(f"free({b});" for b in bufs)
+    files = " ".join(s.op.inputs)
     return f"""/* swtune host program: {w.key} on {s.target.name}
- * usage: prog [input_a input_b output]   (raw {w.dtype} arrays; without files: a fixed pattern) */
+ * usage: prog [{files} output]   (raw {w.dtype} arrays; without files: a fixed pattern) */
 {host_prologue(ty)}
 
-int main(int argc, char **argv) {{
-  {ty} *in = sw_alloc(sizeof({ty}) * {n_in}L), *a = sw_alloc(sizeof({ty}) * {n_a}L);
-  {ty} *b = sw_alloc(sizeof({ty}) * {n_b}L), *c = sw_alloc(sizeof({ty}) * {rows_c * pitch}L);
-  {ty} *bp = {"sw_alloc(sizeof(" + ty + ") * " + str(n_b) + "L)" if pack else "b"};
-  if (argc >= 3) {{ sw_read(argv[1], in, sizeof({ty}) * {n_in}L); sw_read(argv[2], b, sizeof({ty}) * {n_b}L); }}
-  else {{ sw_fill(in, {n_in}L, 1u); sw_fill(b, {n_b}L, 2u); }}
+int main(int argc, char **argv) {{{alloc}
+  {ty} *c = sw_alloc(sizeof({ty}) * {rows_c * pitch}L);
+  if (argc >= {k + 1}) {{ {read} }}
+  else {{ {fill} }}
   memset(c, 0, sizeof({ty}) * {rows_c * pitch}L);{pack_const}
   athread_init();
-  unsigned long t0 = sw_cycles();{pad}{pack_run}
+  unsigned long t0 = sw_cycles();{prepass}{pack_run}
   unsigned long t1 = sw_cycles();
-  swtune_args args = {{a, {b_arg}, c}};
+  swtune_args args = {{{args}}};
   athread_spawn(swtune_kernel, &args);
   athread_join();
   unsigned long t2 = sw_cycles();
   athread_halt();
-  printf("SWTUNE_PAD_SECONDS=%.9e\\n", (double)(t1 - t0) / {hz!r});
-  printf("SWTUNE_KERNEL_SECONDS=%.9e\\n", (double)(t2 - t1) / {hz!r});
-  if (argc >= 4) {{
-    FILE *f = fopen(argv[3], "wb");
-    if (!f) {{ fprintf(stderr, "cannot write %s\\n", argv[3]); return 2; }}
+  printf("SWTUNE_PREPASS_SECONDS=%.9e\\n", (double)(t1 - t0) / {hz!r});
+  printf("SWTUNE_KERNEL_SECONDS=%.9e\\n", (double)(t2 - t0) / {hz!r});
+  if (argc >= {k + 2}) {{
+    FILE *f = fopen(argv[{k + 1}], "wb");
+    if (!f) {{ fprintf(stderr, "cannot write %s\\n", argv[{k + 1}]); return 2; }}
     for (long r = 0; r < {rows_c}L; r++) fwrite(c + r * {pitch}L, sizeof({ty}), {w_c}, f);
     fclose(f);
   }}
-  free(in); free(a); free(b); free(c);{" free(bp);" if pack else ""}
+  {free} free(c);
   return 0;
 }}
 """

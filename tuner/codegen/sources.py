@@ -6,12 +6,11 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from tuner.codegen.host import SLAVE_API, header, host_file, makefile
-from tuner.codegen.host_expr import expr_host_file
 from tuner.codegen.printer import SlavePrinter
 from tuner.codegen.schedule import Scheduled, build_schedule
 from tuner.space.space import Config
 from tuner.targets import Target
-from tuner.workloads import EXPR_OP, Workload
+from tuner.workloads import Workload
 
 
 @dataclass
@@ -30,7 +29,6 @@ class KernelSources:
 def generate(workload: Workload, target: Target | str, config: Config) -> KernelSources:
     s = build_schedule(workload, target, config)
     slave = SlavePrinter(s).render()
-    host = expr_host_file(s) if workload.op == EXPR_OP else host_file(s)
-    files = {"slave.c": slave, "host.c": host, "swtune_kernel.h": header(s),
+    files = {"slave.c": slave, "host.c": host_file(s), "swtune_kernel.h": header(s),
              "swtune_slave_api.h": SLAVE_API, "Makefile": makefile(s)}
     return KernelSources(s, files)
