@@ -247,6 +247,7 @@ def main() -> None:
           f"seeds: {seeds_of}; ours options {options}", flush=True)
 
     started = time.perf_counter()
+    cache = RunCache(Path(args.cache) if args.cache else None)
     refs: dict[tuple[Variant, int], float] = {}
     random_median: dict[Variant, list[float]] = {v: [] for v in variants}
     random_lower_bounds = 0
@@ -256,13 +257,21 @@ def main() -> None:
                 continue
             entry = reference.ensure(v, space)
             refs[(v, i)] = entry["seconds"]
-            med, bound = random_median_trials(space, v, entry["seconds"] / TARGET_FRACTION)
+            goal = entry["seconds"] / TARGET_FRACTION
+            # random's law is a 200k-config simulation per workload: stored like a run, so pieces share it
+            law_key = run_key("random_law", v.value, f"{space.target.name}:{space.workload.key}", 0, RANDOM_SAMPLE,
+                              0.0, reference.fingerprint(), repr(goal))
+            law = cache.runs.get(law_key)
+            if law is None:
+                med, bound = random_median_trials(space, v, goal)
+                cache.put(law_key, {"method": "random_law", "median": med, "lower_bound": bool(bound)})
+            else:
+                med, bound = law["median"], law["lower_bound"]
             random_lower_bounds += bound
             random_median[v] += [med] * args.seeds
             print(f"  {v.value} {space.target.name} {space.workload.key}: reference {entry['seconds'] * 1e3:.4f} ms "
                   f"({entry['how']}); random needs {'>=' if bound else ''}{med:.0f} trials (median)", flush=True)
 
-    cache = RunCache(Path(args.cache) if args.cache else None)
     ref_fp = reference.fingerprint()
     same_times = reference.equivalent_fingerprints()  # older fingerprints checked to give identical times
     codes = {m: code_fingerprint(m, options) for m in ("ours", "ours_transfer", "random", *PEERS)}
