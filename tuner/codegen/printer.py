@@ -122,15 +122,24 @@ class SlavePrinter:
                           for d, i in enumerate(e.indices))
         return f"{role.upper()}_pk[{flat}]"
 
+    def pack_aligned(self, role: str) -> bool:
+        """Every row of ``role``'s repacked copy starts on a whole vector (its full box's lanes
+        dimension is a multiple of the lanes)."""
+        return self.full[role][self.pack[role]] % self.lanes == 0
+
     def _pack_copy(self, role: str, slot: str, ctx: Ctx) -> None:
-        """Repack LDM copy ``slot`` of a gathered operand: the lanes' dimension innermost, padded to a
-        whole vector, other dimensions in box order -- a scalar load and store per element on P1, the
-        packing tuner/space/analysis.py charges (pack_elems)."""
+        """Repack LDM copy ``slot`` of a gathered operand: the lanes' dimension innermost, other
+        dimensions in box order -- a scalar load and store per element on P1, the packing
+        tuner/space/analysis.py charges (pack_elems). When the full box's lanes dimension is whole
+        vectors, a ragged tile's rows are padded to whole vectors too (within the full box's size), so
+        every row starts on a vector and the register block's aligned loads hold; otherwise rows are
+        dense (the loads are unaligned anyway: the loop has a scalar tail) and the copy is exactly the
+        box, the LDM the analysis charges."""
         d0, nd, w = self.pack[role], self.ndims[role], self.lanes
         order = [d for d in range(nd) if d != d0] + [d0]
         n = lambda d: f"{role}_n[{slot}][{d}]"  # noqa: E731
         ctx.emit(f"{role}_q[{d0}] = 1;")
-        prev = f"((({n(d0)}) + {w - 1}) / {w} * {w})"
+        prev = f"((({n(d0)}) + {w - 1}) / {w} * {w})" if self.pack_aligned(role) else n(d0)
         for d in reversed(order[:-1]):
             ctx.emit(f"{role}_q[{d}] = {prev};")
             prev = f"{role}_q[{d}] * {n(d)}"
@@ -517,12 +526,9 @@ class SlavePrinter:
                 f"__thread_local volatile SW_REPLY_T {role}_reply[{slots}];",
                 f"__thread_local long {role}_exp[{slots}];",
             ]
-            if role in self.pack:  # the repacked copy: lanes' dimension innermost, padded to a vector
-                full = list(self.full[role])
-                d0 = self.pack[role]
-                full[d0] = -(-full[d0] // self.lanes) * self.lanes
+            if role in self.pack:  # the repacked copy: one box, lanes' dimension innermost (_pack_copy)
                 elems = 1
-                for e in full:
+                for e in self.full[role]:
                     elems *= e
                 decl += [f"__thread_local {ty} {role.upper()}_pk[{elems}] __attribute__((aligned(64)));",
                          f"__thread_local int {role}_q[{nd}];"]
