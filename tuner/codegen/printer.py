@@ -569,42 +569,33 @@ SLAVE_INCLUDES = ('#include "swtune_kernel.h"', "#include <slave.h>", "#include 
                   "#include <simd.h>",
                   '#include "swtune_slave_api.h"')
 
-SW_RLC_HELPER = r"""#ifndef SWTUNE_PRO
+# sw_rlc_row and sw_rlc_col are one loop nest on the row bus (putr/getr, peers = cols) and on the
+# column bus (putc/getc, peers = rows)
+_RLC_BUS = r"""static void sw_rlc_{bus}(char *p, long len, int owner, int me, int {peers}) {{
+  doublev4 v;
+  long off;
+  if (me != owner) {{
+    for (off = 0; off < len; off += 32) {{ v = simd_get{x}(v); simd_store(v, (double *)(p + off)); }}
+  }} else if ({peers} == 8) {{  /* one {busname} broadcast reaches the 7 others */
+    for (off = 0; off < len; off += 32) {{ simd_load(v, (double *)(p + off)); simd_put{x}(v, 8); }}
+  }} else {{
+    for (off = 0; off < len; off += 32) {{
+      simd_load(v, (double *)(p + off));
+      for (int {i} = 0; {i} < {peers}; {i}++) if ({i} != me) simd_put{x}(v, {i});
+    }}
+  }}
+}}
+"""
+
+_RLC_HEAD = r"""#ifndef SWTUNE_PRO
 /* Register communication, as tuner/space/analysis.py charges it: each 32-B message is one vector load
    + putr (putc) on the owner -- one broadcast over a whole row (column) of 8, a send to each other CPE
    over a partial one -- and getr (getc) + one vector store on every receiver.
    sw_rlc_row / sw_rlc_col: `p` is 32-B aligned and the 32-B multiple at or above `len` stays inside
    its buffer (the printer pads such buffers' copies to whole vectors), so every message, the last
    one too, is one aligned simd_load / simd_store. */
-static void sw_rlc_row(char *p, long len, int owner, int me, int cols) {
-  doublev4 v;
-  long off;
-  if (me != owner) {
-    for (off = 0; off < len; off += 32) { v = simd_getr(v); simd_store(v, (double *)(p + off)); }
-  } else if (cols == 8) {  /* one row broadcast reaches the 7 others */
-    for (off = 0; off < len; off += 32) { simd_load(v, (double *)(p + off)); simd_putr(v, 8); }
-  } else {
-    for (off = 0; off < len; off += 32) {
-      simd_load(v, (double *)(p + off));
-      for (int c = 0; c < cols; c++) if (c != me) simd_putr(v, c);
-    }
-  }
-}
-static void sw_rlc_col(char *p, long len, int owner, int me, int rows) {
-  doublev4 v;
-  long off;
-  if (me != owner) {
-    for (off = 0; off < len; off += 32) { v = simd_getc(v); simd_store(v, (double *)(p + off)); }
-  } else if (rows == 8) {  /* one column broadcast reaches the 7 others */
-    for (off = 0; off < len; off += 32) { simd_load(v, (double *)(p + off)); simd_putc(v, 8); }
-  } else {
-    for (off = 0; off < len; off += 32) {
-      simd_load(v, (double *)(p + off));
-      for (int r = 0; r < rows; r++) if (r != me) simd_putc(v, r);
-    }
-  }
-}
-/* Column register communication of one DMA request's region of any alignment and length (bcast's b
+"""
+_RLC_SPAN = r"""/* Column register communication of one DMA request's region of any alignment and length (bcast's b
    on SW26010): whole messages by unaligned vector loads / stores, then the ragged tail (< 32 B) as
    one more message copied byte by byte, outside the loop; the bytes past the region are not touched. */
 static void sw_rlc_col_span(char *p, long len, int owner, int me, int rows) {
@@ -629,3 +620,6 @@ static void sw_rlc_col_span(char *p, long len, int owner, int me, int rows) {
 }
 #endif
 """
+SW_RLC_HELPER = (_RLC_HEAD + _RLC_BUS.format(bus="row", peers="cols", x="r", busname="row", i="c")
+                 + _RLC_BUS.format(bus="col", peers="rows", x="c", busname="column", i="r") + _RLC_SPAN)
+
