@@ -2,7 +2,7 @@
 
     python benchmarks/search_efficiency.py [--quick] [--seeds 5] [--peer-seeds optuna_tpe=5,smac=1,...]
         [--variants plain,perturbed] [--methods ours,ours_transfer,random,PEER...] [--ours-options JSON]
-        [--cache benchmarks/out/search_runs.jsonl] [--jobs 2]
+        [--cache benchmarks/data/search_runs.jsonl] [--jobs 2]
 
 Resumable and splittable: every finished run is a JSON line in ``--cache`` (``run_cache.py``: keyed by
 method, variant, workload, seed, cap, noise, reference fingerprint and the method's code), so pieces
@@ -227,7 +227,9 @@ def main() -> None:
     parser.add_argument("--jobs", type=int, default=2, help="worker processes (one per core)")
     parser.add_argument("--summary-only", action="store_true",
                         help="run nothing: summarise the stored runs of these settings (the merge of the pieces)")
-    parser.add_argument("--cache", default="benchmarks/out/search_runs.jsonl",
+    # kept in the repository (benchmarks/data/), so the slow peers' hours of runs reach the next
+    # session: a run is reused only while its method's code and the simulator's are unchanged
+    parser.add_argument("--cache", default="benchmarks/data/search_runs.jsonl",
                         help="finished runs, one JSON line each: reused, and merged into the summary ('' = off)")
     args = parser.parse_args()
     CAP = args.cap  # module-wide: worker processes are forked after this

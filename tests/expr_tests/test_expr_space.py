@@ -68,7 +68,8 @@ def test_builtin_ops_as_expressions_match_the_builtin_path(builtin, make):
     """A built-in op through its spec (tuner/space/gemm.py, conv2d.py) and the same op written as an
     expression through the generic path: every analysis figure and the simulated time (to rounding: a
     conv expression orders its output axes n, k, oh, ow, the built-in n, oh, ow, k, so products of
-    ragged tiles' mean extents round differently), validity and failure reasons exactly."""
+    ragged tiles' mean extents round differently), validity and failure reasons exactly; and the
+    cost-model features, which know an operator by its geometry, never by its name."""
     old = ScheduleSpace(builtin, "sw26010")
     new = ExprSpace(ExprWorkload.from_tensors(make()), "sw26010")
     assert {a.name: a.role for a in new.geometry.axes} == {a.name: a.role for a in old.geometry.axes}
@@ -84,6 +85,7 @@ def test_builtin_ops_as_expressions_match_the_builtin_path(builtin, make):
         np.testing.assert_allclose(got[f], want[f], rtol=1e-13, atol=0, err_msg=f)
     np.testing.assert_array_equal(a_new.reason, a_old.reason)
     np.testing.assert_allclose(simulate(new, new_rows), simulate(old, rows), rtol=1e-13)
+    np.testing.assert_allclose(features(new, new_rows), features(old, rows), rtol=1e-6, atol=0)
 
 
 def test_sampling_features_and_baseline_work_on_a_three_operand_op():

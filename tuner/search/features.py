@@ -1,7 +1,11 @@
 """Cost-model features of configs: the analysis figures plus workload-independent knob values.
 
 Every op yields the same columns (tile knobs are summarised per role: row, col, reduction), so one
-model can learn across workloads of a target and transfer to a new one. Sizes go in as log2.
+model can learn across workloads of a target and transfer to a new one. Sizes go in as log2. What
+sets one operator apart from another enters as figures of its geometry (``operator_columns``:
+operands, untiled reduction, grouped index, constant weights, padding pass, arithmetic intensity),
+never as the operator's name, so a model trained on convs and GEMMs ranks a new expression operator
+by what it is.
 
 The ``est_*`` columns are a roofline estimate of the busiest CPE's cycles built from the analysis alone:
 main-memory lines moved at the target's *nominal* DRAM bandwidth shared by the active CPEs, the
@@ -30,7 +34,7 @@ from tuner.space.analysis import Analysis
 from tuner.space.choices import Share
 from tuner.space.space import ScheduleSpace
 
-_OPS = ("conv2d", "dense", "batch_matmul")
+_ROLES = ("row", "col", "red")
 
 
 def _log(x: np.ndarray) -> np.ndarray:
@@ -102,12 +106,28 @@ def feature_names() -> list[str]:
               "kernel_eff", "compute_step", "share_step", "db_a", "db_b", "share_none", "share_bcast", "share_mesh",
               "dma_rows", "intensity", "dma_per_compute_a", "dma_per_compute_b", "pr", "pc",
               "row_tile", "row_fraction", "col_tile", "col_fraction", "red_tile", "red_fraction",
-              "put_lines", "tile_order", "inner", "unroll", "acc", "acc_in_registers", "p1_bound", "spilled",
+              "put_lines", "tile_order", "unroll", "acc", "inner_role", "acc_in_registers", "p1_bound", "spilled",
               "valid", "est_total", "est_exposed_dma", "est_dma_excess", "est_compute", "est_put",
               "est_dma_share", "est_efficiency", "sus_total", "sus_exposed_dma", "sus_dma_excess", "sus_put",
               "sus_dma_share", "sus_efficiency"]
-    names += [f"op_{op}" for op in _OPS] + ["log_flops"]
+    names += [f"op_{name}" for name in _OPERATOR_COLUMNS] + ["log_flops"]
     return names
+
+
+_OPERATOR_COLUMNS = ("operands", "spatial_axes", "reduce_axes", "red_fixed", "grouped", "b_constant", "prepass",
+                     "intensity", "ops_per_point", "fma_per_point")
+
+
+def operator_columns(space: ScheduleSpace) -> tuple[float, ...]:
+    """The operator's own figures, the same for every config of a workload (``_OPERATOR_COLUMNS``):
+    what the expression and its spec say, not which operator it is."""
+    g = space.geometry
+    w = space.workload
+    tensor_bytes = (sum(op.access.elements for op in g.operands) + g.expr.output.elements) * w.dtype_bytes
+    return (float(len(g.operands)), float(len(g.expr.spatial)), float(len(g.expr.reduce)),
+            float(np.log2(g.red_fixed)), float(bool(g.index_div)), float(g.b_constant),
+            float(np.log2(1.0 + g.prepass_bytes / tensor_bytes)), float(np.log2(w.flops / tensor_bytes)),
+            float(g.ops_per_point), float(g.fma_per_point))
 
 
 def features(space: ScheduleSpace, index: np.ndarray, analysis: Analysis | None = None) -> np.ndarray:
@@ -129,7 +149,7 @@ def features(space: ScheduleSpace, index: np.ndarray, analysis: Analysis | None 
              *((a.share_mode == mode).astype(np.float64) for mode in Share), a.dma_mode.astype(np.float64),
              _log(a.arithmetic_intensity),
              _log(a.a.bytes / steps / compute), _log(a.b.bytes / steps / compute), _log(a.pr), _log(a.pc)]
-    for role in ("row", "col", "red"):
+    for role in _ROLES:
         tile = np.ones(n)
         extent = 1.0
         for axis in space.geometry.axes:
@@ -138,9 +158,13 @@ def features(space: ScheduleSpace, index: np.ndarray, analysis: Analysis | None 
                 tile = tile * np.minimum(space.codes[j][index[:, j]], axis.extent)
                 extent *= axis.extent
         cols += [_log(tile), tile / extent]
-    for name in ("put_lines", "tile_order", "inner", "unroll", "acc"):
+    for name in ("put_lines", "tile_order", "unroll", "acc"):
         j = space.knob_index[name]
         cols.append(space.codes[j][index[:, j]].astype(np.float64))
+    # the innermost loop by its axis' role, not by its place in the operator's own list of choices
+    j = space.knob_index["inner"]
+    role_of = {axis.name: _ROLES.index(axis.role) for axis in space.geometry.axes}
+    cols.append(np.array([role_of[name] for name in space.knobs[j].choices], dtype=np.float64)[index[:, j]])
     cols += [a.compute.acc_in_registers.astype(np.float64), (a.compute.bound == 1).astype(np.float64),
              a.compute.spilled]
     cols.append(a.valid.astype(np.float64))
@@ -154,7 +178,7 @@ def features(space: ScheduleSpace, index: np.ndarray, analysis: Analysis | None 
     cols += [_log(sus["total"]), _log(sus["exposed"]), _log(sus["excess"]), _log(sus["put"]),
              (sus["exposed"] + sus["excess"] + sus["put"]) / sus_total,
              a.macs_per_cpe / space.target.max_simd(space.workload.dtype) / sus_total]
-    cols += [np.full(n, float(space.workload.op == op)) for op in _OPS]
+    cols += [np.full(n, value) for value in operator_columns(space)]
     cols.append(np.full(n, np.log2(space.workload.flops)))
     return np.stack(cols, axis=1).astype(np.float32)
 
