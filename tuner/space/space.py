@@ -180,18 +180,26 @@ class ScheduleSpace:
         return vector
 
     # --- sampling -----------------------------------------------------------------------------
-    def _repair(self, index: np.ndarray, rng: np.random.Generator, rounds: int = 12) -> np.ndarray:
-        """Shrink tile sizes of LDM-overflowing configs; tight spaces then still sample fast."""
+    def _repair(self, index: np.ndarray, rng: np.random.Generator,
+                rounds: int = 12) -> tuple[np.ndarray, np.ndarray]:
+        """Shrink tile sizes of LDM-overflowing configs; tight spaces then still sample fast. Returns
+        the repaired rows and which of them are valid."""
         tile_cols = [i for i, k in enumerate(self.knobs) if k.name.startswith("tile_")]
         index = index.copy()
+        valid = np.zeros(len(index), dtype=bool)
+        rows = np.arange(len(index))
         for _ in range(rounds):
-            over = self.analyze(index).reason == Reason.LDM_OVERFLOW
-            if not over.any():
+            # only the rows still overflowing are analysed again: a row that fits is never changed
+            a = self.analyze(index[rows])
+            valid[rows] = a.valid
+            rows = rows[a.reason == Reason.LDM_OVERFLOW]
+            if not rows.size:
                 break
-            rows = np.flatnonzero(over)
             cols = rng.choice(tile_cols, size=rows.size)
             index[rows, cols] = np.maximum(0, index[rows, cols] - 1 - rng.integers(0, 2, rows.size))
-        return index
+        else:  # the last round's shrinks are not analysed yet
+            valid[rows] = self.analyze(index[rows]).valid
+        return index, valid
 
     def sample(self, n: int, rng: np.random.Generator | int | None = None, max_rounds: int = 50) -> np.ndarray:
         """``n`` valid configs drawn uniformly over knobs (then repaired), as an index matrix.
@@ -205,8 +213,8 @@ class ScheduleSpace:
         for _ in range(max_rounds):
             batch = max(256, 2 * (n - have))
             cand = rng.integers(0, self.sizes, size=(batch, len(self.sizes)))
-            cand = self._repair(cand, rng)
-            cand = cand[self.analyze(cand).valid]
+            cand, valid = self._repair(cand, rng)
+            cand = cand[valid]
             found.append(cand)
             have += len(cand)
             if have >= n:
