@@ -32,6 +32,7 @@ from math import prod
 import numpy as np
 
 from tuner.aot.graph import Graph, Node, Note, Tensor
+from tuner.aot.kernels import channel_axis
 from tuner.aot.tir_c import Work, scalar_epilogue
 
 RESIDUAL_SLOT = 15  # swtune_args.p index of a residual operand (per-channel vectors count up from 0)
@@ -58,12 +59,6 @@ class Epilogue:
         return self.name + ":" + "".join(self.stmts) + repr(self.vectors) + ("+res" if self.residual else "")
 
 
-def _channel_axis(k: Node) -> int:
-    """The axis of a kernel's output that a per-channel vector runs along (NCHW conv: 1; dense and
-    batch_matmul: the last)."""
-    return 1 if k.attrs["workload"].op == "conv2d" else len(k.output.shape) - 1
-
-
 def _channel_vector(c: Tensor, out_shape: tuple[int, ...], axis: int, channels: int) -> np.ndarray | None:
     """``c`` (a constant broadcast to ``out_shape``) as one value per channel, or None when it varies
     along another axis."""
@@ -79,7 +74,10 @@ def _channel_stage(graph: Graph, k: Node, u: Node, stage: int, src: str, nvec: i
                    ) -> tuple[list[str], str, Work, list[Tensor]] | None:
     """A per-channel constant epilogue stage (bias add / scale / batch-norm affine) of kernel ``k``."""
     out = k.output
-    axis = _channel_axis(k)
+    try:
+        axis = channel_axis(k.attrs["workload"])  # the output dim the op's col axis indexes
+    except ValueError:  # no single output-channel axis: nothing is per channel
+        return None
     shape = u.output.shape
     if axis == len(out.shape) - 1 and shape and shape[-1] == out.shape[-1]:
         axis = len(shape) - 1  # a row-major view of a dense / batch_matmul output keeps its last axis
