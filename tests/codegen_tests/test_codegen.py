@@ -118,6 +118,12 @@ RUN_CASES = [
     (Conv2d(1, 8, 9, 9, 8, 3, 3, pad_h=1, pad_w=1), "sw26010-pro",
      dict(tile_n=1, tile_oh=3, tile_ow=9, tile_k=2, tile_c=4, grid="2x2", share="mesh", dma="strided", put_lines=0,
           db_a=1, db_b=1, tile_order="col", inner="c", simd=4, unroll=2)),
+    # SIMD along k over a k tile of two groups of two channels: the data's group index k // 2 is not
+    # affine along the lanes (steps 0, 1, 0, 1), so its lanes are gathered one by one, not read as
+    # one vector of a repacked copy (wrong results before: a max abs error of 7.4)
+    (Conv2d(1, 6, 8, 8, 6, 3, 3, pad_h=2, pad_w=2, dil_h=2, dil_w=2, groups=3), "sw26010-pro",
+     dict(tile_n=1, tile_oh=4, tile_ow=8, tile_k=4, tile_c=2, grid="8x8", share="none", dma="rows", put_lines=0,
+          db_a=1, db_b=0, tile_order="row", inner="k", simd=4, unroll=1)),
     # db_c (asynchronous puts from two output copies) with several tiles per CPE, ragged last tiles,
     # and RLC over whole mesh rows and columns (the hardware broadcast putr/putc)
     (Dense(44, 52, 64, "float64"), "sw26010", dict(tile_m=4, tile_n=4, tile_k=4, grid="8x8", share="mesh",

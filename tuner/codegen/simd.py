@@ -33,17 +33,7 @@ def _unit_stride(load_indices: list, var: str, shape: Any = None) -> bool:
         load_indices = list(load_indices[:n])
     if any(var in free_vars(i) for i in load_indices[:-1]):
         return False
-    last = load_indices[-1]
-    names = sorted(free_vars(last))
-    rnd = random.Random(0)
-    for _ in range(4):
-        env = {n: rnd.randrange(0, 7) for n in names}
-        env[var] = 3
-        lo = evaluate(last, env)
-        env[var] = 4
-        if evaluate(last, env) - lo != 1:
-            return False
-    return True
+    return _step(load_indices[-1], var) == 1
 
 
 def simd_loop(pr: Any, node: Any, ctx: Any, w: int) -> bool:
@@ -124,20 +114,28 @@ def simd_loop(pr: Any, node: Any, ctx: Any, w: int) -> bool:
     return True
 
 
+_LANE_SPAN = 17  # consecutive loop values an index is checked over: every vector width (<= 16 lanes) and more
+
+
 def _step(index: Any, var: str) -> int | None:
-    """How far ``index`` moves when ``var`` grows by one (None: not affine in it over a few samples)."""
+    """How far ``index`` moves when ``var`` grows by one (None: not affine in it). Checked over
+    consecutive values of ``var`` from several starts, the other variables random: an index such as
+    ``(4*t + x) // 2`` looks affine between two chosen points but steps 0, 1, 0, 1 along the lanes
+    (a grouped conv's group index), and lanes of it are not one contiguous vector."""
     names = sorted(free_vars(index))
     rnd = random.Random(1)
     step = None
     for _ in range(4):
         env = {n: rnd.randrange(0, 7) for n in names}
-        env[var] = 3
-        lo = evaluate(index, env)
-        env[var] = 4
-        d = evaluate(index, env) - lo
-        if step is not None and d != step:
-            return None
-        step = d
+        start = rnd.randrange(0, 7)
+        values = []
+        for x in range(start, start + _LANE_SPAN):
+            env[var] = x
+            values.append(evaluate(index, env))
+        for d in (b - a for a, b in zip(values, values[1:])):
+            if step is not None and d != step:
+                return None
+            step = d
     return step
 
 
