@@ -16,7 +16,6 @@ from tuner.aot.tir_c import PRELUDE
 from tuner.aot.weights import WeightsLayout, weights_header_lines
 from tuner.codegen.host import HOST_HELPERS
 from tuner.targets import get_target
-from tuner.workloads import EXPR_OP
 
 
 def _var(t: Tensor) -> str:
@@ -40,20 +39,22 @@ def model_header(graph: Graph, layout: WeightsLayout, plan: MemoryPlan, model: s
 
 def _args(n: Node, ref: Ref) -> str:
     """The ``swtune_args`` initializer of a CPE step."""
-    if n.op == "kernel" and n.attrs["kernel"].workload.op == EXPR_OP:  # an expression kernel: operands by role
-        k: Kernel = n.attrs["kernel"]
-        return "{ " + ", ".join(f".{r} = {ref(t)}" for r, t in zip((*k.roles, "c"), [*n.inputs, n.output])) + " }"
     if n.op == "kernel":
         from tuner.aot.fusion import RESIDUAL_SLOT
 
-        a, b, *vectors = n.inputs  # vectors: a fused epilogue's per-channel constants
-        ep = n.attrs.get("epilogue")
+        k: Kernel = n.attrs["kernel"]
+        # the operands by role (a, b and an expression's further roles), the output as c; after them
+        # a fused epilogue's per-channel constants, and last a fused residual add's operand
+        operands, vectors = n.inputs[:len(k.roles)], n.inputs[len(k.roles):]
+        fields = [f".{r} = {ref(t)}" for r, t in zip((*k.roles, "c"), [*operands, n.output])]
         ptrs = [ref(v) for v in vectors]
-        if ep is not None and ep.residual:  # and last, a fused residual add's operand
+        ep = n.attrs.get("epilogue")
+        if ep is not None and ep.residual:
             ptrs = [*ptrs[:-1], f"[{RESIDUAL_SLOT}] = {ptrs[-1]}"]
-        p = f", {{ {', '.join(ptrs)} }}" if ptrs else ""
-        return f"{{ {ref(a)}, {ref(b)}, {ref(n.output)}{p} }}"
-    return f"{{ 0, 0, 0, {{ {', '.join(ref(t) for t in [*n.inputs, *n.outputs])} }} }}"
+        if ptrs:
+            fields.append(f".p = {{ {', '.join(ptrs)} }}")
+        return "{ " + ", ".join(fields) + " }"
+    return f"{{ .p = {{ {', '.join(ref(t) for t in [*n.inputs, *n.outputs])} }} }}"  # a memory-bound step
 
 
 def _cpe_call(n: Node, ref: Ref) -> list[str]:
