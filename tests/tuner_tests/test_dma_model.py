@@ -320,3 +320,10 @@ def test_params_validate() -> None:
         replace(PRO, get_cg_bw=0.0)
     with pytest.raises(ValueError):
         replace(PRO, rmw_cycles=-1.0)
+
+
+def test_facts_one_cpe_reads_24_kb_at_the_broadcast_gets_rate() -> None:
+    """FACTS 2.1 (swCandle BCAST_CONT): one CPE's synchronous 24 KB broadcast gets read main memory at
+    about 6.9 GB/s (444 GB/s delivered to 64 LDMs). The fitted single-CPE get stays within 15% of it."""
+    seconds = float(request_cycles(SW, "get", 24_576, active_cpes=1)) / 1.45e9
+    assert 24_576 / seconds / 1e9 == pytest.approx(6.9, rel=0.15)
