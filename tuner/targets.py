@@ -40,6 +40,18 @@ class Sharing(StrEnum):
 
 
 @dataclass(frozen=True)
+class SustainedDma:
+    """A core group's sustained DMA service when all its CPEs issue (FACTS §2 fits): plateau bytes per
+    CPE cycle and fixed service cycles per DMA block, per direction. The cost model's roofline prior
+    (tuner/search/features.py) reads these, never the simulator's fitted DMA model."""
+
+    get_bw: float
+    get_block_cycles: float
+    put_bw: float
+    put_block_cycles: float
+
+
+@dataclass(frozen=True)
 class Target:
     """One core group of a Sunway processor (the unit a kernel is spawned on)."""
 
@@ -70,6 +82,7 @@ class Target:
     sharing: Sharing  # how CPEs share tiles
     share_latency_cycles: float  # one register/RMA message, sender to receiver
     share_bytes_per_cycle: float  # row/column bus (RLC) or per-flow RMA bandwidth
+    sustained_dma: SustainedDma  # measured DMA plateau and per-block service with 64 CPEs issuing
     dma_put_line_bytes: int = 128  # DRAM is accessed in whole lines
     # --- scalar C outside the tuned kernels (tuner.aot: MPE steps, memory-bound CPE kernels, fused
     # epilogues); all assumptions [A], not measured ---
@@ -128,6 +141,9 @@ SW26010 = Target(
     sharing=Sharing.RLC,  # [P] swGEMM putr/putc
     share_latency_cycles=10.0,  # [A] FACTS 2.4: about 10 cycles is quoted but unverified
     share_bytes_per_cycle=32.0,  # [A] one 256-bit register per cycle per row/column bus (FACTS 2.4)
+    # [D] FACTS §2.1 (swCandle PE_CONT, 64 CPEs, get+put pairs): T_pair = 4.33 us + 0.0061 us/B x S,
+    # i.e. ~21 GB/s (14.5 B/cycle at 1.45 GHz) and 4.33 us x 1.45 GHz / 64 CPEs / 2 requests = 49 cycles
+    sustained_dma=SustainedDma(get_bw=14.5, get_block_cycles=49.0, put_bw=14.5, put_block_cycles=49.0),  # [D]
     extra={"dgemm_reference": "88.7-95% of CG peak with RLC sharing (ICPP'17)"},
 )
 
@@ -158,6 +174,8 @@ SW26010_PRO = Target(
     sharing=Sharing.RMA,  # [S] FACTS §1b: RMA replaces register communication
     share_latency_cycles=108.0,  # [P] sw_test RMA median one-way latency, 8 B
     share_bytes_per_cycle=24.5,  # [P] sw_test single-flow RMA bandwidth, 64 KiB
+    # [D] FACTS §2.2 (sw_test, 64 CPEs): get 21.3 B/cycle, alpha 976 cycles / 64 = 15; put 16.0, 258 / 64 = 4
+    sustained_dma=SustainedDma(get_bw=21.3, get_block_cycles=15.3, put_bw=16.0, put_block_cycles=4.0),  # [D]
     extra={"fp32_peak": "FP32 peak conflicting (27.6 vs 14.0 TF); we assume FP32 lanes = FP64 lanes"},
 )
 

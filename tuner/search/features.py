@@ -26,13 +26,12 @@ charge what the nominal estimate misses most, many small requests and a busy mem
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import numpy as np
 
 from tuner.space.analysis import Analysis
 from tuner.space.choices import Share
 from tuner.space.space import ScheduleSpace
+from tuner.targets import SustainedDma
 
 _ROLES = ("row", "col", "red")
 
@@ -47,36 +46,16 @@ def _line_bytes(plan) -> np.ndarray:
     return blocks * np.ceil(np.maximum(plan.block_bytes, 1.0) / 128.0) * 128.0
 
 
-@dataclass(frozen=True)
-class SustainedDma:
-    """A core group's sustained DMA service when all its CPEs issue: plateau B/cycle, cycles per block."""
-
-    get_bw: float
-    get_block_cycles: float
-    put_bw: float
-    put_block_cycles: float
-
-
-SUSTAINED_DMA = {
-    # FACTS §2.1 (swCandle PE_CONT, 64 CPEs, get+put pairs): T_pair = 4.33 us + 0.0061 us/B x S, i.e.
-    # ~21 GB/s (14.5 B/cycle at 1.45 GHz) and 4.33 us x 1.45 GHz / 64 CPEs / 2 requests = 49 cycles
-    "sw26010": SustainedDma(get_bw=14.5, get_block_cycles=49.0, put_bw=14.5, put_block_cycles=49.0),
-    # FACTS §2.2 (sw_test, 64 CPEs): get 21.3 B/cycle, alpha 976 cycles / 64 = 15; put 16.0, 258 / 64 = 4
-    "sw26010-pro": SustainedDma(get_bw=21.3, get_block_cycles=15.3, put_bw=16.0, put_block_cycles=4.0),
-}
-
-
 def roofline(space: ScheduleSpace, a: Analysis, sustained: bool = False) -> dict[str, np.ndarray]:
     """Estimated cycles of the busiest CPE: total and its parts (see the module docstring).
 
-    ``sustained``: DMA at the target's measured plateau and per-block service (``SUSTAINED_DMA``),
+    ``sustained``: DMA at the target's measured plateau and per-block service (``Target.sustained_dma``),
     else at the nominal DRAM bandwidth with no per-request cost."""
     target = space.target
     active = np.maximum(a.active_cpes, 1.0)
     nominal = target.mem_bandwidth_Bps / target.clock_hz  # B/cycle of the core group
-    rates = SUSTAINED_DMA.get(target.name) if sustained else None
-    if rates is None:
-        rates = SustainedDma(get_bw=nominal, get_block_cycles=0.0, put_bw=nominal, put_block_cycles=0.0)
+    rates = target.sustained_dma if sustained else SustainedDma(
+        get_bw=nominal, get_block_cycles=0.0, put_bw=nominal, put_block_cycles=0.0)
 
     def dma(plan, bw: float, block_cycles: float) -> np.ndarray:  # cycles of the busiest CPE
         blocks = plan.requests * np.maximum(plan.blocks_per_request, 1.0)
