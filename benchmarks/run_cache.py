@@ -19,6 +19,7 @@ import fcntl
 import hashlib
 import json
 import math
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -104,6 +105,34 @@ class RunCache:
                 fh.flush()
             finally:
                 fcntl.flock(fh, fcntl.LOCK_UN)
+
+    def compact(self, current: Callable[[str], bool]) -> int:
+        """Drop the stored runs whose key ``current`` rejects (runs of older code or simulators, kept in
+        the repository otherwise for ever); returns how many were dropped. Rewritten in place under the
+        same lock as ``put``, so a concurrent process's append lands after it, not in a lost copy."""
+        if self.path is None or not self.path.exists():
+            return 0
+        with open(self.path, "r+") as fh:
+            fcntl.flock(fh, fcntl.LOCK_EX)
+            try:
+                lines = [line for line in fh.read().splitlines() if line.strip()]
+                kept = []
+                for line in lines:
+                    try:
+                        key = json.loads(line)["key"]
+                    except (json.JSONDecodeError, KeyError):
+                        continue  # a line cut by a kill mid-write
+                    if current(key):
+                        kept.append(line)
+                fh.seek(0)
+                fh.truncate()
+                fh.write("".join(line + "\n" for line in kept))
+                fh.flush()
+            finally:
+                fcntl.flock(fh, fcntl.LOCK_UN)
+        self.runs = {}
+        self.reload()
+        return len(lines) - len(kept)
 
     def matching(self, variant: str, workload: str, cap: int, noise: float, references: set[str],
                  codes: dict[str, str] | None = None) -> list[dict[str, Any]]:

@@ -225,6 +225,8 @@ def main() -> None:
     parser.add_argument("--workloads", default="", help="indices into the suite (default: all)")
     parser.add_argument("--cap", type=int, default=1000, help="trial cap of every method (smoke tests only)")
     parser.add_argument("--jobs", type=int, default=2, help="worker processes (one per core)")
+    parser.add_argument("--compact", action="store_true",
+                        help="first drop stored runs of older code or simulators from --cache (default options only)")
     parser.add_argument("--summary-only", action="store_true",
                         help="run nothing: summarise the stored runs of these settings (the merge of the pieces)")
     # kept in the repository (benchmarks/data/), so the slow peers' hours of runs reach the next
@@ -277,6 +279,15 @@ def main() -> None:
     ref_fp = reference.fingerprint()
     same_times = reference.equivalent_fingerprints()  # older fingerprints checked to give identical times
     codes = {m: code_fingerprint(m, options) for m in ("ours", "ours_transfer", "random", *PEERS)}
+    if args.compact:
+        if options:
+            raise SystemExit("--compact keeps the runs of the default options only: drop --ours-options")
+
+        def current(key: str) -> bool:
+            m, _v, _w, _seed, _cap, _noise, ref, code = json.loads(key)
+            return ref in same_times and (m not in codes or codes[m] == code)
+
+        print(f"compacted {args.cache}: {cache.compact(current)} stale runs dropped", flush=True)
 
     def key_of(m: str, v: Variant, i: int, seed: int, fp: str = ref_fp) -> str:
         return run_key(m, v.value, f"{spaces[i].target.name}:{spaces[i].workload.key}", seed, CAP, NOISE, fp,

@@ -128,3 +128,17 @@ def test_restamp_keeps_entries_whose_times_are_unchanged_and_nothing_else(tmp_pa
     assert reference.load(Variant.PLAIN, space)["seconds"] == seconds
     assert reference.equivalent_fingerprints() == {"new", "old"}
     assert reference.restamp() is None  # current already
+
+
+def test_compact_drops_stale_runs_and_keeps_appends_of_other_processes(tmp_path):
+    path = tmp_path / "runs.jsonl"
+    cache = RunCache(path)
+    cache.put(_key(reference="old"), {"method": "ours", "seed": 0, "curve": [1.0]})
+    cache.put(_key(reference="new"), {"method": "ours", "seed": 0, "curve": [2.0]})
+    cache.put(_key(reference="new", code="c0"), {"method": "ours", "seed": 0, "curve": [3.0]})
+    other = RunCache(path)  # another process, opened before the compaction
+    assert cache.compact(lambda key: json.loads(key)[6] == "new" and json.loads(key)[7] == "c1") == 2
+    other.put(_key(reference="new", seed=1), {"method": "ours", "seed": 1, "curve": [4.0]})
+    reread = RunCache(path)
+    assert set(reread.runs) == {_key(reference="new"), _key(reference="new", seed=1)}
+    assert len(path.read_text().splitlines()) == 2
