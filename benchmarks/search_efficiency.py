@@ -49,7 +49,7 @@ from cost_model import XGBoostCostModel
 from tuner.measure.base import OK, MeasureResult
 from tuner.models import model_layers
 from tuner.search import create_strategy
-from tuner.search.features import features
+from tuner.search.transfer import History, base_model
 from tuner.space import ScheduleSpace
 from tuner.space.factory import space_for
 
@@ -383,11 +383,8 @@ def main() -> None:
                   if j != i and spaces[j].target.name == spaces[i].target.name and (v, j, seed) in histories]
         if not others:
             return None
-        base = XGBoostCostModel(seed=seed)
-        base.update(np.concatenate([features(spaces[j], np.asarray(h[0], dtype=np.int64)) for j, h in others]),
-                    np.concatenate([np.asarray(h[1]) for _, h in others]),
-                    np.concatenate([np.full(len(h[1]), j) for j, h in others]))
-        return base
+        return base_model([History(spaces[j], np.asarray(h[0], dtype=np.int64), np.asarray(h[1])) for j, h in others],
+                          seed=seed)
 
     # ours first, then ours with transfer (it learns from ours' histories), then random and the peers
     # slowest last: the figures of ours are there even when the slow peers overrun

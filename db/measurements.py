@@ -105,5 +105,17 @@ def measurements_of(session: Session, workload_id: int, target_id: int,
     return out
 
 
+def measured_elsewhere(session: Session, target_id: int, workload_id: int,
+                       limit: int) -> list[tuple[str, dict[str, Any], float]]:
+    """(workload canonical JSON, config, mean seconds) of the ``limit`` newest successful measurements
+    of the target's other workloads: what a new task's cost model transfers from."""
+    stmt = (select(WorkloadRow.canonical_json, MeasurementRow.config, MeasurementRow.mean_time)
+            .join(WorkloadRow, WorkloadRow.id == MeasurementRow.workload_id)
+            .where(MeasurementRow.target_id == target_id, MeasurementRow.workload_id != workload_id,
+                   MeasurementRow.status == "ok", MeasurementRow.mean_time.is_not(None))
+            .order_by(MeasurementRow.id.desc()).limit(limit))
+    return [(canonical, config, float(seconds)) for canonical, config, seconds in session.execute(stmt).all()]
+
+
 def count_measurements(session: Session) -> int:
     return session.scalar(select(func.count()).select_from(MeasurementRow)) or 0

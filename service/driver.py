@@ -4,6 +4,8 @@ Runs as a background thread of the API process (started by the app's lifespan) o
 (``python -m service.driver``). All of its state lives in the database: after a restart each
 task's strategy is rebuilt by telling it every stored measurement of the task's (workload, target)
 and marking every queued job in flight, so nothing is measured twice and no budget is exceeded.
+A model-guided task's cost model starts from a base model of the newest measurements of the
+target's other workloads (``transfer_rows``, tuner.search.transfer), so it needs no random warm-up.
 
 Budget rule: a task's trials are its jobs that are done, failed or still queued; the driver never
 queues more than ``budget - that``, and a task is done when done + failed reaches its budget (or its
@@ -28,14 +30,17 @@ import threading
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 
+import numpy as np
 from sqlalchemy import text
 from sqlalchemy.exc import OperationalError
 
+from cost_model import CostModel
 from db import jobs as jobs_db
 from db import measurements as measurements_db
 from db import submissions as submissions_db
 from db import tasks as tasks_db
 from db.engine import Database
+from db.refs import workload_of
 from service import budget
 from service.settings import Settings
 from service.strategies import available
@@ -222,8 +227,8 @@ class TuningDriver:
             if not locked:
                 self.stats.lock_skips += 1
                 return 0
-            state = self._state(task)
             with self.db.session() as s:
+                state = self._state(s, task)
                 self._sync(s, task, state)
                 counts = tasks_db.job_counts(s, [task.id])[task.id]
             used, queued, want = self._room(task, counts)
@@ -282,19 +287,50 @@ class TuningDriver:
             task = next((t for t in tasks_db.active_tasks(s) if t.id == task_id), None)
             if task is None:
                 raise KeyError(f"task {task_id} is not active")
-            state = self._state(task)
+            state = self._state(s, task)
             self._sync(s, task, state)
         return state.strategy
 
-    def _state(self, task: tasks_db.TaskSpec) -> _TaskState:
+    def _state(self, session, task: tasks_db.TaskSpec) -> _TaskState:
         state = self._states.get(task.id)
         if state is None:
             name = task.strategy if task.strategy in available() else "random"
             if name != task.strategy:
                 log.warning("task %s: strategy %r is not registered here; using random", task.id, task.strategy)
             space = space_for(task.workload, task.target)
-            state = self._states[task.id] = _TaskState(create_strategy(name, space, seed=task.seed))
+            options = {"base_model": self._transfer_base(session, task)} if name == "model" else {}
+            state = self._states[task.id] = _TaskState(create_strategy(name, space, seed=task.seed, **options))
         return state
+
+    def _transfer_base(self, session, task: tasks_db.TaskSpec) -> CostModel | None:
+        """A base cost model of the target's other workloads' newest measurements (tuner.search.transfer),
+        or None (transfer off, too little measured)."""
+        if self.settings.transfer_rows <= 0:
+            return None
+        from tuner.search.transfer import History, base_model  # xgboost: only for the model strategy
+
+        limit = self.settings.transfer_rows
+        rows = measurements_db.measured_elsewhere(session, task.target_id, task.workload_id, limit)
+        by_workload: dict[str, list[tuple[Config, float]]] = {}
+        for canonical, config, mean_time in rows:
+            by_workload.setdefault(canonical, []).append((config, mean_time))
+        histories = []
+        for canonical, measured in by_workload.items():
+            space = space_for(workload_of(canonical), task.target)
+            index, seconds = [], []
+            for config, t in measured:
+                try:
+                    index.append(space.encode(config))
+                except InvalidConfigError:
+                    continue  # e.g. imported from a site whose space had other knobs
+                seconds.append(t)
+            if index:
+                histories.append(History(space, np.stack(index), np.asarray(seconds)))
+        base = base_model(histories, seed=task.seed)
+        if base is not None:
+            log.info("task %s: cost model transfers from %d measurements of %d other workloads", task.id,
+                     sum(len(h.seconds) for h in histories), len(histories))
+        return base
 
     def _sync(self, session, task: tasks_db.TaskSpec, state: _TaskState) -> None:
         """Tell the strategy new measurements of its (workload, target), then mark new jobs in flight."""

@@ -39,6 +39,8 @@ class Settings(BaseSettings):
     queue_depth: int = Field(32, ge=1, description="pending+leased jobs the driver keeps per task")
     default_strategy: str = Field("", description="search strategy when a task names none ('' = model if "
                                                   "registered, else random)")
+    transfer_rows: int = Field(4000, ge=0, description="newest measurements of the target's other workloads "
+                                                       "a new task's cost model starts from (0: no transfer)")
 
     host: str = "127.0.0.1"
     port: int = 8000

@@ -154,3 +154,38 @@ def test_a_task_locked_by_another_replica_is_skipped(database: Database, backend
     with database.session() as s:
         assert tasks_db.job_counts(s, [tid])[tid]["pending"] == 8
     b.db.dispose()
+
+
+def test_a_new_task_transfers_from_the_targets_other_workloads(database: Database) -> None:
+    """The cost model of a task on a workload never measured starts from a base model of the target's
+    other workloads' measurements (none with transfer off): no random warm-up, and it ranks the new
+    workload's configs."""
+    import numpy as np
+    from scipy.stats import spearmanr
+
+    from tuner.measure.simulator import simulate
+
+    submit_one(database, WORKLOADS[0], 48)
+    driver = TuningDriver(database, settings(database.url))
+    for _ in range(100):
+        driver.run_once()
+        if not measure_some(database, n=8):
+            break
+    (new,) = submit_one(database, Dense(4, 512, 384, "float32"), 16)
+    strategy = TuningDriver(database, settings(database.url)).strategy(new)
+    base = strategy.model.base
+    assert base is not None and base.trained and strategy.n_init == 0
+    assert TuningDriver(database, settings(database.url, transfer_rows=0)).strategy(new).model.base is None
+    from tuner.search.features import features
+
+    space = strategy.space
+    rows = space.sample(400, np.random.default_rng(0))
+    # scores rank high what is fast: the transferred model (the base's predictions plus the roofline
+    # prior) orders a sample of the new workload's configs by their simulated times
+    rho = spearmanr(strategy.model.predict(features(space, rows)), simulate(space, rows)).statistic
+    assert rho < -0.8, rho
+
+
+def submit_one(db: Database, workload, trials: int) -> list[int]:
+    with db.session() as s:
+        return [t.id for t in tasks_db.create_tasks(s, [workload], TARGET, trials, "model")]
