@@ -21,7 +21,7 @@ import json
 import math
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import _common
 
@@ -54,9 +54,26 @@ def code_fingerprint(method: str, options: dict[str, Any]) -> str:
     return h.hexdigest()[:16]
 
 
+class RunKey(NamedTuple):
+    """What identifies a stored run (the module docstring), in the order ``run_key`` writes it."""
+
+    method: str
+    variant: str
+    workload: str
+    seed: int
+    cap: int
+    noise: float
+    reference: str
+    code: str
+
+
 def run_key(method: str, variant: str, workload: str, seed: int, cap: int, noise: float, reference: str,
             code: str) -> str:
-    return json.dumps([method, variant, workload, seed, cap, noise, reference, code])
+    return json.dumps(list(RunKey(method, variant, workload, seed, cap, noise, reference, code)))
+
+
+def parse_key(key: str) -> RunKey:
+    return RunKey(*json.loads(key))
 
 
 class RunCache:
@@ -141,10 +158,11 @@ class RunCache:
         to its current code fingerprint, methods not in it are skipped)."""
         out = []
         for key, row in self.runs.items():
-            m, v, w, _seed, c, n, r, code = json.loads(key)
-            if (v, w, c) != (variant, workload, cap) or r not in references or not math.isclose(n, noise):
+            k = parse_key(key)
+            if (k.variant, k.workload, k.cap) != (variant, workload, cap) or k.reference not in references \
+                    or not math.isclose(k.noise, noise):
                 continue
-            if codes is not None and codes.get(m) != code:
+            if codes is not None and codes.get(k.method) != k.code:
                 continue
             out.append(row)
         return out

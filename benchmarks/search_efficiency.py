@@ -42,7 +42,7 @@ import reference
 from _common import emit
 from objective import NOISE, Objective, TrialLog, Variant
 from peers import PEERS, run_peer
-from run_cache import RunCache, code_fingerprint, run_key
+from run_cache import RunCache, code_fingerprint, parse_key, run_key
 from workload_suite import suite
 
 from cost_model import XGBoostCostModel
@@ -284,8 +284,8 @@ def main() -> None:
             raise SystemExit("--compact keeps the runs of the default options only: drop --ours-options")
 
         def current(key: str) -> bool:
-            m, _v, _w, _seed, _cap, _noise, ref, code = json.loads(key)
-            return ref in same_times and (m not in codes or codes[m] == code)
+            k = parse_key(key)
+            return k.reference in same_times and (k.method not in codes or codes[k.method] == k.code)
 
         print(f"compacted {args.cache}: {cache.compact(current)} stale runs dropped", flush=True)
 

@@ -10,7 +10,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
 
-from run_cache import RunCache, code_fingerprint, run_key  # noqa: E402
+from run_cache import RunCache, code_fingerprint, parse_key, run_key  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -137,7 +137,7 @@ def test_compact_drops_stale_runs_and_keeps_appends_of_other_processes(tmp_path)
     cache.put(_key(reference="new"), {"method": "ours", "seed": 0, "curve": [2.0]})
     cache.put(_key(reference="new", code="c0"), {"method": "ours", "seed": 0, "curve": [3.0]})
     other = RunCache(path)  # another process, opened before the compaction
-    assert cache.compact(lambda key: json.loads(key)[6] == "new" and json.loads(key)[7] == "c1") == 2
+    assert cache.compact(lambda key: parse_key(key).reference == "new" and parse_key(key).code == "c1") == 2
     other.put(_key(reference="new", seed=1), {"method": "ours", "seed": 1, "curve": [4.0]})
     reread = RunCache(path)
     assert set(reread.runs) == {_key(reference="new"), _key(reference="new", seed=1)}

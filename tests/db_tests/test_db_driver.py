@@ -164,6 +164,7 @@ def test_a_new_task_transfers_from_the_targets_other_workloads(database: Databas
     from scipy.stats import spearmanr
 
     from tuner.measure.simulator import simulate
+    from tuner.search.features import features
 
     submit_one(database, WORKLOADS[0], 48)
     driver = TuningDriver(database, settings(database.url))
@@ -176,8 +177,6 @@ def test_a_new_task_transfers_from_the_targets_other_workloads(database: Databas
     base = strategy.model.base
     assert base is not None and base.trained and strategy.n_init == 0
     assert TuningDriver(database, settings(database.url, transfer_rows=0)).strategy(new).model.base is None
-    from tuner.search.features import features
-
     space = strategy.space
     rows = space.sample(400, np.random.default_rng(0))
     # scores rank high what is fast: the transferred model (the base's predictions plus the roofline
