@@ -45,11 +45,12 @@ from service import budget
 from service.settings import Settings
 from service.strategies import available
 from tuner.baseline import baseline_time
+from tuner.cpe.search import strategy_for
 from tuner.errors import InvalidConfigError
 from tuner.measure.base import MeasureResult, Source, Status
 from tuner.search import SearchStrategy, create_strategy
 from tuner.space.factory import space_for
-from tuner.space.space import Config
+from tuner.space.space import Config, ScheduleSpace
 
 log = logging.getLogger(__name__)
 # Keyed by (schema, task): test schemas and deployments sharing one PostgreSQL do not collide.
@@ -298,6 +299,7 @@ class TuningDriver:
             if name != task.strategy:
                 log.warning("task %s: strategy %r is not registered here; using random", task.id, task.strategy)
             space = space_for(task.workload, task.target)
+            name = strategy_for(space, name)  # a memory-bound CPE kernel has its own (tuner.cpe.search)
             options = {"base_model": self._transfer_base(session, task)} if name == "model" else {}
             state = self._states[task.id] = _TaskState(create_strategy(name, space, seed=task.seed, **options))
         return state
@@ -317,6 +319,8 @@ class TuningDriver:
         histories = []
         for canonical, measured in by_workload.items():
             space = space_for(workload_of(canonical), task.target)
+            if not isinstance(space, ScheduleSpace):
+                continue  # a CPE kernel's features are not the GEMM-like kernels' (tuner.cpe.space)
             index, seconds = [], []
             for config, t in measured:
                 try:

@@ -13,9 +13,11 @@ from __future__ import annotations
 import itertools
 import math
 from functools import lru_cache
+from typing import Any
 
 import numpy as np
 
+from tuner.errors import InvalidConfigError
 from tuner.measure.simulator import simulate
 from tuner.space.choices import Acc, Dma, Share
 from tuner.space.factory import space_for
@@ -27,8 +29,15 @@ FIXED = dict(share=Share.NONE.label, dma=Dma.ROWS.label, put_lines=0, db_a=0, db
 PARALLEL = {"64x1": "row", "1x64": "col"}  # grid -> the axes split element-wise over the CPEs
 
 
-def openacc_baseline(space: ScheduleSpace) -> Config:
-    """The fastest config (by the simulator) with the OpenACC restrictions."""
+def openacc_baseline(space: ScheduleSpace | Any) -> Config:
+    """The fastest config (by the simulator) with the OpenACC restrictions. A memory-bound CPE
+    kernel's baseline is what the baseline program runs for it: the compiler's untuned choice
+    (tuner.cpe.space.CpeKernelSpace.default_config)."""
+    if not isinstance(space, ScheduleSpace):
+        try:
+            return space.default_config()
+        except InvalidConfigError as exc:
+            raise RuntimeError(str(exc)) from None
     rows = []
     for grid, parallel_role in PARALLEL.items():
         choices: list[tuple[str, tuple]] = []
@@ -57,5 +66,8 @@ def baseline_time(workload: Workload, target: str) -> float | None:
         config = openacc_baseline(space)
     except RuntimeError:
         return None
+    if not isinstance(space, ScheduleSpace):
+        exact = space.exact_seconds(config)
+        return exact[0] if exact is not None else None
     t = float(simulate(space, space.encode(config)[None, :])[0])
     return t if math.isfinite(t) and t > 0 else None

@@ -10,6 +10,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
+from tuner.cpe.search import strategy_for
 from tuner.measure.base import MeasureBackend
 from tuner.measure.noise import DEFAULT_NOISE
 from tuner.measure.registry import BackendName, BackendOptions, backend_for
@@ -57,7 +58,8 @@ def tune_workloads(workloads: Sequence[Workload], target: Target | str, trials: 
     if trials < 1 or batch < 1:
         raise ValueError("trials and batch must be positive")
     backend.preflight()  # a machine that cannot measure fails here (InfrastructureError), before any search
-    searches = [create_strategy(strategy, space_for(w, target), seed=seed) for w in workloads]
+    spaces = [space_for(w, target) for w in workloads]
+    searches = [create_strategy(strategy_for(sp, strategy), sp, seed=seed) for sp in spaces]
     scheduler = GradientScheduler(list(weights or [1.0] * len(workloads)), [trials] * len(workloads),
                                   early_stop=early_stop)
     curves: list[list[float]] = [[] for _ in workloads]

@@ -1,7 +1,8 @@
 """Operator workloads (conv2d incl. depthwise, dense, batch_matmul): validation, canonical JSON and keys.
 
-Operators written as tensor expressions (tuner/expr/workload.py, op ``"expr"``) share the JSON
-round-trip: :func:`workload_from_json` rebuilds them from the TVMScript text they carry.
+Operators written as tensor expressions (tuner/expr/workload.py, op ``"expr"``) and memory-bound CPE
+kernels (tuner/cpe/workload.py, op ``"cpe_kernel"``) share the JSON round-trip:
+:func:`workload_from_json` rebuilds them from the TVMScript text they carry.
 
 A workload is one operator instance: op, shapes and dtype. Its canonical JSON (sorted keys, no
 spaces) is what the tuning log stores, and its key is a readable, stable string that names it in
@@ -19,6 +20,7 @@ from tuner.errors import InvalidWorkloadError
 
 DTYPE_BYTES = {"float32": 4, "float64": 8}
 EXPR_OP = "expr"  # op of an operator written as a tensor expression (tuner.expr.workload.ExprWorkload)
+CPE_KERNEL_OP = "cpe_kernel"  # op of a memory-bound operator run block by block (tuner.cpe.workload)
 
 # Bounds that keep a workload tunable and every figure of it inside a 64-bit column: the largest
 # extent of any shape field (16 Mi: far beyond any layer of a real model) and the largest FLOP count
@@ -254,6 +256,10 @@ def workload_from_json(spec: dict[str, Any] | str) -> Workload:
         from tuner.expr.workload import ExprWorkload
 
         return ExprWorkload.from_json({"op": op, **spec})
+    if op == CPE_KERNEL_OP:
+        from tuner.cpe.workload import CpeKernelWorkload
+
+        return CpeKernelWorkload.from_json({"op": op, **spec})
     if op not in WORKLOAD_TYPES:
         raise InvalidWorkloadError(f"unknown op {op!r}; expected one of {sorted(WORKLOAD_TYPES)} or {EXPR_OP!r}")
     cls = WORKLOAD_TYPES[op]

@@ -53,7 +53,7 @@ def _pitched_lookup(w: Any) -> Any:
     from tuner.space.space import ScheduleSpace
     from tuner.targets import get_target
 
-    if w.op == "expr":
+    if w.op in ("expr", "cpe_kernel"):
         return None
     space = ScheduleSpace(w, get_target(TARGET))
     cfg = dict(openacc_baseline(space), put_lines=1)

@@ -174,7 +174,8 @@ def test_chosen_schedule_is_counted_on_its_own_body(tmp_path: Path) -> None:
     """The analysis predicts bodies between two legalized sizes; the kernel that is emitted carries
     figures counted on its own legalized body: LDM = operand blocks (inputs doubled with db) + the
     body's scratch, and its time is the analysis' at that body's exact counts."""
-    from tuner.aot.cpe_ops import CpeOp, _cycles
+    from tuner.aot.cpe_plan import CpeOp
+    from tuner.aot.cpe_plan import cycles as _cycles
     from tuner.bridge.extract import torch_to_relax
 
     model, x = torch.nn.LayerNorm(96).eval(), torch.randn(1, 384, 96)

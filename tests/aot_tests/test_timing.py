@@ -32,7 +32,7 @@ def resnet() -> Any:
 
 
 def _best_of(w: Any, n: int = 64) -> dict[str, Any] | None:
-    if w.op == "expr":  # memory-bound operators keep their untuned lowering here
+    if w.op in ("expr", "cpe_kernel"):  # memory-bound operators keep their untuned lowering here
         return None
     space = ScheduleSpace(w, TARGET)
     rows = np.concatenate([space.sample(n, rng=1), space.encode(openacc_baseline(space))[None, :]])

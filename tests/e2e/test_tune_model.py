@@ -25,8 +25,10 @@ def test_tune_model_then_compile_embedded(tmp_path: Path) -> None:
     assert result.exit_code == 0, result.output
     out = result.output
     # 12 distinct layers; where a shortcut add fuses into a conv (epilogue=residual_add) that form is a
-    # task of its own: 9 plain and 7 fused forms
-    assert "16 tunable tasks" in out and "nn.batch_norm x20" in out  # untuned operators are listed
+    # task of its own: 9 plain and 7 fused forms; the padded max pool and the global average pool are
+    # memory-bound CPE kernel tasks
+    assert "18 tunable tasks (2 memory-bound" in out
+    assert re.search(r"nn\.batch_norm\s+x20", out)  # untuned operators are listed (the line may wrap)
     rows = [line for line in out.splitlines() if re.match(r"^│ (conv2d|dense)_\d+", line)]
     layer_rows = [r for r in rows if r.count("│") == 8]  # the per-layer table (7 columns)
     assert len(layer_rows) == 16 and all("x │" in r for r in layer_rows)  # every layer has a speedup
@@ -38,6 +40,9 @@ def test_tune_model_then_compile_embedded(tmp_path: Path) -> None:
     kernels = json.loads((out_dir / "manifest.json").read_text())["kernels"]
     assert len({k["workload_key"] for k in kernels}) == 16 and all(k["status"] == "tuned" for k in kernels)
     assert len({k["workload_key"] for k in kernels if k["workload_key"].endswith("-ep_residual_add")}) == 7
+    cpe = json.loads((out_dir / "manifest.json").read_text())["cpe_kernels"]
+    # the max pool runs on the CPEs at its tuned config; the 1x1 mean stays on the MPE (faster than a spawn)
+    assert [k["workload"]["name"] for k in cpe] == ["nn_max_pool2d"] and cpe[0]["status"] == "tuned", cpe
 
 
 def test_tune_model_names_an_operator_that_cannot_compile_before_tuning(tmp_path: Path, monkeypatch) -> None:

@@ -52,6 +52,7 @@ class AotResult:
     memory: MemoryPlan
     files: list[str] = field(default_factory=list)
     timing: ModelTime | None = None  # simulated end-to-end time, tuned vs baseline program
+    cpe_ops: list[Any] = field(default_factory=list)  # the memory-bound and layout kernels (tuner.aot.cpe_ops)
 
     @property
     def input_shapes(self) -> list[tuple[int, ...]]:
@@ -98,9 +99,11 @@ def _rows(graph: Graph) -> list[OpRow]:
             rows.append(OpRow(s.source, s.relax_op, s.where, s.detail))
         elif isinstance(s, Node) and s.op == "cpe":
             op = s.attrs["cpe"]
+            how = ("tuned" if getattr(op, "tuned", False) else "untuned") + \
+                (f", simd {op.lanes}" if getattr(op, "lanes", 1) > 1 else "")
             rows.append(OpRow(s.source, s.relax_op, "CPE (memory-bound)",
                               f"{op.name}: {op.blocks} blocks of {op.block} along axis {op.axis}, "
-                              f"{op.ldm_bytes} B LDM"))
+                              f"{op.ldm_bytes} B LDM ({how})"))
         elif isinstance(s, Node) and s.op == "kernel":
             k: Kernel = s.attrs["kernel"]
             where = "tuned kernel" if k.tuned else "fallback kernel"
@@ -114,14 +117,15 @@ def _rows(graph: Graph) -> list[OpRow]:
     return rows
 
 
-def assign_cpe_kernels(graph: Graph, target: Target, first_index: int, mode: CpeMode = CpeMode.FASTER
-                       ) -> list[Any]:
-    """Move memory-bound operators to the CPEs (tuner.aot.cpe_ops; by default where that is faster);
-    number the distinct CPE kernels after the GEMM-like ones."""
+def assign_cpe_kernels(graph: Graph, target: Target, first_index: int, mode: CpeMode = CpeMode.FASTER,
+                       lookup: Lookup | None = None) -> list[Any]:
+    """Move memory-bound operators to the CPEs (tuner.aot.cpe_ops; by default where that is faster),
+    at their tuned configs where ``lookup`` has them; number the distinct CPE kernels after the
+    GEMM-like ones."""
     from tuner.aot.cpe_ops import offload
     from tuner.aot.launch_groups import runs
 
-    offload(graph, target, mode)
+    offload(graph, target, mode, lookup)
     if mode == CpeMode.FASTER:  # offload counted on sharing a spawn: a lone slower one goes back to the MPE
         for run in runs(graph):
             n = run[0]
@@ -198,7 +202,7 @@ def lower_model(mod: Any, target: Target | str, lookup: Lookup | None, *, cpe_mo
 
         fuse_epilogues(graph, ctype(graph.dtype))
     kernels = resolve_kernels(graph, tgt, lookup, untuned_seconds(graph, tgt, CpeMode(cpe_mode)))
-    cpe_ops = assign_cpe_kernels(graph, tgt, len(kernels), CpeMode(cpe_mode))
+    cpe_ops = assign_cpe_kernels(graph, tgt, len(kernels), CpeMode(cpe_mode), lookup)
     groups = assign_groups(graph) if group_launches else []
     return LoweredModel(graph, tgt, kernels, cpe_ops, groups)
 
@@ -231,7 +235,7 @@ def compile_model(model: Any, target: Target | str, out_dir: str | Path, lookup:
     for fname, text in files.items():
         (out / fname).write_text(text)
     result = AotResult(out, tgt.name, _rows(graph), kernels, graph, plan, [*files, "weights.bin", "manifest.json"],
-                       low.timing())
+                       low.timing(), low.cpe_ops)
     (out / "manifest.json").write_text(json.dumps(_manifest(result, name), indent=1))
     return result
 
@@ -245,6 +249,9 @@ def _manifest(r: AotResult, name: str) -> dict[str, Any]:
         "kernels": [{"name": k.name, "workload": k.workload.to_json(), "workload_key": k.workload.key,
                      "config": k.config, "status": k.status, "calls": k.calls,
                      "epilogue": k.epilogue.name if k.epilogue else None} for k in r.kernels],
+        "cpe_kernels": [{"name": op.name, "workload": op.workload.to_json(), "workload_key": op.workload.key,
+                         "config": op.config, "status": "tuned" if op.tuned else "untuned"}
+                        for op in r.cpe_ops if getattr(op, "workload", None) is not None],
         "fused_epilogues": r.counts().get("fused epilogue", 0),
         "steps": [r.__dict__ for r in r.rows],
         "intermediate_bytes": r.memory.total_elems * (4 if g.dtype == "float32" else 8),

@@ -15,19 +15,17 @@ the next block's gets are in flight while this one is computed), compute, DMA pu
 
 Whether slicing preserves the operator's meaning is not assumed from its name: the full and the
 sliced PrimFunc are run with TVM's llvm build on random data and a few blocks compared, at compile
-time. The schedule (block size, double-buffered gets, active CPEs) is picked from its whole space by
-the vectorised analysis of tuner.aot.cpe_schedule: the configuration with the least simulated time.
-These are choices of the simulator at compile time, not measured tuning tasks. The body's operation
-counts come from legalizing it at two block sizes (predicted in between, linear in the block size);
-the winning size is legalized and the space re-evaluated until the winner's figures are counted on
-its own body. A kernel replaces the MPE step only when its simulated time is lower.
+time. Each cut is a KernelPlan (tuner.aot.cpe_plan). The schedule (cut, block size, double-buffered
+gets, active CPEs, SIMD lanes) is the tuning log's config for the node's CPE kernel task
+(tuner.aot.cpe_task, tuner.cpe) when the lookup has one, else the configuration of least simulated
+time of the vectorised analysis (tuner.aot.cpe_schedule), counted on its own legalized body. A kernel
+replaces the MPE step only when its simulated time is lower.
 """
 
 from __future__ import annotations
 
 import logging
 from collections.abc import Callable
-from dataclasses import dataclass
 from enum import Enum
 from math import prod
 from typing import Any
@@ -35,9 +33,11 @@ from typing import Any
 import numpy as np
 
 from tuner.aot.cpe_layout import PadOp, RowCopyOp, TransposeOp, plan_pad, plan_rowcopy, plan_transpose
-from tuner.aot.cpe_schedule import CPES, Operand, Space, Window, analyse, dma_counts
-from tuner.aot.graph import Graph, Node, slave_symbol
-from tuner.aot.tir_c import CFunction, Work, print_prim_func
+from tuner.aot.cpe_plan import CpeOp, KernelPlan, ParamSlice
+from tuner.aot.cpe_schedule import Space, Window, dma_counts
+from tuner.aot.graph import Graph, Node
+from tuner.aot.kernels import Lookup
+from tuner.aot.tir_c import CFunction, print_prim_func
 from tuner.targets import Target
 
 log = logging.getLogger("tuner.aot")
@@ -53,52 +53,11 @@ class CpeMode(str, Enum):
     NONE = "none"  # none: everything generic stays plain C on the MPE
 
 
-@dataclass
-class ParamSlice:
-    sliced: bool
-    ext: int  # extent along the block axis (sliced operands)
-    inner: int  # elements after the block axis
-    elems: int  # elements held in LDM
-
-
-@dataclass
-class CpeOp:
-    body: CFunction  # the computation of one block
-    axis: int
-    block: int
-    lead: int  # product of the output extents before the axis
-    nj: int  # blocks along the axis
-    params: list[ParamSlice]  # inputs, then outputs (the node's order)
-    n_inputs: int
-    ldm_bytes: int
-    seconds: float  # simulated time of the kernel
-    index: int = -1  # kernel number in slave.c (set when emitted)
-    db: bool = False  # double-buffered gets
-    active: int = CPES  # CPEs that take blocks
-    window: Window | None = None  # input 0 read through a halo window along the axis (pool rows)
-    fill: float = 0.0  # the value of a window's rows outside the input (the pool's padding)
-    configs: int = 0  # size of the schedule space it was picked from
-    valid: int = 0  # of which could run
-
-    @property
-    def blocks(self) -> int:
-        return self.lead * self.nj
-
-    @property
-    def name(self) -> str:
-        return slave_symbol(self.index)
-
-    def operands(self) -> list[Operand]:
-        return [Operand(k < self.n_inputs, p.sliced, p.inner if p.sliced else p.elems,
-                        self.window if k == 0 and self.window is not None else None)
-                for k, p in enumerate(self.params)]
-
-
 def _best(space: Space) -> int:
     return space.best()
 
 
-# which configuration of a kernel's space is run (tests replace it to run a given one)
+# which configuration of a kernel's space is run when no tuned one is given (tests replace it)
 choose: Callable[[Space], int] = _best
 
 
@@ -187,84 +146,18 @@ def dma_plan(op: CpeOp, item: int) -> dict[str, int]:
     return {k: int(v[0]) for k, v in got.items()}
 
 
-def _cycles(w: Work, target: Target) -> float:
-    """One block's body at the Target's scalar CPE costs (one cycle per op, load and store)."""
-    return float(w.arith + w.loads + w.stores + target.cpe_transcendental_cycles * w.transcendental)
-
-
-def _schedule(target: Target, item: int, lead: int, ext: int, operands: list[Operand],
-              body_at: Callable[[int], CFunction | None]) -> tuple[Space, int, CFunction] | None:
-    """(space, chosen configuration, its body) over every block size whose operand blocks alone fit
-    the LDM budget; None when nothing fits or the operator does not legalize on blocks."""
-    sizes = [b for b in _divisors(ext)
-             if sum(int(p.elems(np.asarray(b))) for p in operands) * item <= target.ldm_budget_bytes]
-    if not sizes:
-        return None
-    bodies: dict[int, CFunction | None] = {}
-
-    def body(b: int) -> CFunction | None:
-        if b not in bodies:
-            bodies[b] = body_at(b)
-        return bodies[b]
-
-    fit = sorted(sizes)[:2]
-    if any(body(b) is None for b in fit):
-        return None
-    b1, b2 = fit[0], fit[-1]
-    f1, f2 = bodies[b1], bodies[b2]
-    assert f1 is not None and f2 is not None
-    c1, c2, s1, s2 = _cycles(f1.work, target), _cycles(f2.work, target), f1.scratch_bytes, f2.scratch_bytes
-    # a body's counts between two legalized sizes: linear in the block size (through the origin
-    # when only one size was legalized)
-    slope_c = (c2 - c1) / (b2 - b1) if b2 != b1 else c1 / b1
-    slope_s = (s2 - s1) / (b2 - b1) if b2 != b1 else s1 / b1
-    cycles = {b: c1 + slope_c * (b - b1) for b in sizes}
-    scratch = {b: int(np.ceil(s1 + slope_s * (b - b1))) for b in sizes}
-    for _ in range(16):
-        for b, f in bodies.items():
-            if f is not None:
-                cycles[b], scratch[b] = _cycles(f.work, target), f.scratch_bytes
-        exact = {b for b, f in bodies.items() if f is not None}
-        space = analyse(target, item, lead, ext, operands, sizes, cycles, scratch, exact,
-                        {b for b, f in bodies.items() if f is None})
-        i = choose(space)
-        if i < 0:
-            return None
-        b = int(space.block[i])
-        if b in exact:
-            got = bodies[b]
-            assert got is not None
-            return space, i, got
-        body(b)
-    return None
-
-
-def _op_from(space: Space, i: int, body: CFunction, axis: int, lead: int, plan: list[ParamSlice], n_inputs: int,
-             window: Window | None = None, fill: float = 0.0) -> CpeOp:
-    b = int(space.block[i])
-    for p in plan:
-        if p.sliced:
-            p.elems = (int(window.rows(np.asarray(b))) if window is not None and p is plan[0] else b) * p.inner
-    ext = plan[n_inputs].ext  # the output's extent along the axis
-    return CpeOp(body, axis, b, lead, ext // b, plan, n_inputs, int(space.ldm_bytes[i]), float(space.seconds[i]),
-                 db=bool(space.db[i]), active=int(space.active[i]), window=window, fill=fill, configs=len(space),
-                 valid=int((space.why == "ok").sum()))
-
-
-def _divisors(n: int) -> list[int]:
-    return sorted({d for i in range(1, int(n ** 0.5) + 1) if n % i == 0 for d in (i, n // i)}, reverse=True)
-
-
-def plan_node(n: Node, target: Target, dtype: str) -> CpeOp | None:
-    """A CPE kernel for a generic node, or None (it stays on the MPE)."""
+def plans_for(n: Node, target: Target, dtype: str) -> list[KernelPlan]:
+    """Every way the node cuts into blocks (one output axis each, and a pool's output rows), fastest
+    (by its best configuration) first; empty when it does not slice at all."""
     from tvm import ir, relax
 
     call = n.attrs.get("relax_call")
     params = [*n.inputs, *n.outputs]
     if len(params) > MAX_PARAMS or any(t.dtype != dtype for t in params):
-        return None
+        return []
     if call is None or getattr(call.op, "name", "") == "relax.call_tir":  # no Relax operator to slice
-        return _plan_elementwise(n, target, dtype)
+        plan = _plan_elementwise(n, dtype)
+        return [plan] if plan is not None else []
     arg_shapes: list[tuple[int, ...] | None] = []
     for arg in call.args:
         if type(arg).__name__ == "PrimValue" or (isinstance(arg, ir.Constant)
@@ -273,10 +166,10 @@ def plan_node(n: Node, target: Target, dtype: str) -> CpeOp | None:
         elif isinstance(arg, (relax.Var, ir.Constant)) and getattr(arg.ty, "shape", None) is not None:
             arg_shapes.append(tuple(int(d) for d in arg.ty.shape))
         else:
-            return None  # tuples, shape arguments: not sliced here
+            return []  # tuples, shape arguments: not sliced here
     out = n.output.shape
     item = np.dtype(dtype).itemsize
-    candidates: list[tuple[CpeOp, Any]] = []
+    candidates: list[KernelPlan] = []
     for axis in range(len(out)):
         if out[axis] == 1 or any(o.shape[:axis + 1] != out[:axis + 1] or len(o.shape) != len(out)
                                  for o in n.outputs):
@@ -292,24 +185,51 @@ def plan_node(n: Node, target: Target, dtype: str) -> CpeOp | None:
             else:
                 break
         else:
-            got = _plan_axis(n, call, target, dtype, item, axis, arg_shapes, sliced_arg)
+            got = _plan_axis(n, call, dtype, item, axis, arg_shapes, sliced_arg)
             if got is not None:
                 candidates.append(got)
     if n.relax_op in POOLS:
-        rows = _plan_pool_rows(n, call, target, dtype, item)
+        rows = _plan_pool_rows(n, call, dtype, item)
         if rows is not None:
             candidates.append(rows)
-    for op, sliced_func in sorted(candidates, key=lambda c: c[0].seconds):  # fastest whose meaning holds
-        if op.window is not None:
-            if _same_meaning_window(n.attrs["prim_func"], sliced_func, n, op, dtype):
-                return op
-        elif _same_meaning(n.attrs["prim_func"], sliced_func, n, op.params, op.axis, op.block, op.nj, dtype):
-            return op
+    timed = [(op.seconds, k, p) for k, p in enumerate(candidates) if (op := p.best(target)) is not None]
+    return [p for _, _, p in sorted(timed, key=lambda t: (t[0], t[1]))]
+
+
+def same_meaning(n: Node, plan: KernelPlan, op: CpeOp, dtype: str) -> bool:
+    """Slicing keeps the operator's meaning at the op's block size (TVM llvm on random data)."""
+    sliced = plan.sliced_funcs.get(op.block)
+    if sliced is None:  # a PrimFunc given as is (_plan_elementwise): element-wise on its TIR
+        return True
+    if op.window is not None:
+        return _same_meaning_window(n.attrs["prim_func"], sliced, n, op, dtype)
+    return _same_meaning(n.attrs["prim_func"], sliced, n, op.params, op.axis, op.block, op.nj, dtype)
+
+
+def plan_node(n: Node, target: Target, dtype: str, plans: list[KernelPlan] | None = None
+              ) -> tuple[KernelPlan, CpeOp] | None:
+    """The node's plan and its kernel at the configuration ``choose`` picks, or None (it stays on the
+    MPE): the fastest plan (of ``plans``, default all of the node's) whose slicing keeps its meaning."""
+    for plan in plans if plans is not None else plans_for(n, target, dtype):
+        op = plan.best(target, choose)
+        if op is None:
+            continue
+        if same_meaning(n, plan, op, dtype):
+            return plan, op
         log.info("%s (%s): slicing along axis %d changes its result", n.source, n.relax_op, op.axis)
     return None
 
 
-def _plan_elementwise(n: Node, target: Target, dtype: str) -> CpeOp | None:
+def _print_body(func: Any, lanes: int) -> CFunction | None:
+    """A block's PrimFunc as a CPE body; None at ``lanes`` > 1 when no loop of it vectorises (the
+    scalar body is that configuration already)."""
+    if lanes == 1:
+        return print_prim_func(func, "body", "SWTUNE_T", ldm_prefix="g")
+    got = print_prim_func(func, "body", "SWTUNE_T", ldm_prefix="g", lanes=lanes)
+    return got if got.vector_loops > 0 else None
+
+
+def _plan_elementwise(n: Node, dtype: str) -> KernelPlan | None:
     """A PrimFunc given as is (e.g. the ONNX importer's call_tir for Clip) that is element-wise on one
     operand (0-d constants aside, checked on its TIR): blocks of consecutive elements."""
     from tuner.aot.tir_c import Work, ctype_of, scalar_epilogue
@@ -330,7 +250,9 @@ def _plan_elementwise(n: Node, target: Target, dtype: str) -> CpeOp | None:
     k, o = operand[0], len(n.inputs)
     args = ", ".join(f"SWTUNE_T *restrict q{i}" for i in range(len(n.inputs) + 1))
 
-    def body_at(b: int) -> CFunction:
+    def body_at(b: int, lanes: int) -> CFunction | None:
+        if lanes != 1:
+            return None  # the statements are scalar C (tuner.aot.tir_c.scalar_epilogue)
         code = (f"static void body({args}) {{\n  for (long i = 0; i < {b}L; i++) {{ const SWTUNE_T v = q{k}[i]; "
                 f"{' '.join(stmts)} q{o}[i] = {result}; }}\n}}").replace(ty + " _e", "SWTUNE_T _e")
         work = Work(b, b * w.loads, b * w.arith, b * w.transcendental)
@@ -338,18 +260,12 @@ def _plan_elementwise(n: Node, target: Target, dtype: str) -> CpeOp | None:
 
     plan = [ParamSlice(True, size, 1, 1) if i == k else ParamSlice(False, 0, 1, 1) for i in range(o)]
     plan.append(ParamSlice(True, size, 1, 1))
-    operands = [Operand(i < o, p.sliced, p.inner if p.sliced else p.elems) for i, p in enumerate(plan)]
-    got_s = _schedule(target, np.dtype(dtype).itemsize, 1, size, operands, body_at)
-    if got_s is None:
-        return None
-    space, i, body = got_s
-    return _op_from(space, i, body, 0, 1, plan, o)
+    return KernelPlan(0, 1, size, plan, o, np.dtype(dtype).itemsize, body_at)
 
 
-def _plan_axis(n: Node, call: Any, target: Target, dtype: str, item: int, axis: int,
-               arg_shapes: list[tuple[int, ...] | None], sliced_arg: list[bool | None]) -> tuple[CpeOp, Any] | None:
-    """The kernel cut along ``axis`` with the schedule its analysis picks, and its sliced PrimFunc;
-    None when the operator does not slice there."""
+def _plan_axis(n: Node, call: Any, dtype: str, item: int, axis: int, arg_shapes: list[tuple[int, ...] | None],
+               sliced_arg: list[bool | None]) -> KernelPlan | None:
+    """The node cut along ``axis``; None when the operator does not slice there."""
     from tvm import ir
 
     out = n.output.shape
@@ -357,21 +273,17 @@ def _plan_axis(n: Node, call: Any, target: Target, dtype: str, item: int, axis: 
     const = [isinstance(a, ir.Constant) and arg_shapes[i] is not None for i, a in enumerate(call.args)]
     if any(const[i] and sliced_arg[i] for i in range(len(arg_shapes))):
         return None  # a constant as large as the output: not handled
-    funcs: dict[int, Any] = {}
-
     legal: dict[int, tuple[Any, list[int]] | None] = {}
 
     def legalized(b: int) -> tuple[Any, list[int]] | None:
         if b not in legal:
-            legal[b] = _legalize_at(b)
+            shapes = [None if s is None or not sl else _sliced_shape(s, axis, b)
+                      for s, sl in zip(arg_shapes, sliced_arg)]
+            shapes = [s if s is not None or arg_shapes[i] is None else arg_shapes[i]  # whole operands keep their shape
+                      for i, s in enumerate(shapes)]
+            shapes = [None if const[i] or arg_shapes[i] is None else s for i, s in enumerate(shapes)]
+            legal[b] = _legalize_sliced(call, shapes, dtype)
         return legal[b]
-
-    def _legalize_at(b: int) -> tuple[Any, list[int]] | None:
-        shapes = [None if s is None or not sl else _sliced_shape(s, axis, b) for s, sl in zip(arg_shapes, sliced_arg)]
-        shapes = [s if s is not None or arg_shapes[i] is None else arg_shapes[i]  # whole operands keep their shape
-                  for i, s in enumerate(shapes)]
-        shapes = [None if const[i] or arg_shapes[i] is None else s for i, s in enumerate(shapes)]
-        return _legalize_sliced(call, shapes, dtype)
 
     # the parameter plan (which node input is which Relax argument) from one legalization
     first = legalized(1)
@@ -380,36 +292,32 @@ def _plan_axis(n: Node, call: Any, target: Target, dtype: str, item: int, axis: 
     _, order = first
     if len(order) != len(n.inputs):
         return None
-    plan = []
+    params = []
     for t, src in zip(n.inputs, order):
         if arg_shapes[src] is None or tuple(t.shape) != arg_shapes[src]:
             return None
         sl = bool(sliced_arg[src])
         inner = prod(t.shape[axis + 1:]) if sl else t.size
-        plan.append(ParamSlice(sl, t.shape[axis] if sl else 0, inner, 1 if sl else t.size))
+        params.append(ParamSlice(sl, t.shape[axis] if sl else 0, inner, 1 if sl else t.size))
     for t in n.outputs:
-        plan.append(ParamSlice(True, t.shape[axis], prod(t.shape[axis + 1:]), 1))
-    operands = [Operand(k < len(n.inputs), p.sliced, p.inner if p.sliced else p.elems) for k, p in enumerate(plan)]
+        params.append(ParamSlice(True, t.shape[axis], prod(t.shape[axis + 1:]), 1))
+    plan = KernelPlan(axis, lead, out[axis], params, len(n.inputs), item, lambda b, lanes: None)
 
-    def body_at(b: int) -> CFunction | None:
+    def body_at(b: int, lanes: int) -> CFunction | None:
         got = legalized(b)
         if got is None or got[1] != order:
             return None
-        funcs[b] = got[0]
-        return print_prim_func(got[0], "body", "SWTUNE_T", ldm_prefix="g")
+        plan.sliced_funcs[b] = got[0]
+        return _print_body(got[0], lanes)
 
-    sched = _schedule(target, item, lead, out[axis], operands, body_at)
-    if sched is None:
-        return None
-    space, i, body = sched
-    op = _op_from(space, i, body, axis, lead, plan, len(n.inputs))
-    return op, funcs[op.block]
+    plan.body_at = body_at
+    return plan
 
 
 POOLS = ("nn.max_pool2d", "nn.avg_pool2d")
 
 
-def _plan_pool_rows(n: Node, call: Any, target: Target, dtype: str, item: int) -> tuple[CpeOp, Any] | None:
+def _plan_pool_rows(n: Node, call: Any, dtype: str, item: int) -> KernelPlan | None:
     """A 2-D NCHW pool cut along its output rows: each block reads its rows' input window (the halo
     included), rows outside the plane filled with the padding value in LDM (the lowest finite value
     for max, as TVM's legalized pool pads; 0 for avg counting the padding). None for forms where a
@@ -433,36 +341,32 @@ def _plan_pool_rows(n: Node, call: Any, target: Target, dtype: str, item: int) -
     window = Window(sh, (kh - 1) * dh + 1, pt, h)
     fill = float(np.finfo(dtype).min) if is_max else 0.0
     make = relax.op.nn.max_pool2d if is_max else relax.op.nn.avg_pool2d
-    funcs: dict[int, Any] = {}
+    params = [ParamSlice(True, h, w, 1), ParamSlice(True, oh, ow, 1)]
+    plan = KernelPlan(2, nb * c, oh, params, 1, item, lambda b, lanes: None, window, fill)
 
-    def body_at(b: int) -> CFunction | None:
+    def body_at(b: int, lanes: int) -> CFunction | None:
         from tuner.aot.relax_reader import legalize
 
-        rows = int(window.rows(np.asarray(b)))
-        bb = relax.BlockBuilder()
-        v = relax.Var("x", relax.TensorType((1, 1, rows, w), dtype))
-        with bb.function("main", [v]):
-            with bb.dataflow():
-                z = bb.emit(make(v, at.pool_size, at.strides, (0, pl, 0, pr), at.dilation, False,
-                                 bool(at.count_include_pad), "NCHW", "NCHW"))
-                o = bb.emit_output(z)
-            bb.emit_func_output(o)
-        mod = legalize(bb.get())
-        calls = [bd.value for blk in mod["main"].body.blocks for bd in blk.bindings
-                 if isinstance(bd.value, relax.Call) and getattr(bd.value.op, "name", "") == "relax.call_tir"]
-        if len(calls) != 1 or tuple(int(d) for d in calls[0].ty.shape) != (1, 1, b, ow):
-            return None
-        funcs[b] = mod[calls[0].args[0]]
-        return print_prim_func(funcs[b], "body", "SWTUNE_T", ldm_prefix="g")
+        if b not in plan.sliced_funcs:
+            rows = int(window.rows(np.asarray(b)))
+            bb = relax.BlockBuilder()
+            v = relax.Var("x", relax.TensorType((1, 1, rows, w), dtype))
+            with bb.function("main", [v]):
+                with bb.dataflow():
+                    z = bb.emit(make(v, at.pool_size, at.strides, (0, pl, 0, pr), at.dilation, False,
+                                     bool(at.count_include_pad), "NCHW", "NCHW"))
+                    o = bb.emit_output(z)
+                bb.emit_func_output(o)
+            mod = legalize(bb.get())
+            calls = [bd.value for blk in mod["main"].body.blocks for bd in blk.bindings
+                     if isinstance(bd.value, relax.Call) and getattr(bd.value.op, "name", "") == "relax.call_tir"]
+            if len(calls) != 1 or tuple(int(d) for d in calls[0].ty.shape) != (1, 1, b, ow):
+                return None
+            plan.sliced_funcs[b] = mod[calls[0].args[0]]
+        return _print_body(plan.sliced_funcs[b], lanes)
 
-    plan = [ParamSlice(True, h, w, 1), ParamSlice(True, oh, ow, 1)]
-    operands = [Operand(True, True, w, window), Operand(False, True, ow)]
-    sched = _schedule(target, item, nb * c, oh, operands, body_at)
-    if sched is None:
-        return None
-    space, i, body = sched
-    op = _op_from(space, i, body, 2, nb * c, plan, 1, window, fill)
-    return op, funcs[op.block]
+    plan.body_at = body_at
+    return plan
 
 
 def _window_block(x: np.ndarray, op: CpeOp, blk: int) -> np.ndarray:
@@ -502,14 +406,22 @@ def slave_text(op: CpeOp | PadOp | RowCopyOp | TransposeOp, ty: str) -> str:
     if isinstance(op, (PadOp, RowCopyOp, TransposeOp)):
         return op.slave_text(ty)
     copies = 2 if op.db else 1
+    how = ("from the tuning log" if op.tuned else
+           f"chosen among {op.valid} valid configurations of {op.configs} by tuner.aot.cpe_schedule")
     lines = [f"/* schedule: blocks of {op.block}, gets {'double' if op.db else 'single'}-buffered, {op.active} active "
-             f"CPEs (chosen among {op.valid} valid configurations of {op.configs} by tuner.aot.cpe_schedule) */",
-             f"#define SWTUNE_T {ty}"]
+             f"CPEs, simd {op.lanes} ({how}) */", f"#define SWTUNE_T {ty}"]
+    # a vector body (tuner.aot.tir_simd) reads its operands with aligned vector loads: every LDM copy
+    # starts on a 64-B boundary (a copy's length rounded up to whole 64 B)
+    align = " __attribute__((aligned(64)))" if op.lanes > 1 else ""
     for k, p in enumerate(op.params):
+        n = max(1, p.elems)
+        if op.lanes > 1:
+            per = 64 // (8 if ty == "double" else 4)  # elements per 64 B
+            n = -(-n // per) * per
         if p.sliced and k < op.n_inputs:
-            lines.append(f"__thread_local {ty} P{k}_ldm[{copies}][{max(1, p.elems)}];")
+            lines.append(f"__thread_local {ty} P{k}_ldm[{copies}][{n}]{align};")
         else:
-            lines.append(f"__thread_local {ty} P{k}_ldm[{max(1, p.elems)}];")
+            lines.append(f"__thread_local {ty} P{k}_ldm[{n}]{align};")
     lines.append("__thread_local volatile SW_REPLY_T g_reply[4];")
     lines += op.body.ldm_decls
     body = op.body.code.replace("static void body(", f"static void {op.name}_body(", 1)
@@ -573,8 +485,35 @@ def slave_text(op: CpeOp | PadOp | RowCopyOp | TransposeOp, ty: str) -> str:
     return "\n".join(lines) + "\n"
 
 
-def offload(graph: Graph, target: Target, mode: CpeMode = CpeMode.FASTER) -> int:
-    """Turn generic nodes into ``cpe`` nodes as ``mode`` says; returns how many."""
+def kernel_for(n: Node, target: Target, dtype: str, lookup: Lookup | None = None) -> CpeOp | None:
+    """The node's CPE kernel: at the tuning log's config for its workload (tuner.aot.cpe_task) when
+    ``lookup`` has one that applies, else at the configuration ``choose`` picks; None: it stays on
+    the MPE."""
+    from tuner.aot.cpe_task import cut_name, kernel_workload, tuned_op
+
+    plans = plans_for(n, target, dtype)
+    if not plans:
+        return None
+    # an operator that is an expression task (tuner.bridge.extract) is tuned as that, not as a CPE kernel
+    wl = kernel_workload(n, dtype) if n.attrs.get("expr_workload") is None else None
+    config = lookup(wl) if wl is not None and lookup is not None else None
+    if config is not None:
+        op = tuned_op(n, plans, target, dtype, config)
+        if op is not None:
+            op.workload = wl
+            return op
+        log.warning("%s (%s): the tuned config %s of %s does not apply here; the untuned choice runs",
+                    n.source, n.relax_op, config, wl.key if wl is not None else "")
+    got = plan_node(n, target, dtype, plans)
+    if got is None:
+        return None
+    got[1].workload, got[1].cut = wl, cut_name(got[0])
+    return got[1]
+
+
+def offload(graph: Graph, target: Target, mode: CpeMode = CpeMode.FASTER, lookup: Lookup | None = None) -> int:
+    """Turn generic nodes into ``cpe`` nodes as ``mode`` says (kernels at their tuned configs where
+    ``lookup`` has them); returns how many."""
     if mode == CpeMode.NONE:
         return 0
     from tuner.aot.launch_groups import phase_seconds
@@ -601,7 +540,7 @@ def offload(graph: Graph, target: Target, mode: CpeMode = CpeMode.FASTER) -> int
         key = n.attrs["function"] + ":" + "".join("c" if t.kind == "const" else "t" for t in n.inputs)
         if key not in cache:
             try:
-                cache[key] = plan_node(n, target, graph.dtype)
+                cache[key] = kernel_for(n, target, graph.dtype, lookup)
             except Exception as exc:  # noqa: BLE001 - a failed plan keeps the operator on the MPE
                 log.info("%s (%s): no CPE kernel (%s: %s)", n.source, n.relax_op, type(exc).__name__, exc)
                 cache[key] = None

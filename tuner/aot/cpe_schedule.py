@@ -9,8 +9,8 @@ A kernel cuts its operator into ``lead * ext / block`` blocks along one output a
 * ``active``: CPEs that take blocks (round-robin). Fewer CPEs contend less for the DMA engine but
   each takes more blocks.
 
-SIMD is not a knob: a block's body is TVM's legalized PrimFunc printed as scalar C (tuner.aot.tir_c),
-and nothing here vectorises it.
+SIMD lanes are the fourth knob (tuner.aot.cpe_plan): a block's body is TVM's legalized PrimFunc printed
+as C (tuner.aot.tir_c, vector loops by tuner.aot.tir_simd), counted at the lanes it is printed with.
 
 ``analyse`` evaluates every configuration at once (numpy arrays): LDM bytes and validity with a named
 reason (Why), the DMA requests and bytes of one run (what the emulator counts), the DMA seconds of
@@ -18,8 +18,8 @@ the busiest CPE from the fitted DMA model (tuner.measure.dma_model.request_cycle
 tuner.measure.simulator.dma_time), the body's compute from its operation counts per block at the
 Target's scalar CPE costs (one cycle per arithmetic op, load and store, ``cpe_transcendental_cycles``
 per exp/div-like call: the same charge as before this space), and spawn/join. The configuration
-with the least simulated time is the kernel's schedule. These are choices of the simulator at
-compile time, not measured tuning tasks: nothing here runs on hardware or the emulator.
+with the least simulated time is the kernel's schedule when the tuning log has none; as a tuning task
+(tuner.cpe) every configuration is measured like a GEMM-like kernel's.
 """
 
 from __future__ import annotations
@@ -42,6 +42,7 @@ class Why(str, Enum):
 
     OK = "ok"
     LDM = "ldm"  # operand blocks (inputs doubled with db), whole operands and scratch exceed the budget
+    BLOCK = "block"  # the block size does not divide the cut's extent, or its operand blocks alone overflow
     IDLE_CPES = "idle_cpes"  # more active CPEs than blocks: the same schedule as fewer CPEs
     NO_BODY = "no_body"  # the operator does not legalize on blocks of this size
 
@@ -166,6 +167,15 @@ def analyse(target: Target, item: int, lead: int, ext: int, operands: list[Opera
     block's compute cycles and LDM scratch at size ``b`` (``exact``: counted on the body legalized at
     that size, else predicted); sizes in ``no_body`` do not legalize."""
     block, db, active = configs(lead, ext, sizes)
+    return analyse_configs(target, item, lead, ext, operands, block, db, active, body_cycles, scratch_bytes,
+                           exact if exact is not None else set(sizes), no_body)
+
+
+def analyse_configs(target: Target, item: int, lead: int, ext: int, operands: list[Operand], block: np.ndarray,
+                    db: np.ndarray, active: np.ndarray, body_cycles: dict[int, float], scratch_bytes: dict[int, int],
+                    exact: set[int], no_body: set[int]) -> Space:
+    """The analysis of given (block, db, active) arrays (blocks among the keys of ``body_cycles``)."""
+    block, db, active = np.asarray(block, dtype=np.int64), np.asarray(db, dtype=bool), np.asarray(active, np.int64)
     blocks = lead * (ext // block)
     per_cpe = -(-blocks // active)
     ldm = np.zeros(block.shape, dtype=np.int64)
@@ -196,8 +206,7 @@ def analyse(target: Target, item: int, lead: int, ext: int, operands: list[Opera
     overlapped = get_c + (per_cpe - 1) * (np.maximum(get_c, comp_c) + put_c) + comp_c + put_c
     cycles = whole_c + np.where(db, overlapped, serial)
     counts = dma_counts(lead, ext, operands, item, block, active)
-    ex = exact if exact is not None else set(sizes)
     return Space(block, db, active, blocks, per_cpe, ldm, why, counts["get_reqs"], counts["get_bytes"],
                  counts["put_reqs"], counts["put_bytes"], (whole_c + per_cpe * (get_c + put_c)) / target.clock_hz,
                  per_cpe * comp_c / target.clock_hz, target.spawn_join_s + cycles / target.clock_hz,
-                 np.isin(block, list(ex)))
+                 np.isin(block, list(exact)))

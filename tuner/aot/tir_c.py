@@ -86,6 +86,7 @@ class CFunction:
     work: Work
     ldm_decls: list[str]  # file-scope scratch of a CPE body (``ldm_prefix``): ``__thread_local T name[n];``
     scratch_bytes: int  # bytes of the function's scratch buffers
+    vector_loops: int = 0  # loops printed with SIMD vectors (``lanes`` > 1: tuner.aot.tir_simd)
 
 
 class _Printer:
@@ -102,6 +103,7 @@ class _Printer:
         self.statics: list[str] = []
         self.work = Work()
         self.trips = [1]  # product of the enclosing loops' extents
+        self.vector_loops = 0
 
     def _count(self, e: Any) -> None:
         """Add one evaluation of expression ``e`` per current trip to the work counters."""
@@ -318,9 +320,14 @@ class _Printer:
             dtypes.append(str(p.dtype))
             shapes.append(tuple(shape))
         self.stmt(self.func.body, 1)
+        self._finish()
         head = f"static void {self.name}({', '.join(params)}) {{"
         code = "\n".join([head, *self.statics, *self.lines, "}"])
-        return CFunction(self.name, code, dtypes, shapes, self.work, self.ldm_decls, self.scratch_bytes)
+        return CFunction(self.name, code, dtypes, shapes, self.work, self.ldm_decls, self.scratch_bytes,
+                         self.vector_loops)
+
+    def _finish(self) -> None:
+        """After the body is printed (a subclass's hook)."""
 
 
 def lower_for_mpe(prim_func: Any) -> Any:
@@ -334,9 +341,15 @@ def lower_for_mpe(prim_func: Any) -> Any:
     return T.StmtSimplify()(tvm.IRModule({"main": lower(mod, compact=True)}))["main"]
 
 
-def print_prim_func(prim_func: Any, name: str, store_type: str, ldm_prefix: str | None = None) -> CFunction:
+def print_prim_func(prim_func: Any, name: str, store_type: str, ldm_prefix: str | None = None,
+                    lanes: int = 1) -> CFunction:
     """C source of one legalized PrimFunc, named ``name``; pointers of type ``store_type``. With
-    ``ldm_prefix`` its scratch buffers are file-scope LDM arrays (a CPE kernel's body)."""
+    ``ldm_prefix`` its scratch buffers are file-scope LDM arrays (a CPE kernel's body). With
+    ``lanes`` > 1 the innermost loops that allow it use SIMD vectors (tuner.aot.tir_simd)."""
+    if lanes > 1:
+        from tuner.aot.tir_simd import print_simd
+
+        return print_simd(lower_for_mpe(prim_func), name, store_type, ldm_prefix, lanes)
     return _Printer(lower_for_mpe(prim_func), name, store_type, ldm_prefix).function()
 
 

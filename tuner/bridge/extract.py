@@ -14,8 +14,10 @@ legalized PrimFunc is one compute block the expression path takes -- element-wis
 (broadcast operands included), a single-input reduction (sum, max, max pooling without padding), a
 layout copy (transpose) -- is a task in the form the AOT compiler builds the model: read by its reader
 (tuner.aot.relax_reader), epilogues fused into their producer (those are no task of their own),
-constants folded. Multi-block PrimFuncs (softmax, layer_norm, mean, padded pools, ...) are not
-expressions and stay listed in ``untuned`` with their count: nothing is dropped silently.
+constants folded. Multi-block PrimFuncs (softmax, layer_norm, mean, padded pools, gelu, ...) are not
+expressions: those the compiler runs block by block on the CPEs are CPE kernel tasks
+(tuner.cpe, ``CpeKernelWorkload``); the rest stay listed in ``untuned`` with their count: nothing is
+dropped silently.
 """
 
 from __future__ import annotations
@@ -32,7 +34,7 @@ from tuner.errors import InvalidWorkloadError
 from tuner.expr.expr import Expr
 from tuner.expr.workload import ExprWorkload
 from tuner.models.zoo import Layer
-from tuner.workloads import BatchMatmul, Conv2d, Dense, Workload
+from tuner.workloads import CPE_KERNEL_OP, BatchMatmul, Conv2d, Dense, Workload
 
 # Relax ops that are bookkeeping, not computation worth listing as "untuned".
 _FREE_OPS = {"relax.reshape", "relax.permute_dims", "relax.flatten", "relax.squeeze", "relax.expand_dims"}
@@ -98,8 +100,9 @@ def _gemm_like(expr: Expr) -> bool:
 
 
 def memory_bound(wl: Workload) -> bool:
-    """An expression operator that is not GEMM-like: element-wise, a single-input reduction, a copy."""
-    return isinstance(wl, ExprWorkload) and not _gemm_like(wl.expr)
+    """An expression operator that is not GEMM-like (element-wise, a single-input reduction, a copy),
+    or a memory-bound CPE kernel (softmax, layer_norm, a padded pool: tuner.cpe)."""
+    return wl.op == CPE_KERNEL_OP or (isinstance(wl, ExprWorkload) and not _gemm_like(wl.expr))
 
 
 # A memory-bound task adds this share of the per-task trials to a model's one budget (at least
@@ -239,11 +242,15 @@ def extract_relax(mod: Any, reductions: bool = False, fused: bool = True) -> Ext
     legal = _Legalized(mod)
     graph = _compiled_graph(mod, fused)
     # memory-bound operators as the compiler builds them: binding name -> its expression nodes
-    routed: dict[str, list[ExprWorkload]] = {}
+    routed: dict[str, list[Workload]] = {}
     for n in graph.nodes if graph is not None else []:
         w = n.attrs.get("expr_workload")
         if w is not None and memory_bound(w):
             routed.setdefault(n.source, []).append(w)
+        elif w is None and n.op == "tir" and "pad_h" not in n.attrs:
+            kernel = _cpe_kernel(n, graph)
+            if kernel is not None:
+                routed.setdefault(n.source, []).append(kernel)
     counts: Counter[str] = Counter()
     by_key: dict[str, Workload] = {}
     names: dict[str, str] = {}
@@ -293,6 +300,19 @@ def extract_relax(mod: Any, reductions: bool = False, fused: bool = True) -> Ext
     if fused and graph is not None:
         layers = _fused_forms(graph, layers)
     return ExtractedModel(layers, dict(untuned))
+
+
+def _cpe_kernel(n: Any, graph: Any) -> Workload | None:
+    """The CPE kernel task of a multi-block generic node (tuner.aot.cpe_task), when it cuts into
+    blocks on some target whose meaning holds (its plans are checked again by the space)."""
+    from tuner.aot.cpe_task import kernel_workload, workload_plans
+    from tuner.errors import SwtuneError
+
+    try:
+        wl = kernel_workload(n, graph.dtype)
+        return wl if wl is not None and workload_plans(wl, "sw26010") else None
+    except (SwtuneError, ValueError, TypeError):  # no task: the operator stays on the compile-time path
+        return None
 
 
 def _compiled_graph(mod: Any, fused: bool) -> Any:

@@ -79,7 +79,10 @@ class EmulatorBackend:
         results: list[MeasureResult] = []
         for c in configs:
             try:
-                results.append(self.measure_one(space, dict(c)))
+                if isinstance(space, ScheduleSpace):
+                    results.append(self.measure_one(space, dict(c)))
+                else:  # a memory-bound CPE kernel: compiled as a one-operator program (tuner.cpe.emulate)
+                    results.append(self._measure_kernel(space, dict(c)))
             except InfrastructureError as exc:
                 raise InfrastructureError(str(exc), completed=results) from exc
         return results
@@ -88,6 +91,20 @@ class EmulatorBackend:
         """One config's result; raises only InfrastructureError (the machine, not the config, failed)."""
         try:
             return self._measure(space, config)
+        except InfrastructureError:
+            raise
+        except Exception as exc:  # a config's unexpected failure is a result of that config
+            return MeasureResult(config, Status.COMPILE_ERROR, error=f"{type(exc).__name__}: {exc}",
+                                 source=self.source)
+
+    def _measure_kernel(self, space: Any, config: Config) -> MeasureResult:
+        from tuner.cpe.emulate import measure_on_emulator
+
+        self.emulator_object()  # no gcc here: an InfrastructureError, not a config's failure
+        self._count += 1
+        try:
+            return measure_on_emulator(space, config, self.workdir / f"k{self._count:05d}", self.timeout_s,
+                                       self.seed)
         except InfrastructureError:
             raise
         except Exception as exc:  # a config's unexpected failure is a result of that config

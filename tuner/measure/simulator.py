@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 
@@ -141,9 +142,9 @@ class Simulator:
         if noise < 0 or repeats < 1:
             raise ValueError("noise must be >= 0 and repeats >= 1")
         self.noise, self.repeats, self.seed = noise, repeats, seed
-        self._spaces: dict[tuple[str, str], ScheduleSpace] = {}
+        self._spaces: dict[tuple[str, str], Any] = {}
 
-    def space(self, workload: Workload, target: Target) -> ScheduleSpace:
+    def space(self, workload: Workload, target: Target) -> Any:
         key = (workload.key, target.name)
         if key not in self._spaces:
             self._spaces[key] = space_for(workload, target)
@@ -160,6 +161,11 @@ class Simulator:
     def measure(self, workload: Workload, target: Target | str, configs: Sequence[Config]) -> list[MeasureResult]:
         target = get_target(target)
         space = self.space(workload, target)
+        if not isinstance(space, ScheduleSpace):  # a memory-bound CPE kernel (tuner.cpe)
+            from tuner.cpe.measure import measure_kernel
+
+            return measure_kernel(space, configs, lambda c: noise_factors(self._rng(workload, c), self.noise,
+                                                                          self.repeats), self.source)
         results: list[MeasureResult | None] = [None] * len(configs)
         rows: list[np.ndarray] = []
         positions: list[int] = []

@@ -1,0 +1,143 @@
+"""Memory-bound CPE kernels as tuning tasks (tuner.cpe, issue #10 item 3): a model's softmax,
+layer_norm and padded max pool become workloads that round-trip through JSON, get a space whose
+analysis agrees with the compiler's kernel, are measured by the simulator with noise, are searched
+by their own strategy, and compile at the tuned config (SIMD included), checked on swemu against torch."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+pytest.importorskip("tvm")
+torch = pytest.importorskip("torch")
+
+from emulator_helpers import run_model  # noqa: E402
+
+from tuner.aot import compile_model  # noqa: E402
+from tuner.aot.cpe_ops import dma_plan  # noqa: E402
+from tuner.aot.cpe_plan import CpeOp  # noqa: E402
+from tuner.baseline import openacc_baseline  # noqa: E402
+from tuner.bridge.extract import extract_relax, torch_to_relax  # noqa: E402
+from tuner.cpe.search import CpeKernelSearch, strategy_for  # noqa: E402
+from tuner.cpe.space import CpeKernelSpace  # noqa: E402
+from tuner.errors import InvalidWorkloadError  # noqa: E402
+from tuner.measure.base import Status  # noqa: E402
+from tuner.measure.simulator import Simulator  # noqa: E402
+from tuner.space.factory import space_for  # noqa: E402
+from tuner.workloads import workload_from_json  # noqa: E402
+
+TARGET = "sw26010"
+
+
+class _Net(torch.nn.Module):
+    """A layer_norm over channels-last rows, a softmax, and a padded max pool (multi-block ops)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.norm = torch.nn.LayerNorm(64)
+
+    def forward(self, x: Any) -> Any:
+        y = torch.softmax(self.norm(x), dim=-1)
+        return torch.nn.functional.max_pool2d(y, 3, 2, 1)
+
+
+@pytest.fixture(scope="module")
+def model() -> tuple[Any, Any, Any]:
+    torch.manual_seed(0)
+    net, x = _Net().eval(), torch.randn(1, 8, 16, 64)
+    with torch.no_grad():
+        net.norm.weight.normal_()
+        net.norm.bias.normal_()
+    return net, x, torch_to_relax(net, (x,))
+
+
+@pytest.fixture(scope="module")
+def tasks(model: Any) -> dict[str, Any]:
+    layers = extract_relax(model[2]).layers
+    return {layer.workload.name: layer.workload for layer in layers if layer.workload.op == "cpe_kernel"}
+
+
+def test_multi_block_operators_are_tasks_that_round_trip(tasks: dict[str, Any]) -> None:
+    assert set(tasks) == {"nn_layer_norm", "nn_softmax", "nn_max_pool2d"}
+    for wl in tasks.values():
+        back = workload_from_json(wl.to_json())
+        assert back.key == wl.key and back.key.startswith("cpe-") and back.flops > 0
+    # layer_norm's gamma and beta are constants of the model: parameters named const_* in its identity
+    assert "const_1" in tasks["nn_layer_norm"].script and "const_2" in tasks["nn_layer_norm"].script
+    with pytest.raises(InvalidWorkloadError):
+        workload_from_json({"op": "cpe_kernel", "name": "bad", "script": "not a script"})
+    with pytest.raises(InvalidWorkloadError):
+        workload_from_json({**tasks["nn_softmax"].to_json(), "dtype": "float64"})
+
+
+def test_space_agrees_with_the_compiled_kernel_and_the_pool_cuts_rows(tasks: dict[str, Any]) -> None:
+    for name, wl in tasks.items():
+        space = space_for(wl, TARGET)
+        assert isinstance(space, CpeKernelSpace) and len(space.valid_rows) >= 20, (name, space)
+        default = space.default_config()
+        assert openacc_baseline(space) == default  # the baseline is what the untuned program runs
+        seconds, _ = space.exact_seconds(default)
+        table = float(space.analyze(space.encode(default)[None, :]).seconds[0])
+        assert seconds == pytest.approx(table, rel=1e-9)  # the default is counted on its own body
+    assert "rows" in space_for(tasks["nn_max_pool2d"], TARGET).plans  # 3x3 stride 2 pad 1: a halo cut
+    # a cut along the normalised axis would change the result: not in the space
+    assert "axis3" not in space_for(tasks["nn_softmax"], TARGET).plans
+    # SIMD is a knob and vectorises the softmax body: fewer cycles at 4 lanes than scalar, same blocks
+    space = space_for(tasks["nn_softmax"], TARGET)
+    scalar = {**space.default_config(), "simd": 1}
+    vector = {**scalar, "simd": 4}
+    assert space.exact_seconds(vector)[0] < space.exact_seconds(scalar)[0]
+
+
+def test_simulator_measures_with_noise_and_reports_bad_configs_as_data(tasks: dict[str, Any]) -> None:
+    wl = tasks["nn_softmax"]
+    space = space_for(wl, TARGET)
+    default = space.default_config()
+    got = Simulator(noise=0.02, repeats=3).measure(wl, TARGET, [default, {**default, "cut": "axis9"},
+                                                                {**default, "block": 10**6}])
+    assert got[0].status is Status.OK and len(set(got[0].times)) == 3
+    assert got[0].details["model_seconds"] == pytest.approx(space.exact_seconds(default)[0])
+    assert [r.status for r in got[1:]] == [Status.INVALID_CONFIG, Status.INVALID_CONFIG]
+
+
+def test_search_finds_the_best_config_in_few_measurements(tasks: dict[str, Any]) -> None:
+    wl = tasks["nn_layer_norm"]
+    space = space_for(wl, TARGET)
+    assert strategy_for(space, "model") == "cpe_model" and strategy_for(object(), "model") == "model"
+    best = min(space.exact_seconds(space.decode(r))[0] for r in space.valid_rows)
+    search, backend = CpeKernelSearch(space, seed=0), Simulator(noise=0.02, seed=1)
+    for _ in range(4):
+        configs = search.ask(4)
+        search.tell(configs, backend.measure(wl, TARGET, configs))
+    found = space.exact_seconds(search.best_config)[0]
+    assert found <= best * 1.05, (found, best)
+    assert search.n_measured == 16 and len({tuple(r) for r in search.measured_index}) == 16
+
+
+def test_compile_runs_the_tuned_configs_and_matches_torch_on_the_emulator(model: Any, tasks: dict[str, Any],
+                                                                          tmp_path: Path) -> None:
+    net, x, mod = model
+    chosen = {}
+    for wl in tasks.values():  # a config other than the compiler's own choice, SIMD where it vectorises
+        space = space_for(wl, TARGET)
+        default = space.default_config()
+        rows = [space.decode(r) for r in space.valid_rows]
+        others = [c for c in rows if c != default and c["simd"] == max(space.codes[4])] or \
+            [c for c in rows if c != default]
+        chosen[wl.key] = others[len(others) // 2]
+    result = compile_model(mod, TARGET, tmp_path / "out", lambda w: chosen.get(w.key))
+    ops = [n.attrs["cpe"] for n in result.graph.nodes if n.op == "cpe" and isinstance(n.attrs["cpe"], CpeOp)]
+    assert len(ops) == 3 and all(op.tuned and op.config == chosen[op.workload.key] for op in ops)
+    assert any(op.lanes > 1 for op in ops)
+    run = run_model(tmp_path / "out", [x.numpy()], TARGET)
+    with torch.no_grad():
+        ref = net(x).numpy()
+    np.testing.assert_allclose(run.output.reshape(ref.shape), ref, rtol=1e-3, atol=1e-5)
+    # the emulator's DMA: the sum of the analysis' counts of each kernel's configuration
+    keys = ("get_reqs", "get_bytes", "put_reqs", "put_bytes")
+    every = [n.attrs["cpe"] for n in result.graph.nodes if n.op == "cpe"]
+    assert every == ops  # nothing else runs on the CPEs here
+    assert {k: run.report["totals"][k] for k in keys} == {k: sum(dma_plan(op, 4)[k] for op in ops) for k in keys}

@@ -1,0 +1,98 @@
+"""A memory-bound CPE kernel measured on swemu (the emulator backend's path for tuner.cpe).
+
+The operator's one-operator module (constants bound to random values) is compiled ahead of time with
+the config as its tuning log (tuner.aot: the same slave C a model gets), built with ``make emu`` and
+run on random inputs. The output is checked against TVM's llvm build of the operator's PrimFunc and
+the emulator's DMA counters against the analysis' plan of that config (``dma_match``). The time is
+the emulator's wall time of the run: a functional emulator, never hardware timing.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from tuner.cpe.space import CpeKernelSpace
+from tuner.errors import InvalidConfigError
+from tuner.measure.base import InfrastructureError, MeasureResult, Source, Status
+from tuner.space.space import Config
+from tuner.targets import Family
+
+RTOL = {"float32": 1e-4, "float64": 1e-9}
+
+
+def _fail(config: Config, status: Status, error: str, **details: Any) -> MeasureResult:
+    return MeasureResult(config, status, error=error[-2000:], source=Source.EMULATOR, details=details)
+
+
+def measure_on_emulator(space: CpeKernelSpace, config: Config, workdir: Path, timeout_s: float,
+                        seed: int) -> MeasureResult:
+    """One config's result on swemu; raises InfrastructureError only when this machine cannot build."""
+    from tuner.aot import compile_model
+    from tuner.aot.cpe_ops import _run, dma_plan
+    from tuner.aot.cpe_plan import CpeOp
+    from tuner.aot.cpe_task import random_module
+
+    wl, target = space.workload, space.target
+    try:
+        space.check(config)
+    except InvalidConfigError as exc:
+        return _fail(config, Status.INVALID_CONFIG, str(exc))
+    rng = np.random.default_rng(seed)
+    t0 = time.perf_counter()
+    result = compile_model(random_module(wl, rng), target, workdir, lambda w: config if w.key == wl.key else None,
+                           name="kernel", cpe_mode="all", group_launches=False)
+    ops = [op for op in result.cpe_ops if isinstance(op, CpeOp)]
+    if len(ops) != 1 or not ops[0].tuned or ops[0].config != dict(config):
+        return _fail(config, Status.INVALID_CONFIG, "the config does not apply to the rebuilt operator")
+    op = ops[0]
+    t1 = time.perf_counter()
+    try:
+        build = subprocess.run(["make", "-s", "emu"], cwd=workdir, capture_output=True, text=True, timeout=600)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        raise InfrastructureError(f"cannot build kernels here: {exc}") from exc
+    if build.returncode != 0:
+        return _fail(config, Status.COMPILE_ERROR, build.stderr)
+    node = next(n for n in result.graph.nodes if n.op == "cpe")
+    inputs = {t.id: rng.uniform(-1, 1, t.shape).astype(wl.dtype) for t in result.graph.inputs}
+    for i, t in enumerate(result.graph.inputs):
+        inputs[t.id].tofile(workdir / f"in{i}.bin")
+    env = {k: v for k, v in os.environ.items() if not k.startswith("SWEMU_")}
+    env.update(SWEMU_TARGET="sw26010pro" if target.family is Family.SW26010_PRO else "sw26010",
+               SWEMU_TIMEOUT=str(timeout_s), SWEMU_REPORT=str(workdir / "report.json"))
+    t2 = time.perf_counter()
+    try:
+        run = subprocess.run(["./model_emu", "weights.bin", *(f"in{i}.bin" for i in range(len(inputs))), "out.bin"],
+                             cwd=workdir, capture_output=True, text=True, timeout=timeout_s + 10, env=env)
+    except subprocess.TimeoutExpired:
+        return _fail(config, Status.TIMEOUT, f"emulator run exceeded {timeout_s} s")
+    seconds = time.perf_counter() - t2
+    try:
+        report = json.loads((workdir / "report.json").read_text())
+    except (OSError, ValueError):
+        report = {}
+    errors = report.get("errors", [])
+    if run.returncode != 0 or errors:
+        kinds = {e.get("type") for e in errors}
+        status = Status.LDM_OVERFLOW if "ldm_overflow" in kinds else Status.RUNTIME_ERROR
+        return _fail(config, status, run.stderr or json.dumps(errors))
+    args = [inputs[t.root.id] if t.root.id in inputs else np.asarray(t.root.data).reshape(t.shape)
+            for t in node.inputs]
+    (ref,) = _run(node.attrs["prim_func"], args, [node.output.shape], wl.dtype)
+    out = np.fromfile(workdir / "out.bin", dtype=wl.dtype)
+    keys = ("get_reqs", "get_bytes", "put_reqs", "put_bytes")
+    expect = dma_plan(op, int(np.dtype(wl.dtype).itemsize))
+    got = {k: report.get("totals", {}).get(k) for k in keys}
+    details = {"dma": got, "dma_expected": expect, "dma_match": got == expect, "codegen_s": t1 - t0,
+               "build_s": t2 - t1, "model_seconds": op.seconds}
+    if out.size != ref.size or not np.allclose(out.reshape(ref.shape), ref, rtol=RTOL[wl.dtype],
+                                               atol=RTOL[wl.dtype] * max(float(np.abs(ref).max()), 1e-30)):
+        err = float(np.abs(out.reshape(ref.shape) - ref).max()) if out.size == ref.size else float("nan")
+        return _fail(config, Status.WRONG_RESULT, f"max abs error {err:.3g}", **details)
+    return MeasureResult(config, Status.OK, times=(seconds,), source=Source.EMULATOR, details=details)

@@ -1,0 +1,71 @@
+"""The identity of a memory-bound CPE kernel: the TVMScript of a one-operator Relax module.
+
+tuner.aot.cpe_task makes the text from a model's node (constants as ``const_<k>`` parameters, 0-d
+constants and scalars inline). The key is ``cpe-<name>-<sha256 of the text, 16 hex>``: the same
+operator at the same shapes gets the same key in any model and process. A worker rebuilds the
+operator from the text alone (``from_json`` checks that it parses into exactly one generic step).
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass
+from typing import Any, ClassVar
+
+from tuner.errors import InvalidWorkloadError
+from tuner.workloads import CPE_KERNEL_OP, DTYPE_BYTES, MAX_FLOPS, Workload
+
+MAX_SCRIPT_CHARS = 20_000  # a one-operator module prints in a few hundred characters
+
+
+@dataclass(frozen=True)
+class CpeKernelWorkload(Workload):
+    """A memory-bound operator run block by block on the CPEs."""
+
+    op: ClassVar[str] = CPE_KERNEL_OP
+    name: str
+    script: str
+    dtype: str = "float32"
+
+    def __post_init__(self) -> None:
+        if self.dtype not in DTYPE_BYTES:
+            raise InvalidWorkloadError(f"unsupported dtype {self.dtype!r}; expected one of {sorted(DTYPE_BYTES)}")
+        if not isinstance(self.script, str) or not self.script.strip() or len(self.script) > MAX_SCRIPT_CHARS:
+            raise InvalidWorkloadError(f"a cpe_kernel's script is a non-empty TVMScript text of at most "
+                                       f"{MAX_SCRIPT_CHARS} characters")
+        if not isinstance(self.name, str) or not self.name.isidentifier() or len(self.name) > 64:
+            raise InvalidWorkloadError(f"a cpe_kernel's name is an identifier of at most 64 characters, "
+                                       f"got {self.name!r}")
+
+    @property
+    def key(self) -> str:
+        return f"cpe-{self.name}-{hashlib.sha256(self.script.encode()).hexdigest()[:16]}"
+
+    @property
+    def flops(self) -> int:
+        """Arithmetic and transcendental operations of the whole operator (its legalized C)."""
+        from tuner.aot.cpe_task import rebuilt_work
+
+        w = rebuilt_work(self)
+        return int(w.arith + w.transcendental)
+
+    def to_json(self) -> dict[str, Any]:
+        return {"op": CPE_KERNEL_OP, "name": self.name, "script": self.script, "dtype": self.dtype}
+
+    @classmethod
+    def from_json(cls, spec: dict[str, Any]) -> CpeKernelWorkload:
+        unknown = set(spec) - {"op", "name", "script", "dtype"}
+        if unknown or not isinstance(spec.get("script"), str) or not isinstance(spec.get("name", "op"), str):
+            raise InvalidWorkloadError(f"a cpe_kernel workload has string 'name' and 'script' and an optional "
+                                       f"'dtype'; unknown fields {sorted(unknown)}")
+        from tuner.aot.cpe_task import canonical_script, rebuilt_node
+
+        wl = cls(name=spec.get("name", "op"), script=spec["script"], dtype=spec.get("dtype", "float32"))
+        wl = cls(name=wl.name, script=canonical_script(wl.script), dtype=wl.dtype)
+
+        node, dtype = rebuilt_node(wl)  # raises InvalidWorkloadError naming what is wrong
+        if dtype != wl.dtype:
+            raise InvalidWorkloadError(f"dtype {wl.dtype!r} does not match the operator's {dtype!r}")
+        if wl.flops > MAX_FLOPS:
+            raise InvalidWorkloadError(f"{wl.name} has {wl.flops:.3e} operations, above {MAX_FLOPS:.0e}")
+        return wl
