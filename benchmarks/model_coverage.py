@@ -4,8 +4,9 @@ time, built with `make emu`, run on the athread emulator and compared with torch
 Usage: python benchmarks/model_coverage.py [--trials 16] [--strategy model] [--only NAME,...] [--full]
        [--no-emulate]
 
-Per model: its conv/dense/batch_matmul tasks are tuned in-process on the simulator (each task's
-OpenACC-like baseline is among its first candidates), the model is compiled with those schedules, and
+Per model: its tasks (conv/dense/batch_matmul, expression and CPE kernel tasks) are tuned in-process
+on the simulator (each task's baseline is among its first candidates), the model is compiled with
+those schedules, and
 its simulated end-to-end time (every step: kernels with spawn/join, MPE work) is reported for the
 tuned and for the baseline program. Sizes: reduced widths / inputs by default so the emulator run
 stays short on a 2-core machine (listed per model in the JSON under "sizes"); --full uses the
@@ -257,6 +258,12 @@ def run_model(name: str, full: bool, trials: int, strategy: str, work: Path, emu
            "speedup": sm["speedup_vs_baseline"], "mpe_time_fraction": sm["mpe_time_fraction"],
            "kernel_launches": sm["kernel_launches"], "fused_epilogues": result.counts().get("fused epilogue", 0),
            "memory_bound_on_cpes": result.counts().get("CPE (memory-bound)", 0),
+           # multi-block memory-bound operators tuned as CPE kernel tasks (tuner.cpe), and how many of
+           # the program's distinct CPE kernels of such tasks run a tuned config (the rest: on the MPE)
+           "cpe_kernel_tasks": sum(1 for k in configs if k.startswith("cpe-")),
+           "cpe_kernels_tuned": sum(1 for op in result.cpe_ops if getattr(op, "tuned", False)),
+           "cpe_kernels_untuned": sum(1 for op in result.cpe_ops
+                                      if getattr(op, "workload", None) is not None and not op.tuned),
            "mpe_steps": result.counts().get("MPE", 0),
            "epilogue_candidates": _epilogue_candidates(result.graph),
            "top_ops": [(o.relax_op, o.where, round(o.share, 3)) for o in mt.by_operator()[:4]],
@@ -309,6 +316,9 @@ def main() -> None:
         "fused_epilogues": {n: r["fused_epilogues"] for n, r in by.items()},
         "unfused_epilogue_candidates": {n: r["epilogue_candidates"] for n, r in by.items()},
         "memory_bound_on_cpes": {n: r["memory_bound_on_cpes"] for n, r in by.items()},
+        "cpe_kernel_tasks": {n: r["cpe_kernel_tasks"] for n, r in by.items()},
+        "cpe_kernels_tuned": {n: r["cpe_kernels_tuned"] for n, r in by.items()},
+        "cpe_kernels_untuned": sum(r["cpe_kernels_untuned"] for r in rows),
         "mpe_steps": {n: r["mpe_steps"] for n, r in by.items()},
         "end_to_end_speedup_vs_baseline": {n: round(r["speedup"], 3) for n, r in by.items()},
         "tuned_slower_than_baseline": sum(r["tuned_slower_than_baseline"] for r in rows),

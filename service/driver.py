@@ -48,7 +48,7 @@ from tuner.baseline import baseline_time
 from tuner.cpe.search import strategy_for
 from tuner.errors import InvalidConfigError
 from tuner.measure.base import MeasureResult, Source, Status
-from tuner.search import SearchStrategy, create_strategy
+from tuner.search import SearchStrategy
 from tuner.space.factory import space_for
 from tuner.space.space import Config, ScheduleSpace
 
@@ -299,9 +299,10 @@ class TuningDriver:
             if name != task.strategy:
                 log.warning("task %s: strategy %r is not registered here; using random", task.id, task.strategy)
             space = space_for(task.workload, task.target)
-            name = strategy_for(space, name)  # a memory-bound CPE kernel has its own (tuner.cpe.search)
-            options = {"base_model": self._transfer_base(session, task)} if name == "model" else {}
-            state = self._states[task.id] = _TaskState(create_strategy(name, space, seed=task.seed, **options))
+            gemm_like = isinstance(space, ScheduleSpace)  # a memory-bound CPE kernel has its own strategy
+            options = {"base_model": self._transfer_base(session, task)} if name == "model" and gemm_like else {}
+            # tuner.cpe.search: a CPE kernel's own strategy, else the registered one
+            state = self._states[task.id] = _TaskState(strategy_for(space, name, seed=task.seed, **options))
         return state
 
     def _transfer_base(self, session, task: tasks_db.TaskSpec) -> CostModel | None:

@@ -14,7 +14,7 @@ from tuner.cpe.search import strategy_for
 from tuner.measure.base import MeasureBackend
 from tuner.measure.noise import DEFAULT_NOISE
 from tuner.measure.registry import BackendName, BackendOptions, backend_for
-from tuner.search import SearchStrategy, create_strategy
+from tuner.search import SearchStrategy
 from tuner.search.scheduler import GradientScheduler
 from tuner.space.factory import space_for
 from tuner.space.space import Config
@@ -58,8 +58,7 @@ def tune_workloads(workloads: Sequence[Workload], target: Target | str, trials: 
     if trials < 1 or batch < 1:
         raise ValueError("trials and batch must be positive")
     backend.preflight()  # a machine that cannot measure fails here (InfrastructureError), before any search
-    spaces = [space_for(w, target) for w in workloads]
-    searches = [create_strategy(strategy_for(sp, strategy), sp, seed=seed) for sp in spaces]
+    searches = [strategy_for(space_for(w, target), strategy, seed=seed) for w in workloads]
     scheduler = GradientScheduler(list(weights or [1.0] * len(workloads)), [trials] * len(workloads),
                                   early_stop=early_stop)
     curves: list[list[float]] = [[] for _ in workloads]

@@ -41,8 +41,9 @@ def _half_tuned(mod: Any) -> tuple[Any, set[str], set[str]]:
     """A lookup that returns a sampled valid config for every other distinct workload."""
     from tuner.bridge.extract import extract_relax
 
-    # the GEMM-like tasks (memory-bound expression tasks stay untuned: their generic lowering)
-    keys = [layer.workload.key for layer in extract_relax(mod).layers if layer.workload.op != "expr"]
+    # the GEMM-like tasks (memory-bound expression and CPE kernel tasks stay untuned: their generic lowering)
+    keys = [layer.workload.key for layer in extract_relax(mod).layers
+            if layer.workload.op not in ("expr", "cpe_kernel")]
     tuned, untuned = set(keys[1::2]), set(keys[0::2])
 
     def lookup(workload: Any) -> dict[str, Any] | None:

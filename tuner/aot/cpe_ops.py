@@ -489,13 +489,12 @@ def kernel_for(n: Node, target: Target, dtype: str, lookup: Lookup | None = None
     """The node's CPE kernel: at the tuning log's config for its workload (tuner.aot.cpe_task) when
     ``lookup`` has one that applies, else at the configuration ``choose`` picks; None: it stays on
     the MPE."""
-    from tuner.aot.cpe_task import cut_name, kernel_workload, tuned_op
+    from tuner.aot.cpe_task import cut_name, has_kernel_task, kernel_workload, tuned_op
 
     plans = plans_for(n, target, dtype)
     if not plans:
         return None
-    # an operator that is an expression task (tuner.bridge.extract) is tuned as that, not as a CPE kernel
-    wl = kernel_workload(n, dtype) if n.attrs.get("expr_workload") is None else None
+    wl = kernel_workload(n, dtype) if has_kernel_task(n) else None
     config = lookup(wl) if wl is not None and lookup is not None else None
     if config is not None:
         op = tuned_op(n, plans, target, dtype, config)
@@ -504,6 +503,9 @@ def kernel_for(n: Node, target: Target, dtype: str, lookup: Lookup | None = None
             return op
         log.warning("%s (%s): the tuned config %s of %s does not apply here; the untuned choice runs",
                     n.source, n.relax_op, config, wl.key if wl is not None else "")
+    elif wl is not None and lookup is not None:
+        log.warning("untuned CPE kernel %s (%s, binding %s) on %s: the analysis' choice", wl.key, n.relax_op,
+                    n.source, target.name)
     got = plan_node(n, target, dtype, plans)
     if got is None:
         return None

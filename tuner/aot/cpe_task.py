@@ -42,6 +42,12 @@ def _short_name(n: Node) -> str:
     return name.strip("_")[:40] or "op"
 
 
+def has_kernel_task(n: Node) -> bool:
+    """Whether a generic node is tuned as a CPE kernel task: not when it is an expression task
+    (tuner.bridge.extract tunes it as that) or a conv input's padding (tuner.aot.cpe_layout's kernel)."""
+    return n.op in ("tir", "cpe") and n.attrs.get("expr_workload") is None and "pad_h" not in n.attrs
+
+
 def kernel_workload(n: Node, dtype: str) -> CpeKernelWorkload | None:
     """The task of a generic node (None: it has no Relax form to rebuild, or more than one output)."""
     from tvm import ir, relax

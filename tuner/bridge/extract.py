@@ -239,15 +239,17 @@ def extract_relax(mod: Any, reductions: bool = False, fused: bool = True) -> Ext
     are still taken from the Relax calls, like the GEMM-like operators."""
     from tvm import relax
 
+    from tuner.aot.cpe_task import has_kernel_task
+
     legal = _Legalized(mod)
     graph = _compiled_graph(mod, fused)
-    # memory-bound operators as the compiler builds them: binding name -> its expression nodes
+    # memory-bound operators as the compiler builds them: binding name -> their expression or CPE kernel tasks
     routed: dict[str, list[Workload]] = {}
     for n in graph.nodes if graph is not None else []:
         w = n.attrs.get("expr_workload")
         if w is not None and memory_bound(w):
             routed.setdefault(n.source, []).append(w)
-        elif w is None and n.op == "tir" and "pad_h" not in n.attrs:
+        elif has_kernel_task(n):
             kernel = _cpe_kernel(n, graph)
             if kernel is not None:
                 routed.setdefault(n.source, []).append(kernel)

@@ -10,7 +10,8 @@ noise and the block-size interpolation, so there the first proposals are already
 this strategy is honest about what it knows, not a black box. An ``epsilon`` share of each round
 explores at random.
 
-Which strategy a space gets: ``strategy_for`` (the service's driver and in-process tuning ask it).
+Which strategy a space gets: ``strategy_for`` (the service's driver and in-process tuning build
+their strategies through it).
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ import numpy as np
 
 from cost_model import XGBoostCostModel
 from tuner.cpe.space import PRIOR_COLUMN, CpeKernelSpace
-from tuner.search.base import SearchStrategy, register
+from tuner.search.base import SearchStrategy, create_strategy
 
 NAME = "cpe_model"
 
@@ -61,9 +62,9 @@ class CpeKernelSearch(SearchStrategy):
         return picked
 
 
-def strategy_for(space: Any, requested: str) -> str:
-    """The strategy a task's space runs: a CPE kernel's own, whatever was asked; else ``requested``."""
-    return NAME if isinstance(space, CpeKernelSpace) else requested
-
-
-register(NAME, CpeKernelSearch)
+def strategy_for(space: Any, requested: str, seed: int = 0, **options: Any) -> SearchStrategy:
+    """The strategy a task's space runs: a CPE kernel's own whatever was asked (it is no general
+    strategy, so it is not in the registry the service offers), else the registered ``requested``."""
+    if isinstance(space, CpeKernelSpace):
+        return CpeKernelSearch(space, seed=seed)
+    return create_strategy(requested, space, seed=seed, **options)

@@ -15,7 +15,8 @@ validity (a named ``Why``), LDM bytes and estimated seconds are held in dense ta
 is a lookup. The tables predict a body's counts between legalized block sizes (linear in the block);
 ``exact_seconds`` counts a configuration on its own legalized body, which is what a measurement on
 the simulator reports. It offers the interface search strategies use (names, sizes, encode, decode,
-sample, neighbours, check, enumerate) like ``tuner.space.ScheduleSpace``.
+sample, neighbours, check, enumerate) like ``tuner.space.ScheduleSpace``; the knob product is the
+shared ``tuner.space.knobs.KnobSpace``.
 """
 
 from __future__ import annotations
@@ -29,7 +30,7 @@ import numpy as np
 from tuner.aot.cpe_schedule import ACTIVE_CHOICES, CPES, Why
 from tuner.cpe.workload import CpeKernelWorkload
 from tuner.errors import InvalidConfigError
-from tuner.space.knobs import Knob
+from tuner.space.knobs import Knob, KnobSpace
 from tuner.space.space import Config
 from tuner.targets import Target, get_target
 
@@ -53,7 +54,7 @@ class CpeAnalysis:
         return _WHY[int(self.reason[row])]
 
 
-class CpeKernelSpace:
+class CpeKernelSpace(KnobSpace):
     """All schedules of one memory-bound kernel on one target."""
 
     def __init__(self, workload: CpeKernelWorkload, target: Target | str) -> None:
@@ -69,17 +70,13 @@ class CpeKernelSpace:
         for p in self.plans.values():
             actives |= {p.lead * (p.ext // b) for b in p.sizes(self.target) if p.lead * (p.ext // b) < CPES}
         lanes = sorted(set(self.target.simd_widths[workload.dtype]))
-        self.knobs: tuple[Knob, ...] = (
+        self._set_knobs((
             Knob("cut", tuple(self.plans), ordered=False, doc="the output axis blocks run along, or a pool's rows"),
             Knob("block", tuple(sizes), doc="output indices per block along the cut (a divisor of its extent)"),
             Knob("db", (0, 1), ordered=False, doc="double-buffered gets: the next block's operands in flight"),
             Knob("active", tuple(sorted(actives)), doc="CPEs that take blocks, round-robin"),
             Knob("simd", tuple(lanes), doc="vector lanes of the block's body (1 = scalar)"),
-        )
-        self.knob_index = {k.name: i for i, k in enumerate(self.knobs)}
-        self.codes = [k.codes for k in self.knobs]
-        self.sizes = np.array([len(k) for k in self.knobs], dtype=np.int64)
-        self.ordered = np.array([k.ordered for k in self.knobs], dtype=bool)
+        ))
         self._table = self._analyse_all()
 
     # --- the analysis table ---------------------------------------------------------------------
@@ -132,31 +129,6 @@ class CpeKernelSpace:
         op = plan.op(self.target, int(config["block"]), bool(config["db"]), int(config["active"]), int(config["simd"]))
         return (op.seconds, op.ldm_bytes) if op is not None else None
 
-    # --- encoding -------------------------------------------------------------------------------
-    @property
-    def names(self) -> tuple[str, ...]:
-        return tuple(k.name for k in self.knobs)
-
-    @cached_property
-    def size(self) -> int:
-        return math.prod(int(s) for s in self.sizes)
-
-    def encode(self, config: Config) -> np.ndarray:
-        unknown, missing = set(config) - set(self.knob_index), set(self.knob_index) - set(config)
-        if unknown or missing:
-            raise InvalidConfigError(f"config does not match the cpe_kernel space: unknown knobs {sorted(unknown)}, "
-                                     f"missing knobs {sorted(missing)}")
-        try:
-            return np.array([k.index(config[k.name]) for k in self.knobs], dtype=np.int64)
-        except ValueError as exc:
-            raise InvalidConfigError(str(exc)) from None
-
-    def decode(self, vector: np.ndarray) -> Config:
-        vector = np.asarray(vector, dtype=np.int64)
-        if vector.shape != (len(self.knobs),) or (vector < 0).any() or (vector >= self.sizes).any():
-            raise InvalidConfigError(f"index vector {vector.tolist()} is outside the space")
-        return {k.name: k.choices[int(i)] for k, i in zip(self.knobs, vector)}
-
     def check(self, config: Config) -> np.ndarray:
         vector = self.encode(config)
         a = self.analyze(vector[None, :])
@@ -184,23 +156,6 @@ class CpeKernelSpace:
             return rows
         return rows[rng.choice(len(rows), size=n, replace=len(rows) < n)] if n <= len(rows) * 4 \
             else rows[rng.integers(0, len(rows), n)]
-
-    def neighbours(self, index: np.ndarray, rng: np.random.Generator, n_moves: int = 1) -> np.ndarray:
-        """One random knob move per row (ordered knobs +-1, categorical ones jump); invalid moves stay put."""
-        index = np.atleast_2d(index)
-        out = index.copy()
-        rows = np.arange(len(index))
-        movable = np.flatnonzero(self.sizes > 1)
-        if not len(movable):
-            return out
-        for _ in range(n_moves):
-            cols = rng.choice(movable, size=len(index))
-            step = rng.choice([-1, 1], size=len(index))
-            ordered_val = np.clip(out[rows, cols] + step, 0, self.sizes[cols] - 1)
-            jump = (out[rows, cols] + rng.integers(1, np.maximum(self.sizes[cols], 2))) % self.sizes[cols]
-            out[rows, cols] = np.where(self.ordered[cols], ordered_val, jump)
-        ok = self.analyze(out).valid
-        return np.where(ok[:, None], out, index)
 
     # --- named configs --------------------------------------------------------------------------
     def default_config(self) -> Config:

@@ -9,9 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-import math
 from collections.abc import Mapping, Sequence
-from functools import cached_property
 from typing import Any
 
 import numpy as np
@@ -19,7 +17,7 @@ import numpy as np
 from tuner.errors import InvalidConfigError
 from tuner.space.analysis import Analysis, analyze
 from tuner.space.choices import Acc, Dma, Order, Pack, Reason, Share, reason_label
-from tuner.space.knobs import Knob
+from tuner.space.knobs import Knob, KnobSpace
 from tuner.space.ops import geometry_for
 from tuner.targets import Target, get_target
 from tuner.workloads import Workload
@@ -37,7 +35,7 @@ def config_hash(config: Config) -> str:
     return hashlib.sha1(json.dumps(config, sort_keys=True, separators=(",", ":")).encode()).hexdigest()[:20]
 
 
-class ScheduleSpace:
+class ScheduleSpace(KnobSpace):
     """All schedules of one workload on one target."""
 
     def __init__(self, workload: Workload, target: Target | str,
@@ -69,11 +67,7 @@ class ScheduleSpace:
         ]
         if restrict:
             knobs = self._restricted(knobs, restrict)
-        self.knobs: tuple[Knob, ...] = tuple(knobs)
-        self.knob_index = {k.name: i for i, k in enumerate(self.knobs)}
-        self.codes = [k.codes for k in self.knobs]
-        self.sizes = np.array([len(k) for k in self.knobs], dtype=np.int64)
-        self.ordered = np.array([k.ordered for k in self.knobs], dtype=bool)
+        self._set_knobs(knobs)
         grids = self.knobs[self.knob_index["grid"]].choices
         self.grid_rows = np.array([int(g.split("x")[0]) for g in grids], dtype=np.float64)
         self.grid_cols = np.array([int(g.split("x")[1]) for g in grids], dtype=np.float64)
@@ -126,42 +120,6 @@ class ScheduleSpace:
             out.append(Knob(knob.name, tuple(knob.choices[i] for i in keep), knob.ordered, knob.doc,
                             category_codes=tuple(int(knob.codes[i]) for i in keep), default=knob.default))
         return out
-
-    # --- encoding -----------------------------------------------------------------------------
-    @property
-    def names(self) -> tuple[str, ...]:
-        return tuple(k.name for k in self.knobs)
-
-    @cached_property
-    def size(self) -> int:
-        """Number of knob combinations (valid or not)."""
-        return math.prod(int(s) for s in self.sizes)
-
-    def encode(self, config: Config) -> np.ndarray:
-        """Choice indices of a config; a knob it lacks takes the knob's default, if it has one."""
-        unknown = set(config) - set(self.knob_index)
-        defaults = {k.name: k.default for k in self.knobs if k.default is not None and k.name not in config}
-        config = {**config, **defaults}
-        missing = set(self.knob_index) - set(config)
-        if unknown or missing:
-            raise InvalidConfigError(
-                f"config does not match the {self.workload.op} space: "
-                f"unknown knobs {sorted(unknown)}, missing knobs {sorted(missing)}"
-            )
-        try:
-            return np.array([k.index(config[k.name]) for k in self.knobs], dtype=np.int64)
-        except ValueError as exc:
-            raise InvalidConfigError(str(exc)) from None
-
-    def decode(self, vector: np.ndarray) -> Config:
-        vector = np.asarray(vector, dtype=np.int64)
-        if vector.shape != (len(self.knobs),) or (vector < 0).any() or (vector >= self.sizes).any():
-            raise InvalidConfigError(f"index vector {vector.tolist()} is outside the space")
-        return {k.name: k.choices[int(i)] for k, i in zip(self.knobs, vector)}
-
-    def normalized(self, index: np.ndarray) -> np.ndarray:
-        """Index matrix scaled to [0, 1] per knob (a workload-independent view for the cost model)."""
-        return np.atleast_2d(index) / np.maximum(self.sizes - 1, 1)
 
     # --- analysis and validity ----------------------------------------------------------------
     def analyze(self, index: np.ndarray) -> Analysis:
@@ -221,24 +179,6 @@ class ScheduleSpace:
                 break
         out = np.concatenate(found) if found else np.empty((0, len(self.sizes)), dtype=np.int64)
         return out[:n]
-
-    def neighbours(self, index: np.ndarray, rng: np.random.Generator, n_moves: int = 1) -> np.ndarray:
-        """One random move per row: ordered knobs step +-1 (sometimes +-2), categorical ones jump.
-
-        Rows whose move lands on an invalid config keep their original values.
-        """
-        index = np.atleast_2d(index)
-        out = index.copy()
-        rows = np.arange(len(index))
-        for _ in range(n_moves):
-            movable = np.flatnonzero(self.sizes > 1)
-            cols = rng.choice(movable, size=len(index))
-            step = rng.choice([-2, -1, 1, 2], size=len(index), p=[0.15, 0.35, 0.35, 0.15])
-            ordered_val = np.clip(out[rows, cols] + step, 0, self.sizes[cols] - 1)
-            jump = (out[rows, cols] + rng.integers(1, np.maximum(self.sizes[cols], 2))) % self.sizes[cols]
-            out[rows, cols] = np.where(self.ordered[cols], ordered_val, jump)
-        ok = self.analyze(out).valid
-        return np.where(ok[:, None], out, index)
 
     def enumerate(self, limit: int = 2_000_000, chunk: int = 200_000) -> np.ndarray | None:
         """Every valid config, or None when the space has more than ``limit`` combinations."""
