@@ -143,3 +143,28 @@ def test_compile_runs_the_tuned_configs_and_matches_torch_on_the_emulator(model:
     every = [n.attrs["cpe"] for n in result.graph.nodes if n.op == "cpe"]
     assert every == ops  # nothing else runs on the CPEs here
     assert {k: run.report["totals"][k] for k in keys} == {k: sum(dma_plan(op, 4)[k] for op in ops) for k in keys}
+
+
+def test_simd_configs_start_at_blocks_long_enough_to_vectorise() -> None:
+    """An element-wise gelu cut along its last axis: blocks of 1 or 2 elements have no loop of 4 lanes
+    (NO_BODY at simd 4), larger ones do; the SIMD configurations are counted from those."""
+    from tvm import relax
+
+    from tuner.aot.cpe_task import kernel_workload
+    from tuner.aot.relax_reader import read_relax
+
+    x = relax.Var("x", relax.TensorType((4, 64), "float32"))
+    bb = relax.BlockBuilder()
+    with bb.function("main", [x]):
+        with bb.dataflow():
+            out = bb.emit_output(bb.emit(relax.op.nn.gelu(x)))
+        bb.emit_func_output(out)
+    (node,) = [n for n in read_relax(bb.get()).nodes if n.op == "tir"]
+    space = space_for(kernel_workload(node, "float32"), TARGET)
+    assert "axis1" in space.plans
+    vector = [space.decode(r) for r in space.valid_rows if space.decode(r)["simd"] == 4]
+    assert {c["cut"] for c in vector} >= {"axis1"} and min(c["block"] for c in vector if c["cut"] == "axis1") >= 4
+    short = {"cut": "axis1", "block": 2, "db": 0, "active": 32, "simd": 4}
+    assert not space.analyze(space.encode(short)[None, :]).valid[0]
+    long = {**short, "block": 16, "active": 16}
+    assert space.exact_seconds(long)[0] < space.exact_seconds({**long, "simd": 1})[0]

@@ -88,6 +88,9 @@ def divisors(n: int) -> list[int]:
     return sorted({d for i in range(1, int(n ** 0.5) + 1) if n % i == 0 for d in (i, n // i)}, reverse=True)
 
 
+VECTOR_SCAN = 8  # block sizes tried for a vector body before a lanes value is given up (each a legalization)
+
+
 def _best(space: Space) -> int:
     return space.best()
 
@@ -135,10 +138,11 @@ class KernelPlan:
         sizes = self.sizes(target)
         if not sizes:
             return None
-        fit = sorted(sizes)[:2]
-        for b in (sizes if exact else fit):
-            self.body(b, lanes)
-        if any(self.body(b, lanes) is None for b in fit):
+        if exact:
+            for b in sizes:
+                self.body(b, lanes)
+        fit = self._reference_sizes(sorted(sizes), lanes)
+        if fit is None:
             return None
         b1, b2 = fit[0], fit[-1]
         f1, f2 = self.body(b1, lanes), self.body(b2, lanes)
@@ -160,6 +164,17 @@ class KernelPlan:
                 body_cycles[b], scratch[b] = cycles(f.work, target), f.scratch_bytes
                 counted.add(b)
         return sizes, body_cycles, scratch, counted, failed
+
+    def _reference_sizes(self, ascending: list[int], lanes: int) -> list[int] | None:
+        """The two block sizes the counts are interpolated from: the two smallest (scalar: both must
+        legalize). A vector body needs inner loops of at least ``lanes`` iterations, which the
+        smallest blocks may not have: the two smallest sizes with a vector body, among the first
+        ``VECTOR_SCAN`` (those that have none are NO_BODY)."""
+        if lanes == 1:
+            fit = ascending[:2]
+            return fit if all(self.body(b, 1) is not None for b in fit) else None
+        fit = [b for b in ascending[:VECTOR_SCAN] if self.body(b, lanes) is not None][:2]
+        return fit or None
 
     def space(self, target: Target, lanes: int = 1, exact: bool = False) -> Space | None:
         """Every (block, db, active) configuration at ``lanes``; a body counted at its own size where

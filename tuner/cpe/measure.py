@@ -33,7 +33,7 @@ def measure_kernel(space: CpeKernelSpace, configs: Sequence[Config], factors: Ca
         a = space.analyze(vector[None, :])
         exact = space.exact_seconds(config) if a.valid[0] else None
         if exact is None:
-            why = a.why(0) if not a.valid[0] else Why.LDM.value
+            why = a.why(0) if not a.valid[0] else space.why_not(config).value
             status = Status.LDM_OVERFLOW if why == Why.LDM.value else Status.INVALID_CONFIG
             out.append(MeasureResult(config=config, status=status, source=source,
                                      error=f"{why}: LDM {int(a.ldm_total[0])} B, budget {budget} B"))

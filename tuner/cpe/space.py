@@ -124,10 +124,16 @@ class CpeKernelSpace(KnobSpace):
 
     def exact_seconds(self, config: Config) -> tuple[float, int] | None:
         """(seconds, LDM bytes) of one configuration counted on its own legalized body; None when it
-        cannot run (e.g. its body at this size overflows LDM, which the table only predicted)."""
+        cannot run (``why_not`` says why: the table only predicted its body)."""
         plan = self.plans[config["cut"]]
         op = plan.op(self.target, int(config["block"]), bool(config["db"]), int(config["active"]), int(config["simd"]))
         return (op.seconds, op.ldm_bytes) if op is not None else None
+
+    def why_not(self, config: Config) -> Why:
+        """Why a configuration the table predicted valid does not run on its own body: no body (it does
+        not legalize, or nothing vectorises at these lanes and this size), or its LDM."""
+        body = self.plans[config["cut"]].body(int(config["block"]), int(config["simd"]))
+        return Why.NO_BODY if body is None else Why.LDM
 
     def check(self, config: Config) -> np.ndarray:
         vector = self.encode(config)
