@@ -301,17 +301,16 @@ def _plan_axis(n: Node, call: Any, dtype: str, item: int, axis: int, arg_shapes:
         params.append(ParamSlice(sl, t.shape[axis] if sl else 0, inner, 1 if sl else t.size))
     for t in n.outputs:
         params.append(ParamSlice(True, t.shape[axis], prod(t.shape[axis + 1:]), 1))
-    plan = KernelPlan(axis, lead, out[axis], params, len(n.inputs), item, lambda b, lanes: None)
+    funcs: dict[int, Any] = {}
 
     def body_at(b: int, lanes: int) -> CFunction | None:
         got = legalized(b)
         if got is None or got[1] != order:
             return None
-        plan.sliced_funcs[b] = got[0]
+        funcs[b] = got[0]
         return _print_body(got[0], lanes)
 
-    plan.body_at = body_at
-    return plan
+    return KernelPlan(axis, lead, out[axis], params, len(n.inputs), item, body_at, sliced_funcs=funcs)
 
 
 POOLS = ("nn.max_pool2d", "nn.avg_pool2d")
@@ -341,13 +340,12 @@ def _plan_pool_rows(n: Node, call: Any, dtype: str, item: int) -> KernelPlan | N
     window = Window(sh, (kh - 1) * dh + 1, pt, h)
     fill = float(np.finfo(dtype).min) if is_max else 0.0
     make = relax.op.nn.max_pool2d if is_max else relax.op.nn.avg_pool2d
-    params = [ParamSlice(True, h, w, 1), ParamSlice(True, oh, ow, 1)]
-    plan = KernelPlan(2, nb * c, oh, params, 1, item, lambda b, lanes: None, window, fill)
+    funcs: dict[int, Any] = {}
 
     def body_at(b: int, lanes: int) -> CFunction | None:
         from tuner.aot.relax_reader import legalize
 
-        if b not in plan.sliced_funcs:
+        if b not in funcs:
             rows = int(window.rows(np.asarray(b)))
             bb = relax.BlockBuilder()
             v = relax.Var("x", relax.TensorType((1, 1, rows, w), dtype))
@@ -362,11 +360,11 @@ def _plan_pool_rows(n: Node, call: Any, dtype: str, item: int) -> KernelPlan | N
                      if isinstance(bd.value, relax.Call) and getattr(bd.value.op, "name", "") == "relax.call_tir"]
             if len(calls) != 1 or tuple(int(d) for d in calls[0].ty.shape) != (1, 1, b, ow):
                 return None
-            plan.sliced_funcs[b] = mod[calls[0].args[0]]
-        return _print_body(plan.sliced_funcs[b], lanes)
+            funcs[b] = mod[calls[0].args[0]]
+        return _print_body(funcs[b], lanes)
 
-    plan.body_at = body_at
-    return plan
+    params = [ParamSlice(True, h, w, 1), ParamSlice(True, oh, ow, 1)]
+    return KernelPlan(2, nb * c, oh, params, 1, item, body_at, window, fill, sliced_funcs=funcs)
 
 
 def _window_block(x: np.ndarray, op: CpeOp, blk: int) -> np.ndarray:
@@ -489,7 +487,7 @@ def kernel_for(n: Node, target: Target, dtype: str, lookup: Lookup | None = None
     """The node's CPE kernel: at the tuning log's config for its workload (tuner.aot.cpe_task) when
     ``lookup`` has one that applies, else at the configuration ``choose`` picks; None: it stays on
     the MPE."""
-    from tuner.aot.cpe_task import cut_name, has_kernel_task, kernel_workload, tuned_op
+    from tuner.aot.cpe_task import has_kernel_task, kernel_workload, tuned_op
 
     plans = plans_for(n, target, dtype)
     if not plans:
@@ -509,7 +507,7 @@ def kernel_for(n: Node, target: Target, dtype: str, lookup: Lookup | None = None
     got = plan_node(n, target, dtype, plans)
     if got is None:
         return None
-    got[1].workload, got[1].cut = wl, cut_name(got[0])
+    got[1].workload = wl
     return got[1]
 
 

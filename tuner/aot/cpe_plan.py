@@ -23,7 +23,7 @@ from typing import Any
 
 import numpy as np
 
-from tuner.aot.cpe_schedule import CPES, Operand, Space, Window, analyse, analyse_configs
+from tuner.aot.cpe_schedule import CPES, Operand, Space, Window, analyse_configs, configs
 from tuner.aot.graph import slave_symbol
 from tuner.aot.tir_c import CFunction, Work
 from tuner.targets import Target
@@ -35,6 +35,13 @@ class ParamSlice:
     ext: int  # extent along the block axis (sliced operands)
     inner: int  # elements after the block axis
     elems: int  # elements held in LDM
+
+
+def _operands(params: list[ParamSlice], n_inputs: int, window: Window | None) -> list[Operand]:
+    """The analysis' view of a kernel's parameters (input 0 read through ``window`` when it has one)."""
+    return [Operand(k < n_inputs, p.sliced, p.inner if p.sliced else p.elems,
+                    window if k == 0 and window is not None else None)
+            for k, p in enumerate(params)]
 
 
 @dataclass
@@ -58,7 +65,7 @@ class CpeOp:
     lanes: int = 1  # SIMD lanes of the body (1: scalar C)
     tuned: bool = False  # its configuration came from the tuning log
     workload: Any = None  # its task (tuner.cpe.workload.CpeKernelWorkload), when it has one
-    cut: str = ""  # the plan's cut (tuner.aot.cpe_task.cut_name)
+    cut: str = ""  # the plan's cut (KernelPlan.cut)
 
     @property
     def config(self) -> dict[str, Any]:
@@ -74,9 +81,7 @@ class CpeOp:
         return slave_symbol(self.index)
 
     def operands(self) -> list[Operand]:
-        return [Operand(k < self.n_inputs, p.sliced, p.inner if p.sliced else p.elems,
-                        self.window if k == 0 and self.window is not None else None)
-                for k, p in enumerate(self.params)]
+        return _operands(self.params, self.n_inputs, self.window)
 
 
 def cycles(w: Work, target: Target) -> float:
@@ -115,9 +120,13 @@ class KernelPlan:
 
     @property
     def operands(self) -> list[Operand]:
-        return [Operand(k < self.n_inputs, p.sliced, p.inner if p.sliced else p.elems,
-                        self.window if k == 0 and self.window is not None else None)
-                for k, p in enumerate(self.params)]
+        return _operands(self.params, self.n_inputs, self.window)
+
+    @property
+    def cut(self) -> str:
+        """How it cuts its operator: along output axis k, or a pool's output rows with their halo (the
+        ``cut`` knob of tuner.cpe.space)."""
+        return "rows" if self.window is not None else f"axis{self.axis}"
 
     def body(self, block: int, lanes: int = 1) -> CFunction | None:
         key = (block, lanes)
@@ -179,20 +188,20 @@ class KernelPlan:
     def space(self, target: Target, lanes: int = 1, exact: bool = False) -> Space | None:
         """Every (block, db, active) configuration at ``lanes``; a body counted at its own size where
         it was legalized (``exact``: legalize every size first), predicted linearly in between."""
-        got = self._counts(target, lanes, exact)
-        if got is None:
-            return None
-        sizes, body_cycles, scratch, counted, failed = got
-        return analyse(target, self.item, self.lead, self.ext, self.operands, sizes, body_cycles, scratch, counted,
-                       failed)
+        return self._analysed(target, lanes, exact)
 
     def evaluate(self, target: Target, lanes: int, block: np.ndarray, db: np.ndarray, active: np.ndarray
                  ) -> Space | None:
         """The analysis of given configurations at ``lanes`` (blocks among ``sizes``)."""
-        got = self._counts(target, lanes, False)
+        return self._analysed(target, lanes, False, (block, db, active))
+
+    def _analysed(self, target: Target, lanes: int, exact: bool,
+                  grid: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None) -> Space | None:
+        got = self._counts(target, lanes, exact)
         if got is None:
             return None
-        _, body_cycles, scratch, counted, failed = got
+        sizes, body_cycles, scratch, counted, failed = got
+        block, db, active = grid if grid is not None else configs(self.lead, self.ext, sizes)
         return analyse_configs(target, self.item, self.lead, self.ext, self.operands, block, db, active, body_cycles,
                                scratch, counted, failed)
 
@@ -233,4 +242,5 @@ class KernelPlan:
             params.append(ParamSlice(p.sliced, p.ext, p.inner, elems))
         return CpeOp(body, self.axis, b, self.lead, self.ext // b, params, self.n_inputs, int(space.ldm_bytes[i]),
                      float(space.seconds[i]), db=bool(space.db[i]), active=int(space.active[i]), window=self.window,
-                     fill=self.fill, configs=len(space), valid=int((space.why == "ok").sum()), lanes=lanes)
+                     fill=self.fill, configs=len(space), valid=int((space.why == "ok").sum()), lanes=lanes,
+                     cut=self.cut)

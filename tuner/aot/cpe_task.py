@@ -9,8 +9,8 @@ rebuilt, so the rebuilt node is planned exactly as the model's is (a constant is
 comes out of the same operator in any model, through torch or ONNX.
 
 A worker, a compile and the tuning log all rebuild the node from that text and cut it with the same
-tuner.aot.cpe_ops planner, keyed by the cut's name (``axis<k>`` or ``rows``), so a tuned config names
-the same blocks everywhere.
+tuner.aot.cpe_ops planner, keyed by the cut's name (``KernelPlan.cut``: ``axis<k>`` or ``rows``), so
+a tuned config names the same blocks everywhere.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from __future__ import annotations
 import logging
 import re
 from functools import lru_cache
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -30,11 +30,6 @@ from tuner.cpe.workload import CpeKernelWorkload
 from tuner.targets import Target, get_target
 
 log = logging.getLogger("tuner.aot")
-
-
-def cut_name(plan: KernelPlan) -> str:
-    """How a plan cuts its operator: along output axis k, or a pool's output rows with their halo."""
-    return "rows" if plan.window is not None else f"axis{plan.axis}"
 
 
 def _short_name(n: Node) -> str:
@@ -98,17 +93,21 @@ def module_text(mod: Any) -> str:
     return "\n".join(line for line in text.splitlines() if not line.lstrip().startswith("#")).strip() + "\n"
 
 
-def canonical_script(script: str) -> str:
-    """The text a submitted script prints back as (whitespace and spelling normalised), so the same
-    module gets the same key however it was written."""
+def _parse(script: str) -> Any:
     import tvm
 
     from tuner.errors import InvalidWorkloadError
 
     try:
-        return module_text(tvm.script.from_source(script))
+        return tvm.script.from_source(script)
     except Exception as exc:  # noqa: BLE001 - TVM's parser raises many kinds
         raise InvalidWorkloadError(f"the kernel's script does not parse: {str(exc).splitlines()[0][:200]}") from None
+
+
+def canonical_script(script: str) -> str:
+    """The text a submitted script prints back as (whitespace and spelling normalised), so the same
+    module gets the same key however it was written."""
+    return module_text(_parse(script))
 
 
 def random_module(wl: CpeKernelWorkload, rng: np.random.Generator | None = None) -> Any:
@@ -119,10 +118,7 @@ def random_module(wl: CpeKernelWorkload, rng: np.random.Generator | None = None)
 
     from tuner.errors import InvalidWorkloadError
 
-    try:
-        mod = tvm.script.from_source(wl.script)
-    except Exception as exc:  # noqa: BLE001 - TVM's parser raises many kinds
-        raise InvalidWorkloadError(f"the kernel's script does not parse: {str(exc).splitlines()[0][:200]}") from None
+    mod = _parse(wl.script)
     if "main" not in [str(g.name_hint) for g in mod.get_global_vars()]:
         raise InvalidWorkloadError("the kernel's script has no main function")
     binds = {}
@@ -134,9 +130,15 @@ def random_module(wl: CpeKernelWorkload, rng: np.random.Generator | None = None)
     return relax.transform.BindParams("main", binds)(mod) if binds else mod
 
 
+class Rebuilt(NamedTuple):
+    node: Node  # the workload's operator as a graph node (constants bound to zeros)
+    dtype: str  # the graph's dtype
+    work: Work  # what the whole operator does (its legalized C's counts)
+
+
 @lru_cache(maxsize=256)
-def rebuilt_node(wl: CpeKernelWorkload) -> tuple[Node, str]:
-    """The workload's operator as a graph node (constants bound to zeros), and the graph's dtype."""
+def rebuilt(wl: CpeKernelWorkload) -> Rebuilt:
+    """The workload's operator rebuilt from its script alone (what a worker does)."""
     from tuner.aot.graph import AotError
     from tuner.aot.relax_reader import read_relax
     from tuner.errors import InvalidWorkloadError
@@ -149,17 +151,7 @@ def rebuilt_node(wl: CpeKernelWorkload) -> tuple[Node, str]:
     nodes = [n for n in graph.nodes if n.op == "tir"]
     if len(nodes) != 1:
         raise InvalidWorkloadError(f"a CPE kernel is one operator; its script has {len(nodes)} generic steps")
-    _WORK[wl] = graph.functions[nodes[0].attrs["function"]].work
-    return nodes[0], graph.dtype
-
-
-_WORK: dict[CpeKernelWorkload, Work] = {}
-
-
-def rebuilt_work(wl: CpeKernelWorkload) -> Work:
-    """What the whole operator does (its legalized C's counts)."""
-    rebuilt_node(wl)
-    return _WORK[wl]
+    return Rebuilt(nodes[0], graph.dtype, graph.functions[nodes[0].attrs["function"]].work)
 
 
 _PLANS: dict[tuple[str, str], dict[str, KernelPlan]] = {}
@@ -170,8 +162,8 @@ def workload_plans(wl: CpeKernelWorkload, target: Target | str) -> dict[str, Ker
     tgt = get_target(target)
     key = (wl.key, tgt.name)
     if key not in _PLANS:
-        node, dtype = rebuilt_node(wl)
-        _PLANS[key] = {cut_name(p): p for p in plans_for(node, tgt, dtype) if _keeps_meaning(node, p, tgt, dtype)}
+        node, dtype, _ = rebuilt(wl)
+        _PLANS[key] = {p.cut: p for p in plans_for(node, tgt, dtype) if _keeps_meaning(node, p, tgt, dtype)}
     return _PLANS[key]
 
 
@@ -193,7 +185,7 @@ def tuned_op(n: Node, plans: list[KernelPlan], target: Target, dtype: str, confi
     """The node's kernel at a tuned config (tuner.cpe.space knobs), or None when the config does not
     apply to this node (a cut it does not have, a block that does not fit) or slicing it there would
     change the result."""
-    by_cut = {cut_name(p): p for p in plans}
+    by_cut = {p.cut: p for p in plans}
     try:
         plan = by_cut[str(config["cut"])]
         op = plan.op(target, int(config["block"]), bool(config["db"]), int(config["active"]), int(config["simd"]))
@@ -201,5 +193,5 @@ def tuned_op(n: Node, plans: list[KernelPlan], target: Target, dtype: str, confi
         return None
     if op is None or not same_meaning(n, plan, op, dtype):
         return None
-    op.tuned, op.cut = True, cut_name(plan)
+    op.tuned = True
     return op

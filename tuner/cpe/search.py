@@ -30,8 +30,7 @@ NAME = "cpe_model"
 class CpeKernelSearch(SearchStrategy):
     name = NAME
 
-    def __init__(self, space: CpeKernelSpace, seed: int = 0, epsilon: float = 0.1, min_retrain: int = 4,
-                 **_ignored: Any) -> None:
+    def __init__(self, space: CpeKernelSpace, seed: int = 0, epsilon: float = 0.1, min_retrain: int = 4) -> None:
         super().__init__(space, seed)  # type: ignore[arg-type]
         self.epsilon = epsilon
         self.min_retrain = min_retrain
@@ -55,10 +54,11 @@ class CpeKernelSearch(SearchStrategy):
         order = np.argsort(-self.model.predict(self._features), kind="stable")
         explore = int(round(self.epsilon * n)) if self.n_measured else 0
         picked = self._fresh(self._rows[order], n - explore)
-        keys = {self._key(r) for r in picked}
-        pool = [r for r in self._rows[self.rng.permutation(len(self._rows))] if self._key(r) not in keys]
-        if n > len(picked):
-            picked += self._fresh(np.array(pool).reshape(-1, self._rows.shape[1]), n - len(picked))
+        shuffled = self._rows[self.rng.permutation(len(self._rows))]  # drawn every round: one random stream
+        if n > len(picked):  # exploration: random configs not picked above
+            keys = {self._key(r) for r in picked}
+            rest = shuffled[[self._key(r) not in keys for r in shuffled]]
+            picked += self._fresh(rest, n - len(picked))
         return picked
 
 

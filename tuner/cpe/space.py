@@ -22,7 +22,7 @@ shared ``tuner.space.knobs.KnobSpace``.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from functools import cached_property
 
 import numpy as np
@@ -88,16 +88,20 @@ class CpeKernelSpace(KnobSpace):
         ldm = np.zeros(n, dtype=np.int64)
         seconds = np.full(n, np.inf)
         dma, compute, per_cpe, block_bytes = np.zeros(n), np.zeros(n), np.zeros(n), np.zeros(n)
-        choices = [np.asarray(k.choices) for k in self.knobs]
+        def values(knob: str, rows: np.ndarray | slice = slice(None)) -> np.ndarray:
+            """The knob's choice in each of the grid's ``rows``."""
+            j = self.knob_index[knob]
+            return np.asarray(self.knobs[j].choices)[grid[rows, j]]
+
         for ci, plan in enumerate(self.plans.values()):
-            fits = set(plan.sizes(self.target))
-            for li, lanes in enumerate(choices[4].tolist()):
-                rows = np.flatnonzero((grid[:, 0] == ci) & (grid[:, 4] == li)
-                                      & np.isin(choices[1][grid[:, 1]], list(fits)))
+            fits = list(plan.sizes(self.target))
+            for li, lanes in enumerate(self.knobs[self.knob_index["simd"]].choices):
+                rows = np.flatnonzero((grid[:, self.knob_index["cut"]] == ci) & (grid[:, self.knob_index["simd"]] == li)
+                                      & np.isin(values("block"), fits))
                 if not len(rows):
                     continue
-                got = plan.evaluate(self.target, int(lanes), choices[1][grid[rows, 1]], choices[2][grid[rows, 2]],
-                                    choices[3][grid[rows, 3]])
+                got = plan.evaluate(self.target, int(lanes), values("block", rows), values("db", rows),
+                                    values("active", rows))
                 if got is None:  # no body at these lanes (nothing vectorises) or at the smallest blocks
                     reason[rows] = _WHY.index(Why.NO_BODY.value)
                     continue
@@ -115,9 +119,7 @@ class CpeKernelSpace(KnobSpace):
 
     def analyze(self, index: np.ndarray) -> CpeAnalysis:
         f = self._flat(index)
-        t = self._table
-        return CpeAnalysis(t.valid[f], t.reason[f], t.ldm_total[f], t.seconds[f], t.dma_seconds[f],
-                           t.compute_seconds[f], t.per_cpe[f], t.block_bytes[f])
+        return CpeAnalysis(*(getattr(self._table, col.name)[f] for col in fields(CpeAnalysis)))
 
     def is_valid(self, index: np.ndarray) -> np.ndarray:
         return self.analyze(index).valid

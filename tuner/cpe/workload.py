@@ -44,9 +44,9 @@ class CpeKernelWorkload(Workload):
     @property
     def flops(self) -> int:
         """Arithmetic and transcendental operations of the whole operator (its legalized C)."""
-        from tuner.aot.cpe_task import rebuilt_work
+        from tuner.aot.cpe_task import rebuilt
 
-        w = rebuilt_work(self)
+        w = rebuilt(self).work
         return int(w.arith + w.transcendental)
 
     def to_json(self) -> dict[str, Any]:
@@ -58,12 +58,12 @@ class CpeKernelWorkload(Workload):
         if unknown or not isinstance(spec.get("script"), str) or not isinstance(spec.get("name", "op"), str):
             raise InvalidWorkloadError(f"a cpe_kernel workload has string 'name' and 'script' and an optional "
                                        f"'dtype'; unknown fields {sorted(unknown)}")
-        from tuner.aot.cpe_task import canonical_script, rebuilt_node
+        from tuner.aot.cpe_task import canonical_script, rebuilt
 
         wl = cls(name=spec.get("name", "op"), script=spec["script"], dtype=spec.get("dtype", "float32"))
         wl = cls(name=wl.name, script=canonical_script(wl.script), dtype=wl.dtype)
 
-        node, dtype = rebuilt_node(wl)  # raises InvalidWorkloadError naming what is wrong
+        dtype = rebuilt(wl).dtype  # raises InvalidWorkloadError naming what is wrong
         if dtype != wl.dtype:
             raise InvalidWorkloadError(f"dtype {wl.dtype!r} does not match the operator's {dtype!r}")
         if wl.flops > MAX_FLOPS:
