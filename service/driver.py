@@ -45,12 +45,12 @@ from service import budget
 from service.settings import Settings
 from service.strategies import available
 from tuner.baseline import baseline_time
-from tuner.cpe.search import strategy_for
 from tuner.errors import InvalidConfigError
 from tuner.measure.base import MeasureResult, Source, Status
 from tuner.search import SearchStrategy
 from tuner.space.factory import space_for
-from tuner.space.space import Config, ScheduleSpace
+from tuner.space.space import Config
+from tuner.task_kind import kind_of
 
 log = logging.getLogger(__name__)
 # Keyed by (schema, task): test schemas and deployments sharing one PostgreSQL do not collide.
@@ -269,11 +269,11 @@ class TuningDriver:
         if state.baseline_checked:
             return []
         state.baseline_checked = True
-        from tuner.baseline import openacc_baseline
+        from tuner.baseline import baseline_config
 
         space = state.strategy.space
         try:
-            config = openacc_baseline(space)
+            config = baseline_config(space)
         except RuntimeError:  # no valid baseline schedule: nothing to compare against
             return []
         if not state.strategy.is_new(space.encode(config)):
@@ -299,10 +299,9 @@ class TuningDriver:
             if name != task.strategy:
                 log.warning("task %s: strategy %r is not registered here; using random", task.id, task.strategy)
             space = space_for(task.workload, task.target)
-            gemm_like = isinstance(space, ScheduleSpace)  # a memory-bound CPE kernel has its own strategy
-            options = {"base_model": self._transfer_base(session, task)} if name == "model" and gemm_like else {}
-            # tuner.cpe.search: a CPE kernel's own strategy, else the registered one
-            state = self._states[task.id] = _TaskState(strategy_for(space, name, seed=task.seed, **options))
+            kind = kind_of(task.workload)  # the kind picks its strategy (a CPE kernel has its own)
+            base = self._transfer_base(session, task) if kind.takes_transfer(name) else None
+            state = self._states[task.id] = _TaskState(kind.strategy(space, name, seed=task.seed, base_model=base))
         return state
 
     def _transfer_base(self, session, task: tasks_db.TaskSpec) -> CostModel | None:
@@ -318,10 +317,12 @@ class TuningDriver:
         for canonical, config, mean_time in rows:
             by_workload.setdefault(canonical, []).append((config, mean_time))
         histories = []
+        family = kind_of(task.workload).feature_family
         for canonical, measured in by_workload.items():
-            space = space_for(workload_of(canonical), task.target)
-            if not isinstance(space, ScheduleSpace):
-                continue  # a CPE kernel's features are not the GEMM-like kernels' (tuner.cpe.space)
+            other = workload_of(canonical)
+            if kind_of(other).feature_family != family:
+                continue  # its cost-model features have other columns (e.g. a CPE kernel's)
+            space = space_for(other, task.target)
             index, seconds = [], []
             for config, t in measured:
                 try:

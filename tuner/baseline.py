@@ -17,11 +17,11 @@ from typing import Any
 
 import numpy as np
 
-from tuner.errors import InvalidConfigError
 from tuner.measure.simulator import simulate
 from tuner.space.choices import Acc, Dma, Share
 from tuner.space.factory import space_for
 from tuner.space.space import Config, ScheduleSpace
+from tuner.task_kind import kind_of
 from tuner.workloads import Workload
 
 FIXED = dict(share=Share.NONE.label, dma=Dma.ROWS.label, put_lines=0, db_a=0, db_b=0, simd=1, unroll=1,
@@ -29,15 +29,15 @@ FIXED = dict(share=Share.NONE.label, dma=Dma.ROWS.label, put_lines=0, db_a=0, db
 PARALLEL = {"64x1": "row", "1x64": "col"}  # grid -> the axes split element-wise over the CPEs
 
 
-def openacc_baseline(space: ScheduleSpace | Any) -> Config:
-    """The fastest config (by the simulator) with the OpenACC restrictions. A memory-bound CPE
-    kernel's baseline is what the baseline program runs for it: the compiler's untuned choice
-    (tuner.cpe.space.CpeKernelSpace.default_config)."""
-    if not isinstance(space, ScheduleSpace):
-        try:
-            return space.default_config()
-        except InvalidConfigError as exc:
-            raise RuntimeError(str(exc)) from None
+def baseline_config(space: Any) -> Config:
+    """The config a tuned one is compared with, as the space's kind defines it (the OpenACC-like
+    schedule of a GEMM-like kernel; a memory-bound CPE kernel's untuned choice). RuntimeError when the
+    space has none."""
+    return kind_of(space.workload).baseline(space)
+
+
+def openacc_baseline(space: ScheduleSpace) -> Config:
+    """The fastest config (by the simulator) of a GEMM-like schedule space with the OpenACC restrictions."""
     rows = []
     for grid, parallel_role in PARALLEL.items():
         choices: list[tuple[str, tuple]] = []
@@ -62,12 +62,15 @@ def baseline_time(workload: Workload, target: str) -> float | None:
     a model submission's budget and the dashboard compare against. None when the space has no valid
     OpenACC-like schedule."""
     space = space_for(workload, target)
+    kind = kind_of(workload)
     try:
-        config = openacc_baseline(space)
+        config = kind.baseline(space)
     except RuntimeError:
         return None
-    if not isinstance(space, ScheduleSpace):
-        exact = space.exact_seconds(config)
-        return exact[0] if exact is not None else None
+    return kind.baseline_seconds(space, config)
+
+
+def schedule_seconds(space: ScheduleSpace, config: Config) -> float | None:
+    """Noise-free simulated seconds of one config of a GEMM-like space (None when it is invalid)."""
     t = float(simulate(space, space.encode(config)[None, :])[0])
     return t if math.isfinite(t) and t > 0 else None

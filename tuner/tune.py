@@ -10,7 +10,6 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from tuner.cpe.search import strategy_for
 from tuner.measure.base import MeasureBackend
 from tuner.measure.noise import DEFAULT_NOISE
 from tuner.measure.registry import BackendName, BackendOptions, backend_for
@@ -19,6 +18,7 @@ from tuner.search.scheduler import GradientScheduler
 from tuner.space.factory import space_for
 from tuner.space.space import Config
 from tuner.targets import Target, get_target
+from tuner.task_kind import kind_of
 from tuner.workloads import Workload
 
 if TYPE_CHECKING:
@@ -58,7 +58,7 @@ def tune_workloads(workloads: Sequence[Workload], target: Target | str, trials: 
     if trials < 1 or batch < 1:
         raise ValueError("trials and batch must be positive")
     backend.preflight()  # a machine that cannot measure fails here (InfrastructureError), before any search
-    searches = [strategy_for(space_for(w, target), strategy, seed=seed) for w in workloads]
+    searches = [kind_of(w).strategy(space_for(w, target), strategy, seed=seed) for w in workloads]
     scheduler = GradientScheduler(list(weights or [1.0] * len(workloads)), [trials] * len(workloads),
                                   early_stop=early_stop)
     curves: list[list[float]] = [[] for _ in workloads]
@@ -107,10 +107,10 @@ def tune_workloads(workloads: Sequence[Workload], target: Target | str, trials: 
 def _baseline(search: SearchStrategy) -> list[Config]:
     """The OpenACC-like baseline config, marked in flight so the strategy never proposes it again:
     measured with the first batch, the best a task reports is never slower than the baseline."""
-    from tuner.baseline import openacc_baseline
+    from tuner.baseline import baseline_config
 
     try:
-        config = openacc_baseline(search.space)
+        config = baseline_config(search.space)
     except RuntimeError:  # no valid baseline schedule in this space
         return []
     search.mark_in_flight([config])

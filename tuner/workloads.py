@@ -1,8 +1,8 @@
 """Operator workloads (conv2d incl. depthwise, dense, batch_matmul): validation, canonical JSON and keys.
 
-Operators written as tensor expressions (tuner/expr/workload.py, op ``"expr"``) and memory-bound CPE
-kernels (tuner/cpe/workload.py, op ``"cpe_kernel"``) share the JSON round-trip:
-:func:`workload_from_json` rebuilds them from the TVMScript text they carry.
+Every kind of workload (these built-in operators, operators written as tensor expressions, memory-bound
+CPE kernels, ...) shares the JSON round-trip: :func:`workload_from_json` reads the ``op`` and lets the
+kind that owns it (tuner.task_kind) build the workload.
 
 A workload is one operator instance: op, shapes and dtype. Its canonical JSON (sorted keys, no
 spaces) is what the tuning log stores, and its key is a readable, stable string that names it in
@@ -17,10 +17,9 @@ from dataclasses import MISSING, asdict, dataclass, fields
 from typing import Any, ClassVar
 
 from tuner.errors import InvalidWorkloadError
+from tuner.task_kind import kind_named
 
 DTYPE_BYTES = {"float32": 4, "float64": 8}
-EXPR_OP = "expr"  # op of an operator written as a tensor expression (tuner.expr.workload.ExprWorkload)
-CPE_KERNEL_OP = "cpe_kernel"  # op of a memory-bound operator run block by block (tuner.cpe.workload)
 
 # Bounds that keep a workload tunable and every figure of it inside a 64-bit column: the largest
 # extent of any shape field (16 Mi: far beyond any layer of a real model) and the largest FLOP count
@@ -237,7 +236,8 @@ def _pairs(spec: dict[str, Any]) -> dict[str, Any]:
 
 
 def workload_from_json(spec: dict[str, Any] | str) -> Workload:
-    """Build and validate a workload from its JSON form (a dict or a JSON string)."""
+    """Build and validate a workload from its JSON form (a dict or a JSON string): the kind that owns
+    its ``op`` (tuner.task_kind) builds it."""
     if isinstance(spec, str):
         try:
             spec = json.loads(spec)
@@ -248,20 +248,14 @@ def workload_from_json(spec: dict[str, Any] | str) -> Workload:
     spec = dict(spec)
     op = spec.pop("op", None)
     if not isinstance(op, str):
-        raise InvalidWorkloadError(f"op must be a string naming one of {sorted(WORKLOAD_TYPES)} or "
-                                   f"{EXPR_OP!r}, got {op!r}")
+        raise InvalidWorkloadError(f"op must be a string naming an operator such as {sorted(WORKLOAD_TYPES)}, "
+                                   f"got {op!r}")
     op = _ALIASES.get(op, op)
-    if op == EXPR_OP:
-        # imported lazily: tuner.expr builds on this module (and parses the script with tvm)
-        from tuner.expr.workload import ExprWorkload
+    return kind_named(op).from_json(op, spec)
 
-        return ExprWorkload.from_json({"op": op, **spec})
-    if op == CPE_KERNEL_OP:
-        from tuner.cpe.workload import CpeKernelWorkload
 
-        return CpeKernelWorkload.from_json({"op": op, **spec})
-    if op not in WORKLOAD_TYPES:
-        raise InvalidWorkloadError(f"unknown op {op!r}; expected one of {sorted(WORKLOAD_TYPES)} or {EXPR_OP!r}")
+def builtin_from_json(op: str, spec: dict[str, Any]) -> Workload:
+    """The built-in operator ``op`` (a key of WORKLOAD_TYPES) from its fields (``op`` removed)."""
     cls = WORKLOAD_TYPES[op]
     if cls is Conv2d:
         spec = _pairs(spec)

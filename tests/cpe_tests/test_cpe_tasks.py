@@ -19,15 +19,16 @@ from emulator_helpers import run_model  # noqa: E402
 from tuner.aot import compile_model  # noqa: E402
 from tuner.aot.cpe_ops import dma_plan  # noqa: E402
 from tuner.aot.cpe_plan import CpeOp  # noqa: E402
-from tuner.baseline import openacc_baseline  # noqa: E402
+from tuner.baseline import baseline_config  # noqa: E402
 from tuner.bridge.extract import extract_relax, torch_to_relax  # noqa: E402
-from tuner.cpe.search import CpeKernelSearch, strategy_for  # noqa: E402
+from tuner.cpe.search import CpeKernelSearch  # noqa: E402
 from tuner.cpe.space import CpeKernelSpace  # noqa: E402
 from tuner.errors import InvalidWorkloadError  # noqa: E402
 from tuner.measure.base import Status  # noqa: E402
 from tuner.measure.simulator import Simulator  # noqa: E402
 from tuner.search import strategy_names  # noqa: E402
 from tuner.space.factory import space_for  # noqa: E402
+from tuner.task_kind import kind_of  # noqa: E402
 from tuner.workloads import workload_from_json  # noqa: E402
 
 TARGET = "sw26010"
@@ -79,7 +80,7 @@ def test_space_agrees_with_the_compiled_kernel_and_the_pool_cuts_rows(tasks: dic
         space = space_for(wl, TARGET)
         assert isinstance(space, CpeKernelSpace) and len(space.valid_rows) >= 20, (name, space)
         default = space.default_config()
-        assert openacc_baseline(space) == default  # the baseline is what the untuned program runs
+        assert baseline_config(space) == default  # the baseline is what the untuned program runs
         seconds, _ = space.exact_seconds(default)
         table = float(space.analyze(space.encode(default)[None, :]).seconds[0])
         assert seconds == pytest.approx(table, rel=1e-9)  # the default is counted on its own body
@@ -107,7 +108,7 @@ def test_simulator_measures_with_noise_and_reports_bad_configs_as_data(tasks: di
 def test_search_finds_the_best_config_in_few_measurements(tasks: dict[str, Any]) -> None:
     wl = tasks["nn_layer_norm"]
     space = space_for(wl, TARGET)
-    assert isinstance(strategy_for(space, "random"), CpeKernelSearch)  # its own, whatever was asked
+    assert isinstance(kind_of(space.workload).strategy(space, "random", seed=0), CpeKernelSearch)  # its own
     assert "cpe_model" not in strategy_names()  # not offered for other spaces
     best = min(space.exact_seconds(space.decode(r))[0] for r in space.valid_rows)
     search, backend = CpeKernelSearch(space, seed=0), Simulator(noise=0.02, seed=1)

@@ -21,7 +21,7 @@ from tvm import relax  # noqa: E402
 
 from tuner.aot.cpe_task import kernel_workload  # noqa: E402
 from tuner.aot.relax_reader import read_relax  # noqa: E402
-from tuner.baseline import openacc_baseline  # noqa: E402
+from tuner.baseline import baseline_config  # noqa: E402
 from tuner.measure.simulator import Simulator  # noqa: E402
 from tuner.space.factory import space_for  # noqa: E402
 from tuner.workloads import workload_from_json  # noqa: E402
@@ -62,7 +62,7 @@ def test_cpe_kernel_task_is_tuned_through_the_service(api) -> None:
         wl = workload_from_json(got["jobs"][0]["workload"])  # what a worker rebuilds
         configs = [j["config"] for j in got["jobs"]]
         if first:  # the baseline is among the first candidates: the reported best is never slower
-            assert openacc_baseline(space_for(wl, "sw26010")) in configs
+            assert baseline_config(space_for(wl, "sw26010")) in configs
             first = False
         results = [{"job_id": j["id"], "status": m.status.value, "times": list(m.times), "source": "simulator"}
                    for j, m in zip(got["jobs"], backend.measure(wl, "sw26010", configs))]
@@ -76,7 +76,7 @@ def test_cpe_kernel_task_is_tuned_through_the_service(api) -> None:
     config = best.json()["config"]
     space = space_for(workload_from_json(spec), "sw26010")
     space.check(config)
-    assert space.exact_seconds(config)[0] <= space.exact_seconds(openacc_baseline(space))[0] * 1.05
+    assert space.exact_seconds(config)[0] <= space.exact_seconds(baseline_config(space))[0] * 1.05
     assert np.isfinite(best.json()["mean_time"])
 
 

@@ -31,10 +31,10 @@ from pathlib import Path
 from typing import Any
 
 from tuner.errors import InvalidWorkloadError
-from tuner.expr.expr import Expr
 from tuner.expr.workload import ExprWorkload
 from tuner.models.zoo import Layer
-from tuner.workloads import CPE_KERNEL_OP, BatchMatmul, Conv2d, Dense, Workload
+from tuner.task_kind import kind_of
+from tuner.workloads import BatchMatmul, Conv2d, Dense, Workload
 
 # Relax ops that are bookkeeping, not computation worth listing as "untuned".
 _FREE_OPS = {"relax.reshape", "relax.permute_dims", "relax.flatten", "relax.squeeze", "relax.expand_dims"}
@@ -93,16 +93,10 @@ class Routing(str, Enum):
     MEMORY_BOUND = "memory_bound"  # and element-wise operators (unary, broadcast binary, copies)
 
 
-def _gemm_like(expr: Expr) -> bool:
-    """Two or more inputs read inside the reduction (a product summed: GEMM, conv, einsum)."""
-    reduce = {a.name for a in expr.reduce}
-    return sum(1 for acc in expr.inputs if acc.axes & reduce) >= 2
-
-
 def memory_bound(wl: Workload) -> bool:
-    """An expression operator that is not GEMM-like (element-wise, a single-input reduction, a copy),
-    or a memory-bound CPE kernel (softmax, layer_norm, a padded pool: tuner.cpe)."""
-    return wl.op == CPE_KERNEL_OP or (isinstance(wl, ExprWorkload) and not _gemm_like(wl.expr))
+    """Whether a task moves more than it computes (an element-wise or single-input expression
+    operator, a memory-bound CPE kernel): its kind says."""
+    return kind_of(wl).memory_bound(wl)
 
 
 # A memory-bound task adds this share of the per-task trials to a model's one budget (at least
@@ -125,7 +119,7 @@ def _expression(func: Any, name: str, routing: Routing) -> ExprWorkload:
     wl = ExprWorkload.from_script(canonical_script(_inline_copies(func)), re.sub(r"\d+$", "", name) or name)
     if not wl.expr.spatial:
         raise InvalidWorkloadError("a reduction to a scalar has no axis to spread over the CPEs")
-    if _gemm_like(wl.expr):
+    if wl.expr.gemm_like:
         return wl
     if routing is Routing.GEMM_LIKE:
         raise InvalidWorkloadError("not GEMM-like (memory-bound: Routing.MEMORY_BOUND tunes it)")

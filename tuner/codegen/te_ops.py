@@ -21,7 +21,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from tuner.expr.expr import Access, Expr, Reducer
-from tuner.workloads import EXPR_OP, Workload
+from tuner.task_kind import kind_of
+from tuner.workloads import Workload
 
 
 @dataclass(frozen=True)
@@ -121,4 +122,6 @@ def expr_op(w: Workload) -> OpDef:
 
 
 def op_def(w: Workload) -> OpDef:
-    return expr_op(w) if w.op == EXPR_OP else builtin_op(w)
+    """The kernel PrimFunc of any workload, as its kind writes it."""
+    op: OpDef = kind_of(w).tensor_program(w)
+    return op

@@ -8,8 +8,7 @@ per repeat. Invalid configurations are results (failures as data), never excepti
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-
-import numpy as np
+from typing import Any
 
 from tuner.aot.cpe_schedule import Why
 from tuner.cpe.space import CpeKernelSpace
@@ -18,7 +17,7 @@ from tuner.measure.base import MeasureResult, Source, Status
 from tuner.space.space import Config
 
 
-def measure_kernel(space: CpeKernelSpace, configs: Sequence[Config], factors: Callable[[Config], np.ndarray],
+def measure_kernel(space: CpeKernelSpace, configs: Sequence[Config], factors: Callable[[Config], Any],
                    source: Source) -> list[MeasureResult]:
     """One result per config: ``factors(config)`` gives the noise of its repeats."""
     out: list[MeasureResult] = []

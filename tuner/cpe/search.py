@@ -10,19 +10,16 @@ noise and the block-size interpolation, so there the first proposals are already
 this strategy is honest about what it knows, not a black box. An ``epsilon`` share of each round
 explores at random.
 
-Which strategy a space gets: ``strategy_for`` (the service's driver and in-process tuning build
-their strategies through it).
+The kind (tuner.kinds.cpe_kernel) gives every CPE kernel task this strategy, whatever was asked for.
 """
 
 from __future__ import annotations
-
-from typing import Any
 
 import numpy as np
 
 from cost_model import XGBoostCostModel
 from tuner.cpe.space import PRIOR_COLUMN, CpeKernelSpace
-from tuner.search.base import SearchStrategy, create_strategy
+from tuner.search.base import SearchStrategy
 
 NAME = "cpe_model"
 
@@ -60,11 +57,3 @@ class CpeKernelSearch(SearchStrategy):
             rest = shuffled[[self._key(r) not in keys for r in shuffled]]
             picked += self._fresh(rest, n - len(picked))
         return picked
-
-
-def strategy_for(space: Any, requested: str, seed: int = 0, **options: Any) -> SearchStrategy:
-    """The strategy a task's space runs: a CPE kernel's own whatever was asked (it is no general
-    strategy, so it is not in the registry the service offers), else the registered ``requested``."""
-    if isinstance(space, CpeKernelSpace):
-        return CpeKernelSearch(space, seed=seed)
-    return create_strategy(requested, space, seed=seed, **options)

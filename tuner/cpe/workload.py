@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from typing import Any, ClassVar
 
 from tuner.errors import InvalidWorkloadError
-from tuner.workloads import CPE_KERNEL_OP, DTYPE_BYTES, MAX_FLOPS, Workload
+from tuner.workloads import DTYPE_BYTES, MAX_FLOPS, Workload
 
 MAX_SCRIPT_CHARS = 20_000  # a one-operator module prints in a few hundred characters
 
@@ -22,7 +22,7 @@ MAX_SCRIPT_CHARS = 20_000  # a one-operator module prints in a few hundred chara
 class CpeKernelWorkload(Workload):
     """A memory-bound operator run block by block on the CPEs."""
 
-    op: ClassVar[str] = CPE_KERNEL_OP
+    op: ClassVar[str] = "cpe_kernel"  # tuner.kinds.cpe_kernel
     name: str
     script: str
     dtype: str = "float32"
@@ -50,7 +50,7 @@ class CpeKernelWorkload(Workload):
         return int(w.arith + w.transcendental)
 
     def to_json(self) -> dict[str, Any]:
-        return {"op": CPE_KERNEL_OP, "name": self.name, "script": self.script, "dtype": self.dtype}
+        return {"op": self.op, "name": self.name, "script": self.script, "dtype": self.dtype}
 
     @classmethod
     def from_json(cls, spec: dict[str, Any]) -> CpeKernelWorkload:

@@ -98,6 +98,13 @@ class Expr:
         return tuple(a for a in self.axes if a.kind is AxisKind.REDUCE)
 
     @property
+    def gemm_like(self) -> bool:
+        """Two or more inputs read inside the reduction (a product summed: GEMM, conv, einsum); the
+        others (element-wise, a single-input reduction, a copy) are memory-bound."""
+        reduce = {a.name for a in self.reduce}
+        return sum(1 for acc in self.inputs if acc.axes & reduce) >= 2
+
+    @property
     def points(self) -> int:
         return prod(a.extent for a in self.axes)
 

@@ -20,9 +20,9 @@ from typing import Any, ClassVar
 
 from tuner.errors import InvalidWorkloadError
 from tuner.expr.expr import Expr
-from tuner.workloads import DTYPE_BYTES, EXPR_OP, MAX_FLOPS, Workload
+from tuner.workloads import DTYPE_BYTES, MAX_FLOPS, Workload
 
-OP = EXPR_OP
+OP = "expr"  # the op of an operator written as a tensor expression (tuner.kinds.expr)
 
 
 def script_hash(script: str) -> str:

@@ -13,7 +13,7 @@ import os
 import subprocess
 import tempfile
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -23,6 +23,7 @@ from tuner.measure.base import InfrastructureError, MeasureResult, Source, Statu
 from tuner.space.factory import space_for
 from tuner.space.space import Config, ScheduleSpace
 from tuner.targets import Family, Target, get_target
+from tuner.task_kind import kind_of
 from tuner.workloads import Workload
 
 RTOL = {"float32": 1e-4, "float64": 1e-9}
@@ -76,35 +77,29 @@ class EmulatorBackend:
     def measure(self, workload: Workload, target: Target | str, configs: Sequence[Config]) -> list[MeasureResult]:
         target = get_target(target)
         space = space_for(workload, target)
+        kind = kind_of(workload)
         results: list[MeasureResult] = []
         for c in configs:
             try:
-                if isinstance(space, ScheduleSpace):
-                    results.append(self.measure_one(space, dict(c)))
-                else:  # a memory-bound CPE kernel: compiled as a one-operator program (tuner.cpe.emulate)
-                    results.append(self._measure_kernel(space, dict(c)))
+                results.append(kind.emulate(self, space, dict(c)))
             except InfrastructureError as exc:
                 raise InfrastructureError(str(exc), completed=results) from exc
         return results
 
     def measure_one(self, space: ScheduleSpace, config: Config) -> MeasureResult:
         """One config's result; raises only InfrastructureError (the machine, not the config, failed)."""
-        try:
-            return self._measure(space, config)
-        except InfrastructureError:
-            raise
-        except Exception as exc:  # a config's unexpected failure is a result of that config
-            return MeasureResult(config, Status.COMPILE_ERROR, error=f"{type(exc).__name__}: {exc}",
-                                 source=self.source)
+        return self.guarded(config, lambda: self._measure(space, config))
 
-    def _measure_kernel(self, space: Any, config: Config) -> MeasureResult:
-        from tuner.cpe.emulate import measure_on_emulator
-
-        self.emulator_object()  # no gcc here: an InfrastructureError, not a config's failure
+    def new_workdir(self) -> Path:
+        """A fresh directory under the backend's workdir for one config's program."""
         self._count += 1
+        return self.workdir / f"k{self._count:05d}"
+
+    def guarded(self, config: Config, measure: Callable[[], MeasureResult]) -> MeasureResult:
+        """``measure()``, with a config's unexpected failure turned into that config's compile error
+        (only InfrastructureError, the machine's failure, propagates)."""
         try:
-            return measure_on_emulator(space, config, self.workdir / f"k{self._count:05d}", self.timeout_s,
-                                       self.seed)
+            return measure()
         except InfrastructureError:
             raise
         except Exception as exc:  # a config's unexpected failure is a result of that config
@@ -135,8 +130,7 @@ class EmulatorBackend:
             src = generate(workload, target, config)
         except NotImplementedError as exc:
             return self._fail(config, Status.COMPILE_ERROR, f"codegen: {exc}")
-        self._count += 1
-        d = src.write(self.workdir / f"k{self._count:05d}")
+        d = src.write(self.new_workdir())
         pro = target.family is Family.SW26010_PRO  # the emulator's Pro API and LDM size
         defs = ["-DSWTUNE_EMU", "-I", str(d)] + (["-DSWTUNE_PRO"] if pro else [])
         t1 = time.perf_counter()

@@ -30,6 +30,7 @@ from tuner.space.epilogue import epilogue_cycles
 from tuner.space.factory import space_for
 from tuner.space.space import Config, ScheduleSpace, config_hash
 from tuner.targets import Target, get_target
+from tuner.task_kind import Factors, kind_of
 from tuner.workloads import Workload
 
 
@@ -161,40 +162,43 @@ class Simulator:
     def measure(self, workload: Workload, target: Target | str, configs: Sequence[Config]) -> list[MeasureResult]:
         target = get_target(target)
         space = self.space(workload, target)
-        if not isinstance(space, ScheduleSpace):  # a memory-bound CPE kernel (tuner.cpe)
-            from tuner.cpe.measure import measure_kernel
+        return kind_of(workload).simulate(
+            space, configs, lambda c: noise_factors(self._rng(workload, c), self.noise, self.repeats), self.source)
 
-            return measure_kernel(space, configs, lambda c: noise_factors(self._rng(workload, c), self.noise,
-                                                                          self.repeats), self.source)
-        results: list[MeasureResult | None] = [None] * len(configs)
-        rows: list[np.ndarray] = []
-        positions: list[int] = []
-        for i, config in enumerate(configs):
-            try:
-                rows.append(space.encode(config))
-                positions.append(i)
-            except ValueError as exc:
-                results[i] = MeasureResult(config=dict(config), status=Status.INVALID_CONFIG, error=str(exc),
-                                           source=self.source)
-        if rows:
-            index = np.stack(rows)
-            analysis = space.analyze(index)
-            seconds = simulate(space, index, analysis)
-            for row, i in enumerate(positions):
-                config = dict(configs[i])
-                if not analysis.valid[row]:
-                    reason = Reason(int(analysis.reason[row]))
-                    status = Status.LDM_OVERFLOW if reason is Reason.LDM_OVERFLOW else Status.INVALID_CONFIG
-                    results[i] = MeasureResult(
-                        config=config, status=status, source=self.source,
-                        error=f"{reason.label}: LDM {int(analysis.ldm_total[row])} B, "
-                              f"budget {target.ldm_budget_bytes} B",
-                    )
-                    continue
-                base = float(seconds[row])
-                factors = noise_factors(self._rng(workload, config), self.noise, self.repeats)
+
+def measure_schedule(space: ScheduleSpace, configs: Sequence[Config], factors: Factors,
+                     source: Source = Source.SIMULATOR) -> list[MeasureResult]:
+    """Simulated results of configs of a GEMM-like schedule space (one analysis of the whole batch):
+    a config outside the space or over the LDM is a failed result, never an exception."""
+    target = space.target
+    results: list[MeasureResult | None] = [None] * len(configs)
+    rows: list[np.ndarray] = []
+    positions: list[int] = []
+    for i, config in enumerate(configs):
+        try:
+            rows.append(space.encode(config))
+            positions.append(i)
+        except ValueError as exc:
+            results[i] = MeasureResult(config=dict(config), status=Status.INVALID_CONFIG, error=str(exc),
+                                       source=source)
+    if rows:
+        index = np.stack(rows)
+        analysis = space.analyze(index)
+        seconds = simulate(space, index, analysis)
+        for row, i in enumerate(positions):
+            config = dict(configs[i])
+            if not analysis.valid[row]:
+                reason = Reason(int(analysis.reason[row]))
+                status = Status.LDM_OVERFLOW if reason is Reason.LDM_OVERFLOW else Status.INVALID_CONFIG
                 results[i] = MeasureResult(
-                    config=config, status=Status.OK, times=tuple(float(base * f) for f in factors), source=self.source,
-                    details={"model_seconds": base, "ldm_bytes": int(analysis.ldm_total[row])},
+                    config=config, status=status, source=source,
+                    error=f"{reason.label}: LDM {int(analysis.ldm_total[row])} B, "
+                          f"budget {target.ldm_budget_bytes} B",
                 )
-        return [r for r in results if r is not None]
+                continue
+            base = float(seconds[row])
+            results[i] = MeasureResult(
+                config=config, status=Status.OK, times=tuple(float(base * f) for f in factors(config)),
+                source=source, details={"model_seconds": base, "ldm_bytes": int(analysis.ldm_total[row])},
+            )
+    return [r for r in results if r is not None]

@@ -25,6 +25,7 @@ from tuner.codegen.sunway import DEFAULT_BUILD, DEFAULT_RUN
 from tuner.measure.base import InfrastructureError, MeasureResult, Source, Status
 from tuner.space.space import Config
 from tuner.targets import Family, Target, get_target
+from tuner.task_kind import kind_of
 from tuner.workloads import Workload
 
 DEFAULT_TIME_PATTERN = r"SWTUNE_KERNEL_SECONDS=([0-9.]+(?:[eE][-+]?[0-9]+)?)"
@@ -84,12 +85,10 @@ class SunwayBackend:
                              details={"backend": "sunway", **details})
 
     def _one(self, workload: Workload, config: Config) -> MeasureResult:
-        from tuner.codegen.sunway import write_kernel
-
         with tempfile.TemporaryDirectory(prefix="swtune-", dir=self.workdir or None) as tmp:
             try:
-                job = write_kernel(workload, self._tgt, config, tmp, build_template=self.compile_cmd,
-                                   run_template=self.run_cmd, queue=self.queue)
+                job = kind_of(workload).sunway_job(workload, self._tgt, config, tmp, self.compile_cmd, self.run_cmd,
+                                                   self.queue)
             except Exception as exc:  # noqa: BLE001 - a config codegen rejects is a compile error of that config
                 return self._fail(config, Status.COMPILE_ERROR, f"codegen failed: {exc}", stage="codegen")
             ok, out = self._run(job.build_command, self.compile_timeout, "compile")

@@ -24,7 +24,8 @@ from typing import TYPE_CHECKING, Any, Protocol
 import numpy as np
 
 from tuner.space.compute import BodyReads
-from tuner.workloads import EXPR_OP, BatchMatmul, Conv2d, Dense, Workload
+from tuner.task_kind import kind_of
+from tuner.workloads import Workload
 
 if TYPE_CHECKING:
     from tuner.expr.expr import Expr
@@ -214,17 +215,6 @@ class OpGeometry(Protocol):
 
 
 def geometry_for(workload: Workload) -> OpGeometry:
-    """The geometry of a workload: a built-in op's from its spec module, an expression's from its accesses."""
-    if workload.op == EXPR_OP:
-        from tuner.expr.opgeometry import ExprOpGeometry
-
-        return ExprOpGeometry(workload.expr)  # type: ignore[attr-defined]  # an ExprWorkload
-    if isinstance(workload, Conv2d):
-        from tuner.space.conv2d import Conv2dGeometry
-
-        return Conv2dGeometry(workload)
-    if isinstance(workload, (Dense, BatchMatmul)):
-        from tuner.space.gemm import GemmGeometry
-
-        return GemmGeometry(workload)
-    raise TypeError(f"no schedule space for {type(workload).__name__}")
+    """The geometry of a workload, from its kind (a built-in op's spec module, an expression's accesses)."""
+    geometry: OpGeometry = kind_of(workload).geometry(workload)
+    return geometry

@@ -1,0 +1,88 @@
+"""Memory-bound operators run block by block on the CPEs (op ``cpe_kernel``) as a kind of task.
+
+Softmax, layer_norm, gelu, mean, padded pools and the other generic operators the compiler cuts into
+blocks. The workload is the TVMScript of a one-operator Relax module (tuner.cpe.workload); the space
+(cut, block, db, active, simd) is analysed whole into tables (tuner.cpe.space), a config is timed on
+its own legalized body (tuner.cpe.measure); the baseline is the compiler's untuned choice; the search
+is the kind's own XGBoost residual model over the analysis (tuner.cpe.search), whatever strategy was
+asked for; on the emulator the one-operator program is compiled ahead of time at the config
+(tuner.cpe.emulate). It is not a GEMM: no tensor program of the athread codegen, no Sunway kernel
+build (its Sunway path is the compiled program; not written yet).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from tuner.cpe.emulate import measure_on_emulator
+from tuner.cpe.measure import measure_kernel
+from tuner.cpe.search import CpeKernelSearch
+from tuner.cpe.space import CpeKernelSpace
+from tuner.cpe.workload import CpeKernelWorkload
+from tuner.errors import InvalidConfigError
+from tuner.measure.base import MeasureResult, Source
+from tuner.measure.emulator_backend import EmulatorBackend
+from tuner.space.space import Config
+from tuner.targets import Target
+from tuner.task_kind import Factors
+from tuner.workloads import Workload
+
+
+class CpeKernelKind:
+    name = "cpe_kernel"
+    ops = (CpeKernelWorkload.op,)
+    feature_family = "cpe_kernel"  # CpeKernelSpace.features: its own columns
+
+    def from_json(self, op: str, spec: Mapping[str, Any]) -> Workload:
+        return CpeKernelWorkload.from_json({"op": op, **spec})
+
+    def memory_bound(self, workload: Workload) -> bool:
+        return True
+
+    def space(self, workload: Workload, target: Target | str,
+              restrict: Mapping[str, Sequence[Any]] | None) -> CpeKernelSpace:
+        assert isinstance(workload, CpeKernelWorkload)
+        if restrict:
+            raise InvalidConfigError("a cpe_kernel space takes no restriction")
+        return CpeKernelSpace(workload, target)
+
+    def simulate(self, space: CpeKernelSpace, configs: Sequence[Config], factors: Factors,
+                 source: Source) -> list[MeasureResult]:
+        return measure_kernel(space, configs, factors, source)
+
+    def baseline(self, space: CpeKernelSpace) -> Config:
+        """What the baseline program runs for it: the compiler's untuned choice."""
+        try:
+            return space.default_config()
+        except InvalidConfigError as exc:
+            raise RuntimeError(str(exc)) from None
+
+    def baseline_seconds(self, space: CpeKernelSpace, config: Config) -> float | None:
+        exact = space.exact_seconds(config)
+        return exact[0] if exact is not None else None
+
+    def takes_transfer(self, requested: str) -> bool:
+        return False
+
+    def strategy(self, space: CpeKernelSpace, requested: str, seed: int, base_model: Any = None) -> CpeKernelSearch:
+        return CpeKernelSearch(space, seed=seed)  # its own, whatever was asked: no general strategy
+
+    def tensor_program(self, workload: Workload) -> Any:
+        raise TypeError(f"{workload.key} is a memory-bound CPE kernel: it has no GEMM tensor program")
+
+    def geometry(self, workload: Workload) -> Any:
+        raise TypeError(f"{workload.key} is a memory-bound CPE kernel: it has no GEMM geometry")
+
+    def emulate(self, backend: EmulatorBackend, space: CpeKernelSpace, config: Config) -> MeasureResult:
+        backend.emulator_object()  # no gcc here: an InfrastructureError, not a config's failure
+        return backend.guarded(config, lambda: measure_on_emulator(space, config, backend.new_workdir(),
+                                                                   backend.timeout_s, backend.seed))
+
+    def sunway_job(self, workload: Workload, target: Target, config: Config, directory: str, build_template: str,
+                   run_template: str | None, queue: str) -> Any:
+        raise NotImplementedError("a cpe_kernel task has no Sunway kernel build yet; measure it on the simulator "
+                                  "or the emulator")
+
+
+KIND = CpeKernelKind()

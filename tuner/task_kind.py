@@ -1,0 +1,158 @@
+"""The one interface of a kind of tuning task, and the registry every layer asks for a workload's kind.
+
+A *kind* is everything the system asks of a family of workloads: built-in GEMM-like operators
+(conv2d, dense, batch_matmul), operators written as tensor expressions, memory-bound CPE kernels, and
+later backward operators and training steps. Each kind implements :class:`TaskKind` in one module of
+``tuner/kinds/`` and is registered once, by one line in ``pyproject.toml``::
+
+    [project.entry-points."swtune.kinds"]
+    cpe_kernel = "tuner.kinds.cpe_kernel:KIND"
+
+The layers below the kinds (workload parsing, spaces, the simulator, codegen, the backends, the
+compiler, the driver) never import a kind and never ask which kind they hold: they call
+:func:`kind_of` and then the protocol. The registry loads the declared kinds the first time it is
+asked (the plugin mechanism TVM, pytest and Optuna's integrations use), so a module that only needs
+the simulator still finds every kind. Tests register their own kinds with :func:`register`.
+
+This module is domain-level: it imports nothing of swtune but the errors (tuner.workloads builds on it).
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Mapping, Sequence
+from importlib.metadata import entry_points
+from typing import Any, Protocol, runtime_checkable
+
+from tuner.errors import InvalidWorkloadError
+
+ENTRY_POINT_GROUP = "swtune.kinds"
+
+Workload = Any  # a tuner.workloads.Workload (that module builds on this one)
+Config = dict[str, Any]  # a knob assignment (tuner.space.space.Config)
+Factors = Callable[[Config], Any]  # a config's measurement noise: an array of one factor per repeat
+
+
+@runtime_checkable
+class TaskKind(Protocol):
+    """What the system asks of one kind of workload. Spaces, strategies and results are typed ``Any``
+    here because their classes live in higher layers; each kind documents what it returns."""
+
+    name: str  # the kind's name in messages and docs
+    ops: tuple[str, ...]  # the workload ``op`` values this kind owns (JSON ``"op"``)
+    feature_family: str  # kinds whose cost-model features share columns may share a transfer base
+
+    # --- identity --------------------------------------------------------------------------------
+    def from_json(self, op: str, spec: Mapping[str, Any]) -> Workload:
+        """The validated workload of ``spec`` (``op`` already resolved, the other fields as given);
+        InvalidWorkloadError naming what is wrong."""
+        ...
+
+    def memory_bound(self, workload: Workload) -> bool:
+        """Whether the workload moves more than it computes (it gets a memory-bound task's budget)."""
+        ...
+
+    # --- space, analysis, simulated time, baseline ------------------------------------------------
+    def space(self, workload: Workload, target: Any, restrict: Mapping[str, Sequence[Any]] | None) -> Any:
+        """The schedule space of ``workload`` on ``target`` (encode/decode/analyze/sample ...)."""
+        ...
+
+    def simulate(self, space: Any, configs: Sequence[Config], factors: Factors, source: Any) -> list[Any]:
+        """One simulated MeasureResult per config, its repeats scaled by ``factors(config)``; a bad
+        config is a failed result, never an exception."""
+        ...
+
+    def baseline(self, space: Any) -> Config:
+        """The configuration a tuned one is compared with (RuntimeError when the space has none)."""
+        ...
+
+    def baseline_seconds(self, space: Any, config: Config) -> float | None:
+        """The noise-free simulated seconds of the baseline config (None when it is invalid)."""
+        ...
+
+    # --- search ---------------------------------------------------------------------------------
+    def takes_transfer(self, requested: str) -> bool:
+        """Whether ``strategy(space, requested, ...)`` uses a transfer base model."""
+        ...
+
+    def strategy(self, space: Any, requested: str, seed: int, base_model: Any = None) -> Any:
+        """The search strategy this kind's task runs when ``requested`` was asked for."""
+        ...
+
+    # --- builds ---------------------------------------------------------------------------------
+    def tensor_program(self, workload: Workload) -> Any:
+        """The kernel's TVM PrimFunc with its operands' roles (tuner.codegen.te_ops.OpDef)."""
+        ...
+
+    def geometry(self, workload: Workload) -> Any:
+        """The tiled geometry the GEMM-like analysis reads (tuner.space.ops.OpGeometry); TypeError for
+        a kind that is not analysed as an output-stationary GEMM."""
+        ...
+
+    def emulate(self, backend: Any, space: Any, config: Config) -> Any:
+        """One config built and run on the athread emulator by ``backend`` (an EmulatorBackend),
+        checked against TVM's llvm build: a MeasureResult. Raises only InfrastructureError."""
+        ...
+
+    def sunway_job(self, workload: Workload, target: Any, config: Config, directory: str, build_template: str,
+                   run_template: str | None, queue: str) -> Any:
+        """Write the Sunway sources and Makefile of one config to ``directory``: a NodeJob with its
+        build and run commands (tuner.codegen.sunway)."""
+        ...
+
+
+_kinds: dict[str, TaskKind] = {}
+_loaded = False
+_lock = threading.Lock()
+
+
+def register(kind: TaskKind) -> TaskKind:
+    """Make ``kind`` answer for its ops (a later registration of the same op replaces it: tests)."""
+    if not isinstance(kind, TaskKind):
+        raise TypeError(f"{kind!r} does not implement the TaskKind protocol")
+    for op in kind.ops:
+        _kinds[op] = kind
+    return kind
+
+
+def unregister(kind: TaskKind) -> None:
+    """Forget ``kind`` (tests that registered their own)."""
+    for op in kind.ops:
+        if _kinds.get(op) is kind:
+            del _kinds[op]
+
+
+def _load_declared() -> None:
+    """Register every kind declared under the ``swtune.kinds`` entry points, once per process."""
+    global _loaded
+    with _lock:
+        if _loaded:
+            return
+        for ep in entry_points(group=ENTRY_POINT_GROUP):
+            kind = ep.load()
+            if not any(op in _kinds for op in kind.ops):  # a test's registration wins
+                register(kind)
+        _loaded = True
+
+
+def kinds() -> tuple[TaskKind, ...]:
+    """Every registered kind, each once."""
+    _load_declared()
+    return tuple(dict.fromkeys(_kinds.values()))
+
+
+def kind_named(op: str) -> TaskKind:
+    """The kind that owns workloads of ``op``; InvalidWorkloadError listing the known ops otherwise."""
+    if op not in _kinds:
+        _load_declared()
+    try:
+        return _kinds[op]
+    except KeyError:
+        known = sorted(_kinds)
+        hint = "" if known else " (no task kinds are registered: is swtune installed? pip install -e .)"
+        raise InvalidWorkloadError(f"unknown op {op!r}; expected one of {known}{hint}") from None
+
+
+def kind_of(workload: Workload) -> TaskKind:
+    """The kind of ``workload``."""
+    return kind_named(workload.op)
