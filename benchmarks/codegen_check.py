@@ -18,7 +18,7 @@ from concurrent.futures import ThreadPoolExecutor
 import numpy as np
 from _common import emit  # noqa: F401  (also puts the checkout on sys.path)
 
-from tuner.measure.emulator_backend import EmulatorBackend
+from tuner.backends.emulator_backend import EmulatorBackend
 from tuner.space.factory import space_for
 from tuner.workloads import BatchMatmul, Conv2d, Dense
 

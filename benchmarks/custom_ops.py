@@ -10,10 +10,10 @@ space's element-wise naive config. ``analysis_configs_per_s``: the slowest opera
 ``builtin_regression``: dense, batch_matmul and conv2d written as expressions, analysed and simulated
 on the same random configs as the built-in path; the largest relative differences.
 ``tile_check`` per operator (``--check-configs`` random valid configs of a small instance,
-tuner/expr/tilecheck.py): each output tile computed only from the operand boxes the schedule fetches,
+tuner/codegen/tilecheck.py): each output tile computed only from the operand boxes the schedule fetches,
 against TVM's llvm run of the whole expression, and the DMA requests of those fetches against the
 analysis. ``emulator_check`` per operator (``--emu-configs`` random valid configs of the same small
-instance, tuner/codegen/expr_check.py): the generated athread C (slave + host) built against swemu and
+instance, tuner/backends/expr_check.py): the generated athread C (slave + host) built against swemu and
 run, its output against TVM's llvm run, the emulator's DMA counters and the lowered TIR's DMA figures
 against the analysis; a config that does not generate or build is a compile failure.
 Last line: one JSON object.
@@ -28,13 +28,13 @@ from dataclasses import fields, is_dataclass
 import numpy as np
 from _common import ROOT, emit
 
-from tuner.codegen.expr_check import emulator_check
-from tuner.expr.space import ExprSpace
-from tuner.expr.tilecheck import check_space
-from tuner.expr.tune import naive_and_baseline_seconds, tune_expr
+from tuner.backends.expr_check import emulator_check
+from tuner.codegen.tilecheck import check_space
 from tuner.expr.workload import ExprWorkload, workload_from_op
 from tuner.measure.simulator import simulate
+from tuner.space.expr_space import ExprSpace
 from tuner.space.factory import space_for
+from tuner.tune_expr import naive_and_baseline_seconds, tune_expr
 from tuner.workloads import BatchMatmul, Conv2d, Dense
 
 OPS = {  # name -> (FILE:FUNC under examples/ops, args, GEMM-like); tuned at the functions' default sizes

@@ -3,7 +3,7 @@
     python benchmarks/fit_dma.py
 
 Prints, per target, every calibration point (measured vs modelled bandwidth and relative error),
-then the fitted ``DmaParams`` as Python literals to paste into ``tuner.measure.dma_model.FITTED``,
+then the fitted ``DmaParams`` as Python literals to paste into ``tuner.dma_model.FITTED``,
 and the errors of the stored ``FITTED`` values. Last line: one JSON object with the max relative
 bandwidth error of the fresh fit per target and overall.
 """
@@ -20,8 +20,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import numpy as np  # noqa: E402
 
+from tuner.dma_model import FITTED, DmaParams  # noqa: E402
 from tuner.measure.calibration import CLOCK_GHZ, fit, load_points, model_bandwidth, relative_errors  # noqa: E402
-from tuner.measure.dma_model import FITTED, DmaParams  # noqa: E402
 
 TARGETS = ("sw26010", "sw26010-pro")
 
@@ -52,7 +52,7 @@ def main() -> None:
     print(f"fitted both targets in {time.perf_counter() - start:.1f} s")
     max_err = {name: float(table(name, fitted[name]).max()) for name in TARGETS}
 
-    print("\n# paste into tuner/measure/dma_model.py")
+    print("\n# paste into tuner/dma_model.py")
     print("FITTED: dict[str, DmaParams] = {")
     for name in TARGETS:
         print(f'    "{name}": {literal(fitted[name])},')

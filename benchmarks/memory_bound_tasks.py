@@ -6,7 +6,7 @@ rule-picked lowering, and whether the generated kernels are right.
    untuned lowering the compiler would run (tuner.aot.cpe_ops / cpe_layout's rule-picked CPE blocks, or
    the MPE where that is faster) against the expression task tuned on the simulator with ``--trials``
    trials (tuner.tune.tune_workloads, noise-free). Which one compile runs is the faster of the two.
-2. Emulator check (tuner.codegen.expr_check, what ``swtune check-op`` runs) of ``--configs`` random
+2. Emulator check (tuner.backends.expr_check, what ``swtune check-op`` runs) of ``--configs`` random
    valid configs of each operator at a small size: results against TVM's llvm run, the emulator's DMA
    counts against the analysis, the lowered TIR's DMA figures against the analysis.
 
@@ -43,8 +43,8 @@ def _model(c: int, h: int, w: int) -> tuple[Any, Any]:
 
 def _tasks(mod: Any) -> tuple[Any, dict[str, Any]]:
     """The memory-bound tasks and, per workload key, the graph node that runs it."""
-    from tuner.aot.relax_reader import read_relax
     from tuner.bridge.extract import extract_relax, memory_bound
+    from tuner.ir.relax_reader import read_relax
 
     graph = read_relax(mod)
     nodes = {n.attrs["expr_workload"].key: n for n in graph.nodes if "expr_workload" in n.attrs}
@@ -95,7 +95,7 @@ def main() -> None:
 
     checks: dict[str, Any] = {}
     if args.configs:
-        from tuner.codegen.expr_check import emulator_check
+        from tuner.backends.expr_check import emulator_check
 
         cc, ch, cw = (int(v) for v in args.check_shape.split(","))
         _, small = _tasks(_model(cc, ch, cw)[0])

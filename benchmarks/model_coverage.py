@@ -258,7 +258,7 @@ def run_model(name: str, full: bool, trials: int, strategy: str, work: Path, emu
            "speedup": sm["speedup_vs_baseline"], "mpe_time_fraction": sm["mpe_time_fraction"],
            "kernel_launches": sm["kernel_launches"], "fused_epilogues": result.counts().get("fused epilogue", 0),
            "memory_bound_on_cpes": result.counts().get("CPE (memory-bound)", 0),
-           # multi-block memory-bound operators tuned as CPE kernel tasks (tuner.cpe), and how many of
+           # multi-block memory-bound operators tuned as CPE kernel tasks (tuner.kinds.cpe_kernel), and how many of
            # the program's distinct CPE kernels of such tasks run a tuned config (the rest: on the MPE)
            "cpe_kernel_tasks": sum(1 for k in configs if k.startswith("cpe-")),
            "cpe_kernels_tuned": sum(1 for op in result.cpe_ops if getattr(op, "tuned", False)),

@@ -45,7 +45,7 @@ EXHAUSTIVE_LIMIT = 20_000_000
 # knob choices and epilogues included), the simulator with its DMA fit and data, the targets' figures
 # and the objective (the backends, registry and sunway runner do not change a simulated time)
 _MODEL_SOURCES = (*sorted(str(p.relative_to(ROOT)) for p in (ROOT / "tuner" / "space").glob("*.py")),
-                  "tuner/measure/simulator.py", "tuner/measure/dma_model.py", "tuner/measure/calibration.py",
+                  "tuner/measure/simulator.py", "tuner/dma_model.py", "tuner/measure/calibration.py",
                   *sorted(str(p.relative_to(ROOT)) for p in (ROOT / "tuner/measure/calibration_data").glob("*")),
                   "tuner/targets.py", "benchmarks/objective.py")
 

@@ -47,8 +47,8 @@ import numpy as np
 from _common import emit
 from swdnn_population import best_seconds
 
+from tuner.backends.emulator_backend import RTOL, random_inputs, reference
 from tuner.codegen.sources import generate
-from tuner.measure.emulator_backend import RTOL, random_inputs, reference
 from tuner.measure.simulator import breakdown
 from tuner.space.factory import space_for
 from tuner.targets import Family, get_target

@@ -21,7 +21,7 @@ copied), per core group, with the batch innermost (B, Ni, Ci, Ri) and the 64 CPE
   output column No/8 blocks of B bytes (blocks 128-256 B, strided).
 
 The loop above is replayed with one FIFO DMA queue (the 64 CPEs issue the same request at the same time, so
-one request's time is :func:`tuner.measure.dma_model.request_cycles` with 64 active CPEs) and a GEMM that
+one request's time is :func:`tuner.dma_model.request_cycles` with 64 active CPEs) and a GEMM that
 issues one vector FMA per cycle times ``--efficiency`` (swDNN's hand-written ``gemm.S`` is not public, so
 the inner loop is a parameter). Two DMA hypotheses:
 
@@ -52,7 +52,7 @@ import numpy as np
 from _common import emit
 from swdnn_population import CGS, CHIP_PEAK, SWDNN_MEASURED_RO16, chip_flops, costride
 
-from tuner.measure.dma_model import request_cycles
+from tuner.dma_model import request_cycles
 from tuner.targets import Target, get_target
 
 K = 3
@@ -64,7 +64,7 @@ CPES = 64
 class DmaHypothesis(StrEnum):
     """How one of swDNN's requests, issued by all 64 CPEs at once, is charged."""
 
-    MODEL = "model"  # the simulator's fitted request model (tuner/measure/dma_model.py)
+    MODEL = "model"  # the simulator's fitted request model (tuner/dma_model.py)
     FLAT = "flat"  # a flat core-group bandwidth plus the model's latency
 
 

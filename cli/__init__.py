@@ -6,4 +6,6 @@ Modules: ``app`` (the app and ``main``), ``errors`` (the one domain-error handle
 best, submit: a running server over HTTP), ``model_report`` (the per-layer and whole-model tables)
 and ``schedule_lookup`` (where ``compile`` finds tuned schedules). Importing a module registers
 nothing: commands are plain functions until ``build_app()`` adds them.
+
+May import every package; nothing imports cli.
 """

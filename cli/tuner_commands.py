@@ -83,9 +83,9 @@ def tune(
 def _tune_op(op: str, args: str | None, target: str, trials: int, strategy: str, batch: int, seed: int,
              noise: float, json_out: bool) -> None:
     """``tune --op``: one expression operator, with its naive and OpenACC-like baselines."""
-    from tuner.expr.space import ExprSpace
-    from tuner.expr.tune import naive_and_baseline_seconds, tune_expr
     from tuner.expr.workload import workload_from_op
+    from tuner.space.expr_space import ExprSpace
+    from tuner.tune_expr import naive_and_baseline_seconds, tune_expr
 
     wl = workload_from_op(op, args)
     result = tune_expr(wl, target, trials=trials, strategy=strategy, batch=batch, seed=seed, noise=noise)
@@ -135,11 +135,11 @@ def check_op(
     lowered TIR) with the analysis. A tile check (each output tile computed in numpy only from the
     boxes its schedule fetches) runs on the same number of configs. Last line: JSON (the emulator
     figures, the tile check's under ``tile_check``)."""
-    from tuner.codegen.expr_check import emulator_check
-    from tuner.expr.space import ExprSpace
-    from tuner.expr.tilecheck import check_space
+    from tuner.backends.expr_check import emulator_check
+    from tuner.codegen.tilecheck import check_space
     from tuner.expr.workload import workload_from_op
     from tuner.space import space_for
+    from tuner.space.expr_space import ExprSpace
 
     wl = workload_from_op(op, args)
     space = space_for(wl, target)
@@ -270,8 +270,8 @@ def tune_model(
     from cli.model_report import layer_report, whole_model_report
     from tuner.aot import AotError
     from tuner.aot.compiler import lower_model
-    from tuner.aot.relax_reader import read_relax
     from tuner.bridge.extract import extract_relax, load_relax, memory_bound, trial_budget
+    from tuner.ir.relax_reader import read_relax
     from tuner.targets import get_target
 
     get_target(target)

@@ -18,9 +18,9 @@ from functools import lru_cache
 from typing import Any
 
 from db.errors import InvalidInputError
+from tuner.backends.registry import BACKEND_SOURCE
 from tuner.errors import InvalidConfigError, UnknownTargetError
 from tuner.measure.base import OK, SOURCES, STATUSES
-from tuner.measure.registry import BACKEND_SOURCE
 from tuner.space.factory import space_for
 from tuner.space.space import ScheduleSpace, config_hash
 from tuner.targets import get_target

@@ -3,10 +3,10 @@ post what is measured, hand the rest back and exit.
 
 It talks to the service through ``service.client`` only (httpx): no db, fastapi, sqlalchemy or
 xgboost is imported here, so it runs on a Sunway login node or a bare container. The backend comes
-from ``tuner.measure.registry``: ``simulator`` (the calibrated model, source "simulator"),
+from ``tuner.backends.registry``: ``simulator`` (the calibrated model, source "simulator"),
 ``emulator`` (generated athread C built with gcc and run on the x86 athread emulator, checked against
 numpy, source "emulator") and ``sunway`` (codegen + sw5cc/swgcc + bsub, source "hardware"; see
-tuner.measure.sunway). The worker uses the MeasureBackend protocol only: it preflights the backend
+tuner.backends.sunway). The worker uses the MeasureBackend protocol only: it preflights the backend
 before leasing, leases one ``chunk`` of jobs by default, measures a chunk per call, and when the
 backend raises InfrastructureError (this machine cannot measure) posts what was measured, hands the
 other jobs back unblamed and exits with code 2.
@@ -30,9 +30,9 @@ from typing import Any
 import httpx
 
 from service.client import ForbiddenError, LeaseLostError, ServiceClient, ServiceError
+from tuner.backends.registry import BackendName, BackendOptions, backend_for
 from tuner.measure.base import InfrastructureError, MeasureBackend, MeasureResult
 from tuner.measure.noise import DEFAULT_NOISE
-from tuner.measure.registry import BackendName, BackendOptions, backend_for
 from tuner.workloads import workload_from_json
 
 log = logging.getLogger("swtune.worker")

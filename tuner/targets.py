@@ -3,7 +3,7 @@
 Figures come from ../shared/sunway/FACTS.md; the tag after each says how sure it is:
 [P] primary source, [S] secondary, [D] derived, [A] an assumption of ours where FACTS marks the
 figure unverified (kept explicit so a later measurement can replace it). DMA parameters are fitted to
-the calibration data by ``benchmarks/fit_dma.py`` and live in ``tuner.measure.dma_model.FITTED``.
+the calibration data by ``benchmarks/fit_dma.py`` and live in ``tuner.dma_model.FITTED``.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 from tuner.errors import UnknownTargetError
 
 if TYPE_CHECKING:
-    from tuner.measure.dma_model import DmaParams
+    from tuner.dma_model import DmaParams
 
 
 class Family(StrEnum):
@@ -109,7 +109,7 @@ class Target:
 
     @property
     def dma(self) -> DmaParams:
-        from tuner.measure.dma_model import FITTED  # local: keeps targets import-light
+        from tuner.dma_model import FITTED  # local: keeps targets import-light
 
         return FITTED[self.name]
 

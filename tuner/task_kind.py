@@ -70,6 +70,11 @@ class TaskKind(Protocol):
         """The noise-free simulated seconds of the baseline config (None when it is invalid)."""
         ...
 
+    def why_not_applied(self, space: Any, config: Config) -> str | None:
+        """Why a compile cannot run a looked-up ``config`` (it falls back to the baseline), or None
+        when it runs it as it is."""
+        ...
+
     # --- search ---------------------------------------------------------------------------------
     def takes_transfer(self, requested: str) -> bool:
         """Whether ``strategy(space, requested, ...)`` uses a transfer base model."""

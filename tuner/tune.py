@@ -10,9 +10,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
+from tuner.backends.registry import BackendName, BackendOptions, backend_for
 from tuner.measure.base import MeasureBackend
 from tuner.measure.noise import DEFAULT_NOISE
-from tuner.measure.registry import BackendName, BackendOptions, backend_for
 from tuner.search import SearchStrategy
 from tuner.search.scheduler import GradientScheduler
 from tuner.space.factory import space_for

@@ -80,8 +80,9 @@ def test_layout_copies_and_pools_on_the_cpes_match_torch_and_their_dma_plans(tmp
         return forms
 
     monkeypatch.setattr(cpe_layout, "_vtiles", chosen)
-    from tuner.aot.cpe_ops import CpeOp, dma_plan
     from tuner.bridge.extract import torch_to_relax
+    from tuner.space.cpe.cuts import dma_plan
+    from tuner.space.cpe.plan import CpeOp
 
     torch.manual_seed(3)
     model, x = _Net().eval(), torch.randn(1, 3, 20, 20)

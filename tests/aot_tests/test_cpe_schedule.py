@@ -1,4 +1,4 @@
-"""The schedule space of memory-bound CPE kernels (tuner.aot.cpe_schedule, tuner.aot.cpe_ops): the
+"""The schedule space of memory-bound CPE kernels (tuner.space.cpe.schedule, tuner.aot.cpe_ops): the
 analysis' validity and choice, and kernels run on the athread emulator in given configurations
 (double-buffered gets on and off, fewer active CPEs) against torch, their DMA counted by the emulator
 against the analysis' counts; a pool whose plane does not fit LDM cut along its output rows."""
@@ -18,7 +18,8 @@ torch = pytest.importorskip("torch")
 from emulator_helpers import run_model  # noqa: E402
 
 from tuner.aot import compile_model  # noqa: E402
-from tuner.aot.cpe_schedule import Operand, Space, Why, Window, analyse  # noqa: E402
+from tuner.space.cpe.cuts import dma_plan  # noqa: E402
+from tuner.space.cpe.schedule import Operand, Space, Why, Window, analyse  # noqa: E402
 from tuner.targets import get_target  # noqa: E402
 
 TARGET = "sw26010"
@@ -132,7 +133,7 @@ def test_configured_kernels_match_torch_and_the_analysis_dma(tmp_path: Path, mon
         else:
             space, i = _row_of(op, chosen)
             plan = space.dma(i)
-            assert plan == cpe_ops.dma_plan(op, 4)
+            assert plan == dma_plan(op, 4)
         for k in expected:
             expected[k] += plan[k]
     assert {k: run.report["totals"][k] for k in expected} == expected
@@ -174,9 +175,9 @@ def test_chosen_schedule_is_counted_on_its_own_body(tmp_path: Path) -> None:
     """The analysis predicts bodies between two legalized sizes; the kernel that is emitted carries
     figures counted on its own legalized body: LDM = operand blocks (inputs doubled with db) + the
     body's scratch, and its time is the analysis' at that body's exact counts."""
-    from tuner.aot.cpe_plan import CpeOp
-    from tuner.aot.cpe_plan import cycles as _cycles
     from tuner.bridge.extract import torch_to_relax
+    from tuner.space.cpe.plan import CpeOp
+    from tuner.space.cpe.plan import cycles as _cycles
 
     model, x = torch.nn.LayerNorm(96).eval(), torch.randn(1, 384, 96)
     result = compile_model(torch_to_relax(model, (x,)), TARGET, tmp_path / "ln", lambda w: None, cpe_mode="all")

@@ -127,8 +127,8 @@ def test_onnx_clip_erf_layer_norm(tmp_path: Path) -> None:
 def test_memory_bound_kernel_dma_matches_its_plan(tmp_path: Path) -> None:
     """A layer_norm as a CPE kernel: its emulator DMA counts equal the plan the time model uses."""
 
-    from tuner.aot.cpe_ops import dma_plan
     from tuner.bridge.extract import torch_to_relax
+    from tuner.space.cpe.cuts import dma_plan
 
     torch.manual_seed(2)
     model, x = torch.nn.LayerNorm(64).eval(), torch.randn(1, 256, 64)

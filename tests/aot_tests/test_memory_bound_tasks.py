@@ -176,7 +176,7 @@ def test_default_compile_keeps_the_faster_lowering_and_times_it(model: tuple[Any
 
 
 def test_transpose_kernel_is_a_layout_copy_expression() -> None:
-    from tuner.bridge.extract import transpose_expression
+    from tuner.ir.relax_ops import transpose_expression
 
     w = transpose_expression((2, 3, 4), (0, 2, 1), "float32")
     e = w.expr

@@ -1,4 +1,4 @@
-"""The SIMD knob of the generic CPE body printer (tuner.aot.tir_simd via print_prim_func(lanes=...)):
+"""The SIMD knob of the generic CPE body printer (tuner.ir.tir_simd via print_prim_func(lanes=...)):
 legalized Relax operators printed with lanes = 1, 4 (and 8), compiled with gcc against the emulator's
 simd.h (a misaligned simd_load/simd_store aborts the harness), run on fixed pseudo-random inputs and
 checked against numpy; plus which loops vectorise and what the Work counts say.
@@ -19,8 +19,9 @@ import pytest
 tvm = pytest.importorskip("tvm")
 from tvm import relax  # noqa: E402
 
-from tuner.aot.tir_c import PRELUDE, CFunction, Work, print_prim_func  # noqa: E402
-from tuner.aot.tir_simd import affine, flat_offset, is_aligned  # noqa: E402
+from tuner.ir.tir_c import PRELUDE, CFunction, Work  # noqa: E402
+from tuner.ir.tir_print import print_prim_func  # noqa: E402
+from tuner.ir.tir_simd import affine, flat_offset, is_aligned  # noqa: E402
 
 EMU = Path(__file__).resolve().parents[2] / "tuner" / "codegen" / "emulator"
 pytestmark = pytest.mark.skipif(shutil.which("gcc") is None, reason="needs gcc")
@@ -28,7 +29,7 @@ TOL = {"float32": (1e-5, 1e-6), "float64": (1e-12, 1e-13)}  # rtol, atol (for va
 
 
 def _prim(make: Any, shapes: list[tuple[int, ...]], dtype: str) -> Any:
-    """The PrimFunc TVM legalizes ``make(*params)`` to (like tuner.aot.relax_reader.legalize, but
+    """The PrimFunc TVM legalizes ``make(*params)`` to (like tuner.ir.relax_reader.legalize, but
     permute_dims legalized too)."""
     bb = relax.BlockBuilder()
     params = [relax.Var(f"x{i}", relax.TensorType(s, dtype)) for i, s in enumerate(shapes)]

@@ -63,7 +63,7 @@ def test_schedule_annotations_and_ldm_scope():
 
 
 def test_reference_conv_matches_naive_loops():
-    from tuner.measure.emulator_backend import random_inputs, reference
+    from tuner.backends.emulator_backend import random_inputs, reference
 
     wl = Conv2d(1, 4, 7, 6, 6, 3, 2, stride_h=2, pad_h=1, pad_w=2, dil_w=2, groups=2, dtype="float64")
     x, w = random_inputs(wl, np.random.default_rng(0))
@@ -82,7 +82,7 @@ def test_reference_conv_matches_naive_loops():
 
 def test_reference_gemm_matches_numpy():
     """The TVM reference of the dense and batch_matmul specs (tuner/space/gemm.py) is numpy's matmul."""
-    from tuner.measure.emulator_backend import random_inputs, reference
+    from tuner.backends.emulator_backend import random_inputs, reference
 
     for wl in (Dense(5, 7, 9, "float64"), BatchMatmul(3, 4, 6, 5, "float64")):
         a, b = random_inputs(wl, np.random.default_rng(1))
@@ -139,7 +139,7 @@ RUN_CASES = [
 def backend(tmp_path_factory):
     if shutil.which("gcc") is None or shutil.which("objcopy") is None:
         pytest.skip("gcc / binutils not found")
-    from tuner.measure.emulator_backend import EmulatorBackend
+    from tuner.backends.emulator_backend import EmulatorBackend
 
     return EmulatorBackend(workdir=tmp_path_factory.mktemp("emu"))
 

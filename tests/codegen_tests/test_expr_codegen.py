@@ -1,7 +1,7 @@
 """Athread C of operators written as tensor expressions: generated, built on swemu, checked.
 
 Each config's output is compared with TVM's llvm run of the same expression, the emulator's DMA
-counters and the lowered TIR's DMA figures with the analysis (tuner/codegen/expr_check.py).
+counters and the lowered TIR's DMA figures with the analysis (tuner/backends/expr_check.py).
 """
 
 import shutil
@@ -12,11 +12,11 @@ import pytest
 
 pytest.importorskip("tvm")
 
-from tuner.codegen.expr_check import EmulatorSummary, check_config, emulator_check
+from tuner.backends.emulator_backend import EmulatorBackend
+from tuner.backends.expr_check import EmulatorSummary, check_config, emulator_check
 from tuner.codegen.schedule import build_schedule
 from tuner.codegen.sources import generate
 from tuner.expr.workload import workload_from_op
-from tuner.measure.emulator_backend import EmulatorBackend
 from tuner.space import space_for
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples" / "ops"

@@ -140,7 +140,7 @@ def test_micro_kernel_shape_dgemm():
 def backend(tmp_path_factory):
     if shutil.which("gcc") is None or shutil.which("objcopy") is None:
         pytest.skip("gcc / binutils not found")
-    from tuner.measure.emulator_backend import EmulatorBackend
+    from tuner.backends.emulator_backend import EmulatorBackend
 
     return EmulatorBackend(workdir=tmp_path_factory.mktemp("emu"))
 

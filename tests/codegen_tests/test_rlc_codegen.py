@@ -126,7 +126,7 @@ def backend_dir(tmp_path_factory):
 
 def emulate(workdir, w: Workload, cfg: dict) -> dict:
     """Run ``cfg`` on swemu against numpy; the emulator's report (per-CPE counters)."""
-    from tuner.measure.emulator_backend import EmulatorBackend
+    from tuner.backends.emulator_backend import EmulatorBackend
 
     space_for(w, "sw26010").check(cfg)
     res = EmulatorBackend(workdir=workdir).measure(w, "sw26010", [cfg])[0]

@@ -1,4 +1,4 @@
-"""A memory-bound CPE kernel measured by the emulator backend (tuner.cpe.emulate): the one-operator
+"""A memory-bound CPE kernel measured by the emulator backend (tuner.kinds.cpe_kernel.emulate): the one-operator
 program at the config is built and run on swemu, checked against TVM llvm, and its DMA against the
 analysis' plan; a config the space rejects is a result, not an exception."""
 
@@ -13,10 +13,10 @@ pytest.importorskip("tvm")
 
 from tvm import relax  # noqa: E402
 
-from tuner.aot.cpe_task import kernel_workload  # noqa: E402
-from tuner.aot.relax_reader import read_relax  # noqa: E402
+from tuner.backends.emulator_backend import EmulatorBackend  # noqa: E402
+from tuner.ir.relax_reader import read_relax  # noqa: E402
 from tuner.measure.base import Status  # noqa: E402
-from tuner.measure.emulator_backend import EmulatorBackend  # noqa: E402
+from tuner.space.cpe.task import kernel_workload  # noqa: E402
 from tuner.space.factory import space_for  # noqa: E402
 
 TARGET = "sw26010"

@@ -1,4 +1,4 @@
-"""Memory-bound CPE kernels as tuning tasks (tuner.cpe, issue #10 item 3): a model's softmax,
+"""Memory-bound CPE kernels as tuning tasks (tuner.kinds.cpe_kernel, issue #10 item 3): a model's softmax,
 layer_norm and padded max pool become workloads that round-trip through JSON, get a space whose
 analysis agrees with the compiler's kernel, are measured by the simulator with noise, are searched
 by their own strategy, and compile at the tuned config (SIMD included), checked on swemu against torch."""
@@ -17,16 +17,16 @@ torch = pytest.importorskip("torch")
 from emulator_helpers import run_model  # noqa: E402
 
 from tuner.aot import compile_model  # noqa: E402
-from tuner.aot.cpe_ops import dma_plan  # noqa: E402
-from tuner.aot.cpe_plan import CpeOp  # noqa: E402
 from tuner.baseline import baseline_config  # noqa: E402
 from tuner.bridge.extract import extract_relax, torch_to_relax  # noqa: E402
-from tuner.cpe.search import CpeKernelSearch  # noqa: E402
-from tuner.cpe.space import CpeKernelSpace  # noqa: E402
 from tuner.errors import InvalidWorkloadError  # noqa: E402
+from tuner.kinds.cpe_kernel.search import CpeKernelSearch  # noqa: E402
 from tuner.measure.base import Status  # noqa: E402
 from tuner.measure.simulator import Simulator  # noqa: E402
 from tuner.search import strategy_names  # noqa: E402
+from tuner.space.cpe.cuts import dma_plan  # noqa: E402
+from tuner.space.cpe.plan import CpeOp  # noqa: E402
+from tuner.space.cpe.space import CpeKernelSpace  # noqa: E402
 from tuner.space.factory import space_for  # noqa: E402
 from tuner.task_kind import kind_of  # noqa: E402
 from tuner.workloads import workload_from_json  # noqa: E402
@@ -151,8 +151,8 @@ def test_simd_configs_start_at_blocks_long_enough_to_vectorise() -> None:
     (NO_BODY at simd 4), larger ones do; the SIMD configurations are counted from those."""
     from tvm import relax
 
-    from tuner.aot.cpe_task import kernel_workload
-    from tuner.aot.relax_reader import read_relax
+    from tuner.ir.relax_reader import read_relax
+    from tuner.space.cpe.task import kernel_workload
 
     x = relax.Var("x", relax.TensorType((4, 64), "float32"))
     bb = relax.BlockBuilder()

@@ -23,8 +23,8 @@ from db.engine import Database
 from db.orm import MeasurementRow, WorkloadRow
 from service.client import ServiceClient
 from service.embedded import spawn_server
+from tuner.backends.emulator_backend import EmulatorBackend
 from tuner.expr.workload import ExprWorkload, workload_from_op
-from tuner.measure.emulator_backend import EmulatorBackend
 from tuner.space import space_for
 from tuner.space.space import config_hash
 from tuner.workloads import workload_from_json

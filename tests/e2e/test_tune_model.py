@@ -46,7 +46,7 @@ def test_tune_model_then_compile_embedded(tmp_path: Path) -> None:
 
 
 def test_tune_model_names_an_operator_that_cannot_compile_before_tuning(tmp_path: Path, monkeypatch) -> None:
-    from tuner.aot import relax_reader
+    from tuner.ir import relax_reader
 
     monkeypatch.setattr(relax_reader, "KEPT_OPS", (*relax_reader.KEPT_OPS, "nn.relu"))  # relu: no rule, not legalized
     url = f"sqlite:///{tmp_path / 'swtune.db'}"

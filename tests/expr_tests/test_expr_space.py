@@ -8,10 +8,10 @@ import pytest
 tvm = pytest.importorskip("tvm")
 from tvm import te
 
-from tuner.expr.space import ExprSpace
 from tuner.expr.workload import ExprWorkload
 from tuner.measure.simulator import simulate
 from tuner.search.features import features
+from tuner.space.expr_space import ExprSpace
 from tuner.space.space import ScheduleSpace
 from tuner.workloads import BatchMatmul, Conv2d, Dense
 

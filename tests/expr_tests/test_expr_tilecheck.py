@@ -6,9 +6,9 @@ import pytest
 
 pytest.importorskip("tvm")
 
-from tuner.expr.space import ExprSpace
-from tuner.expr.tilecheck import TileChecker, check_space
+from tuner.codegen.tilecheck import TileChecker, check_space
 from tuner.expr.workload import ExprWorkload, workload_from_op
+from tuner.space.expr_space import ExprSpace
 
 
 @pytest.mark.parametrize("ref,args", [

@@ -8,10 +8,10 @@ import pytest
 pytest.importorskip("tvm")
 
 from tuner.errors import InvalidWorkloadError
-from tuner.expr.space import ExprSpace
 from tuner.expr.workload import ExprWorkload, workload_from_op
 from tuner.measure.simulator import Simulator
 from tuner.space import ScheduleSpace, space_for
+from tuner.space.expr_space import ExprSpace
 from tuner.workloads import Dense, workload_from_json
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples" / "ops"

@@ -19,10 +19,10 @@ pytest.importorskip("tvm")
 
 from tvm import relax  # noqa: E402
 
-from tuner.aot.cpe_task import kernel_workload  # noqa: E402
-from tuner.aot.relax_reader import read_relax  # noqa: E402
 from tuner.baseline import baseline_config  # noqa: E402
+from tuner.ir.relax_reader import read_relax  # noqa: E402
 from tuner.measure.simulator import Simulator  # noqa: E402
+from tuner.space.cpe.task import kernel_workload  # noqa: E402
 from tuner.space.factory import space_for  # noqa: E402
 from tuner.workloads import workload_from_json  # noqa: E402
 

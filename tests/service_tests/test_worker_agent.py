@@ -19,10 +19,10 @@ from storage_helpers import task_with_jobs
 from db.orm import JobRow, MeasurementRow
 from service.client import ServiceClient
 from service.worker import Worker, run_worker
+from tuner.backends.registry import backend_for
+from tuner.backends.sunway import SunwayBackend
 from tuner.measure.base import InfrastructureError, MeasureResult, Source
-from tuner.measure.registry import backend_for
 from tuner.measure.simulator import Simulator
-from tuner.measure.sunway import SunwayBackend
 from tuner.space import ScheduleSpace
 from tuner.space.space import Config
 from tuner.targets import Target
@@ -34,8 +34,8 @@ pytestmark = pytest.mark.filterwarnings("ignore:You should not use the 'timeout'
 
 
 def test_the_worker_imports_no_server_side_stack() -> None:
-    code = ("import sys, service.worker, service.client, tuner.measure.sunway, tuner.measure.simulator,"
-            " tuner.measure.emulator_backend;"
+    code = ("import sys, service.worker, service.client, tuner.backends.sunway, tuner.measure.simulator,"
+            " tuner.backends.emulator_backend;"
             "bad = sorted(m for m in sys.modules if m.split('.')[0] in "
             "('db', 'fastapi', 'sqlalchemy', 'xgboost', 'starlette', 'uvicorn'));"
             "print(bad); sys.exit(1 if bad else 0)")

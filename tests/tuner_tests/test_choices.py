@@ -9,9 +9,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from tuner.expr.space import ExprSpace
 from tuner.space import REASONS, ScheduleSpace
 from tuner.space.choices import Acc, Dma, Order, Pack, Reason, Share
+from tuner.space.expr_space import ExprSpace
 from tuner.workloads import Dense
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples" / "ops"

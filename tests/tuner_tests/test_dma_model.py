@@ -1,4 +1,4 @@
-"""Tests of the DMA request cost model (tuner.measure.dma_model) and its calibration."""
+"""Tests of the DMA request cost model (tuner.dma_model) and its calibration."""
 
 from __future__ import annotations
 
@@ -12,6 +12,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from tuner.dma_model import FITTED, LINE_BYTES, DmaParams, request_cycles
 from tuner.measure.calibration import (
     STRIDED_FACTS,
     StridedFact,
@@ -21,7 +22,6 @@ from tuner.measure.calibration import (
     relative_errors,
     strided_fact_gbps,
 )
-from tuner.measure.dma_model import FITTED, LINE_BYTES, DmaParams, request_cycles
 
 TARGETS = ("sw26010", "sw26010-pro")
 PRO = FITTED["sw26010-pro"]

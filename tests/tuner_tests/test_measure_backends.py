@@ -7,9 +7,9 @@ import shutil
 
 import pytest
 
+from tuner.backends.emulator_backend import EmulatorBackend
+from tuner.backends.registry import BACKEND_SOURCE, BackendName, BackendOptions, backend_for, backend_names
 from tuner.measure.base import STATUSES, InfrastructureError, MeasureBackend, MeasureResult, Source, Status
-from tuner.measure.emulator_backend import EmulatorBackend
-from tuner.measure.registry import BACKEND_SOURCE, BackendName, BackendOptions, backend_for, backend_names
 from tuner.space import ScheduleSpace
 from tuner.tune import tune_workloads
 from tuner.workloads import Dense

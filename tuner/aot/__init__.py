@@ -1,18 +1,20 @@
 """Ahead-of-time compilation of a whole model to a Sunway athread program (the swTVM workflow).
 
-A Relax module (or a torch module / ONNX file, imported through tuner.bridge.extract) is read in
-order (relax_reader -> graph): conv2d / dense / batch_matmul become the tuned slave kernels of
-tuner.codegen (kernels: config lookup with a logged fallback, one merged slave file), the other
-operators plain C on the MPE (mpe), intermediates share a few buffers (memory), constants go to
-weights.bin (weights), and host (host.c, model.h) plus makefile (sw5cc / swgcc / emu) finish the
-output. ``compile_model`` (compiler) ties it together; tvm and torch are imported lazily.
+Owns: lowering a model's graph (tuner.ir) to a program: the tuned slave kernels of tuner.codegen
+(kernels: config lookup with a logged fallback, one merged slave file; fusion: element-wise
+epilogues), memory-bound operators on the CPEs at their tuned or analysed configuration (cpe_ops, with
+the cut plans of tuner.space.cpe) and layout copies (cpe_layout), steps sharing a spawn
+(launch_groups), the rest as plain C on the MPE (mpe), buffers (memory), weights.bin (weights), host
+C and the Makefile (host, makefile), the whole-model time (timing); ``compile_model`` (compiler) ties
+it together. May import ir, space, measure, baseline, codegen and the domain; a kind's behaviour
+through tuner.task_kind. Nothing here imports tvm: the front end (tuner.ir) and codegen do.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from tuner.aot.graph import AotError
+from tuner.ir.graph import AotError
 
 __all__ = ["AotError", "AotResult", "apply_best", "compile_model", "current_lookup"]
 

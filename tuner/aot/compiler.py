@@ -16,7 +16,6 @@ from typing import Any
 import numpy as np
 
 from tuner.aot.cpe_ops import CpeMode
-from tuner.aot.graph import AotError, Graph, Node, Note
 from tuner.aot.host import host_file, model_header
 from tuner.aot.kernels import Kernel, Lookup, kernel_header, resolve_kernels, slave_file
 from tuner.aot.launch_groups import assign_groups
@@ -25,6 +24,7 @@ from tuner.aot.memory import MemoryPlan, plan_memory
 from tuner.aot.mpe import describe
 from tuner.aot.timing import ModelTime, model_time
 from tuner.aot.weights import write_weights
+from tuner.ir.graph import AotError, Graph, Node, Note
 from tuner.targets import Target, get_target
 
 EMULATOR_DIR = Path(__file__).resolve().parent.parent / "codegen" / "emulator"
@@ -79,7 +79,7 @@ class AotResult:
 
 def to_relax(model: Any, example_inputs: Sequence[Any] | None = None) -> Any:
     """A Relax IRModule from a Relax module, a torch module (with example inputs) or an .onnx path."""
-    from tuner.bridge.extract import onnx_to_relax, torch_to_relax
+    from tuner.ir.importers import onnx_to_relax, torch_to_relax
 
     if isinstance(model, (str, Path)):
         if not str(model).endswith(".onnx"):
@@ -188,8 +188,8 @@ def lower_model(mod: Any, target: Target | str, lookup: Lookup | None, *, cpe_mo
     """Read a Relax module and decide everything compile_model emits: fused epilogues, each kernel's
     config (``lookup``; None: the current ``apply_best`` block), CPE kernels and launch groups.
     ``swtune compile`` writes the program from it; ``swtune tune-model`` times it."""
-    from tuner.aot.relax_reader import read_relax
-    from tuner.codegen.tir import ctype
+    from tuner.ir.relax_reader import read_relax
+    from tuner.ir.tir import ctype
 
     tgt = get_target(target)
     graph = read_relax(mod)
@@ -214,7 +214,7 @@ def compile_model(model: Any, target: Target | str, out_dir: str | Path, lookup:
     ``cpe_mode`` says which memory-bound operators become CPE kernels (tuner.aot.cpe_ops.CpeMode);
     ``group_launches``: consecutive CPE steps share one spawn (tuner.aot.launch_groups)."""
     from tuner.codegen.host import SLAVE_API
-    from tuner.codegen.tir import ctype
+    from tuner.ir.tir import ctype
 
     low = lower_model(to_relax(model, example_inputs), target, lookup, cpe_mode=cpe_mode, fuse=fuse,
                       group_launches=group_launches)

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from tuner.aot.graph import slave_symbol
+from tuner.ir.graph import slave_symbol
 from tuner.targets import Target
 
 CPES = 64

@@ -1,25 +1,12 @@
-"""Memory-bound operators on the CPEs: a legalized operator run block by block on the CPEs.
+"""Memory-bound operators run on the CPEs in a compiled program: which cut and configuration each
+generic node runs at, its slave C, and which nodes leave the MPE.
 
-A generic operator (a ``tir`` node: element-wise, broadcast, normalisation, softmax, pooling,
-reduction over trailing axes, ...) whose operands can be cut into independent blocks along one
-output axis becomes a CPE kernel. A block fixes the indices before axis ``a`` and takes ``b``
-consecutive indices along it (``b`` divides the extent), so every sliced operand's block is one
-contiguous range of memory; operands that do not vary along the leading axes (gamma/beta, a per-
-channel bias) are fetched whole once per CPE. A 2-D pool may also be cut along its output rows: a
-block of ``b`` output rows of one plane reads its input rows with the window's halo (rows outside
-the plane are filled in LDM with the pool's padding value), so a plane too large for LDM (ResNet's
-first max pool, 112x112) still runs on the CPEs. The block's computation is the same Relax operator
-legalized again by TVM on the sliced shapes and printed as C (tuner.aot.tir_c) with its scratch in
-LDM. Each active CPE takes blocks round-robin: DMA get of its operand blocks (with double buffering,
-the next block's gets are in flight while this one is computed), compute, DMA put.
-
-Whether slicing preserves the operator's meaning is not assumed from its name: the full and the
-sliced PrimFunc are run with TVM's llvm build on random data and a few blocks compared, at compile
-time. Each cut is a KernelPlan (tuner.aot.cpe_plan). The schedule (cut, block size, double-buffered
-gets, active CPEs, SIMD lanes) is the tuning log's config for the node's CPE kernel task
-(tuner.aot.cpe_task, tuner.cpe) when the lookup has one, else the configuration of least simulated
-time of the vectorised analysis (tuner.aot.cpe_schedule), counted on its own legalized body. A kernel
-replaces the MPE step only when its simulated time is lower.
+The cuts and their analysis are the CPE kernel model's (tuner.space.cpe: cuts, plan, schedule). The
+configuration (cut, block size, double-buffered gets, active CPEs, SIMD lanes) is the tuning log's for
+the node's CPE kernel task (tuner.space.cpe.task) when the lookup has one, else the configuration of
+least simulated time of the vectorised analysis, counted on its own legalized body. A kernel replaces
+the MPE step only when its simulated time is lower (``CpeMode.FASTER``). Layout copies (pads,
+unpitching, transposes) get kernels of their own (tuner.aot.cpe_layout).
 """
 
 from __future__ import annotations
@@ -27,22 +14,19 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 from enum import Enum
-from math import prod
-from typing import Any
 
 import numpy as np
 
 from tuner.aot.cpe_layout import PadOp, RowCopyOp, TransposeOp, plan_pad, plan_rowcopy, plan_transpose
-from tuner.aot.cpe_plan import CpeOp, KernelPlan, ParamSlice
-from tuner.aot.cpe_schedule import Space, Window, dma_counts
-from tuner.aot.graph import Graph, Node
-from tuner.aot.kernels import Lookup
-from tuner.aot.tir_c import CFunction, print_prim_func
+from tuner.aot.lookup import Lookup
+from tuner.ir.graph import Graph, Node
+from tuner.space.cpe.cuts import plans_for, same_meaning
+from tuner.space.cpe.plan import CpeOp, KernelPlan, ParamSlice
+from tuner.space.cpe.schedule import Space
+from tuner.space.cpe.task import has_kernel_task, kernel_workload, tuned_op
 from tuner.targets import Target
 
 log = logging.getLogger("tuner.aot")
-
-MAX_PARAMS = 16  # pointers in swtune_args.p
 
 
 class CpeMode(str, Enum):
@@ -61,151 +45,6 @@ def _best(space: Space) -> int:
 choose: Callable[[Space], int] = _best
 
 
-def _sliced_shape(shape: tuple[int, ...], axis: int, b: int) -> tuple[int, ...]:
-    return (1,) * axis + (b,) + tuple(shape[axis + 1:])
-
-
-def _legalize_sliced(call: Any, shapes: list[tuple[int, ...] | None], dtype: str) -> tuple[Any, list[int]] | None:
-    """(PrimFunc of ``call`` on operands of ``shapes`` (None: keep the argument), and for each
-    call_tir argument the index of the Relax argument it is) or None when it does not legalize so."""
-    import tvm
-    from tvm import relax
-
-    from tuner.aot.relax_reader import legalize
-
-    bb = relax.BlockBuilder()
-    params, args, owners = [], [], {}
-    for i, (arg, shape) in enumerate(zip(call.args, shapes)):
-        if shape is None:
-            args.append(arg)
-            continue
-        v = relax.Var(f"p{i}", relax.TensorType(shape, dtype))
-        params.append(v)
-        args.append(v)
-        owners[i] = v
-    try:
-        with bb.function("main", params):
-            with bb.dataflow():
-                y = bb.emit(relax.Call(call.op, args, call.attrs))
-                out = bb.emit_output(y)
-            bb.emit_func_output(out)
-        mod = legalize(bb.get())
-    except (tvm.TVMError, ValueError, TypeError, AttributeError):
-        return None
-    bindings = [b for blk in mod["main"].body.blocks for b in blk.bindings]
-    calls = [b.value for b in bindings if isinstance(b.value, relax.Call) and getattr(b.value.op, "name", "")
-             == "relax.call_tir"]
-    if len(calls) != 1:
-        return None
-    ct = calls[0]
-    order = []
-    for a in ct.args[1].fields:
-        src = next((i for i, arg in enumerate(args) if a.same_as(arg)), None)
-        if src is None:
-            return None
-        order.append(src)
-    return mod[ct.args[0]], order
-
-
-def _run(func: Any, arrays: list[np.ndarray], outs: list[tuple[int, ...]], dtype: str) -> list[np.ndarray]:
-    import tvm
-
-    exe = tvm.compile(tvm.IRModule({"main": func.with_attr("global_symbol", "main")}), target="llvm")
-    res = [tvm.runtime.tensor(np.zeros(s, dtype=dtype)) for s in outs]
-    exe["main"](*[tvm.runtime.tensor(np.ascontiguousarray(a)) for a in arrays], *res)
-    return [r.numpy() for r in res]
-
-
-def _block(x: np.ndarray, axis: int, b: int, blk: int, nj: int) -> np.ndarray:
-    lead_i, j = divmod(blk, nj)
-    v = x.reshape(-1, x.shape[axis], int(prod(x.shape[axis + 1:])))
-    return v[lead_i, j * b:(j + 1) * b].reshape(_sliced_shape(x.shape, axis, b))
-
-
-def _same_meaning(full: Any, sliced: Any, n: Node, plan: list[ParamSlice], axis: int, b: int, nj: int,
-                  dtype: str) -> bool:
-    """The sliced PrimFunc on a few blocks equals the full PrimFunc's result there (llvm, random data)."""
-    rng = np.random.default_rng(0)
-    ins = [rng.standard_normal(t.shape).astype(dtype) for t in n.inputs]
-    outs = [t.shape for t in n.outputs]
-    ref = _run(full, ins, outs, dtype)
-    lead = prod(n.output.shape[:axis])
-    for blk in sorted({0, lead * nj - 1, (lead * nj) // 2}):
-        args = [_block(x, axis, b, blk, nj) if p.sliced else x for x, p in zip(ins, plan)]
-        got = _run(sliced, args, [_sliced_shape(s, axis, b) for s in outs], dtype)
-        for g, r in zip(got, ref):
-            if not np.allclose(g, _block(r, axis, b, blk, nj), rtol=1e-5, atol=1e-6, equal_nan=True):
-                return False
-    return True
-
-
-def dma_plan(op: CpeOp, item: int) -> dict[str, int]:
-    """DMA requests and bytes of one run of the kernel (what the emulator counts), from the schedule
-    analysis (tuner.aot.cpe_schedule.dma_counts)."""
-    got = dma_counts(op.lead, op.nj * op.block, op.operands(), item, np.array([op.block]), np.array([op.active]))
-    return {k: int(v[0]) for k, v in got.items()}
-
-
-def plans_for(n: Node, target: Target, dtype: str) -> list[KernelPlan]:
-    """Every way the node cuts into blocks (one output axis each, and a pool's output rows), fastest
-    (by its best configuration) first; empty when it does not slice at all."""
-    from tvm import ir, relax
-
-    call = n.attrs.get("relax_call")
-    params = [*n.inputs, *n.outputs]
-    if len(params) > MAX_PARAMS or any(t.dtype != dtype for t in params):
-        return []
-    if call is None or getattr(call.op, "name", "") == "relax.call_tir":  # no Relax operator to slice
-        plan = _plan_elementwise(n, dtype)
-        return [plan] if plan is not None else []
-    arg_shapes: list[tuple[int, ...] | None] = []
-    for arg in call.args:
-        if type(arg).__name__ == "PrimValue" or (isinstance(arg, ir.Constant)
-                                                  and getattr(arg.ty, "shape", None) is None):
-            arg_shapes.append(None)  # a scalar (PrimValue, IntImm/FloatImm bound): kept as it is
-        elif isinstance(arg, (relax.Var, ir.Constant)) and getattr(arg.ty, "shape", None) is not None:
-            arg_shapes.append(tuple(int(d) for d in arg.ty.shape))
-        else:
-            return []  # tuples, shape arguments: not sliced here
-    out = n.output.shape
-    item = np.dtype(dtype).itemsize
-    candidates: list[KernelPlan] = []
-    for axis in range(len(out)):
-        if out[axis] == 1 or any(o.shape[:axis + 1] != out[:axis + 1] or len(o.shape) != len(out)
-                                 for o in n.outputs):
-            continue
-        sliced_arg: list[bool | None] = []
-        for shape in arg_shapes:
-            if shape is None:
-                sliced_arg.append(None)
-            elif len(shape) == len(out) and shape[:axis + 1] == out[:axis + 1]:
-                sliced_arg.append(True)
-            elif all(d == 1 for d in shape[:max(0, axis + 1 - (len(out) - len(shape)))]):
-                sliced_arg.append(False)  # does not vary along the leading axes: fetched whole
-            else:
-                break
-        else:
-            got = _plan_axis(n, call, dtype, item, axis, arg_shapes, sliced_arg)
-            if got is not None:
-                candidates.append(got)
-    if n.relax_op in POOLS:
-        rows = _plan_pool_rows(n, call, dtype, item)
-        if rows is not None:
-            candidates.append(rows)
-    timed = [(op.seconds, k, p) for k, p in enumerate(candidates) if (op := p.best(target)) is not None]
-    return [p for _, _, p in sorted(timed, key=lambda t: (t[0], t[1]))]
-
-
-def same_meaning(n: Node, plan: KernelPlan, op: CpeOp, dtype: str) -> bool:
-    """Slicing keeps the operator's meaning at the op's block size (TVM llvm on random data)."""
-    sliced = plan.sliced_funcs.get(op.block)
-    if sliced is None:  # a PrimFunc given as is (_plan_elementwise): element-wise on its TIR
-        return True
-    if op.window is not None:
-        return _same_meaning_window(n.attrs["prim_func"], sliced, n, op, dtype)
-    return _same_meaning(n.attrs["prim_func"], sliced, n, op.params, op.axis, op.block, op.nj, dtype)
-
-
 def plan_node(n: Node, target: Target, dtype: str, plans: list[KernelPlan] | None = None
               ) -> tuple[KernelPlan, CpeOp] | None:
     """The node's plan and its kernel at the configuration ``choose`` picks, or None (it stays on the
@@ -218,178 +57,6 @@ def plan_node(n: Node, target: Target, dtype: str, plans: list[KernelPlan] | Non
             return plan, op
         log.info("%s (%s): slicing along axis %d changes its result", n.source, n.relax_op, op.axis)
     return None
-
-
-def _print_body(func: Any, lanes: int) -> CFunction | None:
-    """A block's PrimFunc as a CPE body; None at ``lanes`` > 1 when no loop of it vectorises (the
-    scalar body is that configuration already)."""
-    if lanes == 1:
-        return print_prim_func(func, "body", "SWTUNE_T", ldm_prefix="g")
-    got = print_prim_func(func, "body", "SWTUNE_T", ldm_prefix="g", lanes=lanes)
-    return got if got.vector_loops > 0 else None
-
-
-def _plan_elementwise(n: Node, dtype: str) -> KernelPlan | None:
-    """A PrimFunc given as is (e.g. the ONNX importer's call_tir for Clip) that is element-wise on one
-    operand (0-d constants aside, checked on its TIR): blocks of consecutive elements."""
-    from tuner.aot.tir_c import Work, ctype_of, scalar_epilogue
-
-    if len(n.outputs) != 1:
-        return None
-    scalars = {i: float(t.data.reshape(-1)[0]) for i, t in enumerate(n.inputs)
-               if t.kind == "const" and t.data is not None and t.size == 1}
-    operand = [i for i in range(len(n.inputs)) if i not in scalars]
-    if len(operand) != 1 or n.inputs[operand[0]].size != n.output.size:
-        return None
-    ty = ctype_of(dtype)
-    got = scalar_epilogue(n.attrs["prim_func"], n.attrs["function"], ty, "v", "_e", operand[0], scalars)
-    if got is None:
-        return None
-    stmts, result, w = got
-    size = n.output.size
-    k, o = operand[0], len(n.inputs)
-    args = ", ".join(f"SWTUNE_T *restrict q{i}" for i in range(len(n.inputs) + 1))
-
-    def body_at(b: int, lanes: int) -> CFunction | None:
-        if lanes != 1:
-            return None  # the statements are scalar C (tuner.aot.tir_c.scalar_epilogue)
-        code = (f"static void body({args}) {{\n  for (long i = 0; i < {b}L; i++) {{ const SWTUNE_T v = q{k}[i]; "
-                f"{' '.join(stmts)} q{o}[i] = {result}; }}\n}}").replace(ty + " _e", "SWTUNE_T _e")
-        work = Work(b, b * w.loads, b * w.arith, b * w.transcendental)
-        return CFunction("body", code, [dtype] * (o + 1), [(b,)] * (o + 1), work, [], 0)
-
-    plan = [ParamSlice(True, size, 1, 1) if i == k else ParamSlice(False, 0, 1, 1) for i in range(o)]
-    plan.append(ParamSlice(True, size, 1, 1))
-    return KernelPlan(0, 1, size, plan, o, np.dtype(dtype).itemsize, body_at)
-
-
-def _plan_axis(n: Node, call: Any, dtype: str, item: int, axis: int, arg_shapes: list[tuple[int, ...] | None],
-               sliced_arg: list[bool | None]) -> KernelPlan | None:
-    """The node cut along ``axis``; None when the operator does not slice there."""
-    from tvm import ir
-
-    out = n.output.shape
-    lead = prod(out[:axis])
-    const = [isinstance(a, ir.Constant) and arg_shapes[i] is not None for i, a in enumerate(call.args)]
-    if any(const[i] and sliced_arg[i] for i in range(len(arg_shapes))):
-        return None  # a constant as large as the output: not handled
-    legal: dict[int, tuple[Any, list[int]] | None] = {}
-
-    def legalized(b: int) -> tuple[Any, list[int]] | None:
-        if b not in legal:
-            shapes = [None if s is None or not sl else _sliced_shape(s, axis, b)
-                      for s, sl in zip(arg_shapes, sliced_arg)]
-            shapes = [s if s is not None or arg_shapes[i] is None else arg_shapes[i]  # whole operands keep their shape
-                      for i, s in enumerate(shapes)]
-            shapes = [None if const[i] or arg_shapes[i] is None else s for i, s in enumerate(shapes)]
-            legal[b] = _legalize_sliced(call, shapes, dtype)
-        return legal[b]
-
-    # the parameter plan (which node input is which Relax argument) from one legalization
-    first = legalized(1)
-    if first is None:
-        return None
-    _, order = first
-    if len(order) != len(n.inputs):
-        return None
-    params = []
-    for t, src in zip(n.inputs, order):
-        if arg_shapes[src] is None or tuple(t.shape) != arg_shapes[src]:
-            return None
-        sl = bool(sliced_arg[src])
-        inner = prod(t.shape[axis + 1:]) if sl else t.size
-        params.append(ParamSlice(sl, t.shape[axis] if sl else 0, inner, 1 if sl else t.size))
-    for t in n.outputs:
-        params.append(ParamSlice(True, t.shape[axis], prod(t.shape[axis + 1:]), 1))
-    funcs: dict[int, Any] = {}
-
-    def body_at(b: int, lanes: int) -> CFunction | None:
-        got = legalized(b)
-        if got is None or got[1] != order:
-            return None
-        funcs[b] = got[0]
-        return _print_body(got[0], lanes)
-
-    return KernelPlan(axis, lead, out[axis], params, len(n.inputs), item, body_at, sliced_funcs=funcs)
-
-
-POOLS = ("nn.max_pool2d", "nn.avg_pool2d")
-
-
-def _plan_pool_rows(n: Node, call: Any, dtype: str, item: int) -> KernelPlan | None:
-    """A 2-D NCHW pool cut along its output rows: each block reads its rows' input window (the halo
-    included), rows outside the plane filled with the padding value in LDM (the lowest finite value
-    for max, as TVM's legalized pool pads; 0 for avg counting the padding). None for forms where a
-    filled row would not mean the same: ceil mode, avg not counting padding rows."""
-    from tvm import relax
-
-    at = call.attrs
-    if n.relax_op not in POOLS or len(n.inputs) != 1 or len(n.outputs) != 1 or str(at.layout) != "NCHW" \
-            or str(at.out_layout) != "NCHW" or bool(at.ceil_mode):
-        return None
-    kh, _ = (int(v) for v in at.pool_size)
-    sh, _ = (int(v) for v in at.strides)
-    dh, _ = (int(v) for v in at.dilation)
-    pt, pl, pb, pr = (int(v) for v in at.padding)
-    is_max = n.relax_op == "nn.max_pool2d"
-    if not is_max and not bool(at.count_include_pad) and (pt or pb):
-        return None
-    x, y = n.inputs[0], n.output
-    nb, c, h, w = x.shape
-    oh, ow = y.shape[2], y.shape[3]
-    window = Window(sh, (kh - 1) * dh + 1, pt, h)
-    fill = float(np.finfo(dtype).min) if is_max else 0.0
-    make = relax.op.nn.max_pool2d if is_max else relax.op.nn.avg_pool2d
-    funcs: dict[int, Any] = {}
-
-    def body_at(b: int, lanes: int) -> CFunction | None:
-        from tuner.aot.relax_reader import legalize
-
-        if b not in funcs:
-            rows = int(window.rows(np.asarray(b)))
-            bb = relax.BlockBuilder()
-            v = relax.Var("x", relax.TensorType((1, 1, rows, w), dtype))
-            with bb.function("main", [v]):
-                with bb.dataflow():
-                    z = bb.emit(make(v, at.pool_size, at.strides, (0, pl, 0, pr), at.dilation, False,
-                                     bool(at.count_include_pad), "NCHW", "NCHW"))
-                    o = bb.emit_output(z)
-                bb.emit_func_output(o)
-            mod = legalize(bb.get())
-            calls = [bd.value for blk in mod["main"].body.blocks for bd in blk.bindings
-                     if isinstance(bd.value, relax.Call) and getattr(bd.value.op, "name", "") == "relax.call_tir"]
-            if len(calls) != 1 or tuple(int(d) for d in calls[0].ty.shape) != (1, 1, b, ow):
-                return None
-            funcs[b] = mod[calls[0].args[0]]
-        return _print_body(funcs[b], lanes)
-
-    params = [ParamSlice(True, h, w, 1), ParamSlice(True, oh, ow, 1)]
-    return KernelPlan(2, nb * c, oh, params, 1, item, body_at, window, fill, sliced_funcs=funcs)
-
-
-def _window_block(x: np.ndarray, op: CpeOp, blk: int) -> np.ndarray:
-    """Block ``blk``'s input window of an NCHW tensor, rows outside it filled (as the kernel does)."""
-    assert op.window is not None
-    lead_i, j = divmod(blk, op.nj)
-    plane = x.reshape(-1, x.shape[2], x.shape[3])[lead_i]
-    rows = int(op.window.rows(np.asarray(op.block)))
-    r0 = j * op.block * op.window.stride - op.window.pad
-    got = np.full((rows, x.shape[3]), op.fill, dtype=x.dtype)
-    lo, hi = max(r0, 0), min(r0 + rows, x.shape[2])
-    got[lo - r0:hi - r0] = plane[lo:hi]
-    return got.reshape(1, 1, rows, x.shape[3])
-
-
-def _same_meaning_window(full: Any, sliced: Any, n: Node, op: CpeOp, dtype: str) -> bool:
-    """The row-sliced pool on its filled windows equals the full pool there (llvm, random data)."""
-    rng = np.random.default_rng(0)
-    x = rng.standard_normal(n.inputs[0].shape).astype(dtype)
-    (ref,) = _run(full, [x], [n.output.shape], dtype)
-    for blk in sorted({0, op.nj - 1, op.blocks - 1, op.blocks // 2}):
-        (got,) = _run(sliced, [_window_block(x, op, blk)], [(1, 1, op.block, n.output.shape[3])], dtype)
-        if not np.allclose(got, _block(ref, 2, op.block, blk, op.nj), rtol=1e-5, atol=1e-6, equal_nan=True):
-            return False
-    return True
 
 
 def _c_literal(v: float, ty: str) -> str:
@@ -408,7 +75,7 @@ def slave_text(op: CpeOp | PadOp | RowCopyOp | TransposeOp, ty: str) -> str:
            f"chosen among {op.valid} valid configurations of {op.configs} by tuner.aot.cpe_schedule")
     lines = [f"/* schedule: blocks of {op.block}, gets {'double' if op.db else 'single'}-buffered, {op.active} active "
              f"CPEs, simd {op.lanes} ({how}) */", f"#define SWTUNE_T {ty}"]
-    # a vector body (tuner.aot.tir_simd) reads its operands with aligned vector loads: every LDM copy
+    # a vector body (tuner.ir.tir_simd) reads its operands with aligned vector loads: every LDM copy
     # starts on a 64-B boundary (a copy's length rounded up to whole 64 B)
     align = " __attribute__((aligned(64)))" if op.lanes > 1 else ""
     for k, p in enumerate(op.params):
@@ -484,11 +151,9 @@ def slave_text(op: CpeOp | PadOp | RowCopyOp | TransposeOp, ty: str) -> str:
 
 
 def kernel_for(n: Node, target: Target, dtype: str, lookup: Lookup | None = None) -> CpeOp | None:
-    """The node's CPE kernel: at the tuning log's config for its workload (tuner.aot.cpe_task) when
+    """The node's CPE kernel: at the tuning log's config for its workload (tuner.space.cpe.task) when
     ``lookup`` has one that applies, else at the configuration ``choose`` picks; None: it stays on
     the MPE."""
-    from tuner.aot.cpe_task import has_kernel_task, kernel_workload, tuned_op
-
     plans = plans_for(n, target, dtype)
     if not plans:
         return None

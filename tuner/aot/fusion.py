@@ -4,7 +4,7 @@ The only reader of a conv2d / dense / batch_matmul output runs inside that kerne
 tile in LDM just before its DMA put, when it is
   * element-wise on that one operand (relu, relu6/clip, gelu, sigmoid, tanh, a scalar add, ...:
     whatever TVM legalizes to perfect element-wise loop nests, checked on the TIR by
-    tuner.aot.tir_c.scalar_epilogue), or
+    tuner.ir.tir_c.scalar_epilogue), or
   * a per-output-channel constant: a bias add (add/subtract/multiply/divide by a constant that varies
     only along the channel axis) or a batch-norm folded to scale and shift. Its vectors (at most
     VECTOR_BYTES together) are fetched into LDM once per CPE at the kernel's start; the channel of
@@ -31,9 +31,10 @@ from math import prod
 
 import numpy as np
 
-from tuner.aot.graph import Graph, Node, Note, Tensor
-from tuner.aot.kernels import channel_axis
-from tuner.aot.tir_c import Work, scalar_epilogue
+from tuner.ir.graph import Graph, Node, Note, Tensor
+from tuner.ir.tir_c import Work, scalar_epilogue
+from tuner.space.ops import geometry_for
+from tuner.workloads import Workload
 
 RESIDUAL_SLOT = 15  # swtune_args.p index of a residual operand (per-channel vectors count up from 0)
 VECTOR_BYTES = 4096  # LDM for per-channel vectors: what the tuned kernels' budget leaves (64 KB - 56 KB)
@@ -222,6 +223,15 @@ def fuse_epilogues(graph: Graph, ctype: str) -> int:
             steps.append(s)
     graph.steps = steps
     return fused
+
+
+def channel_axis(workload: Workload) -> int:
+    """The output dimension a fused per-channel vector (bias, scale) runs along: the one the op's
+    col axis indexes (the weights' output channel: a conv's k, a GEMM's n; tuner/space/ops.py)."""
+    geo = geometry_for(workload)
+    if len(geo.col_axes) != 1:
+        raise ValueError(f"{workload.key}: no single output-channel axis for a fused epilogue ({geo.col_axes})")
+    return next(i for i, d in enumerate(geo.expr.output.dims) if geo.col_axes[0] in dict(d.coefs))
 
 
 def apply_epilogue(slave: str, ep: Epilogue, ctype: str, c_shape: tuple[int, ...], pitch: int, axis: int) -> str:

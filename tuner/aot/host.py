@@ -8,13 +8,13 @@ outputs one after another. ``SWTUNE_PROFILE=1`` prints the seconds of every step
 
 from __future__ import annotations
 
-from tuner.aot.graph import Graph, Node, Tensor
 from tuner.aot.kernels import Kernel
 from tuner.aot.memory import MemoryPlan
 from tuner.aot.mpe import Ref, describe, emit_mpe
-from tuner.aot.tir_c import PRELUDE
 from tuner.aot.weights import WeightsLayout, weights_header_lines
 from tuner.codegen.host import HOST_HELPERS
+from tuner.ir.graph import Graph, Node, Tensor
+from tuner.ir.tir_c import PRELUDE
 from tuner.targets import get_target
 
 

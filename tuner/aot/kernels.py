@@ -22,14 +22,16 @@ from typing import Any
 
 import numpy as np
 
-from tuner.aot.graph import AotError, Graph, Node, Tensor, slave_symbol
+from tuner.aot.fusion import apply_epilogue, channel_axis
+from tuner.aot.lookup import Lookup
+from tuner.ir.graph import AotError, Graph, Node, Tensor, slave_symbol
 from tuner.space.space import Config
 from tuner.targets import Target
+from tuner.task_kind import kind_of
 from tuner.workloads import Workload
 
 log = logging.getLogger("tuner.aot")
 
-Lookup = Callable[[Workload], "Config | None"]
 UntunedSeconds = Callable[[Node], float]  # simulated seconds of a generic node run as it is untuned
 
 _DECL = re.compile(r"^__thread_local\s+((?:volatile\s+)?(?:SW_REPLY_T|float|double|long|int))\s+(.*);\s*$")
@@ -65,28 +67,22 @@ class Kernel:
         return self.status == "tuned"
 
 
-def _fallback(space: Any) -> Config:
-    from tuner.baseline import openacc_baseline
-
-    return openacc_baseline(space)
-
-
 def choose_config(workload: Workload, target: Target, lookup: Lookup | None) -> tuple[Config, str]:
     """The looked-up config when it is valid for the space, else the default schedule (with a warning)."""
     from tuner.space.factory import space_for
 
     space = space_for(workload, target)
+    kind = kind_of(workload)
     config = lookup(workload) if lookup is not None else None
     if config is None:
         log.warning("untuned workload %s on %s: falling back to the OpenACC-like default schedule",
                     workload.key, target.name)
-        return _fallback(space), "fallback: untuned"
-    try:
-        space.check(dict(config))
-    except (ValueError, KeyError) as exc:
+        return kind.baseline(space), "fallback: untuned"
+    why = kind.why_not_applied(space, dict(config))
+    if why is not None:
         log.warning("tuned config of workload %s on %s is not valid here (%s): falling back to the "
-                    "OpenACC-like default schedule", workload.key, target.name, exc)
-        return _fallback(space), "fallback: invalid tuned config"
+                    "OpenACC-like default schedule", workload.key, target.name, why)
+        return kind.baseline(space), "fallback: invalid tuned config"
     return dict(config), "tuned"
 
 
@@ -94,7 +90,7 @@ def _generate(workload: Workload, target: Target, config: Config, index: int, st
               epilogue: Any = None) -> Kernel:
     from tuner.codegen.host import c_pitch, pack_tiles, packed_roles, shapes
     from tuner.codegen.sources import generate
-    from tuner.codegen.tir import ctype
+    from tuner.ir.tir import ctype
 
     src = generate(workload, target, config)
     s = src.scheduled
@@ -104,25 +100,12 @@ def _generate(workload: Workload, target: Target, config: Config, index: int, st
         rows *= d
     slave = src.files["slave.c"]
     if epilogue is not None:
-        from tuner.aot.fusion import apply_epilogue
-
         slave = apply_epilogue(slave, epilogue, ctype(getattr(workload, "dtype", "float32")), tuple(c),
                                c_pitch(s), channel_axis(workload))
     # the permutation of each packed operand: the same as the measured host's pack (tuner.codegen.host)
     packs = {s.roles.index(r): _tile_order(*pack_tiles(s, r)) for r in packed_roles(s)}
     return Kernel(index, workload, config, status, slave, rows, c[-1], c_pitch(s), epilogue=epilogue,
                   packs=packs, roles=tuple(s.roles))
-
-
-def channel_axis(workload: Workload) -> int:
-    """The output dimension a fused per-channel vector (bias, scale) runs along: the one the op's
-    col axis indexes (the weights' output channel: a conv's k, a GEMM's n; tuner/space/ops.py)."""
-    from tuner.space.ops import geometry_for
-
-    geo = geometry_for(workload)
-    if len(geo.col_axes) != 1:
-        raise ValueError(f"{workload.key}: no single output-channel axis for a fused epilogue ({geo.col_axes})")
-    return next(i for i, d in enumerate(geo.expr.output.dims) if geo.col_axes[0] in dict(d.coefs))
 
 
 def _tile_order(ext: list[int], full: list[int]) -> np.ndarray:
@@ -198,7 +181,7 @@ def resolve_kernels(graph: Graph, target: Target, lookup: Lookup | None,
                             "OpenACC-like default schedule", w.key, exc)
                 from tuner.space.factory import space_for
 
-                config = _fallback(space_for(w, target))
+                config = kind_of(w).baseline(space_for(w, target))
                 chosen[w.key] = (config, "fallback: codegen failed")
                 key = (w.key, repr(sorted(config.items())), ep_key)
                 if key not in by_key:
@@ -229,7 +212,6 @@ def _tuned_expression(step: Node, target: Target, lookup: Lookup | None,
     generated, it keeps the generic lowering (MPE C or CPE blocks) with a warning naming it (once per
     workload). A memory-bound operator also keeps it, with a note in the log, when its untuned lowering
     simulates faster than the tuned kernel (a tuning budget too small to beat the rule-picked block)."""
-    from tuner.bridge.extract import memory_bound
 
     w: Workload = step.attrs["expr_workload"]
     config = lookup(w) if lookup is not None else None
@@ -247,7 +229,7 @@ def _tuned_expression(step: Node, target: Target, lookup: Lookup | None,
         space = space_for(w, target)
         space.check(dict(config))
         kernel = by_key.get(key) or _generate(w, target, dict(config), len(by_key), "tuned")
-        if memory_bound(w) and untuned_seconds is not None:
+        if kind_of(w).memory_bound(w) and untuned_seconds is not None:
             from tuner.aot.timing import kernel_seconds
 
             times, prepass = kernel_seconds(space, [dict(config)])
@@ -309,8 +291,8 @@ def slave_file(kernels: list[Kernel], cpe_ops: list[Any] | None = None, ty: str 
     of the launch groups (tuner.aot.launch_groups) that run several of them in one spawn."""
     from tuner.aot.cpe_ops import slave_text
     from tuner.aot.launch_groups import slave_wrappers
-    from tuner.aot.tir_c import PRELUDE
     from tuner.codegen.printer import SLAVE_INCLUDES, SW_RLC_HELPER
+    from tuner.ir.tir_c import PRELUDE
 
     structs: list[str] = []
     codes: list[str] = []

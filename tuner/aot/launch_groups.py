@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from tuner.aot.graph import Graph, Node
+from tuner.ir.graph import Graph, Node
 from tuner.targets import Target
 
 CPE_OPS = ("kernel", "cpe")

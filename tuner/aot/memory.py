@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from tuner.aot.graph import Graph
+from tuner.ir.graph import Graph
 
 
 @dataclass

@@ -1,7 +1,7 @@
 """Plain C on the MPE for the steps that are not tuned kernels (one emitter per node op).
 
 Operators of the model arrive as ``tir`` nodes: a call of the C function printed from their
-legalized PrimFunc (tuner.aot.tir_c). The other emitters are the compiler's own layout steps around
+legalized PrimFunc (tuner.ir.tir_c). The other emitters are the compiler's own layout steps around
 the kernels: zero-padding a conv input that stays on the MPE, stripping the line padding of a
 kernel's output, a runtime
 transpose into the layout a kernel reads, and batch_norm folded to a per-channel scale and shift.
@@ -15,7 +15,7 @@ from collections.abc import Callable, Sequence
 from math import prod
 from typing import Any
 
-from tuner.aot.graph import AotError, Node, Tensor
+from tuner.ir.graph import AotError, Node, Tensor
 
 Ref = Callable[[Tensor], str]
 

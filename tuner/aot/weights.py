@@ -11,7 +11,7 @@ from pathlib import Path
 
 import numpy as np
 
-from tuner.aot.graph import Graph
+from tuner.ir.graph import Graph
 
 ALIGN = 128
 

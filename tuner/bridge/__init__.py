@@ -1,4 +1,7 @@
-"""The TVM bridge: task extraction from real models (PyTorch, ONNX) through TVM Relax.
+"""The TVM bridge: task extraction from real models (PyTorch, ONNX) through TVM Relax, and a
+MetaSchedule database over the tuning log.
 
-Like tuner/codegen, this package imports tvm (and torch / onnx) lazily, inside functions.
+Owns: the list of a model's tuning tasks and their weights (extract), the MetaSchedule adapter
+(ms_database). May import aot (extraction lists the tasks of the graph the compiler builds), ir,
+space and the domain; imports tvm (and torch / onnx) lazily, inside functions.
 """

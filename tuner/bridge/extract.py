@@ -13,28 +13,29 @@ Memory-bound operators are expression tasks too (``Routing.MEMORY_BOUND``): an o
 legalized PrimFunc is one compute block the expression path takes -- element-wise unary or binary
 (broadcast operands included), a single-input reduction (sum, max, max pooling without padding), a
 layout copy (transpose) -- is a task in the form the AOT compiler builds the model: read by its reader
-(tuner.aot.relax_reader), epilogues fused into their producer (those are no task of their own),
+(tuner.ir.relax_reader), epilogues fused into their producer (those are no task of their own),
 constants folded. Multi-block PrimFuncs (softmax, layer_norm, mean, padded pools, gelu, ...) are not
 expressions: those the compiler runs block by block on the CPEs are CPE kernel tasks
-(tuner.cpe, ``CpeKernelWorkload``); the rest stay listed in ``untuned`` with their count: nothing is
+(tuner.kinds.cpe_kernel, ``CpeKernelWorkload``); the rest stay listed in ``untuned`` with their count: nothing is
 dropped silently.
 """
 
 from __future__ import annotations
 
-import re
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
-from enum import Enum
 from pathlib import Path
 from typing import Any
 
 from tuner.errors import InvalidWorkloadError
-from tuner.expr.workload import ExprWorkload
+from tuner.ir.importers import onnx_to_relax as onnx_to_relax  # the bridge's public API too
+from tuner.ir.importers import require
+from tuner.ir.importers import torch_to_relax as torch_to_relax
+from tuner.ir.relax_ops import READERS, Routing, expression_workload
 from tuner.models.zoo import Layer
 from tuner.task_kind import kind_of
-from tuner.workloads import BatchMatmul, Conv2d, Dense, Workload
+from tuner.workloads import Workload
 
 # Relax ops that are bookkeeping, not computation worth listing as "untuned".
 _FREE_OPS = {"relax.reshape", "relax.permute_dims", "relax.flatten", "relax.squeeze", "relax.expand_dims"}
@@ -48,49 +49,6 @@ class ExtractedModel:
     @property
     def workloads(self) -> list[Workload]:
         return [layer.workload for layer in self.layers]
-
-
-def _shape(expr: Any) -> tuple[list[int], str]:
-    info = expr.ty  # the struct info of a Relax expression (R.Tensor(shape, dtype))
-    return [int(d) for d in info.shape], str(info.dtype)
-
-
-def _conv(call: Any) -> Conv2d:
-    attrs = call.attrs
-    if str(attrs.data_layout) != "NCHW" or str(attrs.kernel_layout) != "OIHW":
-        raise InvalidWorkloadError(f"conv2d layout {attrs.data_layout}/{attrs.kernel_layout} is not NCHW/OIHW")
-    (n, c, h, w), dtype = _shape(call.args[0])
-    (k, _, r, s), _ = _shape(call.args[1])
-    top, left, bottom, right = (int(p) for p in attrs.padding)
-    if top != bottom or left != right:
-        raise InvalidWorkloadError(f"asymmetric conv2d padding {(top, left, bottom, right)} is not supported")
-    sh, sw = (int(v) for v in attrs.strides)
-    dh, dw = (int(v) for v in attrs.dilation)
-    return Conv2d(n, c, h, w, k, r, s, stride_h=sh, stride_w=sw, pad_h=top, pad_w=left, dil_h=dh, dil_w=dw,
-                  groups=int(attrs.groups), dtype=dtype)
-
-
-def _matmul(call: Any) -> Dense | BatchMatmul:
-    a, dtype = _shape(call.args[0])
-    b, _ = _shape(call.args[1])
-    if len(a) == 2 and len(b) == 2:
-        return Dense(a[0], b[1], a[1], dtype)  # weights are constants: transposed to [N, K] at compile time
-    if len(a) == 3 and len(b) == 3 and a[0] == b[0]:
-        return BatchMatmul(a[0], a[1], b[2], a[2], dtype)
-    if len(a) == 3 and len(b) == 2:
-        return Dense(a[0] * a[1], b[1], a[2], dtype)  # a linear layer over a sequence
-    raise InvalidWorkloadError(f"matmul of shapes {a} x {b} is not a dense or batch_matmul workload")
-
-
-_READERS = {"relax.nn.conv2d": _conv, "relax.matmul": _matmul}
-
-
-class Routing(str, Enum):
-    """Which single-stage PrimFuncs become expression operators (each level takes the ones before)."""
-
-    GEMM_LIKE = "gemm_like"  # a reduction over a product of two or more inputs (conv1d, einsum, ...)
-    REDUCTIONS = "reductions"  # and single-input reductions (sum, max, max pooling without padding)
-    MEMORY_BOUND = "memory_bound"  # and element-wise operators (unary, broadcast binary, copies)
 
 
 def memory_bound(wl: Workload) -> bool:
@@ -111,95 +69,6 @@ def trial_budget(layers: Sequence[Layer], trials: int) -> int:
     """A model's one trial budget: ``trials`` per GEMM-like task, a share of it per memory-bound task."""
     small = max(MEMORY_BOUND_MIN_TRIALS, round(trials * MEMORY_BOUND_TRIAL_SHARE))
     return sum(min(trials, small) if memory_bound(layer.workload) else trials for layer in layers)
-
-
-def _expression(func: Any, name: str, routing: Routing) -> ExprWorkload:
-    """The legalized PrimFunc of an operator no reader takes, as an expression operator; raises
-    InvalidWorkloadError with the reason it is not one (several stages, element-wise, ...)."""
-    wl = ExprWorkload.from_script(canonical_script(_inline_copies(func)), re.sub(r"\d+$", "", name) or name)
-    if not wl.expr.spatial:
-        raise InvalidWorkloadError("a reduction to a scalar has no axis to spread over the CPEs")
-    if wl.expr.gemm_like:
-        return wl
-    if routing is Routing.GEMM_LIKE:
-        raise InvalidWorkloadError("not GEMM-like (memory-bound: Routing.MEMORY_BOUND tunes it)")
-    if not wl.expr.reduce and routing is not Routing.MEMORY_BOUND:
-        raise InvalidWorkloadError("element-wise (Routing.MEMORY_BOUND tunes it)")
-    if any(not acc.shape for acc in wl.expr.inputs):
-        # a 0-d operand (an ONNX scalar constant) has no tile box: left to the generic lowering
-        raise InvalidWorkloadError("a 0-d operand")
-    return wl
-
-
-def canonical_script(func: Any) -> str:
-    """The PrimFunc's TVMScript with its parameters renamed ``p0, p1, ...`` by position: a legalized
-    PrimFunc names its inputs after the Relax bindings that feed it (``lv8``), so the same operator
-    would get another workload key in every model, or from ONNX rather than torch. The renamed text
-    must parse back to a structurally equal function, else the original text is kept."""
-    import tvm_ffi
-
-    from tuner.expr.parse import prim_func_from_script, script_text
-
-    text = script_text(func)
-    names = [str(p.name) for p in func.params]
-    if len(set(names)) != len(names) or not all(re.fullmatch(r"[A-Za-z_]\w*", n) for n in names):
-        return text
-    parts = re.split(r'("[^"]*")', text)  # string literals (block names, annotations) stay as they are
-    for k in range(0, len(parts), 2):
-        for i, n in enumerate(names):  # through placeholders: a name may be another's new name
-            parts[k] = re.sub(rf"\b{re.escape(n)}\b", f"__swtune_p{i}__", parts[k])
-        parts[k] = re.sub(r"__swtune_p(\d+)__", r"p\1", parts[k])
-    renamed = "".join(parts)
-    try:
-        back = prim_func_from_script(renamed)
-    except InvalidWorkloadError:
-        return text
-    return script_text(back) if tvm_ffi.structural_equal(back, prim_func_from_script(text)) else text
-
-
-def transpose_expression(shape: tuple[int, ...], axes: tuple[int, ...], dtype: str) -> ExprWorkload:
-    """A layout copy ``out[i...] = x[permuted i...]`` as an expression operator (TVM's topi.transpose)."""
-    from tvm import te, topi
-
-    from tuner.expr.parse import prim_func_from_tensors
-
-    x = te.placeholder(shape, dtype, name="x")
-    return ExprWorkload.from_script(canonical_script(prim_func_from_tensors([x, topi.transpose(x, list(axes))])),
-                                    "transpose")
-
-
-def _inline_copies(func: Any) -> Any:
-    """The PrimFunc with its pure copy stages (a pad stage of padding 0, a transpose: ``out[..] =
-    in[..]``) inlined into their consumer, so the compute reads the inputs themselves. A stage that
-    computes (a zero padding's if_then_else) stays, and the function is then refused as two stages."""
-    import tvm
-
-    sch = tvm.s_tir.Schedule(tvm.IRModule({"main": func}))
-    blocks: list[Any] = []
-
-    def walk(stmt: Any) -> None:
-        kind = type(stmt).__name__
-        if kind == "SBlockRealize":
-            walk(stmt.block)
-        elif kind == "SBlock":
-            if stmt.iter_vars:
-                blocks.append(stmt)
-            walk(stmt.body)
-        elif hasattr(stmt, "seq"):
-            for x in stmt.seq:
-                walk(x)
-        elif hasattr(stmt, "body"):
-            walk(stmt.body)
-
-    walk(func.body)
-    for block in blocks[:-1]:
-        body = block.body
-        if type(body).__name__ == "BufferStore" and type(body.value).__name__ in ("TensorLoad", "BufferLoad"):
-            try:
-                sch.compute_inline(sch.get_sblock(str(block.name_hint)))
-            except Exception:  # noqa: BLE001 -- TVM refuses some inlines (e.g. a reduction reads it): keep the stage
-                continue
-    return sch.mod["main"]
 
 
 class _Legalized:
@@ -233,7 +102,7 @@ def extract_relax(mod: Any, reductions: bool = False, fused: bool = True) -> Ext
     are still taken from the Relax calls, like the GEMM-like operators."""
     from tvm import relax
 
-    from tuner.aot.cpe_task import has_kernel_task
+    from tuner.space.cpe.task import has_kernel_task
 
     legal = _Legalized(mod)
     graph = _compiled_graph(mod, fused)
@@ -265,7 +134,7 @@ def extract_relax(mod: Any, reductions: bool = False, fused: bool = True) -> Ext
             if not isinstance(call, relax.Call) or not hasattr(call.op, "name"):
                 continue
             op, var = str(call.op.name), str(binding.var.name)
-            reader = _READERS.get(op)
+            reader = READERS.get(op)
             workload: Workload | None = None
             why = ""
             if reader is not None:
@@ -284,7 +153,7 @@ def extract_relax(mod: Any, reductions: bool = False, fused: bool = True) -> Ext
                 try:
                     if found is None:
                         raise InvalidWorkloadError("no PrimFunc")
-                    workload = _expression(found[0], found[1], routing)
+                    workload = expression_workload(found[0], found[1], routing)
                 except InvalidWorkloadError:
                     untuned[op.removeprefix("relax.") + why] += 1
                     continue
@@ -299,10 +168,10 @@ def extract_relax(mod: Any, reductions: bool = False, fused: bool = True) -> Ext
 
 
 def _cpe_kernel(n: Any, graph: Any) -> Workload | None:
-    """The CPE kernel task of a multi-block generic node (tuner.aot.cpe_task), when it cuts into
+    """The CPE kernel task of a multi-block generic node (tuner.space.cpe.task), when it cuts into
     blocks on some target whose meaning holds (its plans are checked again by the space)."""
-    from tuner.aot.cpe_task import kernel_workload, workload_plans
     from tuner.errors import SwtuneError
+    from tuner.space.cpe.task import kernel_workload, workload_plans
 
     try:
         wl = kernel_workload(n, graph.dtype)
@@ -315,9 +184,9 @@ def _compiled_graph(mod: Any, fused: bool) -> Any:
     """The graph the ahead-of-time compiler builds (epilogues fused when ``fused``), or None when it
     cannot read the model (its built-in and GEMM-like tasks are still listed)."""
     from tuner.aot.fusion import fuse_epilogues
-    from tuner.aot.graph import AotError
-    from tuner.aot.relax_reader import read_relax
-    from tuner.codegen.tir import ctype
+    from tuner.ir.graph import AotError
+    from tuner.ir.relax_reader import read_relax
+    from tuner.ir.tir import ctype
 
     try:
         graph = read_relax(mod)
@@ -354,35 +223,9 @@ def _fused_forms(graph: Any, layers: list[Layer]) -> list[Layer]:
     return out
 
 
-def _require(module: str) -> Any:
-    import importlib
-
-    try:
-        return importlib.import_module(module)
-    except ImportError:
-        raise ValueError(f"importing models needs {module}: pip install 'swtune[models]'") from None
-
-
-def torch_to_relax(module: Any, example_inputs: Sequence[Any]) -> Any:
-    torch = _require("torch")
-    from tvm.relax.frontend.torch import from_exported_program
-
-    with torch.no_grad():
-        exported = torch.export.export(module.eval(), tuple(example_inputs))
-    return from_exported_program(exported, keep_params_as_input=False)
-
-
 def extract_torch(module: Any, example_inputs: Sequence[Any]) -> ExtractedModel:
     """Tasks of a PyTorch module for the given example inputs (their shapes fix the workloads)."""
     return extract_relax(torch_to_relax(module, example_inputs))
-
-
-def onnx_to_relax(path: str | Path, shapes: dict[str, list[int]] | None = None) -> Any:
-    onnx = _require("onnx")
-    from tvm.relax.frontend.onnx import from_onnx
-
-    model = onnx.load(str(path))
-    return from_onnx(model, shape_dict=shapes, keep_params_in_input=False)
 
 
 def extract_onnx(path: str | Path, shapes: dict[str, list[int]] | None = None) -> ExtractedModel:
@@ -399,7 +242,7 @@ def load_relax(spec: str, batch: int = 1, width: float = 1.0, image: int = 224) 
         return onnx_to_relax(spec)
     from tuner.models.torch_models import TORCH_MODELS, build
 
-    _require("torch")
+    require("torch")
     if spec not in TORCH_MODELS:
         raise ValueError(f"unknown model {spec!r}: expected one of {sorted(TORCH_MODELS)} or a path to an .onnx file")
     module, inputs = build(spec, batch=batch, width=width, image=image)

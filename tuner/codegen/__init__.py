@@ -1,10 +1,12 @@
-"""Code generation: TVM s_tir schedules of the ops -> Sunway athread C (host + slave), checked on swemu.
+"""Code generation: TVM s_tir schedules of the GEMM-like kernels -> Sunway athread C (host + slave).
 
-Only this package imports tvm, lazily (inside functions). Modules: te_ops (the ops as te.compute),
-schedule (config -> s_tir.Schedule), tir (lowering, C expressions), boxes (copy nests -> DMA),
-printer + simd (slave C), host (host C, headers, Makefile), sources (all files of one kernel),
-tir_check (LDM and DMA figures from the TIR, compared with the analysis), sunway (files and commands
-for a real node, the timing line), emulator/ (swemu, the x86 athread emulator).
+Owns: te_ops (every op's PrimFunc, as its kind writes it), schedule (config -> s_tir.Schedule), boxes
+(copy nests -> DMA), printer + simd + simd_expr (slave C), host (host C, headers, Makefile), sources
+(all files of one kernel), tir_check (LDM and DMA figures from the TIR, compared with the analysis),
+tilecheck (an expression's tiles computed from the boxes its schedule fetches), reference (TVM's llvm
+build of an op, the emulator check's reference), sunway (files and commands for a real node, the
+timing line), emulator/ (swemu, the x86 athread emulator). May import space, ir, expr and the domain;
+imports tvm lazily (inside functions).
 """
 
 from __future__ import annotations

@@ -14,7 +14,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from tuner.codegen.tir import cexpr, const_int, free_vars, kind
+from tuner.ir.tir import cexpr, const_int, free_vars, kind
 from tuner.space.choices import Dma
 
 LDM_SCOPE = "local.ldm"

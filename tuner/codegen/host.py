@@ -19,7 +19,7 @@ import numpy as np
 
 from tuner.codegen.schedule import Scheduled
 from tuner.codegen.te_ops import role_group
-from tuner.codegen.tir import ctype
+from tuner.ir.tir import ctype
 from tuner.space.choices import Pack
 from tuner.space.ops import PadPrepass, axis_tiles, geometry_for
 from tuner.targets import Toolchain

@@ -1,6 +1,6 @@
 """Lowered TIR of a scheduled op -> Sunway athread C: the slave (CPE) file.
 
-The printer walks the lowered PrimFunc (tuner.codegen.tir.lower): the loop annotated ``swtune.cpe``
+The printer walks the lowered PrimFunc (tuner.ir.tir.lower): the loop annotated ``swtune.cpe``
 becomes the CPE prologue (logical CPE from _ROW/_COL or _MYID), other loops become C loops, copy nests
 between global and ``local.ldm`` buffers become DMA requests (tuner.codegen.boxes), everything else
 (the zeroing and the compute nest) is printed statement by statement with LDM indices flattened by the
@@ -24,7 +24,7 @@ from tuner.codegen.schedule import Scheduled
 from tuner.codegen.simd import gathered_dims, microkernel, simd_loop
 from tuner.codegen.simd_expr import expr_simd_loop
 from tuner.codegen.te_ops import role_group
-from tuner.codegen.tir import cexpr, const_int, ctype, kind, lower
+from tuner.ir.tir import cexpr, const_int, ctype, kind, lower
 from tuner.space.choices import Order, Pack, Share
 from tuner.targets import Family
 

@@ -40,9 +40,9 @@ from typing import Any
 import numpy as np
 
 from tuner.codegen.te_ops import role_group
-from tuner.expr.geometry import PAD_AXIS
 from tuner.space.choices import Acc, Order, Share
 from tuner.space.compute import rows_axis
+from tuner.space.expr_geometry import PAD_AXIS
 from tuner.space.factory import space_for
 from tuner.space.ops import AxisTiles, axis_tiles
 from tuner.space.space import Config
@@ -101,7 +101,7 @@ class _Layout:
 def _layout(block: Any) -> _Layout:
     """The compute block's loops named after its iterators (the axes: a built-in op's te compute,
     tuner/codegen/te_ops.py, and an expression's script name them so), spatial then reduction, which
-    is the intra-tile order too (a reduction nest keeps the op's order: tuner/expr/geometry.py
+    is the intra-tile order too (a reduction nest keeps the op's order: tuner/space/expr_geometry.py
     red_innermost); no reduction: the unit loop added for it (PAD_AXIS) innermost."""
     from tvm.tirx import IterVar
 

@@ -15,7 +15,7 @@ from __future__ import annotations
 import random
 from typing import Any
 
-from tuner.codegen.tir import cexpr, const_int, evaluate, free_vars, kind
+from tuner.ir.tir import cexpr, const_int, evaluate, free_vars, kind
 
 
 def _vtype(ty: str, w: int) -> str:

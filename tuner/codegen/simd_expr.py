@@ -24,8 +24,8 @@ from __future__ import annotations
 from typing import Any
 
 from tuner.codegen.simd import _unit_stride
-from tuner.codegen.tir import cexpr, const_int, free_vars, kind
 from tuner.expr.intrinsics import INTRINSICS, vector_function
+from tuner.ir.tir import cexpr, const_int, free_vars, kind
 
 _VOP = {"Add": "simd_vadd", "Sub": "simd_vsub", "Mul": "simd_vmul", "Div": "simd_vdiv"}
 _COMBINE = ("Add", "Max", "Min")

@@ -9,7 +9,7 @@ before the spawn (tuner/codegen/host.py), viewed as ``[N, G, C/G, Hp, Wp]``: the
 describes.
 
 An operand's *role* names its LDM buffer, DMA state and kernel argument in the generated C: its
-sharing group (``a``: shared along a mesh row, ``b``: along a column; tuner/expr/geometry.py) followed
+sharing group (``a``: shared along a mesh row, ``b``: along a column; tuner/space/expr_geometry.py) followed
 by its index within the group after the first (``a``, ``a1``, ``b``, ``b1``...). The output is ``c``.
 The built-in ops have one operand per group, so their roles are ``a`` and ``b``.
 """
@@ -113,9 +113,9 @@ def _op(func: Any, geo: Any) -> OpDef:
 
 def expr_op(w: Workload) -> OpDef:
     """An expression operator: its PrimFunc rebuilt from the workload's TVMScript, roles from its geometry."""
-    from tuner.expr.geometry import ExprGeometry
     from tuner.expr.parse import prim_func_from_script
     from tuner.expr.workload import ExprWorkload
+    from tuner.space.expr_geometry import ExprGeometry
 
     assert isinstance(w, ExprWorkload)
     return _op(prim_func_from_script(w.script), ExprGeometry(w.expr))

@@ -19,7 +19,7 @@ from typing import Any
 from tuner.codegen.boxes import LDM_SCOPE, CopyNest, match_copy
 from tuner.codegen.schedule import Scheduled
 from tuner.codegen.te_ops import role_group
-from tuner.codegen.tir import const_int, evaluate, free_vars, kind, lower
+from tuner.ir.tir import const_int, evaluate, free_vars, kind, lower
 from tuner.space.choices import Dma, Order, Pack
 
 

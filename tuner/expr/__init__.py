@@ -1,5 +1,8 @@
-"""Operators written as TVM tensor expressions: their derived geometry, schedule space and identity.
+"""Operators written as TVM tensor expressions: the pure-Python expression (axes, affine accesses,
+reducer), its parser and the workload that carries its TVMScript.
 
-Only ``tuner.expr.parse`` imports tvm (lazily, from functions); the rest works on the pure-Python
-description (``tuner.expr.expr``) so spaces, analysis and workloads stay TVM-free at import time.
+Owns: expr (the description), parse (``te.compute`` / TVMScript -> Expr; the only module here that
+imports tvm, lazily), intrinsics (the math calls a body may use), workload (``ExprWorkload``, keyed by
+a hash of the script). May import the domain only. The geometry derived from an expression and its
+space live in tuner.space (expr_geometry, expr_opgeometry, expr_space); its kind in tuner.kinds.expr.
 """

@@ -1,7 +1,7 @@
 """The math intrinsics an expression operator may call, and what each costs and prints as.
 
 One home for the table the parser (which refuses any other call, by name), the analysis (instructions
-per point) and the C printer (tuner/codegen/tir.py ``cexpr``, tuner/codegen/simd_expr.py) read. The C
+per point) and the C printer (tuner/ir/tir.py ``cexpr``, tuner/codegen/simd_expr.py) read. The C
 names are what TVM's C codegen prints for the same ``tirx`` ops (libm, ``f`` suffix for float32). A
 call with a vector instruction on the CPE (sqrt, fabs) keeps the loop vectorisable; the others are
 scalar libm calls, so an expression using one runs scalar (its space offers ``simd`` = 1 alone).
@@ -47,7 +47,7 @@ INTRINSICS: dict[str, Intrinsic] = {
 }
 
 
-# numpy forms for the tile check (tuner/expr/tilecheck.py), which evaluates the body in numpy
+# numpy forms for the tile check (tuner/codegen/tilecheck.py), which evaluates the body in numpy
 NUMPY: dict[str, Callable[..., Any]] = {
     "tirx.sqrt": np.sqrt, "tirx.fabs": np.abs, "tirx.exp": np.exp, "tirx.exp2": np.exp2, "tirx.log": np.log,
     "tirx.log2": np.log2, "tirx.log10": np.log10, "tirx.tanh": np.tanh, "tirx.pow": np.power, "tirx.sin": np.sin,

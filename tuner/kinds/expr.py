@@ -12,10 +12,10 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from tuner.codegen.te_ops import OpDef, expr_op
-from tuner.expr.opgeometry import ExprOpGeometry
-from tuner.expr.space import ExprSpace
 from tuner.expr.workload import OP, ExprWorkload
 from tuner.kinds.gemm_like import GemmLikeKind
+from tuner.space.expr_opgeometry import ExprOpGeometry
+from tuner.space.expr_space import ExprSpace
 from tuner.targets import Target
 from tuner.workloads import Workload
 

@@ -11,10 +11,10 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from tuner.backends.emulator_backend import EmulatorBackend
 from tuner.baseline import openacc_baseline, schedule_seconds
 from tuner.codegen.sunway import NodeJob, write_kernel
 from tuner.measure.base import MeasureResult, Source
-from tuner.measure.emulator_backend import EmulatorBackend
 from tuner.measure.simulator import measure_schedule
 from tuner.search.base import SearchStrategy, create_strategy
 from tuner.space.space import Config, ScheduleSpace
@@ -48,6 +48,13 @@ class GemmLikeKind:
 
     def baseline_seconds(self, space: ScheduleSpace, config: Config) -> float | None:
         return schedule_seconds(space, config)
+
+    def why_not_applied(self, space: ScheduleSpace, config: Config) -> str | None:
+        try:
+            space.check(dict(config))
+        except (ValueError, KeyError) as exc:
+            return str(exc)
+        return None
 
     def takes_transfer(self, requested: str) -> bool:
         return requested == "model"  # the model-guided strategy starts from other workloads' model

@@ -28,7 +28,7 @@ from importlib import resources
 
 import numpy as np
 
-from tuner.measure.dma_model import LINE_BYTES, DmaParams, request_cycles
+from tuner.dma_model import LINE_BYTES, DmaParams, request_cycles
 
 CLOCK_GHZ = {"sw26010": 1.45, "sw26010-pro": 2.25}
 _FILES = {"sw26010": "sw26010_swcandle_dma_contiguous.csv", "sw26010-pro": "sw_pro_dma_summary.csv"}

@@ -6,7 +6,7 @@ operands it does not double-buffer, then for max(compute, DMA of the double-buff
 double-buffered fetch of the next chunk overlaps this chunk's compute. After the last chunk it puts
 the output tile: waited on at once, or (``db_c``, two LDM copies of the tile) asynchronously, the
 put sharing the DMA lane with the next tile's double-buffered gets. DMA times come from the fitted
-request model (``tuner.measure.dma_model``) with the bandwidth shared by every active CPE; compute
+request model (``tuner.dma_model``) with the bandwidth shared by every active CPE; compute
 comes from the analysis (the two CPE pipes, the register blocking, packing, horizontal reductions);
 sharing tiles over the mesh adds register-communication (RLC) or RMA latency. Deterministic for a
 seed; multiplicative lognormal noise per repeat (default ``DEFAULT_NOISE``, see tuner/measure/noise.py).
@@ -20,13 +20,13 @@ from typing import Any
 
 import numpy as np
 
+from tuner.dma_model import request_cycles
 from tuner.measure.base import MeasureResult, Source, Status
-from tuner.measure.dma_model import request_cycles
 from tuner.measure.noise import DEFAULT_NOISE, noise_factors
 from tuner.space.analysis import Analysis, BufferPlan
 from tuner.space.choices import Reason
 from tuner.space.compute import PipeBound
-from tuner.space.epilogue import epilogue_cycles
+from tuner.space.epilogue import RESIDUAL_CYCLES_PER_ELEMENT
 from tuner.space.factory import space_for
 from tuner.space.space import Config, ScheduleSpace, config_hash
 from tuner.targets import Target, get_target
@@ -55,6 +55,16 @@ def _transfer_cycles(target: Target, op: str, plan: BufferPlan, active: np.ndarr
         host_offset=np.where(plan.aligned, 0.0, 4.0),
     )
     return plan.requests * per_request
+
+
+def epilogue_cycles(target: Target, a: Analysis) -> tuple[np.ndarray, np.ndarray]:
+    """(DMA cycles, compute cycles) the epilogue adds to the busiest CPE: zeros without one. The get
+    is waited on before the add, so nothing hides it."""
+    ep = a.epilogue
+    if ep is None:
+        z = np.zeros(len(a.valid))
+        return z, z
+    return _transfer_cycles(target, "get", ep.get, a.active_cpes), ep.elements * RESIDUAL_CYCLES_PER_ELEMENT
 
 
 def kernel_cycles(target: Target, a: Analysis) -> dict[str, np.ndarray]:

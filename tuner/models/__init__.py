@@ -1,4 +1,6 @@
-"""Layer tables of reference models (AlexNet, VGG-19, ResNet-18) as swtune workloads."""
+"""Reference models: layer tables (AlexNet, VGG-19, ResNet-18) as swtune workloads (zoo), and their
+torch definitions at any width (torch_models). May import the domain only (and torch, lazily).
+"""
 
 from tuner.models.zoo import MODELS, model_layers
 

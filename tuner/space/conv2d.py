@@ -2,7 +2,7 @@
 
 ``out[n, k, oh, ow] = sum_{c, r, s} data[n, g, c, oh*stride + r*dil, ow*stride + s*dil] * weight[k, c, r, s]``
 over the host-padded input viewed as data[N, G, C/G, Hp, Wp] (tuner/codegen/te_ops.py) gives the
-geometry as for any expression operator (tuner/expr/opgeometry.py: boxes, halos, strides and dilation,
+geometry as for any expression operator (tuner/space/expr_opgeometry.py: boxes, halos, strides and dilation,
 the taps' misalignment, the inner loop's strides). What the spec adds:
 
 * the group index g = k // (K/G) is not affine: with groups, the data box holds the groups of the k
@@ -22,7 +22,7 @@ from typing import Any
 import numpy as np
 
 from tuner.expr.expr import Access, Axis, AxisKind, DimAccess, Expr, Reducer
-from tuner.expr.opgeometry import ExprOpGeometry
+from tuner.space.expr_opgeometry import ExprOpGeometry
 from tuner.space.ops import AxisTiles, Dim, InnerAccess, PadPrepass, TileAxis, tile_choices
 from tuner.workloads import Conv2d
 

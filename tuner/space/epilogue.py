@@ -23,10 +23,8 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from tuner.targets import Target
-
 if TYPE_CHECKING:
-    from tuner.space.analysis import Analysis, BufferPlan
+    from tuner.space.analysis import BufferPlan
 
 NONE, RESIDUAL_ADD = "none", "residual_add"
 RESIDUAL_CYCLES_PER_ELEMENT = 3.0  # [A] two LDM loads and a store (P1) per element, the add beside them on P0
@@ -49,15 +47,3 @@ def plan_epilogue(workload: object, plan_c: BufferPlan, dtype_bytes: int, put_li
         return None
     return EpiloguePlan(get=replace(plan_c), elements=plan_c.bytes / dtype_bytes,
                         ldm_bytes=np.asarray(plan_c.ldm_bytes, dtype=float), invalid=put_lines.astype(bool))
-
-
-def epilogue_cycles(target: Target, a: Analysis) -> tuple[np.ndarray, np.ndarray]:
-    """(DMA cycles, compute cycles) the epilogue adds to the busiest CPE: zeros without one. The get
-    is waited on before the add, so nothing hides it."""
-    ep = a.epilogue
-    if ep is None:
-        z = np.zeros(len(a.valid))
-        return z, z
-    from tuner.measure.simulator import _transfer_cycles
-
-    return _transfer_cycles(target, "get", ep.get, a.active_cpes), ep.elements * RESIDUAL_CYCLES_PER_ELEMENT

@@ -1,6 +1,6 @@
 """dense and batch_matmul's spec: one expression each, analysed as any expression operator.
 
-``C[(b,) m, n] = sum_k A[(b,) m, k] * B[(b,) n, k]`` gives the geometry (tuner/expr/opgeometry.py:
+``C[(b,) m, n] = sum_k A[(b,) m, k] * B[(b,) n, k]`` gives the geometry (tuner/space/expr_opgeometry.py:
 roles, boxes, sharing, reuse, the inner loop's strides), exactly what the hand-written GEMM rules
 gave. The spec keeps one thing of its own: the ``inner`` choices n, k, m in that order (no inner
 batch loop), which the built-in codegen prints and stored configs and the cost-model features encode.
@@ -9,7 +9,7 @@ batch loop), which the built-in codegen prints and stored configs and the cost-m
 from __future__ import annotations
 
 from tuner.expr.expr import Access, Axis, AxisKind, DimAccess, Expr, Reducer
-from tuner.expr.opgeometry import ExprOpGeometry
+from tuner.space.expr_opgeometry import ExprOpGeometry
 from tuner.workloads import BatchMatmul, Dense
 
 INNER_AXES = ("n", "k", "m")

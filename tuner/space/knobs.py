@@ -1,7 +1,7 @@
 """Knobs: one named, finite, ordered list of choices each; a config is one choice per knob.
 
 ``KnobSpace`` is the product of a space's knobs: what every schedule space (tuner.space.ScheduleSpace,
-tuner.cpe.space.CpeKernelSpace) shares -- names, size, the integer encoding and random neighbour moves.
+tuner.space.cpe.space.CpeKernelSpace) shares -- names, size, the integer encoding and random neighbour moves.
 """
 
 from __future__ import annotations

@@ -9,7 +9,7 @@ along a mesh row: data / A), group ``b`` on col axes (shareable along a mesh col
 :class:`OpGeometry` is what the one analysis (tuner/space/analysis.py) asks of an operator: its axes,
 its operands and their boxes per tile, whether CPEs may share or keep a box, and how the inner loop
 walks each operand. An expression operator answers from its affine accesses
-(tuner/expr/opgeometry.py); so do the built-in ops, each written as an expression in its spec module,
+(tuner/space/expr_opgeometry.py); so do the built-in ops, each written as an expression in its spec module,
 which adds only what the expression cannot say (tuner/space/gemm.py: dense and batch_matmul's inner
 order; tuner/space/conv2d.py: groups' non-affine data index, the padding pre-pass, tile choices).
 Arrays are numpy arrays over many configs at once.
@@ -143,7 +143,7 @@ def axis_tiles(extent: int, full: np.ndarray) -> AxisTiles:
 
 class OpGeometry(Protocol):
     """What the analysis asks of an operator. Every operator answers as an expression
-    (tuner/expr/opgeometry.py ExprOpGeometry); an operand is any object with a ``group``: "a" (depends
+    (tuner/space/expr_opgeometry.py ExprOpGeometry); an operand is any object with a ``group``: "a" (depends
     on no col axis, shareable along a mesh row) or "b"."""
 
     expr: Expr  # the operator as an expression (a built-in op's from its spec module)

@@ -9,17 +9,17 @@ A kernel cuts its operator into ``lead * ext / block`` blocks along one output a
 * ``active``: CPEs that take blocks (round-robin). Fewer CPEs contend less for the DMA engine but
   each takes more blocks.
 
-SIMD lanes are the fourth knob (tuner.aot.cpe_plan): a block's body is TVM's legalized PrimFunc printed
-as C (tuner.aot.tir_c, vector loops by tuner.aot.tir_simd), counted at the lanes it is printed with.
+SIMD lanes are the fourth knob (tuner.space.cpe.plan): a block's body is TVM's legalized PrimFunc printed
+as C (tuner.ir.tir_c, vector loops by tuner.ir.tir_simd), counted at the lanes it is printed with.
 
 ``analyse`` evaluates every configuration at once (numpy arrays): LDM bytes and validity with a named
 reason (Why), the DMA requests and bytes of one run (what the emulator counts), the DMA seconds of
-the busiest CPE from the fitted DMA model (tuner.measure.dma_model.request_cycles, the model behind
+the busiest CPE from the fitted DMA model (tuner.dma_model.request_cycles, the model behind
 tuner.measure.simulator.dma_time), the body's compute from its operation counts per block at the
 Target's scalar CPE costs (one cycle per arithmetic op, load and store, ``cpe_transcendental_cycles``
 per exp/div-like call: the same charge as before this space), and spawn/join. The configuration
 with the least simulated time is the kernel's schedule when the tuning log has none; as a tuning task
-(tuner.cpe) every configuration is measured like a GEMM-like kernel's.
+(tuner.kinds.cpe_kernel) every configuration is measured like a GEMM-like kernel's.
 """
 
 from __future__ import annotations
@@ -29,7 +29,7 @@ from enum import Enum
 
 import numpy as np
 
-from tuner.measure.dma_model import request_cycles
+from tuner.dma_model import request_cycles
 from tuner.targets import Target
 
 CPES = 64  # CPEs of a core group (Target.cpes on both targets)

@@ -8,10 +8,10 @@ spent. The simulator gets the operator's :class:`ExprSpace` from ``tuner.space.s
 from __future__ import annotations
 
 from tuner.baseline import openacc_baseline
-from tuner.expr.space import ExprSpace
 from tuner.expr.workload import ExprWorkload
 from tuner.measure.simulator import Simulator, simulate
 from tuner.search import create_strategy, strategy_names
+from tuner.space.expr_space import ExprSpace
 from tuner.space.space import Config
 from tuner.targets import Target, get_target
 from tuner.tune import TuneResult

@@ -1,6 +1,6 @@
 """The schedule space of a memory-bound CPE kernel: knobs, encoding, validity and the analysis table.
 
-Knobs (tuner.aot.cpe_schedule and tuner.aot.cpe_plan say what each does to the kernel):
+Knobs (tuner.space.cpe.schedule and tuner.space.cpe.plan say what each does to the kernel):
 
 * ``cut``: how the operator is split into blocks: along output axis k (``axis<k>``) or, for a 2-D
   pool, along its output rows with their halo (``rows``);
@@ -27,9 +27,9 @@ from functools import cached_property
 
 import numpy as np
 
-from tuner.aot.cpe_schedule import ACTIVE_CHOICES, CPES, Why
-from tuner.cpe.workload import CpeKernelWorkload
 from tuner.errors import InvalidConfigError
+from tuner.space.cpe.schedule import ACTIVE_CHOICES, CPES, Why
+from tuner.space.cpe.workload import CpeKernelWorkload
 from tuner.space.knobs import Knob, KnobSpace
 from tuner.space.space import Config
 from tuner.targets import Target, get_target
@@ -58,7 +58,7 @@ class CpeKernelSpace(KnobSpace):
     """All schedules of one memory-bound kernel on one target."""
 
     def __init__(self, workload: CpeKernelWorkload, target: Target | str) -> None:
-        from tuner.aot.cpe_task import workload_plans
+        from tuner.space.cpe.task import workload_plans
 
         self.workload = workload
         self.target = get_target(target)
@@ -168,7 +168,7 @@ class CpeKernelSpace(KnobSpace):
     # --- named configs --------------------------------------------------------------------------
     def default_config(self) -> Config:
         """What the compiler runs without a tuned config: the fastest plan's best scalar configuration
-        (tuner.aot.cpe_plan.KernelPlan.best); the baseline every measured config is compared with."""
+        (tuner.space.cpe.plan.KernelPlan.best); the baseline every measured config is compared with."""
         for cut, plan in self.plans.items():
             op = plan.best(self.target)
             if op is not None:

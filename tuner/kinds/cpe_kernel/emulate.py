@@ -1,4 +1,4 @@
-"""A memory-bound CPE kernel measured on swemu (the emulator backend's path for tuner.cpe).
+"""A memory-bound CPE kernel measured on swemu (the cpe_kernel kind's emulator build and check).
 
 The operator's one-operator module (constants bound to random values) is compiled ahead of time with
 the config as its tuning log (tuner.aot: the same slave C a model gets), built with ``make emu`` and
@@ -18,9 +18,9 @@ from typing import Any
 
 import numpy as np
 
-from tuner.cpe.space import CpeKernelSpace
 from tuner.errors import InvalidConfigError
 from tuner.measure.base import InfrastructureError, MeasureResult, Source, Status
+from tuner.space.cpe.space import CpeKernelSpace
 from tuner.space.space import Config
 from tuner.targets import Family
 
@@ -35,9 +35,9 @@ def measure_on_emulator(space: CpeKernelSpace, config: Config, workdir: Path, ti
                         seed: int) -> MeasureResult:
     """One config's result on swemu; raises InfrastructureError only when this machine cannot build."""
     from tuner.aot import compile_model
-    from tuner.aot.cpe_ops import _run, dma_plan
-    from tuner.aot.cpe_plan import CpeOp
-    from tuner.aot.cpe_task import random_module
+    from tuner.space.cpe.cuts import dma_plan, run_llvm
+    from tuner.space.cpe.plan import CpeOp
+    from tuner.space.cpe.rebuild import random_module
 
     wl, target = space.workload, space.target
     try:
@@ -46,7 +46,8 @@ def measure_on_emulator(space: CpeKernelSpace, config: Config, workdir: Path, ti
         return _fail(config, Status.INVALID_CONFIG, str(exc))
     rng = np.random.default_rng(seed)
     t0 = time.perf_counter()
-    result = compile_model(random_module(wl, rng), target, workdir, lambda w: config if w.key == wl.key else None,
+    module = random_module(wl.script, rng)
+    result = compile_model(module, target, workdir, lambda w: config if w.key == wl.key else None,
                            name="kernel", cpe_mode="all", group_launches=False)
     ops = [op for op in result.cpe_ops if isinstance(op, CpeOp)]
     if len(ops) != 1 or not ops[0].tuned or ops[0].config != dict(config):
@@ -84,7 +85,7 @@ def measure_on_emulator(space: CpeKernelSpace, config: Config, workdir: Path, ti
         return _fail(config, status, run.stderr or json.dumps(errors))
     args = [inputs[t.root.id] if t.root.id in inputs else np.asarray(t.root.data).reshape(t.shape)
             for t in node.inputs]
-    (ref,) = _run(node.attrs["prim_func"], args, [node.output.shape], wl.dtype)
+    (ref,) = run_llvm(node.attrs["prim_func"], args, [node.output.shape], wl.dtype)
     out = np.fromfile(workdir / "out.bin", dtype=wl.dtype)
     keys = ("get_reqs", "get_bytes", "put_reqs", "put_bytes")
     expect = dma_plan(op, int(np.dtype(wl.dtype).itemsize))

@@ -2,7 +2,7 @@
 
 This is the generic path of the AOT compiler: an operator that is not a tuned kernel is lowered by
 TVM's own legalization to a PrimFunc (destination-passing: inputs, then outputs), the front of TVM's
-lowering makes its blocks opaque loops (tuner.codegen.tir.lower with buffer compaction), and this
+lowering makes its blocks opaque loops (tuner.ir.tir.lower with buffer compaction), and this
 printer writes those loops as serial C for the MPE. No operator has hand-written C here: coverage is
 whatever TVM legalizes, and an expression this printer cannot print is an AotError naming it.
 
@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from math import isnan, prod
 from typing import Any
 
-from tuner.aot.graph import AotError
+from tuner.ir.graph import AotError
 
 _BIN = {"Add": "+", "Sub": "-", "Mul": "*", "LT": "<", "LE": "<=", "GT": ">", "GE": ">=", "EQ": "==",
         "NE": "!=", "And": "&&", "Or": "||"}
@@ -86,7 +86,7 @@ class CFunction:
     work: Work
     ldm_decls: list[str]  # file-scope scratch of a CPE body (``ldm_prefix``): ``__thread_local T name[n];``
     scratch_bytes: int  # bytes of the function's scratch buffers
-    vector_loops: int = 0  # loops printed with SIMD vectors (``lanes`` > 1: tuner.aot.tir_simd)
+    vector_loops: int = 0  # loops printed with SIMD vectors (``lanes`` > 1: tuner.ir.tir_simd)
 
 
 class _Printer:
@@ -331,26 +331,14 @@ class _Printer:
 
 
 def lower_for_mpe(prim_func: Any) -> Any:
-    """The front of TVM's lowering with compacted scratch buffers (tuner.codegen.tir.lower)."""
+    """The front of TVM's lowering with compacted scratch buffers (tuner.ir.tir.lower)."""
     import tvm
     from tvm.s_tir import transform as T
 
-    from tuner.codegen.tir import lower
+    from tuner.ir.tir import lower
 
     mod = tvm.IRModule({"main": prim_func})
     return T.StmtSimplify()(tvm.IRModule({"main": lower(mod, compact=True)}))["main"]
-
-
-def print_prim_func(prim_func: Any, name: str, store_type: str, ldm_prefix: str | None = None,
-                    lanes: int = 1) -> CFunction:
-    """C source of one legalized PrimFunc, named ``name``; pointers of type ``store_type``. With
-    ``ldm_prefix`` its scratch buffers are file-scope LDM arrays (a CPE kernel's body). With
-    ``lanes`` > 1 the innermost loops that allow it use SIMD vectors (tuner.aot.tir_simd)."""
-    if lanes > 1:
-        from tuner.aot.tir_simd import print_simd
-
-        return print_simd(lower_for_mpe(prim_func), name, store_type, ldm_prefix, lanes)
-    return _Printer(lower_for_mpe(prim_func), name, store_type, ldm_prefix).function()
 
 
 class _ScalarPrinter(_Printer):

@@ -1,4 +1,4 @@
-"""Relax main function (params bound as constants) -> tuner.aot.graph.Graph.
+"""Relax main function (params bound as constants) -> tuner.ir.graph.Graph.
 
 The module is first legalized by TVM (``LegalizeOps``) except for the operators this reader keeps:
 conv2d and matmul become "kernel" nodes with the same workloads task extraction produces
@@ -6,7 +6,7 @@ conv2d and matmul become "kernel" nodes with the same workloads task extraction 
 kernels read (constant weights transposed to [N, K] here, at compile time); batch_norm is folded to a
 per-channel scale and shift; reshape-like operators are views; permute_dims is a layout copy (or a
 compile-time transpose of a constant). Every other operator arrives as ``call_tir`` of a legalized
-PrimFunc and becomes a generic MPE node printed from its TIR (tuner.aot.tir_c), or a compile-time
+PrimFunc and becomes a generic MPE node printed from its TIR (tuner.ir.tir_c), or a compile-time
 constant when all its operands are constants (run once through TVM's llvm build). A PrimFunc task
 extraction maps to an expression operator (its own matcher, tuner.bridge.extract, with
 ``Routing.MEMORY_BOUND``: GEMM-like stages, element-wise operators, single-input reductions) carries
@@ -24,8 +24,9 @@ from typing import Any
 
 import numpy as np
 
-from tuner.aot.graph import AotError, Graph, Node, Note, Tensor
 from tuner.errors import InvalidWorkloadError
+from tuner.ir.graph import AotError, Graph, Node, Note, Tensor
+from tuner.ir.relax_ops import Routing, conv_workload, expression_workload, matmul_workload, transpose_expression
 
 Value = Any  # Tensor | tuple[Value, ...] | int | float
 
@@ -55,7 +56,7 @@ class RelaxReader:
         self.mod = mod
         self.calls = calls or {}  # binding name -> the Relax call before legalization
         self.ops = {k: str(c.op.name).removeprefix("relax.") for k, c in self.calls.items()}
-        self.functions: dict[str, Any] = {}  # PrimFunc name -> its printed C (tuner.aot.tir_c.CFunction)
+        self.functions: dict[str, Any] = {}  # PrimFunc name -> its printed C (tuner.ir.tir_c.CFunction)
         self.expressions: dict[str, Any] = {}  # PrimFunc name -> its ExprWorkload, or None (not one)
         self.env: dict[Any, Value] = {}
         self.consts: dict[Any, Tensor] = {}  # Relax constant object -> its tensor (one storage each)
@@ -196,10 +197,8 @@ def _out(call: Any, name: str) -> tuple[int, ...]:
 
 # ---- rules: one per Relax operator (or group) ---------------------------------------------------
 def _conv2d(r: RelaxReader, call: Any, name: str, op: str) -> Value:
-    from tuner.bridge.extract import _conv  # the task extractor's reader: identical workload keys
-
     try:
-        w = _conv(call)
+        w = conv_workload(call)  # the task extractor's reader: identical workload keys
     except InvalidWorkloadError as exc:
         raise AotError(f"{name} (nn.conv2d): {exc}") from None
     x, weight = r.tensor(call.args[0], name), r.tensor(call.args[1], name)
@@ -233,8 +232,6 @@ def _transposed(r: RelaxReader, t: Tensor, axes: tuple[int, ...], name: str, why
     assert isinstance(step, Node)
     key = f"transpose:{list(t.shape)}:{list(axes)}"
     if key not in r.expressions:  # a layout copy is an expression operator too (tuned when looked up)
-        from tuner.bridge.extract import transpose_expression
-
         try:
             r.expressions[key] = transpose_expression(t.shape, axes, t.dtype)
         except InvalidWorkloadError:
@@ -245,11 +242,10 @@ def _transposed(r: RelaxReader, t: Tensor, axes: tuple[int, ...], name: str, why
 
 
 def _matmul(r: RelaxReader, call: Any, name: str, op: str) -> Value:
-    from tuner.bridge.extract import _matmul as read_matmul
     from tuner.workloads import BatchMatmul
 
     try:
-        w = read_matmul(call)
+        w = matmul_workload(call)
     except InvalidWorkloadError as exc:
         raise AotError(f"{name} (matmul): {exc}") from None
     a, b = r.tensor(call.args[0], name), r.tensor(call.args[1], name)
@@ -336,10 +332,8 @@ def _expression_of(r: RelaxReader, func: Any, fname: str) -> Any:
     """The expression operator task extraction tunes for this PrimFunc (tuner.bridge.extract: GEMM-like
     stages and memory-bound single-stage operators), or None."""
     if fname not in r.expressions:
-        from tuner.bridge.extract import Routing, _expression
-
         try:
-            r.expressions[fname] = _expression(func, fname, Routing.MEMORY_BOUND)
+            r.expressions[fname] = expression_workload(func, fname, Routing.MEMORY_BOUND)
         except InvalidWorkloadError:
             r.expressions[fname] = None
     return r.expressions[fname]
@@ -349,8 +343,9 @@ def _generic_node(r: RelaxReader, func: Any, args: list[Tensor], outs: list[tupl
                   name: str, relax_op: str, relax_call: Any, fname: str) -> Value:
     """A node running a legalized PrimFunc (printed once per function name), or a view when the
     function only copies its operand (e.g. a broadcast_to that does not broadcast)."""
-    from tuner.aot.tir_c import print_prim_func, scalar_epilogue
-    from tuner.codegen.tir import ctype
+    from tuner.ir.tir import ctype
+    from tuner.ir.tir_c import scalar_epilogue
+    from tuner.ir.tir_print import print_prim_func
 
     if len(args) == 1 and len(outs) == 1 and outs[0][1] == args[0].dtype and prod(outs[0][0]) == args[0].size:
         copy = scalar_epilogue(func, fname, ctype(r.dtype))

@@ -2,7 +2,7 @@
 
 The space is small (hundreds to a few thousand valid configs), so every valid config is scored each
 round; no evolution is needed. The model's prior is the analysis' own estimated time (the table of
-tuner.cpe.space: the DMA model and the body's counts at block sizes between legalized ones predicted
+tuner.space.cpe.space: the DMA model and the body's counts at block sizes between legalized ones predicted
 linearly); the boosters learn the measurements' residual over it, so what a real machine does
 differently (a DMA engine that prefers other block sizes, a body slower than its counts) moves the
 ranking as measurements come in. On the simulator the prior is the simulator's own formula up to
@@ -18,8 +18,8 @@ from __future__ import annotations
 import numpy as np
 
 from cost_model import XGBoostCostModel
-from tuner.cpe.space import PRIOR_COLUMN, CpeKernelSpace
 from tuner.search.base import SearchStrategy
+from tuner.space.cpe.space import PRIOR_COLUMN, CpeKernelSpace
 
 NAME = "cpe_model"
 

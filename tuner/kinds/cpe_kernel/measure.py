@@ -1,7 +1,7 @@
-"""Simulated measurements of a memory-bound CPE kernel (the Simulator backend's path for tuner.cpe).
+"""Simulated measurements of a memory-bound CPE kernel (the cpe_kernel kind's simulated time).
 
 A configuration is timed on its own legalized body (``CpeKernelSpace.exact_seconds``: the DMA model
-and the body's counts at the Target's CPE costs, tuner.aot.cpe_schedule), with the simulator's noise
+and the body's counts at the Target's CPE costs, tuner.space.cpe.schedule), with the simulator's noise
 per repeat. Invalid configurations are results (failures as data), never exceptions.
 """
 
@@ -10,10 +10,10 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from tuner.aot.cpe_schedule import Why
-from tuner.cpe.space import CpeKernelSpace
 from tuner.errors import InvalidConfigError
 from tuner.measure.base import MeasureResult, Source, Status
+from tuner.space.cpe.schedule import Why
+from tuner.space.cpe.space import CpeKernelSpace
 from tuner.space.space import Config
 
 

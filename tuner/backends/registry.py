@@ -52,13 +52,13 @@ def _simulator(target: str, o: BackendOptions) -> MeasureBackend:
 
 
 def _emulator(target: str, o: BackendOptions) -> MeasureBackend:
-    from tuner.measure.emulator_backend import EmulatorBackend
+    from tuner.backends.emulator_backend import EmulatorBackend
 
     return EmulatorBackend(seed=o.seed)
 
 
 def _sunway(target: str, o: BackendOptions) -> MeasureBackend:
-    from tuner.measure.sunway import SunwayBackend
+    from tuner.backends.sunway import SunwayBackend
 
     return SunwayBackend(target=target, compile_cmd=o.compile_cmd, run_cmd=o.run_cmd, queue=o.queue,
                          time_pattern=o.time_pattern)

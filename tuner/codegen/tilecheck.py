@@ -26,9 +26,9 @@ from typing import Any
 
 import numpy as np
 
-from tuner.expr.geometry import PAD_AXIS, ExprGeometry
-from tuner.expr.space import ExprSpace
 from tuner.space.choices import Dma, Order, Pack, Share
+from tuner.space.expr_geometry import PAD_AXIS, ExprGeometry
+from tuner.space.expr_space import ExprSpace
 from tuner.space.ops import axis_tiles
 
 _NP_DTYPES = {"float32": np.float32, "float64": np.float64}

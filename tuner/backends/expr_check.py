@@ -1,8 +1,8 @@
 """Generated athread C of an expression operator, checked on the emulator: ``swtune check-op``'s core.
 
-For random valid configs of an :class:`~tuner.expr.space.ExprSpace`, each config is generated (TVM
+For random valid configs of an :class:`~tuner.space.expr_space.ExprSpace`, each config is generated (TVM
 schedule -> lowered TIR -> slave + host C), built against swemu and run on random inputs
-(tuner/measure/emulator_backend.py); its output is compared with TVM's llvm run of the same
+(tuner/backends/emulator_backend.py); its output is compared with TVM's llvm run of the same
 expression (tuner/codegen/reference.py), the emulator's DMA counters with the analysis' totals, and
 the DMA figures of the lowered TIR (tuner/codegen/tir_check.py) with the analysis. Nothing is
 skipped silently: a config that fails to generate or build counts as a compile failure, with its
@@ -69,7 +69,7 @@ def emulator_check(space: Any, n_configs: int, seed: int = 0, workdir: str | Non
                    timeout_s: float = 60.0) -> EmulatorSummary:
     """Check ``n_configs`` random valid configs of ``space`` on the emulator (fewer only if the space
     has fewer valid configs)."""
-    from tuner.measure.emulator_backend import EmulatorBackend
+    from tuner.backends.emulator_backend import EmulatorBackend
 
     summary = EmulatorSummary()
     rows = space.sample(n_configs, np.random.default_rng(seed))

@@ -1,6 +1,6 @@
 """The model as the AOT compiler sees it: tensors (input, constant, intermediate) and nodes in order.
 
-A plain-Python IR read from the Relax main function (tuner.aot.relax_reader). Views (reshape,
+A plain-Python IR read from the Relax main function (tuner.ir.relax_reader). Views (reshape,
 flatten, squeeze, ...) are tensors that share their base tensor's storage; every node writes one new
 tensor. Nothing here imports tvm.
 """

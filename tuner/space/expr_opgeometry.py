@@ -3,7 +3,7 @@
 The one analysis (tuner/space/analysis.py) asks every operator for its operands' boxes, whether
 CPEs may share or keep them, and how the inner loop walks them. A built-in op answers from its own
 rules (tuner/space/conv2d.py); an expression from its affine accesses, which
-:class:`~tuner.expr.geometry.ExprGeometry` turns into boxes, sharing and reuse, and this class
+:class:`~tuner.space.expr_geometry.ExprGeometry` turns into boxes, sharing and reuse, and this class
 into the inner loop's facts: an operand needs a packed copy for SIMD when its LDM stride along the
 inner axis is neither 0 (broadcast) nor 1 (contiguous) and the generated C can repack it, else it
 is gathered lane by lane.
@@ -15,8 +15,8 @@ from math import prod
 
 import numpy as np
 
-from tuner.expr.geometry import PACK_UNSUPPORTED, ExprGeometry
 from tuner.space.compute import BodyReads
+from tuner.space.expr_geometry import PACK_UNSUPPORTED, ExprGeometry
 from tuner.space.ops import AxisTiles, Dim, InnerAccess, PadPrepass
 
 

@@ -1,12 +1,12 @@
 """Memory-bound operators run block by block on the CPEs (op ``cpe_kernel``) as a kind of task.
 
 Softmax, layer_norm, gelu, mean, padded pools and the other generic operators the compiler cuts into
-blocks. The workload is the TVMScript of a one-operator Relax module (tuner.cpe.workload); the space
-(cut, block, db, active, simd) is analysed whole into tables (tuner.cpe.space), a config is timed on
-its own legalized body (tuner.cpe.measure); the baseline is the compiler's untuned choice; the search
-is the kind's own XGBoost residual model over the analysis (tuner.cpe.search), whatever strategy was
+blocks. The workload is the TVMScript of a one-operator Relax module (tuner.space.cpe.workload); the space
+(cut, block, db, active, simd) is analysed whole into tables (tuner.space.cpe.space), a config is timed on
+its own legalized body (tuner.kinds.cpe_kernel.measure); the baseline is the compiler's untuned choice; the search
+is the kind's own XGBoost residual model over the analysis (tuner.kinds.cpe_kernel.search), whatever strategy was
 asked for; on the emulator the one-operator program is compiled ahead of time at the config
-(tuner.cpe.emulate). It is not a GEMM: no tensor program of the athread codegen, no Sunway kernel
+(tuner.kinds.cpe_kernel.emulate). It is not a GEMM: no tensor program of the athread codegen, no Sunway kernel
 build (its Sunway path is the compiled program; not written yet).
 """
 
@@ -15,14 +15,14 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from tuner.cpe.emulate import measure_on_emulator
-from tuner.cpe.measure import measure_kernel
-from tuner.cpe.search import CpeKernelSearch
-from tuner.cpe.space import CpeKernelSpace
-from tuner.cpe.workload import CpeKernelWorkload
+from tuner.backends.emulator_backend import EmulatorBackend
 from tuner.errors import InvalidConfigError
+from tuner.kinds.cpe_kernel.emulate import measure_on_emulator
+from tuner.kinds.cpe_kernel.measure import measure_kernel
+from tuner.kinds.cpe_kernel.search import CpeKernelSearch
 from tuner.measure.base import MeasureResult, Source
-from tuner.measure.emulator_backend import EmulatorBackend
+from tuner.space.cpe.space import CpeKernelSpace
+from tuner.space.cpe.workload import CpeKernelWorkload
 from tuner.space.space import Config
 from tuner.targets import Target
 from tuner.task_kind import Factors
@@ -61,6 +61,15 @@ class CpeKernelKind:
     def baseline_seconds(self, space: CpeKernelSpace, config: Config) -> float | None:
         exact = space.exact_seconds(config)
         return exact[0] if exact is not None else None
+
+    def why_not_applied(self, space: CpeKernelSpace, config: Config) -> str | None:
+        """The space's rules; the compiler re-checks the config's meaning on the model's own node
+        (tuner.space.cpe.task.tuned_op), whose constants the rebuilt operator does not have."""
+        try:
+            space.check(dict(config))
+        except (ValueError, KeyError) as exc:
+            return str(exc)
+        return None
 
     def takes_transfer(self, requested: str) -> bool:
         return False

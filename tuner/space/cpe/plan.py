@@ -7,7 +7,7 @@ double-buffered gets, active CPEs) times the SIMD lanes the body is printed with
 it, and both go through this one class so they cannot disagree:
 
 * the compiler, with no tuned config, takes the configuration of least simulated time (``best``);
-* a tuning task (tuner.cpe: its space, simulator and emulator check) evaluates every configuration
+* a tuning task (tuner.kinds.cpe_kernel: its space, simulator and emulator check) evaluates every configuration
   (``space``) and builds the one a measurement or the tuning log names (``op``).
 
 A body's operation counts come from legalizing it at a block size; between legalized sizes they are
@@ -23,9 +23,9 @@ from typing import Any
 
 import numpy as np
 
-from tuner.aot.cpe_schedule import CPES, Operand, Space, Window, analyse_configs, configs
-from tuner.aot.graph import slave_symbol
-from tuner.aot.tir_c import CFunction, Work
+from tuner.ir.graph import slave_symbol
+from tuner.ir.tir_c import CFunction, Work
+from tuner.space.cpe.schedule import CPES, Operand, Space, Window, analyse_configs, configs
 from tuner.targets import Target
 
 
@@ -64,12 +64,12 @@ class CpeOp:
     valid: int = 0  # of which could run
     lanes: int = 1  # SIMD lanes of the body (1: scalar C)
     tuned: bool = False  # its configuration came from the tuning log
-    workload: Any = None  # its task (tuner.cpe.workload.CpeKernelWorkload), when it has one
+    workload: Any = None  # its task (tuner.space.cpe.workload.CpeKernelWorkload), when it has one
     cut: str = ""  # the plan's cut (KernelPlan.cut)
 
     @property
     def config(self) -> dict[str, Any]:
-        """The configuration in the knobs of its task's space (tuner.cpe.space)."""
+        """The configuration in the knobs of its task's space (tuner.space.cpe.space)."""
         return {"cut": self.cut, "block": self.block, "db": int(self.db), "active": self.active, "simd": self.lanes}
 
     @property
@@ -125,7 +125,7 @@ class KernelPlan:
     @property
     def cut(self) -> str:
         """How it cuts its operator: along output axis k, or a pool's output rows with their halo (the
-        ``cut`` knob of tuner.cpe.space)."""
+        ``cut`` knob of tuner.space.cpe.space)."""
         return "rows" if self.window is not None else f"axis{self.axis}"
 
     def body(self, block: int, lanes: int = 1) -> CFunction | None:

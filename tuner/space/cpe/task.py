@@ -1,7 +1,7 @@
 """A memory-bound operator of a model as a tuning task: the node <-> its workload, and its plans.
 
 A generic node (softmax, layer_norm, a padded pool, gelu, mean, ...) that tuner.aot.cpe_ops can cut
-into blocks becomes a ``CpeKernelWorkload`` (tuner.cpe.workload): its identity is the TVMScript of a
+into blocks becomes a ``CpeKernelWorkload`` (tuner.space.cpe.workload): its identity is the TVMScript of a
 one-operator Relax module that calls the same operator on parameters of the same shapes. Parameters
 that are constants in the model are named ``const_<k>`` and bound to zeros again when the module is
 rebuilt, so the rebuilt node is planned exactly as the model's is (a constant is never sliced);
@@ -17,16 +17,15 @@ from __future__ import annotations
 
 import logging
 import re
-from functools import lru_cache
-from typing import Any, NamedTuple
+from typing import Any
 
 import numpy as np
 
-from tuner.aot.cpe_ops import plans_for, same_meaning
-from tuner.aot.cpe_plan import CpeOp, KernelPlan
-from tuner.aot.graph import Node
-from tuner.aot.tir_c import Work
-from tuner.cpe.workload import CpeKernelWorkload
+from tuner.ir.graph import Node
+from tuner.space.cpe.cuts import plans_for, same_meaning
+from tuner.space.cpe.plan import CpeOp, KernelPlan
+from tuner.space.cpe.rebuild import module_text, rebuilt
+from tuner.space.cpe.workload import CpeKernelWorkload
 from tuner.targets import Target, get_target
 
 log = logging.getLogger("tuner.aot")
@@ -87,73 +86,6 @@ def kernel_workload(n: Node, dtype: str) -> CpeKernelWorkload | None:
     return CpeKernelWorkload(name=_short_name(n), script=module_text(bb.get()), dtype=dtype)
 
 
-def module_text(mod: Any) -> str:
-    """A module's TVMScript without comment lines: the canonical text of a workload."""
-    text = mod.script(show_meta=False)
-    return "\n".join(line for line in text.splitlines() if not line.lstrip().startswith("#")).strip() + "\n"
-
-
-def _parse(script: str) -> Any:
-    import tvm
-
-    from tuner.errors import InvalidWorkloadError
-
-    try:
-        return tvm.script.from_source(script)
-    except Exception as exc:  # noqa: BLE001 - TVM's parser raises many kinds
-        raise InvalidWorkloadError(f"the kernel's script does not parse: {str(exc).splitlines()[0][:200]}") from None
-
-
-def canonical_script(script: str) -> str:
-    """The text a submitted script prints back as (whitespace and spelling normalised), so the same
-    module gets the same key however it was written."""
-    return module_text(_parse(script))
-
-
-def random_module(wl: CpeKernelWorkload, rng: np.random.Generator | None = None) -> Any:
-    """The workload's one-operator Relax module, its ``const_*`` parameters bound to constants (zeros,
-    or uniform in [-1, 1) from ``rng``): what the model's node is, up to the constants' values."""
-    import tvm
-    from tvm import relax
-
-    from tuner.errors import InvalidWorkloadError
-
-    mod = _parse(wl.script)
-    if "main" not in [str(g.name_hint) for g in mod.get_global_vars()]:
-        raise InvalidWorkloadError("the kernel's script has no main function")
-    binds = {}
-    for p in mod["main"].params:
-        if str(p.name).startswith("const_"):
-            shape, dtype = [int(d) for d in p.ty.shape], str(p.ty.dtype)
-            data = np.zeros(shape, dtype) if rng is None else rng.uniform(-1, 1, shape).astype(dtype)
-            binds[str(p.name)] = tvm.runtime.tensor(data)
-    return relax.transform.BindParams("main", binds)(mod) if binds else mod
-
-
-class Rebuilt(NamedTuple):
-    node: Node  # the workload's operator as a graph node (constants bound to zeros)
-    dtype: str  # the graph's dtype
-    work: Work  # what the whole operator does (its legalized C's counts)
-
-
-@lru_cache(maxsize=256)
-def rebuilt(wl: CpeKernelWorkload) -> Rebuilt:
-    """The workload's operator rebuilt from its script alone (what a worker does)."""
-    from tuner.aot.graph import AotError
-    from tuner.aot.relax_reader import read_relax
-    from tuner.errors import InvalidWorkloadError
-
-    mod = random_module(wl)
-    try:
-        graph = read_relax(mod)
-    except AotError as exc:
-        raise InvalidWorkloadError(f"the kernel's operator does not compile: {exc}") from None
-    nodes = [n for n in graph.nodes if n.op == "tir"]
-    if len(nodes) != 1:
-        raise InvalidWorkloadError(f"a CPE kernel is one operator; its script has {len(nodes)} generic steps")
-    return Rebuilt(nodes[0], graph.dtype, graph.functions[nodes[0].attrs["function"]].work)
-
-
 _PLANS: dict[tuple[str, str], dict[str, KernelPlan]] = {}
 
 
@@ -162,7 +94,7 @@ def workload_plans(wl: CpeKernelWorkload, target: Target | str) -> dict[str, Ker
     tgt = get_target(target)
     key = (wl.key, tgt.name)
     if key not in _PLANS:
-        node, dtype, _ = rebuilt(wl)
+        node, dtype, _ = rebuilt(wl.script)
         _PLANS[key] = {p.cut: p for p in plans_for(node, tgt, dtype) if _keeps_meaning(node, p, tgt, dtype)}
     return _PLANS[key]
 
@@ -182,7 +114,7 @@ def _keeps_meaning(node: Node, plan: KernelPlan, target: Target, dtype: str) -> 
 
 
 def tuned_op(n: Node, plans: list[KernelPlan], target: Target, dtype: str, config: dict[str, Any]) -> CpeOp | None:
-    """The node's kernel at a tuned config (tuner.cpe.space knobs), or None when the config does not
+    """The node's kernel at a tuned config (tuner.space.cpe.space knobs), or None when the config does not
     apply to this node (a cut it does not have, a block that does not fit) or slicing it there would
     change the result."""
     by_cut = {p.cut: p for p in plans}

@@ -1,4 +1,4 @@
-"""SIMD printing of a legalized TIR PrimFunc: the ``lanes`` knob of tuner.aot.tir_c.print_prim_func.
+"""SIMD printing of a legalized TIR PrimFunc: the ``lanes`` knob of tuner.ir.tir_c.print_prim_func.
 
 A memory-bound CPE kernel's body (tuner/aot/cpe_ops.py) is printed by tir_c as scalar C. With
 ``lanes`` = 4 or 8 this printer writes the loops a Sunway programmer would vectorise with the vector
@@ -42,8 +42,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from tuner.aot.graph import AotError
-from tuner.aot.tir_c import _MATH, CFunction, Work, _dtype, _kind, _Printer, ctype_of
+from tuner.ir.graph import AotError
+from tuner.ir.tir_c import _MATH, CFunction, Work, _dtype, _kind, _Printer, ctype_of
 
 VECTOR_TYPES = {("float", 4): "floatv4", ("double", 4): "doublev4", ("float", 8): "floatv8",
                 ("double", 8): "doublev8"}

@@ -1,6 +1,6 @@
 """The identity of a memory-bound CPE kernel: the TVMScript of a one-operator Relax module.
 
-tuner.aot.cpe_task makes the text from a model's node (constants as ``const_<k>`` parameters, 0-d
+tuner.space.cpe.task makes the text from a model's node (constants as ``const_<k>`` parameters, 0-d
 constants and scalars inline). The key is ``cpe-<name>-<sha256 of the text, 16 hex>``: the same
 operator at the same shapes gets the same key in any model and process. A worker rebuilds the
 operator from the text alone (``from_json`` checks that it parses into exactly one generic step).
@@ -44,9 +44,9 @@ class CpeKernelWorkload(Workload):
     @property
     def flops(self) -> int:
         """Arithmetic and transcendental operations of the whole operator (its legalized C)."""
-        from tuner.aot.cpe_task import rebuilt
+        from tuner.space.cpe.rebuild import rebuilt
 
-        w = rebuilt(self).work
+        w = rebuilt(self.script).work
         return int(w.arith + w.transcendental)
 
     def to_json(self) -> dict[str, Any]:
@@ -58,12 +58,12 @@ class CpeKernelWorkload(Workload):
         if unknown or not isinstance(spec.get("script"), str) or not isinstance(spec.get("name", "op"), str):
             raise InvalidWorkloadError(f"a cpe_kernel workload has string 'name' and 'script' and an optional "
                                        f"'dtype'; unknown fields {sorted(unknown)}")
-        from tuner.aot.cpe_task import canonical_script, rebuilt
+        from tuner.space.cpe.rebuild import canonical_script, rebuilt
 
         wl = cls(name=spec.get("name", "op"), script=spec["script"], dtype=spec.get("dtype", "float32"))
         wl = cls(name=wl.name, script=canonical_script(wl.script), dtype=wl.dtype)
 
-        dtype = rebuilt(wl).dtype  # raises InvalidWorkloadError naming what is wrong
+        dtype = rebuilt(wl.script).dtype  # raises InvalidWorkloadError naming what is wrong
         if dtype != wl.dtype:
             raise InvalidWorkloadError(f"dtype {wl.dtype!r} does not match the operator's {dtype!r}")
         if wl.flops > MAX_FLOPS:

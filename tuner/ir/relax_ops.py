@@ -1,0 +1,149 @@
+"""Readers of single Relax operators into workloads, shared by task extraction (tuner.bridge.extract)
+and the compiler's front end (tuner.ir.relax_reader), so both give a layer the same workload key.
+
+conv2d and matmul become built-in workloads (``READERS``); any other operator's legalized PrimFunc
+that is one compute stage becomes an expression operator (``expression_workload``), as ``Routing``
+allows; a transpose becomes the expression of TVM's topi.transpose.
+"""
+
+from __future__ import annotations
+
+import re
+from enum import Enum
+from typing import Any
+
+from tuner.errors import InvalidWorkloadError
+from tuner.expr.workload import ExprWorkload
+from tuner.workloads import BatchMatmul, Conv2d, Dense
+
+
+def _shape(expr: Any) -> tuple[list[int], str]:
+    info = expr.ty  # the struct info of a Relax expression (R.Tensor(shape, dtype))
+    return [int(d) for d in info.shape], str(info.dtype)
+
+
+def conv_workload(call: Any) -> Conv2d:
+    attrs = call.attrs
+    if str(attrs.data_layout) != "NCHW" or str(attrs.kernel_layout) != "OIHW":
+        raise InvalidWorkloadError(f"conv2d layout {attrs.data_layout}/{attrs.kernel_layout} is not NCHW/OIHW")
+    (n, c, h, w), dtype = _shape(call.args[0])
+    (k, _, r, s), _ = _shape(call.args[1])
+    top, left, bottom, right = (int(p) for p in attrs.padding)
+    if top != bottom or left != right:
+        raise InvalidWorkloadError(f"asymmetric conv2d padding {(top, left, bottom, right)} is not supported")
+    sh, sw = (int(v) for v in attrs.strides)
+    dh, dw = (int(v) for v in attrs.dilation)
+    return Conv2d(n, c, h, w, k, r, s, stride_h=sh, stride_w=sw, pad_h=top, pad_w=left, dil_h=dh, dil_w=dw,
+                  groups=int(attrs.groups), dtype=dtype)
+
+
+def matmul_workload(call: Any) -> Dense | BatchMatmul:
+    a, dtype = _shape(call.args[0])
+    b, _ = _shape(call.args[1])
+    if len(a) == 2 and len(b) == 2:
+        return Dense(a[0], b[1], a[1], dtype)  # weights are constants: transposed to [N, K] at compile time
+    if len(a) == 3 and len(b) == 3 and a[0] == b[0]:
+        return BatchMatmul(a[0], a[1], b[2], a[2], dtype)
+    if len(a) == 3 and len(b) == 2:
+        return Dense(a[0] * a[1], b[1], a[2], dtype)  # a linear layer over a sequence
+    raise InvalidWorkloadError(f"matmul of shapes {a} x {b} is not a dense or batch_matmul workload")
+
+
+READERS = {"relax.nn.conv2d": conv_workload, "relax.matmul": matmul_workload}
+
+
+class Routing(str, Enum):
+    """Which single-stage PrimFuncs become expression operators (each level takes the ones before)."""
+
+    GEMM_LIKE = "gemm_like"  # a reduction over a product of two or more inputs (conv1d, einsum, ...)
+    REDUCTIONS = "reductions"  # and single-input reductions (sum, max, max pooling without padding)
+    MEMORY_BOUND = "memory_bound"  # and element-wise operators (unary, broadcast binary, copies)
+
+
+def expression_workload(func: Any, name: str, routing: Routing) -> ExprWorkload:
+    """The legalized PrimFunc of an operator no reader takes, as an expression operator; raises
+    InvalidWorkloadError with the reason it is not one (several stages, element-wise, ...)."""
+    wl = ExprWorkload.from_script(canonical_script(_inline_copies(func)), re.sub(r"\d+$", "", name) or name)
+    if not wl.expr.spatial:
+        raise InvalidWorkloadError("a reduction to a scalar has no axis to spread over the CPEs")
+    if wl.expr.gemm_like:
+        return wl
+    if routing is Routing.GEMM_LIKE:
+        raise InvalidWorkloadError("not GEMM-like (memory-bound: Routing.MEMORY_BOUND tunes it)")
+    if not wl.expr.reduce and routing is not Routing.MEMORY_BOUND:
+        raise InvalidWorkloadError("element-wise (Routing.MEMORY_BOUND tunes it)")
+    if any(not acc.shape for acc in wl.expr.inputs):
+        # a 0-d operand (an ONNX scalar constant) has no tile box: left to the generic lowering
+        raise InvalidWorkloadError("a 0-d operand")
+    return wl
+
+
+def canonical_script(func: Any) -> str:
+    """The PrimFunc's TVMScript with its parameters renamed ``p0, p1, ...`` by position: a legalized
+    PrimFunc names its inputs after the Relax bindings that feed it (``lv8``), so the same operator
+    would get another workload key in every model, or from ONNX rather than torch. The renamed text
+    must parse back to a structurally equal function, else the original text is kept."""
+    import tvm_ffi
+
+    from tuner.expr.parse import prim_func_from_script, script_text
+
+    text = script_text(func)
+    names = [str(p.name) for p in func.params]
+    if len(set(names)) != len(names) or not all(re.fullmatch(r"[A-Za-z_]\w*", n) for n in names):
+        return text
+    parts = re.split(r'("[^"]*")', text)  # string literals (block names, annotations) stay as they are
+    for k in range(0, len(parts), 2):
+        for i, n in enumerate(names):  # through placeholders: a name may be another's new name
+            parts[k] = re.sub(rf"\b{re.escape(n)}\b", f"__swtune_p{i}__", parts[k])
+        parts[k] = re.sub(r"__swtune_p(\d+)__", r"p\1", parts[k])
+    renamed = "".join(parts)
+    try:
+        back = prim_func_from_script(renamed)
+    except InvalidWorkloadError:
+        return text
+    return script_text(back) if tvm_ffi.structural_equal(back, prim_func_from_script(text)) else text
+
+
+def transpose_expression(shape: tuple[int, ...], axes: tuple[int, ...], dtype: str) -> ExprWorkload:
+    """A layout copy ``out[i...] = x[permuted i...]`` as an expression operator (TVM's topi.transpose)."""
+    from tvm import te, topi
+
+    from tuner.expr.parse import prim_func_from_tensors
+
+    x = te.placeholder(shape, dtype, name="x")
+    return ExprWorkload.from_script(canonical_script(prim_func_from_tensors([x, topi.transpose(x, list(axes))])),
+                                    "transpose")
+
+
+def _inline_copies(func: Any) -> Any:
+    """The PrimFunc with its pure copy stages (a pad stage of padding 0, a transpose: ``out[..] =
+    in[..]``) inlined into their consumer, so the compute reads the inputs themselves. A stage that
+    computes (a zero padding's if_then_else) stays, and the function is then refused as two stages."""
+    import tvm
+
+    sch = tvm.s_tir.Schedule(tvm.IRModule({"main": func}))
+    blocks: list[Any] = []
+
+    def walk(stmt: Any) -> None:
+        kind = type(stmt).__name__
+        if kind == "SBlockRealize":
+            walk(stmt.block)
+        elif kind == "SBlock":
+            if stmt.iter_vars:
+                blocks.append(stmt)
+            walk(stmt.body)
+        elif hasattr(stmt, "seq"):
+            for x in stmt.seq:
+                walk(x)
+        elif hasattr(stmt, "body"):
+            walk(stmt.body)
+
+    walk(func.body)
+    for block in blocks[:-1]:
+        body = block.body
+        if type(body).__name__ == "BufferStore" and type(body.value).__name__ in ("TensorLoad", "BufferLoad"):
+            try:
+                sch.compute_inline(sch.get_sblock(str(block.name_hint)))
+            except Exception:  # noqa: BLE001 -- TVM refuses some inlines (e.g. a reduction reads it): keep the stage
+                continue
+    return sch.mod["main"]
