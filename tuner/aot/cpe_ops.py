@@ -72,7 +72,7 @@ def slave_text(op: CpeOp | PadOp | RowCopyOp | TransposeOp, ty: str) -> str:
         return op.slave_text(ty)
     copies = 2 if op.db else 1
     how = ("from the tuning log" if op.tuned else
-           f"chosen among {op.valid} valid configurations of {op.configs} by tuner.aot.cpe_schedule")
+           f"chosen among {op.valid} valid configurations of {op.configs} by tuner.space.cpe.schedule")
     lines = [f"/* schedule: blocks of {op.block}, gets {'double' if op.db else 'single'}-buffered, {op.active} active "
              f"CPEs, simd {op.lanes} ({how}) */", f"#define SWTUNE_T {ty}"]
     # a vector body (tuner.ir.tir_simd) reads its operands with aligned vector loads: every LDM copy
