@@ -6,7 +6,10 @@ fingerprint of the method's own code and options (``code_fingerprint``). Separat
 running only the slow peers with fewer seeds) append to the same file; any process reads every line
 whose identity matches its own settings, so an interrupted run continues where it stopped and the
 last process summarises all of them. A line of another fingerprint is stale and never reused, unless
-``reference.restamp`` checked that the sources it names give the same times (``equivalent``).
+``reference.restamp`` checked that the sources it names give the same times (``equivalent``), or
+``restamp_code`` checked that the method's code differs from the code that ran it in docstrings and
+comments only (``benchmarks/data/code_equivalents.json``: a package docstring edit must not throw away
+hours of peer runs).
 
 A run that stops at 95% of the reference it knew keeps its curve: it is re-scored against the current
 reference, and reused only while the current goal is one it reached or the run went to the cap (a
@@ -15,11 +18,13 @@ refreshed, lower reference makes an early-stopped run too short, so it runs agai
 
 from __future__ import annotations
 
+import ast
 import fcntl
 import hashlib
 import json
 import math
-from collections.abc import Callable
+import subprocess
+from collections.abc import Callable, Collection, Mapping
 from pathlib import Path
 from typing import Any, NamedTuple
 
@@ -30,28 +35,98 @@ PEER_SOURCES = ("benchmarks/peers.py",)
 RANDOM_SOURCES = ("tuner/search/base.py",)
 
 
-def _hash_paths(rels: tuple[str, ...]) -> hashlib._Hash:
-    h = hashlib.sha256()
+CODE_EQUIVALENTS = _common.ROOT / "benchmarks" / "data" / "code_equivalents.json"
+METHODS = ("ours", "ours_transfer", "random", "optuna_tpe", "nevergrad_de", "smac", "skopt_et")
+
+
+def _sources(method: str) -> tuple[str, ...]:
+    if method in ("ours", "ours_transfer"):
+        return SEARCH_SOURCES
+    return RANDOM_SOURCES if method == "random" else PEER_SOURCES
+
+
+def _git(*args: str) -> str:
+    return subprocess.run(["git", "-C", str(_common.ROOT), *args], check=True, capture_output=True,
+                          text=True).stdout
+
+
+def _files(rels: tuple[str, ...], rev: str | None = None) -> list[tuple[str, bytes | None]]:
+    """(path, contents) of every .py file under ``rels``, in the work tree or at git revision ``rev``."""
+    out: list[tuple[str, bytes | None]] = []
     for rel in rels:
-        path = _common.ROOT / rel
-        files = sorted(path.rglob("*.py")) if path.is_dir() else [path]
-        for f in files:
-            h.update(str(f.relative_to(_common.ROOT)).encode())
-            h.update(f.read_bytes() if f.exists() else b"-")
-    return h
+        if rev is None:
+            path = _common.ROOT / rel
+            files = sorted(path.rglob("*.py")) if path.is_dir() else [path]
+            out += [(str(f.relative_to(_common.ROOT)), f.read_bytes() if f.exists() else None) for f in files]
+            continue
+        names = sorted(n for n in _git("ls-tree", "-r", "--name-only", rev, "--", rel).split() if n.endswith(".py"))
+        if not names:
+            out.append((rel, None))
+        out += [(n, _git("show", f"{rev}:{n}").encode()) for n in names]
+    return out
+
+
+def _fingerprint(method: str, options: dict[str, Any], rev: str | None = None) -> str:
+    h = hashlib.sha256()
+    for name, data in _files(_sources(method), rev):
+        h.update(name.encode())
+        h.update(data if data is not None else b"-")
+    if method in ("ours", "ours_transfer"):
+        h.update(json.dumps(options, sort_keys=True).encode())
+    h.update(method.encode())
+    return h.hexdigest()[:16]
 
 
 def code_fingerprint(method: str, options: dict[str, Any]) -> str:
     """Hash of the code (and, for ours, the options) a method's runs depend on."""
-    if method in ("ours", "ours_transfer"):
-        h = _hash_paths(SEARCH_SOURCES)
-        h.update(json.dumps(options, sort_keys=True).encode())
-    elif method == "random":
-        h = _hash_paths(RANDOM_SOURCES)
-    else:
-        h = _hash_paths(PEER_SOURCES)
-    h.update(method.encode())
-    return h.hexdigest()[:16]
+    return _fingerprint(method, options)
+
+
+def _code_only(data: bytes | None) -> str:
+    """The module's syntax tree without docstrings (comments are not in it): what runs."""
+    if data is None:
+        return "-"
+    tree = ast.parse(data)
+    for node in ast.walk(tree):
+        body = getattr(node, "body", None)
+        if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)) and body \
+                and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant) \
+                and isinstance(body[0].value.value, str):
+            node.body = body[1:] or [ast.Pass()]
+    return ast.dump(tree)
+
+
+def _equivalents() -> dict[str, dict[str, list[str]]]:
+    return json.loads(CODE_EQUIVALENTS.read_text()) if CODE_EQUIVALENTS.exists() else {}
+
+
+def equivalent_codes(method: str, options: dict[str, Any]) -> set[str]:
+    """The current code fingerprint and the older ones ``restamp_code`` found to differ in docstrings
+    and comments only."""
+    current = code_fingerprint(method, options)
+    return {current, *_equivalents().get(method, {}).get(current, [])}
+
+
+def restamp_code(rev: str) -> dict[str, str]:
+    """For each method (default options), compare its code at git revision ``rev`` with the work tree:
+    ``unchanged``, ``equivalent`` (docstrings and comments only: the old fingerprint is recorded as
+    equivalent to the current one, so runs stored under it stay valid) or ``changed``."""
+    data = _equivalents()
+    verdicts = {}
+    for method in METHODS:
+        old, new = _fingerprint(method, {}, rev), code_fingerprint(method, {})
+        if old == new:
+            verdicts[method] = "unchanged"
+            continue
+        before, now = _files(_sources(method), rev), _files(_sources(method))
+        same = [n for n, _ in before] == [n for n, _ in now] and all(
+            _code_only(a) == _code_only(b) for (_, a), (_, b) in zip(before, now))
+        verdicts[method] = "equivalent" if same else "changed"
+        if same:
+            known = data.setdefault(method, {})
+            known[new] = sorted({old, *known.get(old, []), *known.get(new, [])})
+    CODE_EQUIVALENTS.write_text(json.dumps(data, indent=1, sort_keys=True) + "\n")
+    return verdicts
 
 
 class RunKey(NamedTuple):
@@ -152,17 +227,20 @@ class RunCache:
         return len(lines) - len(kept)
 
     def matching(self, variant: str, workload: str, cap: int, noise: float, references: set[str],
-                 codes: dict[str, str] | None = None) -> list[dict[str, Any]]:
+                 codes: Mapping[str, str | Collection[str]] | None = None) -> list[dict[str, Any]]:
         """Every stored run of this variant and workload under these settings (``references``: the
         reference fingerprints whose times are identical; current code only: ``codes`` maps a method
-        to its current code fingerprint, methods not in it are skipped)."""
+        to its current code fingerprint, or to every fingerprint of equivalent code; methods not in it
+        are skipped)."""
         out = []
         for key, row in self.runs.items():
             k = parse_key(key)
             if (k.variant, k.workload, k.cap) != (variant, workload, cap) or k.reference not in references \
                     or not math.isclose(k.noise, noise):
                 continue
-            if codes is not None and codes.get(k.method) != k.code:
-                continue
+            if codes is not None:
+                accepted = codes.get(k.method, ())
+                if k.code not in ({accepted} if isinstance(accepted, str) else set(accepted)):
+                    continue
             out.append(row)
         return out

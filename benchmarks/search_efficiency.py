@@ -42,7 +42,7 @@ import reference
 from _common import emit
 from objective import NOISE, Objective, TrialLog, Variant
 from peers import PEERS, run_peer
-from run_cache import RunCache, code_fingerprint, parse_key, run_key
+from run_cache import RunCache, code_fingerprint, equivalent_codes, parse_key, restamp_code, run_key
 from workload_suite import suite
 
 from cost_model import XGBoostCostModel
@@ -227,6 +227,9 @@ def main() -> None:
     parser.add_argument("--jobs", type=int, default=2, help="worker processes (one per core)")
     parser.add_argument("--compact", action="store_true",
                         help="first drop stored runs of older code or simulators from --cache (default options only)")
+    parser.add_argument("--restamp-code", default="", metavar="REV",
+                        help="record the methods' code as equivalent to their code at git revision REV where "
+                             "they differ in docstrings and comments only (stored runs stay valid), and exit")
     parser.add_argument("--summary-only", action="store_true",
                         help="run nothing: summarise the stored runs of these settings (the merge of the pieces)")
     # kept in the repository (benchmarks/data/), so the slow peers' hours of runs reach the next
@@ -234,6 +237,9 @@ def main() -> None:
     parser.add_argument("--cache", default="benchmarks/data/search_runs.jsonl",
                         help="finished runs, one JSON line each: reused, and merged into the summary ('' = off)")
     args = parser.parse_args()
+    if args.restamp_code:
+        emit({"restamp_code": args.restamp_code, "methods": restamp_code(args.restamp_code)})
+        return
     CAP = args.cap  # module-wide: worker processes are forked after this
     methods = [m for m in args.methods.split(",") if m]
     peer_seeds = {k: int(v) for k, v in (kv.split("=") for kv in args.peer_seeds.split(",") if kv)}
@@ -279,26 +285,32 @@ def main() -> None:
     ref_fp = reference.fingerprint()
     same_times = reference.equivalent_fingerprints()  # older fingerprints checked to give identical times
     codes = {m: code_fingerprint(m, options) for m in ("ours", "ours_transfer", "random", *PEERS)}
+    # older fingerprints of the same code (docstring edits, recorded by --restamp-code): the current first
+    same_code = {m: sorted(equivalent_codes(m, options), key=lambda c, m=m: c != codes[m]) for m in codes}
     if args.compact:
         if options:
             raise SystemExit("--compact keeps the runs of the default options only: drop --ours-options")
 
         def current(key: str) -> bool:
             k = parse_key(key)
-            return k.reference in same_times and (k.method not in codes or codes[k.method] == k.code)
+            return k.reference in same_times and (k.method not in codes or k.code in same_code[k.method])
 
         print(f"compacted {args.cache}: {cache.compact(current)} stale runs dropped", flush=True)
 
-    def key_of(m: str, v: Variant, i: int, seed: int, fp: str = ref_fp) -> str:
+    def key_of(m: str, v: Variant, i: int, seed: int, fp: str = ref_fp, code: str = "") -> str:
         return run_key(m, v.value, f"{spaces[i].target.name}:{spaces[i].workload.key}", seed, CAP, NOISE, fp,
-                       codes[m])
+                       code or codes[m])
 
     def cached(m: str, v: Variant, i: int, seed: int) -> dict[str, Any] | None:
+        row = None
         for fp in sorted(same_times, key=lambda f: f != ref_fp):  # the current fingerprint first
-            row = cache.get(key_of(m, v, i, seed, fp), refs[(v, i)] / TARGET_FRACTION, CAP)
+            for code in same_code[m]:
+                row = cache.get(key_of(m, v, i, seed, fp, code), refs[(v, i)] / TARGET_FRACTION, CAP)
+                if row is not None:
+                    break
             if row is not None:
                 break
-        else:
+        if row is None:
             return None
         out = dict(row)
         out.update(variant=v, i=i, cached=True)
@@ -411,7 +423,7 @@ def main() -> None:
     for v in variants:
         for i in picked:
             for row in cache.matching(v.value, f"{spaces[i].target.name}:{spaces[i].workload.key}", CAP, NOISE,
-                                      same_times, codes):
+                                      same_times, same_code):
                 hit = cached(row["method"], v, i, row["seed"])
                 if hit is not None:
                     report(hit)

@@ -10,6 +10,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
 
+import run_cache  # noqa: E402
 from run_cache import RunCache, code_fingerprint, parse_key, run_key  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -62,6 +63,25 @@ def test_code_fingerprint_follows_ours_options_and_separates_methods():
     assert code_fingerprint("ours", {}) == code_fingerprint("ours", {})
     assert code_fingerprint("smac", {}) != code_fingerprint("skopt_et", {})
     assert code_fingerprint("smac", {}) == code_fingerprint("smac", {"climb": 0.25})  # peers ignore our options
+
+
+def test_code_that_differs_in_docstrings_only_keeps_its_stored_runs(tmp_path, monkeypatch):
+    before = b'"""Old words."""\nimport math\n\ndef f(x):\n    """About f."""\n    return math.sqrt(x)  # why\n'
+    reworded = b'"""New words: what it owns."""\nimport math\n\n\ndef f(x):\n    return math.sqrt(x)\n'
+    changed = b'"""Old words."""\nimport math\n\ndef f(x):\n    return math.sqrt(x) + 0\n'
+    assert run_cache._code_only(before) == run_cache._code_only(reworded)
+    assert run_cache._code_only(before) != run_cache._code_only(changed)
+    # a recorded equivalence makes runs of the old fingerprint match the current code
+    monkeypatch.setattr(run_cache, "CODE_EQUIVALENTS", tmp_path / "eq.json")
+    current = code_fingerprint("ours", {})
+    assert run_cache.equivalent_codes("ours", {}) == {current}
+    (tmp_path / "eq.json").write_text(json.dumps({"ours": {current: ["old"]}}))
+    assert run_cache.equivalent_codes("ours", {}) == {current, "old"}
+    assert run_cache.equivalent_codes("ours", {"climb": 0.25}) == {code_fingerprint("ours", {"climb": 0.25})}
+    cache = RunCache(tmp_path / "runs.jsonl")
+    cache.put(_key(code="old"), {"method": "ours", "seed": 0, "curve": [1.0]})
+    assert len(cache.matching("plain", "sw26010:w", 1000, 0.02, {"fp1"}, {"ours": {current, "old"}})) == 1
+    assert cache.matching("plain", "sw26010:w", 1000, 0.02, {"fp1"}, {"ours": current}) == []
 
 
 def _run(cache: Path, png: Path, methods: str, *extra: str) -> tuple[dict, str]:
