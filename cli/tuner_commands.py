@@ -21,6 +21,7 @@ from rich.table import Table
 from cli.errors import CommandError
 from cli.output import console
 from cli.schedule_lookup import DEFAULT_CACHE, db_lookup, server_lookup
+from cli.tuning_log import DB_HELP, database_url
 from tuner.measure.noise import DEFAULT_NOISE
 
 DEFAULT_WORKLOAD = '{"op": "conv2d", "n": 1, "c": 64, "h": 27, "w": 27, "k": 192, "r": 5, "s": 5, "padding": 2}'
@@ -168,7 +169,7 @@ def compile_model(
     target: Target = "sw26010",
     server: Annotated[str | None, typer.Option(help="look schedules up on a running swtune service")] = None,
     token: TokenOpt = None,
-    db: Annotated[str | None, typer.Option(help="tuning log URL (default: SWTUNE_DATABASE_URL)")] = None,
+    db: Annotated[str | None, typer.Option(envvar="SWTUNE_DATABASE_URL", help=DB_HELP)] = None,
     cache: Annotated[Path, typer.Option(help="cache file of --server lookups")] = DEFAULT_CACHE,
     batch: Annotated[int, typer.Option(help="model batch size")] = 1,
     width: Width = 1.0,
@@ -181,7 +182,7 @@ def compile_model(
     from tuner.targets import get_target
 
     tname = get_target(target).name
-    lookup, close = server_lookup(server, token, tname, cache) if server else db_lookup(db, tname)
+    lookup, close = server_lookup(server, token, tname, cache) if server else db_lookup(database_url(db), tname)
     handler = _ConsoleHandler(logging.WARNING)
     log = logging.getLogger("tuner.aot")
     log.addHandler(handler)
@@ -254,8 +255,8 @@ def tune_model(
     width: Width = 1.0,
     image: Image = 224,
     timeout: Annotated[float, typer.Option(help="give up following the tasks after this many seconds")] = 1800.0,
-    db: Annotated[str | None, typer.Option(help="embedded tuning log URL (default: SWTUNE_DATABASE_URL, "
-                                                   "sqlite:///./swtune.db), read by `swtune compile`")] = None,
+    db: Annotated[str | None, typer.Option(envvar="SWTUNE_DATABASE_URL",
+                                           help=DB_HELP + "; embedded mode keeps it for `swtune compile`")] = None,
 ) -> None:
     """Tune every task of a model (conv / dense / batch_matmul, expression operators, memory-bound
     operators) and report the per-layer result.
@@ -275,6 +276,7 @@ def tune_model(
     from tuner.targets import get_target
 
     get_target(target)
+    log_url = None if server else database_url(db)  # a bad --db is refused before any work
     mod = load_relax(model, batch=batch, width=width, image=image)
     extracted = extract_relax(mod)
     try:
@@ -292,11 +294,12 @@ def tune_model(
         tasks, best = _tune_on(server, token, model, layers, target, trials, strategy, timeout)
     else:
         from service.embedded import embedded_service
-        from service.settings import Settings
 
-        url = db or Settings().database_url
-        console.print(f"tuning log: {url} (`swtune compile {model} --db {url}` reads it)", soft_wrap=True)
-        with embedded_service(url, workers=workers, target=target) as service:
+        assert log_url is not None
+        shown = db if db is not None else "swtune.db"
+        console.print(f"tuning log: {log_url} (`swtune compile {model} -o DIR --db {shown}` reads it)",
+                      soft_wrap=True)
+        with embedded_service(log_url, workers=workers, target=target) as service:
             tasks, best = _tune_on(service.url, None, model, layers, target, trials, strategy, timeout)
     layer_report(layers, tasks, best, target, time.monotonic() - start)
     # the program `swtune compile` would build from this log: fused, offloaded and grouped the same way
