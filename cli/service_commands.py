@@ -16,6 +16,7 @@ from typing import Annotated
 
 import typer
 
+from cli.output import HELP_MARKUP
 from cli.tuning_log import DB_HELP
 from cli.tuning_log import database_url as _url
 from tuner.measure.noise import DEFAULT_NOISE
@@ -181,7 +182,8 @@ def db_import(path: Annotated[Path, typer.Argument(help="JSON lines file from `s
 
 def build_db_app() -> typer.Typer:
     """``swtune db``: a new sub-app on each call."""
-    app = typer.Typer(no_args_is_help=True, help="The tuning log: migrations, export, import.")
+    app = typer.Typer(no_args_is_help=True, rich_markup_mode=HELP_MARKUP,
+                      help="The tuning log: migrations, export, import.")
     app.command("upgrade")(db_upgrade)
     app.command("export")(db_export)
     app.command("import")(db_import)
@@ -246,7 +248,8 @@ def token_revoke(token_id: Annotated[int, typer.Argument()], database_url: DbUrl
 
 def build_token_app() -> typer.Typer:
     """``swtune token``: a new sub-app on each call."""
-    app = typer.Typer(no_args_is_help=True, help="API tokens (stored hashed).")
+    app = typer.Typer(no_args_is_help=True, rich_markup_mode=HELP_MARKUP,
+                      help="API tokens (stored hashed).")
     app.command("create")(token_create)
     app.command("list")(token_list)
     app.command("revoke")(token_revoke)
