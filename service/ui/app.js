@@ -59,7 +59,8 @@ function badge(state) {
 
 // A task's state, and "untuned" beside it when it ended without any successful measurement.
 function stateBadges(t) {
-  return [badge(t.state), t.untuned_reason ? [" ", h("span", { class: "badge state-untuned", title: t.untuned_reason }, "untuned")] : null];
+  const untuned = t.untuned_reason ? [" ", h("span", { class: "badge state-untuned", title: t.untuned_reason }, "untuned")] : [];
+  return [badge(t.state), ...untuned]; // flat: h() flattens its children one level only
 }
 
 function progress(done, total) {
