@@ -21,7 +21,7 @@ if TYPE_CHECKING:
     from service.client import ServiceClient
 
 DEFAULT_SERVER = "http://127.0.0.1:8000"
-DEFAULT_MODEL_TRIALS = 64  # trials per GEMM-like task of a model, as tune-model's default
+DEFAULT_MODEL_TRIALS = 64  # trials per GEMM-like task of a model (submit --model, tune-model)
 
 Server = Annotated[str, typer.Option("--server", envvar="SWTUNE_SERVER", help="URL of the swtune service")]
 Token = Annotated[str | None, typer.Option("--token", envvar="SWTUNE_TOKEN", show_default=False,

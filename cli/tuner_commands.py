@@ -18,6 +18,7 @@ from typing import Annotated, Any
 import typer
 from rich.table import Table
 
+from cli.client_commands import DEFAULT_MODEL_TRIALS
 from cli.errors import CommandError
 from cli.output import console, task_state, warn
 from cli.schedule_lookup import DEFAULT_CACHE, db_lookup, server_lookup
@@ -293,7 +294,7 @@ def tune_model(
         raise CommandError(f"{model} cannot be compiled for Sunway, nothing was tuned: {exc}") from exc
     layers = extracted.layers
     memory = [l for l in layers if memory_bound(l.workload)]
-    whole = budget if budget is not None else trial_budget(layers, trials or 64)
+    whole = budget if budget is not None else trial_budget(layers, trials or DEFAULT_MODEL_TRIALS)
     console.print(f"[bold]{model}[/]: {len(layers)} tunable tasks ({len(memory)} memory-bound; "
                   f"{sum(l.weight for l in layers)} calls), one budget of {whole} trials; "
                   "not tuned here (legalized: CPE kernels, or C on the MPE): "
