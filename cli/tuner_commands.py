@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import logging
+import shlex
 import time
 from pathlib import Path
 from typing import Annotated, Any
@@ -306,9 +307,11 @@ def tune_model(
         from service.embedded import embedded_service
 
         assert log_url is not None
-        shown = db if db is not None else "swtune.db"
-        console.print(f"tuning log: {log_url} (`swtune compile {model} -o DIR --db {shown}` reads it)",
-                      soft_wrap=True)
+        # the compile command that reads this log, with the model options given here
+        shape = [f"--{name} {value}" for name, value, default in
+                 (("batch", batch, 1), ("width", width, 1.0), ("image", image, 224)) if value != default]
+        hint = " ".join(["swtune compile", model, *shape, "-o DIR --db", shlex.quote(db or "swtune.db")])
+        console.print(f"tuning log: {log_url} (`{hint}` reads it)", soft_wrap=True, highlight=False)
         with embedded_service(log_url, workers=workers, target=target) as service:
             tasks, best = _tune_on(service.url, None, model, layers, target, whole, strategy, timeout)
     layer_report(layers, tasks, best, target, time.monotonic() - start)

@@ -45,6 +45,9 @@ def test_a_thin_budget_warns_and_its_untuned_tasks_are_counted_by_compile(tmp_pa
                                             "baseline plus 3 trials (that needs 72): some tasks may end untuned")
     out = tuned.stdout
     assert "one budget of 8 trials" in out
+    # its closing hint is a compile command that reads this log, with the same model options
+    assert "(`swtune compile resnet18 --width 0.125 --image 32 -o DIR --db logs/rn.db` reads it)" in " ".join(
+        out.split())
     log = tmp_path / "logs" / "rn.db"
     assert log.exists()
 
