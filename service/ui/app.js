@@ -250,7 +250,7 @@ pages.submission = async function (view, params, batch) {
     h("div", { class: "cards" },
       card("end-to-end estimate", `${fmt.ms(s.tuned_total)} ms`, `baseline ${fmt.ms(s.baseline_total)} ms`),
       card("speedup vs baseline", fmt.speedup(s.speedup), s.untuned ? `${s.untuned} layer(s) not tuned yet, at baseline` : "every layer tuned"),
-      card(s.model ? "trials (one budget)" : "trials", `${s.trials_done} / ${s.trial_budget}`)),
+      card(s.model ? "budget (whole model)" : "trials", `${s.trials_done} / ${s.trial_budget}`)),
     table([{ title: "layer" }, { title: "workload" }, { title: "calls", num: true }, { title: "state" },
       { title: s.model ? "trials (granted)" : "progress" }, { title: "baseline ms", num: true }, { title: "tuned ms", num: true },
       { title: "speedup", num: true }, { title: "share", num: true }, { title: "GFLOPS", num: true }],

@@ -93,6 +93,7 @@ def test_tasks_and_submission_tables_show_short_names_and_untuned(api: Api, ende
     assert _state(sub, "layers-table") == {"fc": ("dense m16 n64 k128 float32", "done"),
                                            "pool": (POOL_LABEL, "done untuned")}
     assert "@I.ir_module" not in sub["text"]
+    assert "budget (whole model)1 / 1" in sub["text"]  # the card names the model's one budget as `budget`
 
 
 def test_a_cpe_kernel_task_page_keeps_its_script_one_click_away(api: Api, ended: dict[str, Any],
