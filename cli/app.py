@@ -10,12 +10,13 @@ import typer
 
 from cli import client_commands, service_commands, tuner_commands
 from cli.errors import DomainErrorGroup
+from cli.output import HELP_MARKUP
 
 HELP = "Autotune deep-learning operators for Sunway processors."
 
 
 def build_app() -> typer.Typer:
-    app = typer.Typer(cls=DomainErrorGroup, no_args_is_help=True, help=HELP)
+    app = typer.Typer(cls=DomainErrorGroup, no_args_is_help=True, help=HELP, rich_markup_mode=HELP_MARKUP)
     # the tuner, in this process
     app.command("tune")(tuner_commands.tune)
     app.command("targets")(tuner_commands.targets)

@@ -15,12 +15,13 @@ import typer
 from rich.table import Table
 
 from cli.errors import CommandError
-from cli.output import console, gflops, ms, print_json
+from cli.output import HELP_MARKUP, console, gflops, ms, print_json, task_state, warn, workload_name
 
 if TYPE_CHECKING:
     from service.client import ServiceClient
 
 DEFAULT_SERVER = "http://127.0.0.1:8000"
+DEFAULT_MODEL_TRIALS = 64  # trials per GEMM-like task of a model (submit --model, tune-model)
 
 Server = Annotated[str, typer.Option("--server", envvar="SWTUNE_SERVER", help="URL of the swtune service")]
 Token = Annotated[str | None, typer.Option("--token", envvar="SWTUNE_TOKEN", show_default=False,
@@ -42,7 +43,11 @@ def tasks_list(server: Server = DEFAULT_SERVER, token: Token = None, json_out: J
                batch: Annotated[str | None,
                                 typer.Option("--submission", help="only the tasks of this submission")] = None,
                limit: Annotated[int, typer.Option(min=1, max=1000, help="at most this many tasks")] = 100) -> None:
-    """List tuning tasks with their progress, best time and GFLOPS."""
+    """List tuning tasks with their progress, best time and GFLOPS.
+
+    A task that ended without any successful measurement shows as `done, untuned` (or `cancelled,
+    untuned`): its workload stays untuned. Workloads are shown by a short name (operator, shapes,
+    dtype); `--json` has their keys and full specs."""
     with connect(server, token) as api:
         tasks = api.tasks(state=state, batch=batch, limit=limit)
     if json_out:
@@ -51,7 +56,7 @@ def tasks_list(server: Server = DEFAULT_SERVER, token: Token = None, json_out: J
     for col in ("id", "label", "workload", "target", "state", "trials", "failed", "best ms", "GFLOPS"):
         table.add_column(col, justify="right" if col in ("id", "trials", "failed", "best ms", "GFLOPS") else "left")
     for t in tasks:
-        table.add_row(str(t["id"]), t["label"] or "-", t["workload_key"], t["target"], t["state"],
+        table.add_row(str(t["id"]), t["label"] or "-", workload_name(t), t["target"], task_state(t),
                       f"{t['trials_done']}/{t['trial_budget']}", str(t["failed"]), ms(t["best_time"]),
                       gflops(t["best_gflops"]))
     console.print(table)
@@ -59,15 +64,19 @@ def tasks_list(server: Server = DEFAULT_SERVER, token: Token = None, json_out: J
 
 def tasks_show(task_id: Annotated[int, typer.Argument(help="task id")], server: Server = DEFAULT_SERVER,
                token: Token = None, json_out: JsonOut = False) -> None:
-    """One task: progress, best config, and what each worker measured."""
+    """One task: progress, best config, and what each worker measured (`--json`: also the workload's
+    full spec, e.g. a CPE kernel's TVMScript)."""
     with connect(server, token) as api:
         task = api.task(task_id)
         trials = api.request("GET", f"/api/v1/tasks/{task_id}/trials").json()
     if json_out:
         return print_json({**task, "trials": trials["trials"], "workers": trials["workers"]})
     failed = sum(1 for t in trials["trials"] if t["status"] != "ok")
-    console.print(f"[bold]task {task['id']}[/] {task['label'] or ''} [{task['state']}]  {task['workload_key']} "
-                  f"on {task['target']}, strategy {task['strategy']}, submission {task['batch']}")
+    console.print(f"[bold]task {task['id']}[/] {task['label'] or ''} \\[{task_state(task)}]  {workload_name(task)} "
+                  f"on {task['target']}, strategy {task['strategy']}, submission {task['batch']}", highlight=False)
+    console.print(f"workload key {task['workload_key']}", highlight=False)
+    if task.get("untuned_reason"):
+        console.print(f"[yellow]{task['untuned_reason']}[/]: its workload runs untuned", highlight=False)
     console.print(f"trials {task['trials_done']}/{task['trial_budget']} ({failed} failed, {task['pending']} pending, "
                   f"{task['leased']} leased); best {ms(task['best_time'])} ms, {gflops(task['best_gflops'])} GFLOPS")
     if task["best_config"]:
@@ -93,7 +102,8 @@ def tasks_cancel(task_id: Annotated[int, typer.Argument(help="task id")], server
 
 def build_tasks_app() -> typer.Typer:
     """``swtune tasks``: a new sub-app on each call."""
-    app = typer.Typer(no_args_is_help=True, help="Tuning tasks on a server: list, show, cancel.")
+    app = typer.Typer(no_args_is_help=True, rich_markup_mode=HELP_MARKUP,
+                      help="Tuning tasks on a server: list, show, cancel.")
     app.command("list")(tasks_list)
     app.command("show")(tasks_show)
     app.command("cancel")(tasks_cancel)
@@ -185,17 +195,30 @@ def submit(target: Annotated[str, typer.Option(help="sw26010 or sw26010-pro")],
            )] = None,
            model_batch: Annotated[int, typer.Option("--batch-size", help="--model: the model's batch size")] = 1,
            label: Annotated[list[str] | None, typer.Option(help="one per workload (repeatable)")] = None,
-           trials: Annotated[int, typer.Option(min=1, help="trial budget per workload; with --model, the one "
-                                                          "budget of the whole model")] = 200,
+           trials: Annotated[int | None, typer.Option(
+               min=1, show_default=False, help="trials per task: per workload (default 200); with --model, per "
+                                               "GEMM-like task, a quarter of it (at least 8) per memory-bound task, "
+                                               "as tune-model (default 64)")] = None,
+           budget: Annotated[int | None, typer.Option(
+               min=1, help="--model: the trial budget of the whole model, spread over its tasks (instead of "
+                           "--trials)")] = None,
            strategy: Annotated[str | None, typer.Option(help="search strategy (default: the server's)")] = None,
            seed: Annotated[int, typer.Option(min=0)] = 0,
            server: Server = DEFAULT_SERVER, token: Token = None, json_out: JsonOut = False) -> None:
-    """Submit tuning tasks (one per workload) to a server; a --model is one submission with one budget."""
+    """Submit tuning tasks (one per workload) to a server; a `--model` is one submission with one budget.
+
+    `--trials` means trials per task everywhere. A model's one budget is `--budget`, or `--trials` per
+    task as `swtune tune-model` counts it; a budget too small to give every task its baseline and a
+    few trials is warned about (such tasks may end untuned)."""
+    if trials is not None and budget is not None:
+        raise CommandError("give --trials (per task) or --budget (the whole model's), not both")
     if model and not (workload or file or label):
-        return _submit_model(model, model_batch, target, trials, strategy, seed, server, token, json_out)
+        return _submit_model(model, model_batch, target, trials, budget, strategy, seed, server, token, json_out)
+    if budget is not None:
+        raise CommandError("--budget is the budget of a whole model (--model); give tasks of workloads --trials each")
     specs, names = collect_workloads(workload or [], file, model, model_batch, label or [])
     with connect(server, token) as api:
-        created = api.submit(specs, target, trials, strategy=strategy, labels=names, seed=seed)
+        created = api.submit(specs, target, trials or 200, strategy=strategy, labels=names, seed=seed)
     if json_out:
         return print_json(created)
     table = Table(title=f"submitted {len(created['task_ids'])} tasks (submission {created['batch']}, "
@@ -209,18 +232,20 @@ def submit(target: Annotated[str, typer.Option(help="sw26010 or sw26010-pro")],
                   f"{server.rstrip('/')}/ui/#/submission/{created['batch']}")
 
 
-def _submit_model(model: str, batch_size: int, target: str, trials: int, strategy: str | None, seed: int,
-                  server: str, token: str | None, json_out: bool) -> None:
-    """A model as one submission: its distinct workloads with their call counts, ``trials`` spread
+def _submit_model(model: str, batch_size: int, target: str, trials: int | None, budget: int | None,
+                  strategy: str | None, seed: int, server: str, token: str | None, json_out: bool) -> None:
+    """A model as one submission: its distinct workloads with their call counts, one budget spread
     over them by the server's gradient task scheduler."""
-    from tuner.bridge.extract import extract_model
+    from tuner.bridge.extract import extract_model, trial_budget
 
     extracted = extract_model(model, batch=batch_size)
     layers = [{"name": layer.name, "workload": layer.workload.to_json(), "calls": layer.weight}
               for layer in extracted.layers]
+    whole = budget if budget is not None else trial_budget(extracted.layers, trials or DEFAULT_MODEL_TRIALS)
     with connect(server, token) as api:
-        created = api.submit_model(Path(model).stem[:128] or model[:128], layers, target, trials, strategy=strategy,
+        created = api.submit_model(Path(model).stem[:128] or model[:128], layers, target, whole, strategy=strategy,
                                    seed=seed)
+    warn(created.get("warnings", []))
     if json_out:
         return print_json(created)
     table = Table(title=f"submitted {created['model']}: {len(created['tasks'])} tasks, one budget of "

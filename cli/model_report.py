@@ -37,16 +37,23 @@ def layer_report(layers: list[Any], tasks: list[dict[str, Any]], best: dict[str,
     for col in ("layer", "calls", "trials", "baseline ms", "tuned ms", "speedup", "GFLOPS"):
         table.add_column(col, justify="left" if col == "layer" else "right")
     total_base = total_tuned = 0.0
+    untuned: list[str] = []
     for layer, task in zip(layers, tasks):
         found = best.get(layer.workload.key)
         tuned = found["mean_time"] if found else None
         b = base[layer.name]
         total_base += layer.weight * b
         total_tuned += layer.weight * (tuned if tuned else b)
+        if not tuned:
+            untuned.append(layer.name)
         table.add_row(layer.name, str(layer.weight), str(task.get("trials_done", 0)), f"{b * 1e3:.3f}",
-                      f"{tuned * 1e3:.3f}" if tuned else "-", f"{b / tuned:.2f}x" if tuned else "-",
+                      f"{tuned * 1e3:.3f}" if tuned else "untuned", f"{b / tuned:.2f}x" if tuned else "-",
                       f"{layer.workload.flops / tuned / 1e9:.1f}" if tuned else "-")
     console.print(table)
+    if untuned:
+        console.print(f"[yellow]{len(untuned)} of {len(layers)} tasks untuned[/] (no successful measurement; counted "
+                      f"at their baseline, and `swtune compile` runs them untuned): {', '.join(untuned)}",
+                      soft_wrap=True, highlight=False)
     console.print(f"estimated end-to-end time of the tuned operators: {total_tuned * 1e3:.3f} ms "
                   f"(baseline {total_base * 1e3:.3f} ms, {total_base / total_tuned:.2f}x); the whole model "
                   f"follows. {elapsed:.0f} s.")
@@ -66,8 +73,11 @@ def compile_report(result: Any) -> None:
     console.print(table)
     counts = result.counts()
     untuned = [k for k in result.kernels if not k.tuned]
+    cpe_tasks = [op for op in result.cpe_ops if getattr(op, "workload", None) is not None]
+    untuned_cpe = [op for op in cpe_tasks if not op.tuned]
     console.print(f"{counts.get('tuned kernel', 0)} tuned kernel calls, {counts.get('fallback kernel', 0)} "
-                  f"fallback kernel calls ({len(untuned)} of {len(result.kernels)} distinct kernels untuned), "
+                  f"fallback kernel calls ({len(untuned)} of {len(result.kernels)} distinct kernels untuned; "
+                  f"{len(untuned_cpe)} of {len(cpe_tasks)} CPE kernel tasks untuned), "
                   f"{counts.get('MPE', 0)} MPE steps, {counts.get('view (no-op)', 0)} views, "
                   f"{counts.get('compile time', 0)} folded at compile time.", soft_wrap=True)
     if result.timing is not None:

@@ -3,10 +3,15 @@
 from __future__ import annotations
 
 import json
-from typing import Any
+from typing import Any, Literal
 
 import typer
 from rich.console import Console
+
+# Help is prose: docstrings and option help are Markdown, so a paragraph re-wraps to the terminal and
+# only a blank line breaks it (rich's default mode keeps the source's hard line breaks). Every app and
+# sub-app is made with this mode; tests/cli_tests/test_help_text.py renders every command's help.
+HELP_MARKUP: Literal["markdown"] = "markdown"
 
 # rich resolves sys.stdout at print time, so a console made at import still writes where the
 # command's caller (a terminal, a pipe, typer's CliRunner) points stdout
@@ -15,6 +20,24 @@ console = Console()
 
 def print_json(value: Any) -> None:
     typer.echo(json.dumps(value, indent=2))
+
+
+def warn(messages: list[str]) -> None:
+    """Warnings (e.g. the server's on a submission) on stderr, one line each, whatever else is printed."""
+    for message in messages:
+        typer.echo(f"warning: {message}", err=True)
+
+
+def task_state(task: dict[str, Any]) -> str:
+    """A task's state as tables show it: ``done, untuned`` when it ended without any successful
+    measurement (the API's ``untuned_reason``), so "done" never reads as "tuned"."""
+    state = str(task.get("state", "?"))
+    return f"{state}, untuned" if task.get("untuned_reason") else state
+
+
+def workload_name(task: dict[str, Any]) -> str:
+    """The short name of a task's workload (op, shapes, dtype); its key from a server without labels."""
+    return str(task.get("workload_label") or task.get("workload_key", "?"))
 
 
 def ms(seconds: float | None) -> str:

@@ -28,18 +28,17 @@ def server_lookup(url: str, token: str | None, target: str, cache: Path | None =
     return lookup.best, lambda: None
 
 
-def db_lookup(url: str | None, target: str) -> tuple[Lookup, Callable[[], None]]:
-    """Lookup in the local tuning log; no database (or no tables) means every workload is untuned."""
+def db_lookup(url: str, target: str) -> tuple[Lookup, Callable[[], None]]:
+    """Lookup in the local tuning log at ``url`` (cli.tuning_log.database_url); no database (or no
+    tables) means every workload is untuned."""
     from sqlalchemy.engine import make_url
     from sqlalchemy.exc import SQLAlchemyError
 
-    from db.engine import Database, normalize_url
+    from db.engine import Database
     from db.errors import NotFoundError
     from db.measurements import best_config
-    from service.settings import Settings
 
-    url = url or Settings().database_url
-    parsed = make_url(normalize_url(url))
+    parsed = make_url(url)
     none: Lookup = lambda w: None  # noqa: E731
     if parsed.get_backend_name() == "sqlite" and parsed.database not in (None, "", ":memory:") \
             and not Path(parsed.database).exists():

@@ -16,10 +16,12 @@ from typing import Annotated
 
 import typer
 
+from cli.output import HELP_MARKUP
+from cli.tuning_log import DB_HELP
+from cli.tuning_log import database_url as _url
 from tuner.measure.noise import DEFAULT_NOISE
 
-DbUrl = Annotated[str | None, typer.Option("--database-url", envvar="SWTUNE_DATABASE_URL",
-                                              help="default: sqlite:///./swtune.db")]
+DbUrl = Annotated[str | None, typer.Option("--database-url", envvar="SWTUNE_DATABASE_URL", help=DB_HELP)]
 
 
 def is_loopback(host: str) -> bool:
@@ -43,10 +45,6 @@ def read_token(token: str | None, token_file: Path | None) -> str | None:
     return token
 
 
-def _url(url: str | None) -> str:
-    from db.engine import DEFAULT_URL
-
-    return url or DEFAULT_URL
 
 
 # --- processes ---------------------------------------------------------------------------------
@@ -122,14 +120,15 @@ def driver(database_url: DbUrl = None) -> None:
 
 def demo(trials: Annotated[int, typer.Option(help="trials per layer")] = 64,
          workers: Annotated[int, typer.Option(help="simulator worker processes")] = 2,
-         db: Annotated[Path | None, typer.Option(help="SQLite file to keep (default: a temp dir)")] = None,
+         db: Annotated[str | None, typer.Option(help="the tuning log to keep: a file path or a SQLAlchemy URL "
+                                                     "(default: a file in a temporary directory)")] = None,
          target: Annotated[str, typer.Option()] = "sw26010",
          strategy: Annotated[str | None, typer.Option(help="default: model if available, else random")] = None
          ) -> None:
     """Tune AlexNet's conv and dense layers end to end (embedded server, simulator workers)."""
     from service.demo import run_demo
 
-    results = run_demo(trials=trials, workers=workers, db_path=str(db) if db else None, target=target,
+    results = run_demo(trials=trials, workers=workers, db_path=_url(db) if db is not None else None, target=target,
                        strategy=strategy)
     if any(r.tuned_s is None for r in results):
         raise typer.Exit(1)
@@ -183,7 +182,8 @@ def db_import(path: Annotated[Path, typer.Argument(help="JSON lines file from `s
 
 def build_db_app() -> typer.Typer:
     """``swtune db``: a new sub-app on each call."""
-    app = typer.Typer(no_args_is_help=True, help="The tuning log: migrations, export, import.")
+    app = typer.Typer(no_args_is_help=True, rich_markup_mode=HELP_MARKUP,
+                      help="The tuning log: migrations, export, import.")
     app.command("upgrade")(db_upgrade)
     app.command("export")(db_export)
     app.command("import")(db_import)
@@ -248,7 +248,8 @@ def token_revoke(token_id: Annotated[int, typer.Argument()], database_url: DbUrl
 
 def build_token_app() -> typer.Typer:
     """``swtune token``: a new sub-app on each call."""
-    app = typer.Typer(no_args_is_help=True, help="API tokens (stored hashed).")
+    app = typer.Typer(no_args_is_help=True, rich_markup_mode=HELP_MARKUP,
+                      help="API tokens (stored hashed).")
     app.command("create")(token_create)
     app.command("list")(token_list)
     app.command("revoke")(token_revoke)

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import logging
+import shlex
 import time
 from pathlib import Path
 from typing import Annotated, Any
@@ -18,9 +19,11 @@ from typing import Annotated, Any
 import typer
 from rich.table import Table
 
+from cli.client_commands import DEFAULT_MODEL_TRIALS
 from cli.errors import CommandError
-from cli.output import console
+from cli.output import console, task_state, warn
 from cli.schedule_lookup import DEFAULT_CACHE, db_lookup, server_lookup
+from cli.tuning_log import DB_HELP, database_url
 from tuner.measure.noise import DEFAULT_NOISE
 
 DEFAULT_WORKLOAD = '{"op": "conv2d", "n": 1, "c": 64, "h": 27, "w": 27, "k": 192, "r": 5, "s": 5, "padding": 2}'
@@ -168,7 +171,7 @@ def compile_model(
     target: Target = "sw26010",
     server: Annotated[str | None, typer.Option(help="look schedules up on a running swtune service")] = None,
     token: TokenOpt = None,
-    db: Annotated[str | None, typer.Option(help="tuning log URL (default: SWTUNE_DATABASE_URL)")] = None,
+    db: Annotated[str | None, typer.Option(envvar="SWTUNE_DATABASE_URL", help=DB_HELP)] = None,
     cache: Annotated[Path, typer.Option(help="cache file of --server lookups")] = DEFAULT_CACHE,
     batch: Annotated[int, typer.Option(help="model batch size")] = 1,
     width: Width = 1.0,
@@ -181,7 +184,7 @@ def compile_model(
     from tuner.targets import get_target
 
     tname = get_target(target).name
-    lookup, close = server_lookup(server, token, tname, cache) if server else db_lookup(db, tname)
+    lookup, close = server_lookup(server, token, tname, cache) if server else db_lookup(database_url(db), tname)
     handler = _ConsoleHandler(logging.WARNING)
     log = logging.getLogger("tuner.aot")
     log.addHandler(handler)
@@ -209,7 +212,7 @@ def _follow(client: Any, submitted: dict[str, Any], names: list[str], deadline: 
         for tid, name in zip(submitted["task_ids"], names):
             task = tasks.get(tid, {})
             best = task.get("best_time")
-            t.add_row(name, task.get("state", "?"), f"{task.get('trials_done', 0)}/{task.get('trial_budget', '?')}",
+            t.add_row(name, task_state(task), f"{task.get('trials_done', 0)}/{task.get('trial_budget', '?')}",
                       f"{best * 1e3:.4f}" if best else "-")
         return t
 
@@ -217,20 +220,19 @@ def _follow(client: Any, submitted: dict[str, Any], names: list[str], deadline: 
         return follow_tasks(client, submitted, deadline, lambda tasks: live.update(table(tasks)))
 
 
-def _tune_on(url: str, token: str | None, model: str, layers: list[Any], target: str, trials: int,
+def _tune_on(url: str, token: str | None, model: str, layers: list[Any], target: str, budget: int,
              strategy: str | None, timeout: float) -> tuple[list[dict[str, Any]], dict[str, Any]]:
-    """Submit the model to the service at ``url`` as one submission (one budget: ``trials`` per
-    GEMM-like task, a quarter of that per memory-bound task, tuner.bridge.extract.trial_budget, spread
-    by the server's gradient task scheduler), follow it, and fetch the best schedules. The tasks come
-    back in ``layers`` order."""
+    """Submit the model to the service at ``url`` as one submission (one budget, spread by the
+    server's gradient task scheduler), follow it, and fetch the best schedules. The tasks come back
+    in ``layers`` order."""
     from service.client import ServiceClient
-    from tuner.bridge.extract import trial_budget
 
     with ServiceClient(url, token) as client:
         name = Path(model).stem if model.endswith(".onnx") else model
         created = client.submit_model(name[:128], [{"name": l.name, "workload": l.workload.to_json(),
                                                      "calls": l.weight} for l in layers],
-                                      target, trial_budget(layers, trials), strategy=strategy)
+                                      target, budget, strategy=strategy)
+        warn(created.get("warnings", []))
         # layers sharing a workload are one task on the server: follow the tasks, report per layer
         by_key = {t["workload_key"]: t["task_id"] for t in created["tasks"]}
         submitted = {"batch": created["id"], "task_ids": [t["task_id"] for t in created["tasks"]]}
@@ -245,17 +247,19 @@ def tune_model(
     target: Target = "sw26010",
     server: Annotated[str | None, typer.Option(help="URL of a running swtune service (default: embedded)")] = None,
     token: TokenOpt = None,
-    trials: Annotated[int, typer.Option(help="trials per GEMM-like task: the model is one submission whose one "
-                                                 "budget is this per GEMM-like task plus a quarter of it (at least "
-                                                 "8) per memory-bound task")] = 64,
+    trials: Annotated[int | None, typer.Option(min=1, show_default=False, help=(
+        "trials per task: the model is one submission whose one budget is this per GEMM-like task plus a quarter "
+        "of it (at least 8) per memory-bound task [default: 64]"))] = None,
+    budget: Annotated[int | None, typer.Option(min=1, show_default=False, help=(
+        "the trial budget of the whole model instead (spread over its tasks by the task scheduler)"))] = None,
     workers: Annotated[int, typer.Option(help="simulator workers in embedded mode")] = 2,
     strategy: Annotated[str | None, typer.Option(help="search strategy")] = None,
     batch: Annotated[int, typer.Option("--batch-size", help="the model's batch size")] = 1,
     width: Width = 1.0,
     image: Image = 224,
     timeout: Annotated[float, typer.Option(help="give up following the tasks after this many seconds")] = 1800.0,
-    db: Annotated[str | None, typer.Option(help="embedded tuning log URL (default: SWTUNE_DATABASE_URL, "
-                                                   "sqlite:///./swtune.db), read by `swtune compile`")] = None,
+    db: Annotated[str | None, typer.Option(envvar="SWTUNE_DATABASE_URL",
+                                           help=DB_HELP + "; embedded mode keeps it for `swtune compile`")] = None,
 ) -> None:
     """Tune every task of a model (conv / dense / batch_matmul, expression operators, memory-bound
     operators) and report the per-layer result.
@@ -266,7 +270,12 @@ def tune_model(
     through the AOT compiler's reader (legalization and C for every operator without a kernel): an
     operator that cannot compile is named with its binding and nothing is submitted. Embedded (the
     default): the tuning log at ``--db``, the API on a free loopback port and simulator worker
-    processes, as ``swtune demo`` runs them."""
+    processes, as ``swtune demo`` runs them.
+
+    The model's one trial budget is ``--trials`` per task (the same meaning as everywhere), or
+    ``--budget`` for the whole model. A budget too small to give every task its baseline and a few
+    trials is warned about; a task that ends without a successful measurement is reported untuned,
+    and ``swtune compile`` runs it untuned."""
     from cli.model_report import layer_report, whole_model_report
     from tuner.aot import AotError
     from tuner.aot.compiler import lower_model
@@ -275,6 +284,9 @@ def tune_model(
     from tuner.targets import get_target
 
     get_target(target)
+    if budget is not None and trials is not None:
+        raise CommandError("give --trials (per task) or --budget (the whole model's), not both")
+    log_url = None if server else database_url(db)  # a bad --db is refused before any work
     mod = load_relax(model, batch=batch, width=width, image=image)
     extracted = extract_relax(mod)
     try:
@@ -283,21 +295,25 @@ def tune_model(
         raise CommandError(f"{model} cannot be compiled for Sunway, nothing was tuned: {exc}") from exc
     layers = extracted.layers
     memory = [l for l in layers if memory_bound(l.workload)]
+    whole = budget if budget is not None else trial_budget(layers, trials or DEFAULT_MODEL_TRIALS)
     console.print(f"[bold]{model}[/]: {len(layers)} tunable tasks ({len(memory)} memory-bound; "
-                  f"{sum(l.weight for l in layers)} calls), one budget of {trial_budget(layers, trials)} trials; "
+                  f"{sum(l.weight for l in layers)} calls), one budget of {whole} trials; "
                   "not tuned here (legalized: CPE kernels, or C on the MPE): "
                   + (", ".join(f"{op} x{n}" for op, n in sorted(extracted.untuned.items())) or "none"))
     start = time.monotonic()
     if server:
-        tasks, best = _tune_on(server, token, model, layers, target, trials, strategy, timeout)
+        tasks, best = _tune_on(server, token, model, layers, target, whole, strategy, timeout)
     else:
         from service.embedded import embedded_service
-        from service.settings import Settings
 
-        url = db or Settings().database_url
-        console.print(f"tuning log: {url} (`swtune compile {model} --db {url}` reads it)", soft_wrap=True)
-        with embedded_service(url, workers=workers, target=target) as service:
-            tasks, best = _tune_on(service.url, None, model, layers, target, trials, strategy, timeout)
+        assert log_url is not None
+        # the compile command that reads this log, with the model options given here
+        shape = [f"--{name} {value}" for name, value, default in
+                 (("batch", batch, 1), ("width", width, 1.0), ("image", image, 224)) if value != default]
+        hint = " ".join(["swtune compile", model, *shape, "-o DIR --db", shlex.quote(db or "swtune.db")])
+        console.print(f"tuning log: {log_url} (`{hint}` reads it)", soft_wrap=True, highlight=False)
+        with embedded_service(log_url, workers=workers, target=target) as service:
+            tasks, best = _tune_on(service.url, None, model, layers, target, whole, strategy, timeout)
     layer_report(layers, tasks, best, target, time.monotonic() - start)
     # the program `swtune compile` would build from this log: fused, offloaded and grouped the same way
     program = lower_model(mod, target, lambda w: best.get(w.key, {}).get("config"))

@@ -10,6 +10,18 @@ from typing import Any
 from tuner.workloads import Workload
 
 
+def untuned_reason(state: str, trials_done: int, best_time: float | None) -> str | None:
+    """Why a task that ended (done or cancelled) has no successful measurement, or None when it has
+    one or is still active. Such a task's "done" means "stopped", not "tuned": compile runs its
+    workload untuned."""
+    if state == "active" or (best_time is not None and math.isfinite(best_time)):
+        return None
+    if trials_done == 0:
+        return "untuned: no trial was run (the budget gave it none)" if state == "done" else \
+            "untuned: cancelled before any trial"
+    return f"untuned: none of its {trials_done} trials succeeded"
+
+
 @dataclass(frozen=True)
 class TaskInfo:
     """A tuning task with its progress; ``curve`` is (trial number, best time so far) per trial."""
@@ -49,6 +61,10 @@ class TaskInfo:
     def trials_done(self) -> int:
         """Jobs that used a trial for good: measured (ok or failed config) or given up after attempts."""
         return self.done + self.failed
+
+    @property
+    def untuned_reason(self) -> str | None:
+        return untuned_reason(self.state, self.trials_done, self.best_time)
 
     @property
     def queued(self) -> int:

@@ -1,7 +1,13 @@
-"""Engines and sessions: a SQLite file (WAL, busy timeout, immediate transactions) or PostgreSQL."""
+"""Engines and sessions: a SQLite file (WAL, busy timeout, immediate transactions) or PostgreSQL.
+
+Every option and variable that names a tuning log (``--db``, ``--database-url``,
+``SWTUNE_DATABASE_URL``) goes through :func:`normalize_url`, the one place where a file path becomes
+a SQLite URL and where a value that is neither is refused, naming the value and the two forms.
+"""
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -9,18 +15,45 @@ from typing import Any
 
 from sqlalchemy import Engine, create_engine, event, text
 from sqlalchemy.engine import make_url
+from sqlalchemy.exc import ArgumentError, NoSuchModuleError
 from sqlalchemy.orm import Session, sessionmaker
+
+from db.errors import DatabaseUrlError
 
 DEFAULT_URL = "sqlite:///./swtune.db"
 
+ACCEPTED_FORMS = ("a file path (swtune.db, ./logs/swtune.db or /abs/swtune.db: a SQLite file) or a SQLAlchemy URL "
+                  "(sqlite:///swtune.db, postgresql+psycopg://user@host:5432/db)")
+_SCHEME = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*://")
+_SCHEME_TYPO = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]+:")  # sqlite:/x.db, postgresql:host: a URL gone wrong
+
 
 def normalize_url(url: str) -> str:
-    """Accept the usual spellings; PostgreSQL always goes through psycopg 3."""
-    if url.startswith("postgres://"):
-        url = "postgresql://" + url[len("postgres://"):]
-    if url.startswith("postgresql://"):
-        url = "postgresql+psycopg://" + url[len("postgresql://"):]
-    return url
+    """The SQLAlchemy URL of a tuning log given as a URL or as a file path (relative or absolute).
+
+    A path becomes ``sqlite:///`` + its absolute path; PostgreSQL always goes through psycopg 3.
+    Anything else (an unparsable URL, an unknown database, a directory) raises DatabaseUrlError
+    naming the value and the accepted forms, before anything is opened."""
+    value = url.strip() if isinstance(url, str) else ""
+    if not value:
+        raise DatabaseUrlError(f"no tuning log given ({url!r}): give {ACCEPTED_FORMS}")
+    if not _SCHEME.match(value):
+        if _SCHEME_TYPO.match(value):
+            raise DatabaseUrlError(f"cannot use {url!r} as a tuning log (a URL needs '://'): give {ACCEPTED_FORMS}")
+        path = Path(value).expanduser().absolute()
+        if path.is_dir():
+            raise DatabaseUrlError(f"tuning log {url!r} is a directory: give {ACCEPTED_FORMS}")
+        return f"sqlite:///{path}"
+    if value.startswith("postgres://"):
+        value = "postgresql://" + value[len("postgres://"):]
+    if value.startswith("postgresql://"):
+        value = "postgresql+psycopg://" + value[len("postgresql://"):]
+    try:
+        make_url(value).get_dialect()
+    except (ArgumentError, NoSuchModuleError, ValueError) as exc:
+        raise DatabaseUrlError(f"cannot use {url!r} as a tuning log ({type(exc).__name__}): give "
+                               f"{ACCEPTED_FORMS}") from None
+    return value
 
 
 def _sqlite_pragmas(engine: Engine, busy_timeout_ms: int) -> None:

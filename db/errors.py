@@ -31,3 +31,7 @@ class InvalidInputError(StorageError, ValueError):
 
 class StorageUnavailableError(StorageError):
     """The database cannot be reached or is not migrated (HTTP 503)."""
+
+
+class DatabaseUrlError(InvalidInputError):
+    """A tuning log named by something that is neither a file path nor a usable SQLAlchemy URL."""

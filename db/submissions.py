@@ -24,6 +24,7 @@ from typing import Any
 from sqlalchemy import select, update
 from sqlalchemy.orm import Session
 
+from db.domain import untuned_reason
 from db.errors import InvalidInputError, NotFoundError
 from db.orm import JobRow, MeasurementRow, SubmissionRow, TargetRow, TaskRow, WorkloadRow
 from db.refs import parse_workload, target_id, target_name, workload_id, workload_of
@@ -69,6 +70,10 @@ class SubmissionTask:
     @property
     def used(self) -> int:
         return self.done + self.failed
+
+    @property
+    def untuned_reason(self) -> str | None:
+        return untuned_reason(self.state, self.used, self.best_time)
 
     @property
     def queued(self) -> int:

@@ -23,6 +23,19 @@ from dataclasses import dataclass
 from db.submissions import Submission
 from tuner.search.scheduler import GradientScheduler
 
+# A task's warm-up: its baseline schedule plus a few candidates. A budget below this per task leaves
+# tasks that never get a successful measurement (they end "untuned", db.domain.untuned_reason).
+MIN_TRIALS_PER_TASK = 4
+
+
+def thin_budget_warning(budget: int, tasks: int) -> str | None:
+    """The warning for a model budget that cannot give every task its baseline plus a few trials."""
+    need = MIN_TRIALS_PER_TASK * tasks
+    if tasks <= 0 or budget >= need:
+        return None
+    return (f"a budget of {budget} trials cannot give each of the {tasks} tasks its baseline plus "
+            f"{MIN_TRIALS_PER_TASK - 1} trials (that needs {need}): some tasks may end untuned")
+
 
 @dataclass(frozen=True)
 class Plan:

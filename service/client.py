@@ -101,12 +101,13 @@ class ServiceClient:
         return self.request("POST", f"/api/v1/tasks/{task_id}/cancel").json()
 
     # --- model submissions --------------------------------------------------------------------
-    def submit_model(self, model: str, layers: list[dict[str, Any]], target: str, trials: int, *,
+    def submit_model(self, model: str, layers: list[dict[str, Any]], target: str, budget: int, *,
                      per_round: int = 16, early_stop: int | None = None, strategy: str | None = None,
                      seed: int = 0) -> dict[str, Any]:
-        """One submission for a whole model: ``layers`` are {"name", "workload", "calls"}, ``trials``
-        the one budget the driver spreads over them. Returns the submission (its ``id``, its tasks)."""
-        body = {"model": model, "layers": layers, "target": target, "trials": trials, "per_round": per_round,
+        """One submission for a whole model: ``layers`` are {"name", "workload", "calls"}, ``budget``
+        the one trial budget the driver spreads over them. Returns the submission (its ``id``, its
+        tasks, and ``warnings``, e.g. a budget too small for every task)."""
+        body = {"model": model, "layers": layers, "target": target, "budget": budget, "per_round": per_round,
                 "early_stop": early_stop, "strategy": strategy, "seed": seed}
         # not retried: a submit whose answer was lost would create the submission twice
         return self.request("POST", "/api/v1/submissions", json=body, retry=False).json()

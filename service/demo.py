@@ -22,6 +22,7 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
+from db.engine import normalize_url
 from service.client import ServiceClient
 from service.embedded import embedded_service
 from tuner.baseline import baseline_time
@@ -89,7 +90,7 @@ def run_demo(*, trials: int = 64, workers: int = 2, db_path: str | None = None, 
         console.print(f"[bold]swtune demo[/]: {model} conv+dense layers on {target}, {trials} trials per layer, "
                       f"{workers} simulator workers, log {db_path}")
         start = time.monotonic()
-        with embedded_service(f"sqlite:///{Path(db_path).resolve()}", workers=workers, target=target) as service, \
+        with embedded_service(normalize_url(db_path), workers=workers, target=target) as service, \
                 service.client() as client:
             submitted = client.submit([l.workload.to_json() for l in layers], target, trials, strategy=strategy,
                                       labels=[l.name for l in layers])

@@ -10,7 +10,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from tuner.measure.base import SOURCES, STATUSES
 
@@ -56,7 +56,12 @@ class TaskCreated(BaseModel):
 class TaskOut(BaseModel):
     id: int
     state: str
+    untuned_reason: str | None = Field(
+        None, description="set when the task ended (done or cancelled) without any successful measurement: why, "
+                          "e.g. 'untuned: no trial was run (the budget gave it none)'; its workload stays untuned")
     workload_key: str
+    workload_label: str = Field(description="a short name of the workload (operator, shapes, dtype); the key for "
+                                                "built-in operators, whose key is that already")
     workload: dict[str, Any]
     target: str
     label: str
@@ -94,19 +99,37 @@ class LayerIn(_In):
 
 
 class SubmissionCreate(_In):
-    """A whole model: one trial budget, spread over its layers' tasks by the gradient task scheduler.
-    Layers running the same workload become one task whose call count is the sum of theirs."""
+    """A whole model: one trial budget (``budget``), spread over its layers' tasks by the gradient task
+    scheduler. Layers running the same workload become one task whose call count is the sum of theirs.
+
+    ``trials`` is the field's old name, kept so that older clients work: it means the whole model's
+    budget too (unlike ``trials`` of POST /tasks, per workload); the answer then carries a warning.
+    Give exactly one of them."""
 
     model: LayerName = Field(description="the model's name, e.g. resnet50")
     layers: list[LayerIn] = Field(min_length=1, max_length=1000)
     target: TargetName
-    trials: int = Field(ge=1, le=1_000_000, description="the trial budget of the whole model")
+    budget: int | None = Field(None, ge=1, le=1_000_000,
+                               description="the trial budget of the whole model, spread over its tasks")
+    trials: int | None = Field(None, ge=1, le=1_000_000, json_schema_extra={"deprecated": True},
+                               description="deprecated: the old name of budget (the whole model's budget)")
     per_round: int = Field(16, ge=1, le=512, description="trials a task is granted at a time")
     early_stop: int | None = Field(None, ge=1, le=1_000_000,
                                    description="a task stops after this many trials without improvement")
     strategy: str | None = Field(None, max_length=64,
                                  description="search strategy; default: model if available, else random")
     seed: int = Field(0, ge=0, le=2**31 - 1)
+
+    @model_validator(mode="after")
+    def _one_budget(self) -> SubmissionCreate:
+        if (self.budget is None) == (self.trials is None):
+            raise ValueError("give the whole model's trial budget as 'budget' ('trials' is its deprecated name), "
+                             "exactly one of them")
+        return self
+
+    @property
+    def whole_budget(self) -> int:
+        return self.budget if self.budget is not None else int(self.trials or 0)
 
 
 class SubmissionTaskOut(BaseModel):
@@ -116,8 +139,13 @@ class SubmissionTaskOut(BaseModel):
     call_count: int = Field(description="how many times the model runs this task's workload")
     weight: float | None = Field(description="estimated seconds per model run: call_count x baseline time")
     workload_key: str
+    workload_label: str = Field(description="a short name of the workload (operator, shapes, dtype); the key for "
+                                                "built-in operators, whose key is that already")
     workload: dict[str, Any]
     state: str
+    untuned_reason: str | None = Field(
+        None, description="set when the task ended (done or cancelled) without any successful measurement: why, "
+                          "e.g. 'untuned: no trial was run (the budget gave it none)'; its workload stays untuned")
     trial_budget: int = Field(description="trials granted to this task so far out of the submission's budget")
     trials_done: int
     queued: int
@@ -139,6 +167,8 @@ class SubmissionRecordOut(BaseModel):
     trials_done: int
     trials_queued: int
     tasks: list[SubmissionTaskOut]
+    warnings: list[str] = Field(default_factory=list,
+                                description="on creation: a budget too small for every task, a deprecated field")
 
 
 # --- workers ----------------------------------------------------------------------------------

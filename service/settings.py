@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
-from pydantic import Field
+from pydantic import Field, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
+
+from db.engine import DEFAULT_URL, normalize_url
 
 
 class Settings(BaseSettings):
@@ -11,7 +13,7 @@ class Settings(BaseSettings):
 
     model_config = SettingsConfigDict(env_prefix="SWTUNE_", extra="ignore")
 
-    database_url: str = "sqlite:///./swtune.db"
+    database_url: str = Field(DEFAULT_URL, description="the tuning log: a file path (SQLite) or a SQLAlchemy URL")
     # Auth is on for `swtune serve`; the embedded single-user demo turns it off (loopback only).
     auth_enabled: bool = True
     token_cache_seconds: float = Field(10.0, ge=0, description="how long a checked token is trusted")
@@ -41,6 +43,11 @@ class Settings(BaseSettings):
                                                   "registered, else random)")
     transfer_rows: int = Field(4000, ge=0, description="newest measurements of the target's other workloads "
                                                        "a new task's cost model starts from (0: no transfer)")
+
+    @field_validator("database_url")
+    @classmethod
+    def _tuning_log(cls, value: str) -> str:
+        return normalize_url(value)  # a path becomes a SQLite URL; anything unusable is refused here
 
     host: str = "127.0.0.1"
     port: int = 8000

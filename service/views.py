@@ -10,7 +10,8 @@ from service.schemas import BestOut, JobOut, TaskOut
 
 def task_out(t: TaskInfo) -> TaskOut:
     gflops = t.workload.flops / t.best_time / 1e9 if t.best_time and math.isfinite(t.best_time) else None
-    return TaskOut(id=t.id, state=t.state, workload_key=t.workload_key, workload=t.workload.to_json(),
+    return TaskOut(id=t.id, state=t.state, untuned_reason=t.untuned_reason, workload_key=t.workload_key,
+                   workload_label=t.workload.label, workload=t.workload.to_json(),
                    target=t.target, label=t.label, batch=t.batch, strategy=t.strategy, seed=t.seed,
                    trial_budget=t.trial_budget, trials_done=t.trials_done, failed=t.failed, pending=t.pending,
                    leased=t.leased, best_time=t.best_time, best_gflops=gflops, best_config=t.best_config,

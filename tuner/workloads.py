@@ -86,6 +86,12 @@ class Workload:
             del out["epilogue"]
         return out
 
+    @property
+    def label(self) -> str:
+        """A short human name for tables and the dashboard (op, shapes, dtype): the key unless a kind
+        whose key is not readable has a shorter one."""
+        return self.key
+
     def canonical_json(self) -> str:
         return json.dumps(self.to_json(), sort_keys=True, separators=(",", ":"))
 

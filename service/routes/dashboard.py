@@ -100,8 +100,11 @@ class LayerOut(BaseModel):
     layer_names: list[str] = Field(description="the model's layers this task stands for")
     call_count: int = Field(description="how many times one model run calls this task's workload")
     workload_key: str
+    workload_label: str = Field(description="a short name of the workload (operator, shapes, dtype)")
     workload: dict[str, Any]
     state: str
+    untuned_reason: str | None = Field(
+        None, description="set when the task ended without any successful measurement: why")
     trials_done: int
     trial_budget: int = Field(description="in a model submission: the trials granted to this task so far")
     baseline_time: float | None = Field(description="one call under the OpenACC-like schedule, on the simulator")
@@ -206,7 +209,8 @@ def submission(batch: Batch, db: Db, _: Reader) -> SubmissionReportOut:
     base_total = sum(t.call_count * base for t, base, _ in with_base) if with_base else None
     tuned_total = sum(t.call_count * (tuned or base) for t, base, tuned in with_base) if with_base else None
     layers = [LayerOut(task_id=t.id, label=t.label, layer_names=list(t.layer_names), call_count=t.call_count,
-                       workload_key=t.workload_key, workload=t.workload.to_json(), state=t.state,
+                       workload_key=t.workload_key, workload_label=t.workload.label,
+                       workload=t.workload.to_json(), state=t.state, untuned_reason=t.untuned_reason,
                        trials_done=t.trials_done, trial_budget=t.trial_budget, baseline_time=base,
                        tuned_time=tuned, speedup=base / tuned if base and tuned else None,
                        gflops=_gflops(t.workload.flops, tuned),

@@ -12,6 +12,7 @@ from fastapi import APIRouter
 from db import submissions as submissions_db
 from db.submissions import LayerSpec, Submission
 from service.auth import Submitter
+from service.budget import thin_budget_warning
 from service.deps import AppState, Db
 from service.errors import AUTH, BODY, responses
 from service.schemas import SubmissionCreate, SubmissionRecordOut, SubmissionTaskOut
@@ -32,7 +33,8 @@ def submission_out(sub: Submission) -> SubmissionRecordOut:
         trials_queued=sub.trials_queued,
         tasks=[SubmissionTaskOut(task_id=t.task_id, label=t.label, layer_names=list(t.layer_names),
                                  call_count=t.call_count, weight=t.weight, workload_key=t.workload.key,
-                                 workload=t.workload.to_json(), state=t.state, trial_budget=t.granted,
+                                 workload_label=t.workload.label, workload=t.workload.to_json(), state=t.state,
+                                 untuned_reason=t.untuned_reason, trial_budget=t.granted,
                                  trials_done=t.used, queued=t.queued, best_time=t.best_time)
                for t in sub.tasks])
 
@@ -47,9 +49,15 @@ def create(body: SubmissionCreate, db: Db, state: AppState, principal: Submitter
     layers = [LayerSpec(name=layer.name, workload=layer.workload, calls=layer.calls) for layer in body.layers]
     with db.session() as s:
         created = submissions_db.create_submission(
-            s, body.model, layers, body.target, body.trials, strategy, per_round=body.per_round,
+            s, body.model, layers, body.target, body.whole_budget, strategy, per_round=body.per_round,
             early_stop=body.early_stop, seed=body.seed, submitter=principal.name,
             submitter_token_id=principal.token_id, known_strategies=available())
     if state.driver is not None:
         state.driver.wake()
-    return submission_out(created)
+    out = submission_out(created)
+    if body.trials is not None:
+        out.warnings.append("'trials' of a submission is deprecated: it is the whole model's budget; send 'budget'")
+    thin = thin_budget_warning(created.trial_budget, len(created.tasks))
+    if thin:
+        out.warnings.append(thin)
+    return out

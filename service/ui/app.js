@@ -45,8 +45,22 @@ function workloadText(w) {
   return `${w.op} ${dims}${extra} ${w.dtype}`;
 }
 
+// A task's workload in a table cell: the short name (op, shapes, dtype). Kinds whose spec carries a
+// script (CPE kernels, expressions) show the server's workload_label; the script is on the task's page.
+function workloadCell(t) {
+  const w = t.workload || {};
+  const text = w.script ? t.workload_label || `${w.op} ${w.name || ""}` : workloadText(w);
+  return h("span", { class: "mono workload", title: t.workload_key }, text);
+}
+
 function badge(state) {
   return h("span", { class: `badge state-${state}` }, state);
+}
+
+// A task's state, and "untuned" beside it when it ended without any successful measurement.
+function stateBadges(t) {
+  const untuned = t.untuned_reason ? [" ", h("span", { class: "badge state-untuned", title: t.untuned_reason }, "untuned")] : [];
+  return [badge(t.state), ...untuned]; // flat: h() flattens its children one level only
 }
 
 function progress(done, total) {
@@ -162,9 +176,9 @@ pages.tasks = async function (view, params) {
       tasks.map((t) => row({ dataset: { taskId: t.id } }, [
         ["id", h("a", { href: `#/task/${t.id}` }, String(t.id))],
         ["label", t.label || "-"],
-        ["workload", h("span", { class: "mono", title: t.workload_key }, workloadText(t.workload))],
+        ["workload", workloadCell(t)],
         ["target", t.target],
-        ["state", badge(t.state)],
+        ["state", stateBadges(t)],
         ["trials", progress(t.trials_done, t.trial_budget)],
         ["best_ms", fmt.ms(t.best_time), true],
         ["gflops", fmt.gflops(t.best_gflops), true],
@@ -178,9 +192,13 @@ pages.task = async function (view, params, id) {
   const failures = trials.trials.filter((t) => t.status !== "ok").slice(-8).reverse();
   view.replaceChildren(
     h("div", { class: "page-head" },
-      h("h1", {}, `Task ${task.id}`, task.label ? ` · ${task.label}` : ""), badge(task.state)),
+      h("h1", {}, `Task ${task.id}`, task.label ? ` · ${task.label}` : ""), stateBadges(task)),
+    h("p", { class: "mono", id: "task-workload" }, workloadCell(task)),
     h("p", { class: "mono muted" }, `${task.workload_key} on ${task.target} · strategy ${task.strategy} · seed ${task.seed}` +
       (task.batch ? " · " : ""), task.batch ? h("a", { href: `#/submission/${task.batch}` }, "submission") : null),
+    task.untuned_reason ? h("p", { class: "warn", id: "untuned-reason" }, `${task.untuned_reason}: its workload runs untuned`) : null,
+    h("details", { id: "workload-spec" }, h("summary", {}, task.workload.script ? "script (TVMScript)" : "workload spec (JSON)"),
+      h("pre", { class: "mono small" }, task.workload.script || JSON.stringify(task.workload, null, 2))),
     h("div", { class: "cards" },
       card("best time", `${fmt.ms(task.best_time)} ms`),
       card("best GFLOPS", fmt.gflops(task.best_gflops)),
@@ -232,14 +250,14 @@ pages.submission = async function (view, params, batch) {
     h("div", { class: "cards" },
       card("end-to-end estimate", `${fmt.ms(s.tuned_total)} ms`, `baseline ${fmt.ms(s.baseline_total)} ms`),
       card("speedup vs baseline", fmt.speedup(s.speedup), s.untuned ? `${s.untuned} layer(s) not tuned yet, at baseline` : "every layer tuned"),
-      card(s.model ? "trials (one budget)" : "trials", `${s.trials_done} / ${s.trial_budget}`)),
+      card(s.model ? "budget (whole model)" : "trials", `${s.trials_done} / ${s.trial_budget}`)),
     table([{ title: "layer" }, { title: "workload" }, { title: "calls", num: true }, { title: "state" },
       { title: s.model ? "trials (granted)" : "progress" }, { title: "baseline ms", num: true }, { title: "tuned ms", num: true },
       { title: "speedup", num: true }, { title: "share", num: true }, { title: "GFLOPS", num: true }],
       s.layers.map((l) => row({ dataset: { taskId: l.task_id } }, [
         ["label", h("a", { href: `#/task/${l.task_id}`, title: l.layer_names.join(", ") }, l.label || `task ${l.task_id}`)],
-        ["workload", h("span", { class: "mono", title: l.workload_key }, workloadText(l.workload))],
-        ["calls", String(l.call_count), true], ["state", badge(l.state)],
+        ["workload", workloadCell(l)],
+        ["calls", String(l.call_count), true], ["state", stateBadges(l)],
         ["progress", progress(l.trials_done, l.trial_budget)], ["baseline_ms", fmt.ms(l.baseline_time), true],
         ["tuned_ms", fmt.ms(l.tuned_time), true], ["speedup", fmt.speedup(l.speedup), true],
         ["share", l.share === null ? "-" : `${(100 * l.share).toFixed(1)}%`, true],

@@ -195,3 +195,71 @@ def test_dashboard_follows_a_tuning_run(backend_url: str, backend_kind: str) -> 
             server.wait(20)
         except subprocess.TimeoutExpired:
             server.kill()
+
+
+POOL_SCRIPT = '''@I.ir_module
+class Module:
+    @R.function
+    def main(p_0: R.Tensor((1, 8, 16, 16), dtype="float32")) -> R.Tensor((1, 8, 8, 8), dtype="float32"):
+        with R.dataflow():
+            lv: R.Tensor((1, 8, 8, 8), dtype="float32") = R.nn.max_pool2d(p_0, pool_size=[3, 3], strides=[2, 2], dilation=[1, 1], padding=[1, 1, 1, 1], ceil_mode=False, count_include_pad=False, layout="NCHW", out_layout="NCHW")
+            gv: R.Tensor((1, 8, 8, 8), dtype="float32") = lv
+            R.output(gv)
+        return gv
+'''  # noqa: E501 - the script as TVM prints it
+
+
+def test_dashboard_names_cpe_kernel_tasks_shortly_and_marks_untuned_ones(backend_url: str) -> None:
+    """A model of a dense layer and a max pool (a CPE kernel task) with a budget of 1: the dense gets
+    its one trial (this test plays the worker), the pool none. The tables name the pool by operator,
+    shapes and dtype, never by its script; its page keeps the script one click away; it ends untuned."""
+    db = Database(backend_url)
+    with db.session() as s:
+        tokens = {role: tokens_db.create_token(s, role, f"ui-{role}")[1] for role in ("read", "submit", "worker")}
+    db.dispose()
+    server, base = spawn_server(_env(backend_url), REPO)
+    label = "nn.max_pool2d 1x8x16x16 -> 1x8x8x8 float32"
+    try:
+        sub = ServiceClient(base, tokens["submit"]).submit_model(
+            "net", [{"name": "fc", "workload": {"op": "dense", "m": 16, "n": 64, "k": 128}, "calls": 8},
+                    {"name": "pool", "workload": {"op": "cpe_kernel", "name": "nn_max_pool2d", "script": POOL_SCRIPT}}],
+            TARGET, 1, per_round=1, strategy="random")
+        pool = next(t["task_id"] for t in sub["tasks"] if t["layer_names"] == ["pool"])
+        worker = ServiceClient(base, tokens["worker"])
+        lease = _wait("a job to lease", lambda: (lambda g: g if g["jobs"] else None)(
+            worker.lease("ui-w", TARGET, max_jobs=4, wait_seconds=5)), timeout=30)
+        worker.post_results(lease["lease_token"], "ui-w", [{"job_id": j["id"], "status": "ok", "times": [1e-5],
+                                                           "source": "simulator"} for j in lease["jobs"]])
+        reader = ServiceClient(base, tokens["read"])
+        _wait("both tasks done", lambda: all(t["state"] == "done" for t in reader.tasks(batch=sub["id"])))
+        with sync_api.sync_playwright() as pw:
+            browser = pw.chromium.launch(executable_path=CHROMIUM, headless=True)
+            page = browser.new_page(viewport={"width": 1280, "height": 1000})
+            errors: list[str] = []
+            page.on("pageerror", lambda exc: errors.append(str(exc)))
+            page.goto(base + "/ui/")
+            page.wait_for_selector("#token-dialog[open]")
+            page.fill("#token-input", tokens["read"])
+            page.click("#token-form button[type=submit]")
+            page.wait_for_selector(f"#tasks-table tbody tr[data-task-id='{pool}']")
+            row = _cells(page, "tasks-table", "task-id")[str(pool)]
+            assert (row["workload"], row["state"]) == (label, "done untuned")
+            assert "ir_module" not in page.inner_text("#view")
+            page.goto(f"{base}/ui/#/submission/{sub['id']}")
+            page.wait_for_selector(f"#layers-table tbody tr[data-task-id='{pool}']")
+            assert _cells(page, "layers-table", "task-id")[str(pool)]["workload"] == label
+            page.goto(f"{base}/ui/#/task/{pool}")
+            page.wait_for_selector("#workload-spec")
+            assert page.inner_text("#task-workload") == label
+            assert not page.locator("#workload-spec pre").is_visible()  # closed: one click away
+            page.click("#workload-spec summary")
+            assert "R.nn.max_pool2d" in page.inner_text("#workload-spec pre")
+            assert "untuned" in page.inner_text("#untuned-reason")
+            assert not errors, errors
+            browser.close()
+    finally:
+        server.send_signal(signal.SIGTERM)
+        try:
+            server.wait(20)
+        except subprocess.TimeoutExpired:
+            server.kill()

@@ -122,14 +122,28 @@ def test_submit_list_show_best_cancel(live: Live, tmp_path: Path) -> None:
 @pytest.mark.slow
 def test_submit_a_model_through_the_extraction(tmp_path: Path) -> None:
     pytest.importorskip("torch", reason="model extraction needs swtune[models]")
-    from tuner.bridge.extract import extract_model
+    from tuner.bridge.extract import extract_model, trial_budget
 
     with fresh_url("sqlite", tmp_path) as url, live_service(url) as live:
-        done = run(live.url, live.tokens["submit"], "submit", "--model", "alexnet", "--target", TARGET,
-                   "--trials", "4", "--json")
-        assert done.exit_code == 0, done.output
-        created = json.loads(done.stdout)
         layers = extract_model("alexnet").layers
+        # --trials is per task, as in tune-model and for workloads: the model's budget counts it per task
+        per_task = run(live.url, live.tokens["submit"], "submit", "--model", "alexnet", "--target", TARGET,
+                       "--trials", "6", "--json")
+        assert per_task.exit_code == 0, per_task.output
+        assert json.loads(per_task.stdout)["trial_budget"] == trial_budget(layers, 6) == 6 * len(layers)
+        assert "warning" not in per_task.stderr
+        # --budget is the whole model's; one too small for a baseline and a few trials per task is warned about
+        done = run(live.url, live.tokens["submit"], "submit", "--model", "alexnet", "--target", TARGET,
+                   "--budget", "4", "--json")
+        assert done.exit_code == 0, done.output
+        assert done.stderr.splitlines() == [f"warning: a budget of 4 trials cannot give each of the {len(layers)} "
+                                            f"tasks its baseline plus 3 trials (that needs {4 * len(layers)}): some "
+                                            "tasks may end untuned"]
+        created = json.loads(done.stdout)
+        assert created["warnings"] == [done.stderr.splitlines()[0].removeprefix("warning: ")]
+        both = run(live.url, live.tokens["submit"], "submit", "--model", "alexnet", "--target", TARGET,
+                   "--budget", "4", "--trials", "4")
+        assert both.exit_code == 2 and "not both" in both.stderr
         # one submission, one budget of 4 trials for the whole model, each distinct workload once with its call count
         assert (created["model"], created["trial_budget"], created["state"]) == ("alexnet", 4, "active")
         assert [(t["workload_key"], t["call_count"]) for t in created["tasks"]] == [

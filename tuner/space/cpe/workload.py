@@ -9,6 +9,7 @@ operator from the text alone (``from_json`` checks that it parses into exactly o
 from __future__ import annotations
 
 import hashlib
+import re
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
@@ -16,6 +17,12 @@ from tuner.errors import InvalidWorkloadError
 from tuner.workloads import DTYPE_BYTES, MAX_FLOPS, Workload
 
 MAX_SCRIPT_CHARS = 20_000  # a one-operator module prints in a few hundred characters
+
+# read from the text alone (no tvm): `def main(p_0: R.Tensor((1, 64, 56, 56), dtype="float32")) -> R.Tensor(...)`
+# and the first `= R.nn.max_pool2d(` of its body
+_SIGNATURE = re.compile(r"def main\((?P<params>.*?)\)\s*->\s*(?P<out>R\.Tensor\(.*?\))\s*:", re.S)
+_TENSOR = re.compile(r"R\.Tensor\(\((?P<shape>[^)]*)\)")
+_CALL = re.compile(r"=\s*R\.(?P<op>[A-Za-z_][\w.]*)\(")
 
 
 @dataclass(frozen=True)
@@ -40,6 +47,21 @@ class CpeKernelWorkload(Workload):
     @property
     def key(self) -> str:
         return f"cpe-{self.name}-{hashlib.sha256(self.script.encode()).hexdigest()[:16]}"
+
+    @property
+    def label(self) -> str:
+        """``nn.max_pool2d 1x64x56x56 -> 1x64x28x28 float32``: the operator, its tensor parameters'
+        shapes, the result's and the dtype, read from the script's text (its name if that fails)."""
+        signature, call = _SIGNATURE.search(self.script), _CALL.search(self.script)
+        if signature is None:
+            return f"{self.name} {self.dtype}"
+
+        def shapes(text: str) -> list[str]:
+            return ["x".join(d.strip() for d in m["shape"].split(",") if d.strip()) or "scalar"
+                    for m in _TENSOR.finditer(text)]
+
+        op = call["op"] if call else self.name
+        return f"{op} {', '.join(shapes(signature['params']))} -> {', '.join(shapes(signature['out']))} {self.dtype}"
 
     @property
     def flops(self) -> int:

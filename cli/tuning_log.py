@@ -1,0 +1,17 @@
+"""The tuning log a command names: ``--db`` / ``--database-url`` / ``SWTUNE_DATABASE_URL``.
+
+Each is a file path (relative or absolute: a SQLite file) or a SQLAlchemy URL. The conversion and
+the refusal of anything else are ``db.engine.normalize_url``'s; commands call :func:`database_url`
+first, so a bad value is reported before any work starts.
+"""
+
+from __future__ import annotations
+
+DB_HELP = "the tuning log: a file path (a SQLite file, e.g. swtune.db) or a SQLAlchemy URL [default: ./swtune.db]"
+
+
+def database_url(value: str | None) -> str:
+    """The SQLAlchemy URL of an option's value (None: the default ``./swtune.db``)."""
+    from db.engine import DEFAULT_URL, normalize_url
+
+    return normalize_url(value if value is not None else DEFAULT_URL)

@@ -1,0 +1,90 @@
+"""The README's commands run as written: every ``swtune ...`` line of its code blocks (also inside a
+``&&`` chain) is run, in order, as the console script runs it, in a scratch directory, with
+``SWTUNE_SERVER`` pointing at a live embedded service (driver and simulator workers) for the client
+commands. Commands that tune to the end (demo, tune, tune-model) get at most 4 ``--trials``; the
+submitted task is cancelled by the README itself. So the README cannot drift from the CLI."""
+
+from __future__ import annotations
+
+import os
+import re
+import shlex
+import subprocess
+import sys
+import time
+import tomllib
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+README = ROOT / "README.md"
+TUNING_COMMANDS = {"demo", "tune", "tune-model"}
+SMALL_TRIALS = 4
+
+
+def readme_commands(text: str) -> list[list[str]]:
+    """The argv (without the program) of every swtune command in the README's code blocks, in order."""
+    commands: list[list[str]] = []
+    for block in re.findall(r"^```(?:bash|sh|console)?\n(.*?)^```", text, flags=re.S | re.M):
+        for line in block.splitlines():
+            for part in line.split("&&"):
+                words = shlex.split(part, comments=True)
+                if words and Path(words[0]).name == "swtune":
+                    commands.append(words[1:])
+    return commands
+
+
+def small(argv: list[str]) -> list[str]:
+    """``argv`` with at most SMALL_TRIALS trials when the command tunes until it is done."""
+    if argv[0] not in TUNING_COMMANDS:
+        return argv
+    if "--trials" not in argv:
+        return [*argv, "--trials", str(SMALL_TRIALS)]
+    i = argv.index("--trials") + 1
+    return [*argv[:i], str(min(int(argv[i]), SMALL_TRIALS)), *argv[i + 1:]]
+
+
+def test_the_readme_commands_are_found() -> None:
+    commands = readme_commands(README.read_text())
+    heads = [" ".join(c[:2]) if c[0] in ("tasks", "db", "token") else c[0] for c in commands]
+    assert {"demo", "tune-model", "compile", "submit", "tasks list", "tasks show", "tasks cancel", "best"} <= set(heads)
+    assert small(["tune-model", "m", "--trials", "16"]) == ["tune-model", "m", "--trials", "4"]
+    assert small(["demo"]) == ["demo", "--trials", "4"] and small(["compile", "m"]) == ["compile", "m"]
+    # the console script is cli.app:main, which is what the test runs
+    scripts = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["scripts"]
+    assert scripts == {"swtune": "cli.app:main"}
+
+
+def _wait_for_a_measurement(server: str, task_id: int, timeout: float = 120.0) -> None:
+    """What a README reader does before `swtune best`: wait until the task has a first result."""
+    from service.client import ServiceClient
+
+    deadline = time.monotonic() + timeout
+    with ServiceClient(server, None) as client:
+        while client.task(task_id)["best_time"] is None:
+            assert time.monotonic() < deadline, "no measurement within the timeout"
+            time.sleep(0.5)
+
+
+@pytest.mark.slow
+def test_every_readme_command_runs_as_written(tmp_path: Path) -> None:
+    from service.embedded import embedded_service
+
+    commands = readme_commands(README.read_text())
+    with embedded_service(f"sqlite:///{tmp_path / 'server.db'}", workers=2) as service:
+        env = {**os.environ, "SWTUNE_SERVER": service.url, "COLUMNS": "160",
+               "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])}
+        env.pop("SWTUNE_DATABASE_URL", None)
+        work = tmp_path / "work"
+        work.mkdir()
+        for argv in commands:
+            if argv[0] == "best":
+                _wait_for_a_measurement(service.url, 1)
+            run = small(argv)
+            result = subprocess.run([sys.executable, "-c", "import sys; from cli.app import main; "
+                                     "sys.argv[0] = 'swtune'; main()", *run], cwd=work, env=env,
+                                    capture_output=True, text=True, timeout=600)
+            assert result.returncode == 0, f"swtune {shlex.join(run)}\n{result.stdout}\n{result.stderr}"
+    # what the README says the model commands leave behind
+    assert (work / "resnet18.db").exists() and (work / "resnet18_sw" / "Makefile").exists()

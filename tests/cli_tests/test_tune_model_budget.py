@@ -1,0 +1,87 @@
+"""`swtune tune-model` with a whole-model `--budget` too small for its tasks: the warning, the untuned
+tasks reported as such, the log kept at a relative path, and `swtune compile` reading that log by
+absolute path and by URL alike, counting the same layers untuned."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+from typing import Any
+
+import pytest
+from typer.testing import CliRunner
+
+from cli.app import build_app
+
+app = build_app()
+MODEL = ["resnet18", "--width", "0.125", "--image", "32"]
+
+
+def run(*args: str) -> Any:
+    return CliRunner().invoke(app, list(args), env={"SWTUNE_DATABASE_URL": None}, terminal_width=200)  # type: ignore[dict-item]
+
+
+def test_trials_and_budget_are_one_or_the_other(tmp_path: Path, monkeypatch) -> None:
+    import tuner.bridge.extract
+
+    monkeypatch.setattr(tuner.bridge.extract, "load_relax", lambda *a, **k: pytest.fail("work started"))
+    result = run("tune-model", *MODEL, "--trials", "4", "--budget", "8", "--db", str(tmp_path / "x.db"))
+    assert result.exit_code == 2 and "give --trials (per task) or --budget (the whole model's), not both" in \
+        result.stderr, result.output
+    help_text = " ".join(run("tune-model", "--help").stdout.split())
+    assert "--trials" in help_text and "trials per task" in help_text and "the trial budget of the whole model" in \
+        help_text
+
+
+@pytest.mark.slow
+def test_a_thin_budget_warns_and_its_untuned_tasks_are_counted_by_compile(tmp_path: Path, monkeypatch) -> None:
+    pytest.importorskip("torch", reason="task extraction needs torch (dev extra)")
+    monkeypatch.chdir(tmp_path)
+    tuned = run("tune-model", *MODEL, "--budget", "8", "--workers", "1", "--timeout", "240", "--db", "logs/rn.db")
+    assert tuned.exit_code == 0, tuned.output
+    # (the rest of stderr: the lowering's log of untuned workloads falling back to default schedules)
+    assert tuned.stderr.splitlines()[0] == ("warning: a budget of 8 trials cannot give each of the 18 tasks its "
+                                            "baseline plus 3 trials (that needs 72): some tasks may end untuned")
+    out = tuned.stdout
+    assert "one budget of 8 trials" in out
+    # its closing hint is a compile command that reads this log, with the same model options
+    assert "(`swtune compile resnet18 --width 0.125 --image 32 -o DIR --db logs/rn.db` reads it)" in " ".join(
+        out.split())
+    log = tmp_path / "logs" / "rn.db"
+    assert log.exists()
+
+    from db import tasks as tasks_db
+    from db.engine import Database
+
+    database = Database(str(log))  # a path: the same log
+    try:
+        with database.session() as s:
+            tasks = tasks_db.list_tasks(s)
+    finally:
+        database.dispose()
+    untuned = {t.workload_key for t in tasks if t.untuned_reason}
+    assert len(tasks) == 18 and 10 <= len(untuned) < 18  # 8 trials cannot reach more than 8 tasks
+    assert all(t.state == "done" for t in tasks)
+    reported = re.search(r"(\d+) of 18 tasks untuned", out)
+    assert reported and int(reported.group(1)) == len(untuned), out
+    assert out.count("done, untuned") == len(untuned)  # the live table's last frame marks each one
+
+    manifests = []
+    for i, db in enumerate([str(log), f"sqlite:///{log}"]):  # absolute path, URL
+        res = run("compile", *MODEL, "--db", db, "-o", str(tmp_path / f"out{i}"))
+        assert res.exit_code == 0, res.output
+        manifest = json.loads((tmp_path / f"out{i}" / "manifest.json").read_text())
+        kernels = {k["workload_key"]: k["status"] for k in manifest["kernels"]}
+        cpe = {k["workload_key"]: k["status"] for k in manifest["cpe_kernels"]}
+        assert {key for key, status in kernels.items() if status != "tuned"} == untuned & set(kernels)
+        assert {key for key, status in cpe.items() if status != "tuned"} == untuned & set(cpe)
+        summary = " ".join(res.stdout.split())
+        # a workload fused with different epilogues is several kernels: the summary counts kernels
+        n_untuned = sum(1 for k in manifest["kernels"] if k["status"] != "tuned")
+        n_cpe = sum(1 for k in manifest["cpe_kernels"] if k["status"] != "tuned")
+        assert n_untuned >= len(untuned & set(kernels)) > 0
+        assert f"({n_untuned} of {len(manifest['kernels'])} distinct kernels untuned; {n_cpe} of " \
+               f"{len(manifest['cpe_kernels'])} CPE kernel tasks untuned)" in summary, summary
+        manifests.append((kernels, cpe))
+    assert manifests[0] == manifests[1]
