@@ -51,3 +51,21 @@ def lease(api: Api, worker: str = "w1", role: str = "worker", **body: Any) -> di
                         headers=api.headers(role))
     assert r.status_code == 200, r.text
     return r.json()
+
+
+def measure_leased(api: Api, backend: Any, max_jobs: int = 8) -> list[dict[str, Any]]:
+    """One worker round: lease up to ``max_jobs``, measure them with ``backend`` from the job's workload
+    JSON alone (what a worker rebuilds), post the results. Returns the jobs ([] when none were left)."""
+    from tuner.workloads import workload_from_json
+
+    got = lease(api, max_jobs=max_jobs)
+    if not got["jobs"]:
+        return []
+    workload = workload_from_json(got["jobs"][0]["workload"])
+    measured = backend.measure(workload, "sw26010", [j["config"] for j in got["jobs"]])
+    results = [{"job_id": j["id"], "status": m.status.value, "times": list(m.times), "source": "simulator"}
+               for j, m in zip(got["jobs"], measured)]
+    body = {"lease_token": got["lease_token"], "worker": "w1", "results": results}
+    r = api.client.post("/api/v1/jobs/results", json=body, headers=api.headers("worker"))
+    assert r.status_code == 200, r.text
+    return got["jobs"]

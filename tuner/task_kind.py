@@ -106,6 +106,16 @@ class TaskKind(Protocol):
         ...
 
 
+def check_failure(space: Any, config: Config) -> str | None:
+    """Why ``space.check(config)`` refuses a config (a knob outside the space, a rule it breaks), or None:
+    the usual ``why_not_applied`` of a kind whose compile runs a valid config as it is."""
+    try:
+        space.check(dict(config))
+    except (ValueError, KeyError) as exc:
+        return str(exc)
+    return None
+
+
 _kinds: dict[str, TaskKind] = {}
 _loaded = False
 _lock = threading.Lock()

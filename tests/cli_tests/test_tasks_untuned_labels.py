@@ -9,6 +9,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
+from cpe_samples import POOL_SCRIPT  # noqa: E402
 from typer.testing import CliRunner
 
 from cli.app import build_app
@@ -21,16 +22,7 @@ pytest.importorskip("tvm")  # a CPE kernel workload is checked by rebuilding it
 TARGET = "sw26010"
 FC1 = {"op": "dense", "m": 16, "n": 64, "k": 128}
 FC2 = {"op": "dense", "m": 32, "n": 64, "k": 64}
-POOL = {"op": "cpe_kernel", "name": "nn_max_pool2d", "script": '''@I.ir_module
-class Module:
-    @R.function
-    def main(p_0: R.Tensor((1, 8, 16, 16), dtype="float32")) -> R.Tensor((1, 8, 8, 8), dtype="float32"):
-        with R.dataflow():
-            lv: R.Tensor((1, 8, 8, 8), dtype="float32") = R.nn.max_pool2d(p_0, pool_size=[3, 3], strides=[2, 2], dilation=[1, 1], padding=[1, 1, 1, 1], ceil_mode=False, count_include_pad=False, layout="NCHW", out_layout="NCHW")
-            gv: R.Tensor((1, 8, 8, 8), dtype="float32") = lv
-            R.output(gv)
-        return gv
-'''}  # noqa: E501 - the script as TVM prints it
+POOL = {"op": "cpe_kernel", "name": "nn_max_pool2d", "script": POOL_SCRIPT}
 POOL_LABEL = "nn.max_pool2d 1x8x16x16 -> 1x8x8x8 float32"
 
 

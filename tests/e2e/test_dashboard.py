@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from cpe_samples import POOL_SCRIPT  # noqa: E402
 
 from db import tokens as tokens_db
 from db.engine import Database
@@ -197,16 +198,6 @@ def test_dashboard_follows_a_tuning_run(backend_url: str, backend_kind: str) -> 
             server.kill()
 
 
-POOL_SCRIPT = '''@I.ir_module
-class Module:
-    @R.function
-    def main(p_0: R.Tensor((1, 8, 16, 16), dtype="float32")) -> R.Tensor((1, 8, 8, 8), dtype="float32"):
-        with R.dataflow():
-            lv: R.Tensor((1, 8, 8, 8), dtype="float32") = R.nn.max_pool2d(p_0, pool_size=[3, 3], strides=[2, 2], dilation=[1, 1], padding=[1, 1, 1, 1], ceil_mode=False, count_include_pad=False, layout="NCHW", out_layout="NCHW")
-            gv: R.Tensor((1, 8, 8, 8), dtype="float32") = lv
-            R.output(gv)
-        return gv
-'''  # noqa: E501 - the script as TVM prints it
 
 
 def test_dashboard_names_cpe_kernel_tasks_shortly_and_marks_untuned_ones(backend_url: str) -> None:

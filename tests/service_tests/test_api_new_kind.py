@@ -9,7 +9,7 @@ from collections.abc import Iterator
 
 import pytest
 import toy_kind
-from api_helpers import lease
+from api_helpers import measure_leased
 from sqlalchemy import func, select
 
 from db.orm import TaskRow
@@ -42,18 +42,13 @@ def test_a_new_kind_is_tuned_through_the_service(api) -> None:
     first = True
     for _ in range(12):
         driver.run_once()
-        got = lease(api, max_jobs=8)
-        if not got["jobs"]:
+        jobs = measure_leased(api, backend)
+        if not jobs:
             break
-        wl = workload_from_json(got["jobs"][0]["workload"])  # what a worker rebuilds
-        configs = [j["config"] for j in got["jobs"]]
         if first:  # the kind's baseline is measured first
-            assert baseline_config(space_for(wl, "sw26010")) in configs
+            wl = workload_from_json(jobs[0]["workload"])
+            assert baseline_config(space_for(wl, "sw26010")) in [j["config"] for j in jobs]
             first = False
-        results = [{"job_id": j["id"], "status": m.status.value, "times": list(m.times), "source": "simulator"}
-                   for j, m in zip(got["jobs"], backend.measure(wl, "sw26010", configs))]
-        body = {"lease_token": got["lease_token"], "worker": "w1", "results": results}
-        assert api.client.post("/api/v1/jobs/results", json=body, headers=api.headers("worker")).status_code == 200
     task = api.client.get(f"/api/v1/tasks/{task_id}", headers=api.headers("read")).json()
     assert task["trials_done"] == TRIALS, task
     best = api.client.get("/api/v1/schedules/best", params={"workload_key": key, "target": "sw26010"},

@@ -19,7 +19,7 @@ from tuner.measure.simulator import measure_schedule
 from tuner.search.base import SearchStrategy, create_strategy
 from tuner.space.space import Config, ScheduleSpace
 from tuner.targets import Target
-from tuner.task_kind import Factors
+from tuner.task_kind import Factors, check_failure
 from tuner.workloads import Workload
 
 FEATURE_FAMILY = "gemm_like"  # tuner.search.features: one column layout for every GEMM-like space
@@ -50,11 +50,7 @@ class GemmLikeKind:
         return schedule_seconds(space, config)
 
     def why_not_applied(self, space: ScheduleSpace, config: Config) -> str | None:
-        try:
-            space.check(dict(config))
-        except (ValueError, KeyError) as exc:
-            return str(exc)
-        return None
+        return check_failure(space, config)
 
     def takes_transfer(self, requested: str) -> bool:
         return requested == "model"  # the model-guided strategy starts from other workloads' model

@@ -25,7 +25,7 @@ from tuner.space.cpe.space import CpeKernelSpace
 from tuner.space.cpe.workload import CpeKernelWorkload
 from tuner.space.space import Config
 from tuner.targets import Target
-from tuner.task_kind import Factors
+from tuner.task_kind import Factors, check_failure
 from tuner.workloads import Workload
 
 
@@ -65,11 +65,7 @@ class CpeKernelKind:
     def why_not_applied(self, space: CpeKernelSpace, config: Config) -> str | None:
         """The space's rules; the compiler re-checks the config's meaning on the model's own node
         (tuner.space.cpe.task.tuned_op), whose constants the rebuilt operator does not have."""
-        try:
-            space.check(dict(config))
-        except (ValueError, KeyError) as exc:
-            return str(exc)
-        return None
+        return check_failure(space, config)
 
     def takes_transfer(self, requested: str) -> bool:
         return False
