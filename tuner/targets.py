@@ -90,6 +90,13 @@ class Target:
     mpe_transcendental_cycles: float = 20.0  # [A] MPE: libm-style exp/erf/tanh/sqrt or a float division
     cpe_transcendental_cycles: float = 20.0  # [A] CPE: the same, scalar, in generated C
     cpe_sync_cycles: float = 1000.0  # [A] athread_ssync_array across the 64 CPEs (between spawn phases)
+    # --- costs a simulator profile may set (tuner/profile.py); these defaults are the model as it was
+    # before profiles: every FMA issues in one cycle, double-buffered DMA hides entirely under compute,
+    # a DMA wait costs nothing beyond its transfer, producers do the work of consumers ---
+    p0_cycles_per_fma: float = 1.0
+    dma_overlap: float = 1.0
+    dma_wait_cycles: float = 0.0
+    producer_extra_ops: float = 0.0
     extra: dict[str, str] = field(default_factory=dict)  # provenance notes shown by `swtune targets`
 
     @property
