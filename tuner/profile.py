@@ -181,5 +181,6 @@ def default_profile(target: Target | str) -> Profile:
 
 
 # Every parameter names a Target field: checked once at import so a renamed field fails loudly here.
-if not set(SPEC_BY_NAME) <= {f.name for f in fields(Target)}:
-    raise ImportError(f"profile parameters without a Target field: {set(SPEC_BY_NAME) - {f.name for f in fields(Target)}}")
+_UNKNOWN_FIELDS = set(SPEC_BY_NAME) - {f.name for f in fields(Target)}
+if _UNKNOWN_FIELDS:
+    raise ImportError(f"profile parameters without a Target field: {sorted(_UNKNOWN_FIELDS)}")

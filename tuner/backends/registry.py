@@ -13,6 +13,7 @@ from enum import StrEnum
 
 from tuner.measure.base import MeasureBackend, Source
 from tuner.measure.noise import DEFAULT_NOISE
+from tuner.profile import Profile
 from tuner.targets import Target, get_target
 
 
@@ -39,6 +40,7 @@ class BackendOptions:
 
     noise: float = DEFAULT_NOISE  # simulator: relative std-dev of each repeat
     seed: int = 0  # simulator noise, emulator inputs
+    profile: Profile | None = None  # simulator: the target's uncertain costs (None: the built-in profile)
     compile_cmd: str = ""  # sunway: build command template ({dir}, {queue}); default make + sw5cc/swgcc
     run_cmd: str = ""  # sunway: run command template; default the target's bsub line
     queue: str = "q_sw_expr"  # sunway: bsub queue
@@ -48,7 +50,7 @@ class BackendOptions:
 def _simulator(target: str, o: BackendOptions) -> MeasureBackend:
     from tuner.measure.simulator import Simulator
 
-    return Simulator(noise=o.noise, seed=o.seed)
+    return Simulator(noise=o.noise, seed=o.seed, profile=o.profile)
 
 
 def _emulator(target: str, o: BackendOptions) -> MeasureBackend:

@@ -23,6 +23,7 @@ import numpy as np
 from tuner.dma_model import request_cycles
 from tuner.measure.base import MeasureResult, Source, Status
 from tuner.measure.noise import DEFAULT_NOISE, noise_factors
+from tuner.profile import DEFAULT_VERSION, Profile
 from tuner.space.analysis import Analysis, BufferPlan
 from tuner.space.choices import Reason
 from tuner.space.compute import PipeBound
@@ -143,19 +144,27 @@ def simulate(space: ScheduleSpace, index: np.ndarray, analysis: Analysis | None 
 
 class Simulator:
     """Measurement backend over the model. ``noise`` is the relative std-dev of each repeat
-    (lognormal, mean 1; default :data:`tuner.measure.noise.DEFAULT_NOISE`)."""
+    (lognormal, mean 1; default :data:`tuner.measure.noise.DEFAULT_NOISE`). ``profile`` sets the
+    target's uncertain costs (tuner/profile.py); without one the target preset's own values are used,
+    which is the built-in profile, version 0. Each result's details name the profile version."""
 
     source = Source.SIMULATOR
     # Microseconds per config: a worker measures 16 per call, so a stop request waits for 16 at most.
     chunk = 16
 
-    def __init__(self, noise: float = DEFAULT_NOISE, repeats: int = 3, seed: int = 0) -> None:
+    def __init__(self, noise: float = DEFAULT_NOISE, repeats: int = 3, seed: int = 0,
+                 profile: Profile | None = None) -> None:
         if noise < 0 or repeats < 1:
             raise ValueError("noise must be >= 0 and repeats >= 1")
-        self.noise, self.repeats, self.seed = noise, repeats, seed
+        self.noise, self.repeats, self.seed, self.profile = noise, repeats, seed, profile
         self._spaces: dict[tuple[str, str], Any] = {}
 
+    @property
+    def profile_version(self) -> int:
+        return self.profile.version if self.profile is not None else DEFAULT_VERSION
+
     def space(self, workload: Workload, target: Target) -> Any:
+        # one Simulator holds one profile, so the target's name is a sufficient key
         key = (workload.key, target.name)
         if key not in self._spaces:
             self._spaces[key] = space_for(workload, target)
@@ -170,10 +179,13 @@ class Simulator:
         return np.random.default_rng(int.from_bytes(digest[:8], "little"))
 
     def measure(self, workload: Workload, target: Target | str, configs: Sequence[Config]) -> list[MeasureResult]:
-        target = get_target(target)
+        target = self.profile.apply(target) if self.profile is not None else get_target(target)
         space = self.space(workload, target)
-        return kind_of(workload).simulate(
+        results = kind_of(workload).simulate(
             space, configs, lambda c: noise_factors(self._rng(workload, c), self.noise, self.repeats), self.source)
+        for r in results:
+            r.details["profile_version"] = self.profile_version
+        return results
 
 
 def measure_schedule(space: ScheduleSpace, configs: Sequence[Config], factors: Factors,
