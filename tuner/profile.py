@@ -122,7 +122,8 @@ class Profile:
         base = get_target(target)
         if base.name != self.target:
             raise ProfileError(f"a profile of {self.target!r} cannot be applied to {base.name!r}")
-        return replace(base, **self.values)
+        values: dict[str, Any] = self.values  # every name is a float field of Target (checked at import)
+        return replace(base, **values)
 
     def with_values(self, values: Mapping[str, float], *, intervals: Mapping[str, tuple[float, float]] | None = None,
                     version: int | None = None, fit: Mapping[str, Any] | None = None) -> Profile:
