@@ -2,9 +2,10 @@
 
 The model is imported into TVM Relax (torch.export -> ``from_exported_program``, or
 ``relax.frontend.onnx.from_onnx``) and every operator call of the main function is read back:
-conv2d (NCHW/OIHW, any stride, padding, dilation, groups), matmul/linear (2-D -> dense, 3-D ->
-batch_matmul) become workloads; identical workloads are merged and counted (their weight). An
-operator no built-in reader takes (conv1d, conv3d, a 4-D matmul, an einsum...) is legalized to its
+conv2d (NCHW/OIHW, any stride, padding, dilation, groups), matmul/linear of any rank (dense or
+batch_matmul where a reshape is free: tuner.ir.relax_ops.matmul_geometry) become workloads; identical
+workloads are merged and counted (their weight). An operator no built-in reader takes (conv1d, conv3d,
+a matmul that broadcasts an operand across batch dims, an einsum...) is legalized to its
 PrimFunc and, when that is one GEMM-like stage -- a reduction over a product of two or more inputs,
 with at least one spatial axis --, becomes an expression operator (tuner/expr, ``ExprWorkload``), so a
 model's novel operators are tuned instead of falling back.
@@ -38,7 +39,8 @@ from tuner.task_kind import kind_of
 from tuner.workloads import Workload
 
 # Relax ops that are bookkeeping, not computation worth listing as "untuned".
-_FREE_OPS = {"relax.reshape", "relax.permute_dims", "relax.flatten", "relax.squeeze", "relax.expand_dims"}
+_FREE_OPS = {"relax.reshape", "relax.permute_dims", "relax.flatten", "relax.squeeze", "relax.expand_dims",
+             "relax.shape_of", "relax.shape_to_tensor"}
 
 
 @dataclass

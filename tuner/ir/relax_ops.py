@@ -1,16 +1,23 @@
 """Readers of single Relax operators into workloads, shared by task extraction (tuner.bridge.extract)
 and the compiler's front end (tuner.ir.relax_reader), so both give a layer the same workload key.
 
-conv2d and matmul become built-in workloads (``READERS``); any other operator's legalized PrimFunc
-that is one compute stage becomes an expression operator (``expression_workload``), as ``Routing``
-allows; a transpose becomes the expression of TVM's topi.transpose.
+conv2d and matmul become built-in workloads (``READERS``): a matmul of any rank is dense or
+batch_matmul where a reshape is free (``matmul_geometry``), else it is legalized like the rest; any
+other operator's legalized PrimFunc that is one compute stage becomes an expression operator
+(``expression_workload``), as ``Routing`` allows; a transpose becomes the expression of TVM's
+topi.transpose.
 """
 
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
+from dataclasses import dataclass
 from enum import Enum
+from math import prod
 from typing import Any
+
+import numpy as np
 
 from tuner.errors import InvalidWorkloadError
 from tuner.expr.workload import ExprWorkload
@@ -37,16 +44,59 @@ def conv_workload(call: Any) -> Conv2d:
                   groups=int(attrs.groups), dtype=dtype)
 
 
+class MatmulForm(Enum):
+    """How a matmul of any rank reaches a GEMM-like kernel with no data moved (numpy's matmul rules)."""
+
+    BATCH = "batch_matmul"  # a and b hold the same batch elements (equal batch dims up to leading 1s)
+    DENSE = "dense"  # otherwise b is one matrix (rank 1 or 2, or batch dims all 1): a's leading dims fold into M
+
+
+@dataclass(frozen=True)
+class MatmulGeometry:
+    """A matmul's operands as the kernel reads them: a as [batch, m, k], b as [batch, k, n] (batch 1 for
+    DENSE, where a is [m, k]), and the output's shape."""
+
+    form: MatmulForm
+    batch: int
+    m: int
+    n: int
+    k: int
+    out_shape: tuple[int, ...]
+
+
+def matmul_geometry(a: Sequence[int], b: Sequence[int]) -> MatmulGeometry:
+    """Where a reshape is free, the dense or batch_matmul form of ``a @ b`` (torch/ONNX/numpy matmul:
+    a rank-1 operand is a row or column vector, batch dims broadcast); InvalidWorkloadError when an
+    operand would have to be copied across a broadcast batch dim (the expression path takes that)."""
+    a, b = list(a), list(b)
+    if not a or not b:
+        raise InvalidWorkloadError("matmul of a 0-d operand")
+    a2 = [1, *a] if len(a) == 1 else a
+    b2 = [*b, 1] if len(b) == 1 else b
+    if a2[-1] != b2[-2]:
+        raise InvalidWorkloadError(f"matmul of shapes {a} x {b}: reduction lengths differ")
+    m, k, n = a2[-2], a2[-1], b2[-1]
+    try:
+        batch = tuple(int(d) for d in np.broadcast_shapes(tuple(a2[:-2]), tuple(b2[:-2])))
+    except ValueError:
+        raise InvalidWorkloadError(f"matmul of shapes {a} x {b}: batch dims do not broadcast") from None
+    out = [*batch, *([m] if len(a) > 1 else []), *([n] if len(b) > 1 else [])]
+    if len(a2) > 2 and len(b2) > 2 and prod(a2[:-2]) == prod(b2[:-2]) == prod(batch):
+        # the same batch elements on both sides (a batch of 1 too: a runtime b is read as it is)
+        return MatmulGeometry(MatmulForm.BATCH, prod(batch), m, n, k, tuple(out))
+    if prod(b2[:-2]) == 1:  # one weight matrix: every row of a (batch dims included) is one GEMM row
+        return MatmulGeometry(MatmulForm.DENSE, 1, prod(a2[:-1]), n, k, tuple(out))
+    raise InvalidWorkloadError(f"matmul of shapes {a} x {b} broadcasts an operand across batch dims "
+                               "(not a free reshape to dense or batch_matmul)")
+
+
 def matmul_workload(call: Any) -> Dense | BatchMatmul:
     a, dtype = _shape(call.args[0])
     b, _ = _shape(call.args[1])
-    if len(a) == 2 and len(b) == 2:
-        return Dense(a[0], b[1], a[1], dtype)  # weights are constants: transposed to [N, K] at compile time
-    if len(a) == 3 and len(b) == 3 and a[0] == b[0]:
-        return BatchMatmul(a[0], a[1], b[2], a[2], dtype)
-    if len(a) == 3 and len(b) == 2:
-        return Dense(a[0] * a[1], b[1], a[2], dtype)  # a linear layer over a sequence
-    raise InvalidWorkloadError(f"matmul of shapes {a} x {b} is not a dense or batch_matmul workload")
+    g = matmul_geometry(a, b)
+    if g.form is MatmulForm.DENSE:
+        return Dense(g.m, g.n, g.k, dtype)  # weights are constants: transposed to [N, K] at compile time
+    return BatchMatmul(g.batch, g.m, g.n, g.k, dtype)
 
 
 READERS = {"relax.nn.conv2d": conv_workload, "relax.matmul": matmul_workload}

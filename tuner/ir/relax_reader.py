@@ -3,11 +3,15 @@
 The module is first legalized by TVM (``LegalizeOps``) except for the operators this reader keeps:
 conv2d and matmul become "kernel" nodes with the same workloads task extraction produces
 (tuner.bridge.extract), so tuning-log keys match, their operands brought to the layouts the slave
-kernels read (constant weights transposed to [N, K] here, at compile time); batch_norm is folded to a
-per-channel scale and shift; reshape-like operators are views; permute_dims is a layout copy (or a
-compile-time transpose of a constant). Every other operator arrives as ``call_tir`` of a legalized
-PrimFunc and becomes a generic MPE node printed from its TIR (tuner.ir.tir_c), or a compile-time
-constant when all its operands are constants (run once through TVM's llvm build). A PrimFunc task
+kernels read (constant weights transposed to [N, K] here, at compile time). A matmul of any rank is
+dense or batch_matmul on views of its operands where that is free (``matmul_geometry``; a b that is
+``x.swapaxes(-1, -2)`` is read through x, with no copy), and otherwise (an operand broadcast across
+batch dims) the legalized matmul as a GEMM-like expression operator; batch_norm is folded to a
+per-channel scale and shift; reshape-like operators are views; ``shape_of`` is a compile-time shape;
+permute_dims is a layout copy (or a compile-time transpose of a constant). Every other operator
+arrives as ``call_tir`` of a legalized PrimFunc and becomes a generic MPE node printed from its TIR
+(tuner.ir.tir_c), or a compile-time constant when all its operands are constants (run once through
+TVM's llvm build). A PrimFunc task
 extraction maps to an expression operator (its own matcher, tuner.bridge.extract, with
 ``Routing.MEMORY_BOUND``: GEMM-like stages, element-wise operators, single-input reductions) carries
 that ``expr_workload``, and so does a runtime transpose (a layout copy, as TVM's topi.transpose):
@@ -18,7 +22,7 @@ it and its binding.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from math import prod
 from typing import Any
 
@@ -26,13 +30,21 @@ import numpy as np
 
 from tuner.errors import InvalidWorkloadError
 from tuner.ir.graph import AotError, Graph, Node, Note, Tensor
-from tuner.ir.relax_ops import Routing, conv_workload, expression_workload, matmul_workload, transpose_expression
+from tuner.ir.relax_ops import (
+    MatmulForm,
+    Routing,
+    conv_workload,
+    expression_workload,
+    matmul_geometry,
+    matmul_workload,
+    transpose_expression,
+)
 
 Value = Any  # Tensor | tuple[Value, ...] | int | float
 
 _VIEWS = {"reshape", "flatten", "squeeze", "expand_dims"}
 # operators this reader keeps for itself; LegalizeOps lowers every other one to a PrimFunc
-KEPT_OPS = ("nn.conv2d", "matmul", "nn.batch_norm", "permute_dims", *sorted(_VIEWS))
+KEPT_OPS = ("nn.conv2d", "matmul", "nn.batch_norm", "permute_dims", "shape_of", *sorted(_VIEWS))
 
 
 def _ints(xs: Any) -> tuple[int, ...]:
@@ -242,21 +254,47 @@ def _transposed(r: RelaxReader, t: Tensor, axes: tuple[int, ...], name: str, why
 
 
 def _matmul(r: RelaxReader, call: Any, name: str, op: str) -> Value:
-    from tuner.workloads import BatchMatmul
+    """A matmul of any rank: dense or batch_matmul on views of its operands where that is free
+    (``matmul_geometry``), else the legalized matmul as a GEMM-like expression operator."""
+    from tvm import relax
 
+    a, b = r.tensor(call.args[0], name), r.tensor(call.args[1], name)
     try:
         w = matmul_workload(call)
-    except InvalidWorkloadError as exc:
-        raise AotError(f"{name} (matmul): {exc}") from None
-    a, b = r.tensor(call.args[0], name), r.tensor(call.args[1], name)
+    except InvalidWorkloadError:  # an operand broadcast across batch dims: one einsum-like PrimFunc
+        return _legalized(r, [a, b], lambda vs: relax.op.matmul(vs[0], vs[1]), name, op)
+    g = matmul_geometry(a.shape, b.shape)
     out_shape = _out(call, name)
-    if isinstance(w, BatchMatmul):
-        bt = _transposed(r, b, (0, 2, 1), name, "matmul")  # the kernel reads b as [B, N, K]
-        return r.node("kernel", [a, bt], (w.b, w.m, w.n), name, "matmul", workload=w)
-    a2 = a if len(a.shape) == 2 else r.view(a, (w.m, w.k), name + ".a")
-    bt = _transposed(r, b, (1, 0), name, "matmul")  # dense reads weight[N, K]
-    out = r.node("kernel", [a2, bt], (w.m, w.n), name, "matmul", workload=w)
+    if g.form is MatmulForm.BATCH:
+        # the kernel reads b as [B, N, K]: the operand of b's transpose when b = x.swapaxes(-1, -2)
+        bt = _untransposed(r, b, (g.batch, g.n, g.k))
+        if bt is None:
+            b3 = b if b.shape == (g.batch, g.k, g.n) else r.view(b, (g.batch, g.k, g.n), name + ".b")
+            bt = _transposed(r, b3, (0, 2, 1), name, "matmul")
+        a3 = a if a.shape == (g.batch, g.m, g.k) else r.view(a, (g.batch, g.m, g.k), name + ".a")
+        out = r.node("kernel", [a3, bt], (g.batch, g.m, g.n), name, "matmul", workload=w)
+    else:
+        a_rows = a if a.shape == (g.m, g.k) else r.view(a, (g.m, g.k), name + ".a")
+        b2 = b if b.shape == (g.k, g.n) else r.view(b, (g.k, g.n), name + ".b")
+        bt = _transposed(r, b2, (1, 0), name, "matmul")  # dense reads weight[N, K]
+        out = r.node("kernel", [a_rows, bt], (g.m, g.n), name, "matmul", workload=w)
     return out if out.shape == out_shape else r.view(out, out_shape, name)
+
+
+def _untransposed(r: RelaxReader, b: Tensor, shape: tuple[int, ...]) -> Tensor | None:
+    """When ``b`` is (a view of) a runtime transpose that only swaps its last two axes -- attention's
+    ``k.transpose(-2, -1)`` --, the transpose's own operand viewed as ``shape`` = [B, N, K]: the kernel
+    reads it as it is and the copy goes unused (removed as dead code)."""
+    root = b.root
+    p = next((s for s in reversed(r.steps) if isinstance(s, Node) and s.output is root), None)
+    if p is None or p.op != "transpose" or root.shape[-2:] != b.shape[-2:]:
+        return None
+    axes = tuple(p.attrs["axes"])
+    rank = len(axes)
+    if rank < 2 or axes != (*range(rank - 2), rank - 1, rank - 2):
+        return None
+    src = p.inputs[0]
+    return src if src.shape == shape else r.view(src, shape, f"{src.name}.bt")
 
 
 def _batch_norm(r: RelaxReader, call: Any, name: str, op: str) -> Value:
@@ -285,6 +323,14 @@ def _view(r: RelaxReader, call: Any, name: str, op: str) -> Value:
     r.note(name, op, "compile time" if x.kind == "const" else "view (no-op)",
            f"{list(x.shape)} -> {list(_out(call, name))}")
     return r.view(x, _out(call, name), name)
+
+
+def _shape_of(r: RelaxReader, call: Any, name: str, op: str) -> Value:
+    """A tensor's shape as a value (ONNX Expand/Reshape compute their target shapes from it): static, so
+    known at compile time."""
+    x = r.tensor(call.args[0], name)
+    r.note(name, op, "compile time", f"shape {list(x.shape)}")
+    return tuple(x.shape)
 
 
 def _permute(r: RelaxReader, call: Any, name: str, op: str) -> Value:
@@ -328,12 +374,13 @@ def _call_tir(r: RelaxReader, call: Any, name: str, op: str) -> Value:
     return out
 
 
-def _expression_of(r: RelaxReader, func: Any, fname: str) -> Any:
+def _expression_of(r: RelaxReader, func: Any, fname: str, op_name: str = "") -> Any:
     """The expression operator task extraction tunes for this PrimFunc (tuner.bridge.extract: GEMM-like
-    stages and memory-bound single-stage operators), or None."""
+    stages and memory-bound single-stage operators), or None. ``op_name`` is the PrimFunc's name as
+    LegalizeOps gives it (part of the workload's key), when ``fname`` is not that name."""
     if fname not in r.expressions:
         try:
-            r.expressions[fname] = expression_workload(func, fname, Routing.MEMORY_BOUND)
+            r.expressions[fname] = expression_workload(func, op_name or fname, Routing.MEMORY_BOUND)
         except InvalidWorkloadError:
             r.expressions[fname] = None
     return r.expressions[fname]
@@ -367,23 +414,36 @@ def _generic_node(r: RelaxReader, func: Any, args: list[Tensor], outs: list[tupl
 def _synthetic(r: RelaxReader, x: Tensor, make_call: Callable[[Any], Any], name: str, relax_op: str) -> Value:
     """A step the compiler adds itself (e.g. zero-padding a conv input), as a Relax operator on one
     operand legalized like any other: plain C on the MPE or a CPE kernel (tuner.aot.cpe_ops)."""
+    return _legalized(r, [x], lambda vs: make_call(vs[0]), name, relax_op, expression=False)
+
+
+def _legalized(r: RelaxReader, args: list[Tensor], make_call: Callable[[list[Any]], Any], name: str,
+               relax_op: str, expression: bool = True) -> Value:
+    """A Relax operator on ``args`` legalized on its own, as TVM lowers it: a generic node, carrying
+    the expression operator task extraction tunes for its PrimFunc when ``expression`` and it is one."""
     import tvm_ffi
     from tvm import relax
 
-    v = relax.Var("x", relax.TensorType(x.shape, x.dtype))
-    call = make_call(v)
+    vs = [relax.Var(f"x{i}", relax.TensorType(t.shape, t.dtype)) for i, t in enumerate(args)]
+    call = make_call(vs)
     bb = relax.BlockBuilder()
-    with bb.function("main", [v]):
+    with bb.function("main", vs):
         with bb.dataflow():
             out = bb.emit_output(bb.emit(call))
         bb.emit_func_output(out)
-    mod = legalize(bb.get())
+    mod = legalize(bb.get(), keep=())
     (ct,) = [b.value for blk in mod["main"].body.blocks for b in blk.bindings
              if isinstance(b.value, relax.Call) and getattr(b.value.op, "name", "") == "relax.call_tir"]
     func = mod[ct.args[0]]
     info = ct.ty_args[0]
     fname = f"tir_{ct.args[0].name_hint}_{tvm_ffi.structural_hash(func) & 0xffffffff:08x}"
-    return _generic_node(r, func, [x], [_tensor_type(info, name)], name, relax_op, call, fname)
+    result = _generic_node(r, func, args, [_tensor_type(info, name)], name, relax_op, call, fname)
+    step = r.steps[-1]
+    if expression and isinstance(step, Node) and step.op == "tir" and step.output is result:
+        wl = _expression_of(r, func, fname, str(ct.args[0].name_hint))
+        if wl is not None:
+            step.attrs["expr_workload"] = wl
+    return result
 
 
 def _run_llvm(func: Any, inputs: list[np.ndarray], outs: list[tuple[tuple[int, ...], str]]) -> list[np.ndarray]:
@@ -400,17 +460,18 @@ def _run_llvm(func: Any, inputs: list[np.ndarray], outs: list[tuple[tuple[int, .
 
 _RULES: dict[str, Callable[[RelaxReader, Any, str, str], Value]] = {
     "nn.conv2d": _conv2d, "matmul": _matmul, "nn.batch_norm": _batch_norm, "permute_dims": _permute,
-    "call_tir": _call_tir, **{v: _view for v in _VIEWS},
+    "call_tir": _call_tir, "shape_of": _shape_of, **{v: _view for v in _VIEWS},
 }
 
 
-def legalize(mod: Any) -> Any:
-    """Every operator but KEPT_OPS lowered by TVM to ``call_tir`` of a PrimFunc."""
+def legalize(mod: Any, keep: Sequence[str] = KEPT_OPS) -> Any:
+    """Every operator but ``keep`` (by default the ones this reader reads itself) lowered by TVM to
+    ``call_tir`` of a PrimFunc."""
     import tvm
     from tvm import relax
 
     with tvm.transform.PassContext(opt_level=3):
-        return relax.transform.LegalizeOps(skip_ops=[f"relax.{op}" for op in KEPT_OPS])(mod)
+        return relax.transform.LegalizeOps(skip_ops=[f"relax.{op}" for op in keep])(mod)
 
 
 def source_calls(mod: Any) -> dict[str, Any]:
