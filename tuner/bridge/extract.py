@@ -85,6 +85,9 @@ class _Legalized:
         if self._funcs is None:
             from tvm import relax
 
+            from tuner.ir.legalizations import register
+
+            register()  # cumsum and the other operators this TVM does not legalize itself
             legal = relax.transform.LegalizeOps()(self.mod)
             funcs: dict[str, tuple[Any, str]] = {}
             for block in legal["main"].body.blocks:

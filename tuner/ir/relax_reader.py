@@ -7,7 +7,9 @@ kernels read (constant weights transposed to [N, K] here, at compile time). A ma
 dense or batch_matmul on views of its operands where that is free (``matmul_geometry``; a b that is
 ``x.swapaxes(-1, -2)`` is read through x, with no copy), and otherwise (an operand broadcast across
 batch dims) the legalized matmul as a GEMM-like expression operator; batch_norm is folded to a
-per-channel scale and shift; reshape-like operators are views; ``shape_of`` is a compile-time shape;
+per-channel scale and shift; group_norm and instance_norm become a layer_norm of the grouped view and a
+per-channel scale and shift (steps that slice into CPE blocks); reshape-like operators are views;
+``shape_of`` is a compile-time shape;
 permute_dims is a layout copy (or a compile-time transpose of a constant). Every other operator
 arrives as ``call_tir`` of a legalized PrimFunc and becomes a generic MPE node printed from its TIR
 (tuner.ir.tir_c), or a compile-time constant when all its operands are constants (run once through
@@ -44,7 +46,8 @@ Value = Any  # Tensor | tuple[Value, ...] | int | float
 
 _VIEWS = {"reshape", "flatten", "squeeze", "expand_dims"}
 # operators this reader keeps for itself; LegalizeOps lowers every other one to a PrimFunc
-KEPT_OPS = ("nn.conv2d", "matmul", "nn.batch_norm", "permute_dims", "shape_of", *sorted(_VIEWS))
+KEPT_OPS = ("nn.conv2d", "matmul", "nn.batch_norm", "nn.group_norm", "nn.instance_norm", "permute_dims", "shape_of",
+            *sorted(_VIEWS))
 
 
 def _ints(xs: Any) -> tuple[int, ...]:
@@ -325,6 +328,45 @@ def _view(r: RelaxReader, call: Any, name: str, op: str) -> Value:
     return r.view(x, _out(call, name), name)
 
 
+def _group_norm(r: RelaxReader, call: Any, name: str, op: str) -> Value:
+    """group_norm and instance_norm (groups = channels) over the trailing axes of channels-first data,
+    as steps that each slice into CPE blocks: a layer_norm of the [N, G, C/G * rest] view (a normalisation
+    over each group's contiguous elements; blocks along the groups), viewed back, then the per-channel
+    scale and shift as two broadcast operators (blocks along the channels). TVM's legalized form is one
+    PrimFunc with the per-channel gamma/beta inside a group's reduction, which does not slice. Any
+    other layout is legalized as it is (a generic step)."""
+    from tvm import relax
+
+    x, gamma, beta = (r.tensor(a, name) for a in call.args[:3])
+    at = call.attrs
+    rank = len(x.shape)
+    groups = int(at.num_groups) if op == "nn.group_norm" else (x.shape[1] if rank > 1 else 0)
+    # TVM's torch import gives instance_norm axes [0, 2, 3]: the same reduction when the batch is 1
+    axes = {int(a) % rank for a in at.axes} - ({0} if x.shape[0] == 1 else set())
+    if rank < 3 or int(at.channel_axis) % rank != 1 or axes != set(range(2, rank)) or not groups \
+            or x.shape[1] % groups:
+        return _legalized(r, [x, gamma, beta], lambda vs: relax.Call(call.op, vs, call.attrs), name, op,
+                          expression=False)
+    n, c = x.shape[0], x.shape[1]
+    per_group = c // groups * prod(x.shape[2:])
+    grouped = r.view(x, (n, groups, per_group), name + ".groups")
+    ones = r.const(np.ones(per_group, dtype=x.dtype), name + ".ones")
+    zeros = r.const(np.zeros(per_group, dtype=x.dtype), name + ".zeros")
+    eps = float(at.epsilon)
+    normed = _legalized(r, [grouped, ones, zeros],
+                        lambda vs: relax.op.nn.layer_norm(vs[0], vs[1], vs[2], [-1], eps),
+                        name, op, expression=False)
+    y = r.view(normed, x.shape, name + ".normed")
+    channel = (c,) + (1,) * (rank - 2)  # gamma/beta broadcast along the channel axis
+    if bool(at.scale):
+        g = r.view(gamma, channel, name + ".gamma")
+        y = _legalized(r, [y, g], lambda vs: relax.op.multiply(vs[0], vs[1]), name, op, expression=False)
+    if bool(at.center):
+        b = r.view(beta, channel, name + ".beta")
+        y = _legalized(r, [y, b], lambda vs: relax.op.add(vs[0], vs[1]), name, op, expression=False)
+    return y
+
+
 def _shape_of(r: RelaxReader, call: Any, name: str, op: str) -> Value:
     """A tensor's shape as a value (ONNX Expand/Reshape compute their target shapes from it): static, so
     known at compile time."""
@@ -460,7 +502,8 @@ def _run_llvm(func: Any, inputs: list[np.ndarray], outs: list[tuple[tuple[int, .
 
 _RULES: dict[str, Callable[[RelaxReader, Any, str, str], Value]] = {
     "nn.conv2d": _conv2d, "matmul": _matmul, "nn.batch_norm": _batch_norm, "permute_dims": _permute,
-    "call_tir": _call_tir, "shape_of": _shape_of, **{v: _view for v in _VIEWS},
+    "call_tir": _call_tir, "shape_of": _shape_of, "nn.group_norm": _group_norm,
+    "nn.instance_norm": _group_norm, **{v: _view for v in _VIEWS},
 }
 
 
@@ -470,6 +513,9 @@ def legalize(mod: Any, keep: Sequence[str] = KEPT_OPS) -> Any:
     import tvm
     from tvm import relax
 
+    from tuner.ir.legalizations import register
+
+    register()  # the operators this TVM does not legalize itself (cumsum)
     with tvm.transform.PassContext(opt_level=3):
         return relax.transform.LegalizeOps(skip_ops=[f"relax.{op}" for op in keep])(mod)
 

@@ -298,6 +298,10 @@ class _Printer:
             self.emit(depth + 1, f"const {ctype_of(_dtype(s.var))} {v} = {val};")
             self.stmt(s.body, depth + 1)
             self.emit(depth, "}")
+        elif k == "Bind":  # a let without a body: the variable holds for the rest of the enclosing scope
+            val = self.expr(s.value)
+            v = self.bind(s.var)
+            self.emit(depth, f"const {ctype_of(_dtype(s.var))} {v} = {val};")
         elif k == "AttrStmt":
             self.stmt(s.body, depth)
         elif k == "Evaluate":

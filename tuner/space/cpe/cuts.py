@@ -5,8 +5,10 @@ A generic operator (a ``tir`` node: element-wise, broadcast, normalisation, soft
 reduction over trailing axes, ...) whose operands can be cut into independent blocks along one
 output axis becomes a CPE kernel. A block fixes the indices before axis ``a`` and takes ``b``
 consecutive indices along it (``b`` divides the extent), so every sliced operand's block is one
-contiguous range of memory; operands that do not vary along the leading axes (gamma/beta, a per-
-channel bias) are fetched whole once per CPE. A 2-D pool may also be cut along its output rows: a
+contiguous range of memory; operands that do not vary along the leading axes (gamma/beta of a
+layer_norm) are fetched whole once per CPE; a broadcast operand that varies along the cut (a per-channel
+scale [C, 1, 1] of a [1, C, H, W] output, a constant as large as the output) is sliced as its
+rank-aligned view. A 2-D pool may also be cut along its output rows: a
 block of ``b`` output rows of one plane reads its input rows with the window's halo (rows outside
 the plane are filled in LDM with the pool's padding value), so a plane too large for LDM (ResNet's
 first max pool, 112x112) still runs on the CPEs. The block's computation is the same Relax operator
@@ -32,6 +34,11 @@ from tuner.space.cpe.schedule import Window, dma_counts
 from tuner.targets import Target
 
 MAX_PARAMS = 16  # pointers in swtune_args.p
+
+def _aligned(shape: tuple[int, ...], rank: int) -> tuple[int, ...]:
+    """A broadcast operand's shape with leading 1s up to the output's rank (numpy's alignment)."""
+    return (1,) * (rank - len(shape)) + tuple(shape)
+
 
 def _sliced_shape(shape: tuple[int, ...], axis: int, b: int) -> tuple[int, ...]:
     return (1,) * axis + (b,) + tuple(shape[axis + 1:])
@@ -103,7 +110,8 @@ def _same_meaning(full: Any, sliced: Any, n: Node, plan: list[ParamSlice], axis:
     ref = run_llvm(full, ins, outs, dtype)
     lead = prod(n.output.shape[:axis])
     for blk in sorted({0, lead * nj - 1, (lead * nj) // 2}):
-        args = [_block(x, axis, b, blk, nj) if p.sliced else x for x, p in zip(ins, plan)]
+        args = [_block(x.reshape(_aligned(x.shape, len(n.output.shape))), axis, b, blk, nj) if p.sliced else x
+                for x, p in zip(ins, plan)]
         got = run_llvm(sliced, args, [_sliced_shape(s, axis, b) for s in outs], dtype)
         for g, r in zip(got, ref):
             if not np.allclose(g, _block(r, axis, b, blk, nj), rtol=1e-5, atol=1e-6, equal_nan=True):
@@ -154,6 +162,10 @@ def plans_for(n: Node, target: Target, dtype: str) -> list[KernelPlan]:
                 sliced_arg.append(True)
             elif all(d == 1 for d in shape[:max(0, axis + 1 - (len(out) - len(shape)))]):
                 sliced_arg.append(False)  # does not vary along the leading axes: fetched whole
+            elif _aligned(shape, len(out))[:axis + 1] == out[:axis + 1]:
+                # a broadcast operand that varies along the cut (a per-channel scale [C, 1, 1] of an
+                # [1, C, H, W] output): sliced as its rank-aligned view [1, C, 1, 1]
+                sliced_arg.append(True)
             else:
                 break
         else:
@@ -228,14 +240,15 @@ def _plan_axis(n: Node, call: Any, dtype: str, item: int, axis: int, arg_shapes:
 
     out = n.output.shape
     lead = prod(out[:axis])
-    const = [isinstance(a, ir.Constant) and arg_shapes[i] is not None for i, a in enumerate(call.args)]
-    if any(const[i] and sliced_arg[i] for i in range(len(arg_shapes))):
-        return None  # a constant as large as the output: not handled
+    # constants fetched whole stay constants of the block's PrimFunc; sliced ones become its parameters
+    const = [isinstance(a, ir.Constant) and arg_shapes[i] is not None and not sliced_arg[i]
+             for i, a in enumerate(call.args)]
+    rank = len(out)
     legal: dict[int, tuple[Any, list[int]] | None] = {}
 
     def legalized(b: int) -> tuple[Any, list[int]] | None:
         if b not in legal:
-            shapes = [None if s is None or not sl else _sliced_shape(s, axis, b)
+            shapes = [None if s is None or not sl else _sliced_shape(_aligned(s, rank), axis, b)
                       for s, sl in zip(arg_shapes, sliced_arg)]
             shapes = [s if s is not None or arg_shapes[i] is None else arg_shapes[i]  # whole operands keep their shape
                       for i, s in enumerate(shapes)]
@@ -255,8 +268,9 @@ def _plan_axis(n: Node, call: Any, dtype: str, item: int, axis: int, arg_shapes:
         if arg_shapes[src] is None or tuple(t.shape) != arg_shapes[src]:
             return None
         sl = bool(sliced_arg[src])
-        inner = prod(t.shape[axis + 1:]) if sl else t.size
-        params.append(ParamSlice(sl, t.shape[axis] if sl else 0, inner, 1 if sl else t.size))
+        shape = _aligned(t.shape, rank)
+        inner = prod(shape[axis + 1:]) if sl else t.size
+        params.append(ParamSlice(sl, shape[axis] if sl else 0, inner, 1 if sl else t.size))
     for t in n.outputs:
         params.append(ParamSlice(True, t.shape[axis], prod(t.shape[axis + 1:]), 1))
     funcs: dict[int, Any] = {}
