@@ -12,7 +12,8 @@ tuned and for the baseline program. Sizes: reduced widths / inputs by default so
 stays short on a 2-core machine (listed per model in the JSON under "sizes"); --full uses the
 published sizes (slow); --no-emulate skips the build and emulator run (figures only; "mismatches"
 is then null). Last line: one JSON object (models_total, models_compiled, mismatches,
-mpe_time_fraction, fused_epilogues, end_to_end_speedup_vs_baseline, tuned_slower_than_baseline, ...).
+mpe_time_fraction, fused_epilogues, end_to_end_speedup_vs_baseline, tuned_slower_than_baseline, ...);
+``families`` counts the distinct model families run (a family's torch and ONNX variants are one).
 
 The acceptance compares the emulator's float32 output with torch or TVM llvm (float32) at rtol 1e-3,
 atol 1e-5. When those two float32 references themselves differ beyond that tolerance (float32
@@ -58,6 +59,16 @@ MODELS: dict[str, tuple[str, float, int]] = {
     "onnx_bert_layer": ("bert_layer", 0.25, 0),
     "onnx_resnet18": ("resnet18", 0.5, 64),
 }
+# the families of tuner/models/torch_families.py, each through torch and through its ONNX export
+_FAMILY_SIZES: dict[str, tuple[float, int]] = {
+    "convnext": (0.25, 64), "mobilenet_v3": (0.5, 96), "efficientnet": (0.5, 96), "unet": (0.5, 64),
+    "diffusion_resblock": (0.5, 32), "mlp_mixer": (0.25, 64), "gpt2_block": (0.25, 0), "swin_block": (0.5, 56),
+    "densenet": (0.5, 64), "audio_cnn1d": (0.5, 0), "lstm_unrolled": (0.5, 0), "shufflenet_v2": (0.5, 64),
+    "squeezenet": (0.5, 64),
+}
+for _family, (_width, _image) in _FAMILY_SIZES.items():
+    MODELS[_family] = (_family, _width, _image)
+    MODELS[f"onnx_{_family}"] = (_family, _width, _image)
 RTOL, ATOL = 1e-3, 1e-5
 
 
@@ -296,7 +307,8 @@ def main() -> None:
                 print(f"{name:18s} FAILED {failed[name]}", flush=True)
     by = {r["model"]: r for r in rows}
     emit({
-        "models_total": len(names), "models_compiled": len(rows), "failed": failed,
+        "families": len({MODELS[n][0] for n in names}), "models_total": len(names), "models_compiled": len(rows),
+        "failed": failed,
         # float64-checked models (checked_in_float64) count by their float64 check
         "mismatches": None if args.no_emulate else sum(1 for r in rows if not r["match"]) + len(failed),
         "mismatches_float32": None if args.no_emulate else sum(1 for r in rows if not r["match_float32"]) + len(failed),

@@ -47,7 +47,7 @@ Value = Any  # Tensor | tuple[Value, ...] | int | float
 _VIEWS = {"reshape", "flatten", "squeeze", "expand_dims"}
 # operators this reader keeps for itself; LegalizeOps lowers every other one to a PrimFunc
 KEPT_OPS = ("nn.conv2d", "matmul", "nn.batch_norm", "nn.group_norm", "nn.instance_norm", "permute_dims", "shape_of",
-            *sorted(_VIEWS))
+            "tensor_to_shape", *sorted(_VIEWS))
 
 
 def _ints(xs: Any) -> tuple[int, ...]:
@@ -375,6 +375,16 @@ def _shape_of(r: RelaxReader, call: Any, name: str, op: str) -> Value:
     return tuple(x.shape)
 
 
+def _tensor_to_shape(r: RelaxReader, call: Any, name: str, op: str) -> Value:
+    """A shape computed as a tensor (ONNX Reshape's target from Shape/Gather/Concat): it must be a
+    compile-time constant, since the AOT compiler needs static shapes."""
+    x = r.tensor(call.args[0], name)
+    if x.kind != "const" or x.data is None:
+        raise AotError(f"{name} ({op}): a shape computed at run time; the AOT compiler needs static shapes")
+    r.note(name, op, "compile time", f"shape {x.data.astype(int).tolist()}")
+    return tuple(int(v) for v in x.data.reshape(-1))
+
+
 def _permute(r: RelaxReader, call: Any, name: str, op: str) -> Value:
     x = r.tensor(call.args[0], name)
     axes_attr = call.attrs.axes
@@ -502,7 +512,7 @@ def _run_llvm(func: Any, inputs: list[np.ndarray], outs: list[tuple[tuple[int, .
 
 _RULES: dict[str, Callable[[RelaxReader, Any, str, str], Value]] = {
     "nn.conv2d": _conv2d, "matmul": _matmul, "nn.batch_norm": _batch_norm, "permute_dims": _permute,
-    "call_tir": _call_tir, "shape_of": _shape_of, "nn.group_norm": _group_norm,
+    "call_tir": _call_tir, "shape_of": _shape_of, "tensor_to_shape": _tensor_to_shape, "nn.group_norm": _group_norm,
     "nn.instance_norm": _group_norm, **{v: _view for v in _VIEWS},
 }
 

@@ -12,6 +12,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from tuner.models.torch_families import FAMILIES, build_family, family_input
+
 
 def alexnet(width: float = 1.0, num_classes: int = 1000) -> Any:
     from torch import nn
@@ -250,7 +252,7 @@ def vit_tiny(width: float = 1.0, num_classes: int = 1000, image: int = 224, patc
 
 TORCH_MODELS: dict[str, Callable[..., Any]] = {
     "alexnet": alexnet, "vgg19": vgg19, "resnet18": resnet18, "resnet50": resnet50,
-    "mobilenet_v2": mobilenet_v2, "bert_layer": bert_layer, "vit_tiny": vit_tiny}
+    "mobilenet_v2": mobilenet_v2, "bert_layer": bert_layer, "vit_tiny": vit_tiny, **FAMILIES}
 SEQUENCE = 128  # the BERT layer's sequence length (its input is [batch, 128, hidden])
 
 
@@ -293,6 +295,11 @@ def build(name: str, batch: int = 1, width: float = 1.0, image: int = 224) -> tu
     if name not in TORCH_MODELS:
         raise ValueError(f"unknown model {name!r}; expected one of {sorted(TORCH_MODELS)}")
     torch.manual_seed(0)
+    if name in FAMILIES:
+        module = build_family(name, width, image).eval()
+        x = torch.randn(*family_input(name, batch, image, module))
+        _calibrate_batch_norm(module, x)
+        return module, (x,)
     if name == "bert_layer":
         module = bert_layer(width).eval()
         return module, (torch.randn(batch, SEQUENCE, module.ln1.normalized_shape[0]),)

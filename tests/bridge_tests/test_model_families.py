@@ -1,0 +1,44 @@
+"""The thirteen model families of tuner/models/torch_families.py: each builds, compiles ahead of time from
+torch (untuned: every kernel at its fallback or analysed schedule), runs on the athread emulator and
+matches torch at rtol 1e-3, atol 1e-5. benchmarks/model_coverage.py runs them tuned, and through ONNX.
+"""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+pytest.importorskip("tvm")
+torch = pytest.importorskip("torch")
+
+from emulator_helpers import run_model  # noqa: E402
+
+from tuner.models.torch_families import FAMILIES  # noqa: E402
+
+pytestmark = pytest.mark.skipif(shutil.which("gcc") is None or shutil.which("make") is None,
+                                reason="needs gcc and make")
+IMAGE = {"swin_block": 56}  # a 7x7 window needs a side of 28 after the 4x4 patches
+
+
+def test_thirteen_families_beside_the_seven_of_the_zoo() -> None:
+    from tuner.models.torch_models import TORCH_MODELS
+
+    assert len(FAMILIES) == 13 and set(FAMILIES) <= set(TORCH_MODELS) and len(TORCH_MODELS) == 20
+
+
+@pytest.mark.parametrize("name", sorted(FAMILIES))
+def test_family_compiles_and_matches_torch_on_the_emulator(tmp_path: Path, name: str) -> None:
+    from tuner.aot import compile_model
+    from tuner.bridge.extract import torch_to_relax
+    from tuner.models.torch_models import build
+
+    module, (x,) = build(name, width=0.25, image=IMAGE.get(name, 32))
+    result = compile_model(torch_to_relax(module, (x,)), "sw26010", tmp_path / name, lambda w: None)
+    assert result.kernels  # its convolutions / matmuls run as CPE kernels
+    got = run_model(result.out_dir, [x.numpy()], "sw26010").output
+    with torch.no_grad():
+        ref = module(x).numpy()
+    np.testing.assert_allclose(got.reshape(ref.shape), ref, rtol=1e-3, atol=1e-5)
