@@ -169,3 +169,17 @@ def test_simd_configs_start_at_blocks_long_enough_to_vectorise() -> None:
     assert not space.analyze(space.encode(short)[None, :]).valid[0]
     long = {**short, "block": 16, "active": 16}
     assert space.exact_seconds(long)[0] < space.exact_seconds({**long, "simd": 1})[0]
+
+
+def test_an_operator_that_does_not_legalize_on_a_slice_has_no_plan_there() -> None:
+    """TVM's errors (RuntimeError subclasses) while legalizing a slice mean "no plan", not a crash: a
+    layer_norm over the last axis given a slice that cuts that axis (its gamma then mismatches)."""
+    from tvm import relax
+
+    from tuner.space.cpe.cuts import _legalize_sliced
+
+    x = relax.Var("x", relax.TensorType((1, 8, 16), "float32"))
+    g = relax.Var("g", relax.TensorType((16,), "float32"))
+    call = relax.op.nn.layer_norm(x, g, g, [-1])
+    assert _legalize_sliced(call, [(1, 8, 16), None, None], "float32") is not None
+    assert _legalize_sliced(call, [(1, 8, 4), None, None], "float32") is None
