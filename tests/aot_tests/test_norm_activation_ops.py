@@ -54,11 +54,10 @@ OPS: dict[str, Any] = {
 }
 # operators whose every step runs on the CPEs with cpe_mode="all"
 ON_CPES = {"per_channel_affine", "group_norm", "instance_norm", "layer_norm_hw", "hardswish", "hardsigmoid",
-           "leaky_relu", "elu", "silu", "gelu_tanh", "cumsum"}
+           "leaky_relu", "elu", "silu", "gelu_tanh", "cumsum", "masked_softmax"}
 # and why the others still have a step on the MPE (issue #28 item 2, open)
 ON_MPE = {
     "mish": "greater/where on a bool intermediate (the cutter takes operands of the model's dtype only)",
-    "masked_softmax": "where with a bool mask constant (as mish)",
     "argmax": "an int64 result (as mish)",
 }
 
@@ -106,10 +105,10 @@ def test_where_each_operator_runs(tmp_path: Path, name: str) -> None:
         assert name in ON_MPE and "MPE" in steps  # documented; a fix moves it to ON_CPES
 
 
-@pytest.mark.parametrize("name", ["per_channel_affine", "cumsum"])
+@pytest.mark.parametrize("name", ["per_channel_affine", "cumsum", "masked_softmax"])
 def test_kernel_dma_matches_its_plan(tmp_path: Path, name: str) -> None:
-    """The emulator's DMA counts of a kernel with a per-channel operand sliced along the channels (and of
-    the scan) equal the plan the time model counts."""
+    """The emulator's DMA counts of a kernel with a per-channel operand sliced along the channels, of the
+    scan, and of a where reading a bool mask constant (stored in the model's dtype) equal the plan."""
     from tuner.bridge.extract import torch_to_relax
     from tuner.space.cpe.cuts import dma_plan
 
@@ -117,7 +116,7 @@ def test_kernel_dma_matches_its_plan(tmp_path: Path, name: str) -> None:
     model = _Ops([name]).eval()
     result = compile_model(torch_to_relax(model, (x,)), TARGET, tmp_path / name, lambda w: None, cpe_mode="all")
     ops = [n.attrs["cpe"] for n in result.graph.nodes if n.op == "cpe"]
-    assert len(ops) == (2 if name == "per_channel_affine" else 1)
+    assert len(ops) == (1 if name == "cumsum" else 2)
     run = run_model(result.out_dir, [x.numpy()], TARGET)
     plans = [dma_plan(op, 4) for op in ops]
     expected = {k: sum(p[k] for p in plans) for k in plans[0]}

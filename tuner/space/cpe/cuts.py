@@ -57,7 +57,7 @@ def _legalize_sliced(call: Any, shapes: list[tuple[int, ...] | None], dtype: str
         if shape is None:
             args.append(arg)
             continue
-        v = relax.Var(f"p{i}", relax.TensorType(shape, dtype))
+        v = relax.Var(f"p{i}", relax.TensorType(shape, str(getattr(arg.ty, "dtype", dtype))))
         params.append(v)
         args.append(v)
         owners[i] = v
@@ -90,8 +90,19 @@ def run_llvm(func: Any, arrays: list[np.ndarray], outs: list[tuple[int, ...]], d
 
     exe = tvm.compile(tvm.IRModule({"main": func.with_attr("global_symbol", "main")}), target="llvm")
     res = [tvm.runtime.tensor(np.zeros(s, dtype=dtype)) for s in outs]
-    exe["main"](*[tvm.runtime.tensor(np.ascontiguousarray(a)) for a in arrays], *res)
+    # each array in its parameter's own shape (a scalar is [1] in the graph, 0-d in the PrimFunc)
+    shapes = [tuple(int(d) for d in p.shape) for p in func.params[:len(arrays)]]
+    exe["main"](*[tvm.runtime.tensor(np.ascontiguousarray(a).reshape(s)) for a, s in zip(arrays, shapes)], *res)
     return [r.numpy() for r in res]
+
+
+def _random(rng: np.random.Generator, shape: tuple[int, ...], dtype: str) -> np.ndarray:
+    """Random data of a tensor's own dtype (a bool mask: both values; integers: small ones)."""
+    if dtype == "bool":
+        return rng.random(shape) < 0.5
+    if np.issubdtype(np.dtype(dtype), np.integer):
+        return rng.integers(0, 4, shape).astype(dtype)
+    return rng.standard_normal(shape).astype(dtype)
 
 
 def _block(x: np.ndarray, axis: int, b: int, blk: int, nj: int) -> np.ndarray:
@@ -104,7 +115,7 @@ def _same_meaning(full: Any, sliced: Any, n: Node, plan: list[ParamSlice], axis:
                   dtype: str) -> bool:
     """The sliced PrimFunc on a few blocks equals the full PrimFunc's result there (llvm, random data)."""
     rng = np.random.default_rng(0)
-    ins = [rng.standard_normal(t.shape).astype(dtype) for t in n.inputs]
+    ins = [_random(rng, t.shape, t.dtype) for t in n.inputs]
     outs = [t.shape for t in n.outputs]
     ref = run_llvm(full, ins, outs, dtype)
     lead = prod(n.output.shape[:axis])
@@ -132,7 +143,9 @@ def plans_for(n: Node, target: Target, dtype: str) -> list[KernelPlan]:
 
     call = n.attrs.get("relax_call")
     params = [*n.inputs, *n.outputs]
-    if len(params) > MAX_PARAMS or any(t.dtype != dtype for t in params):
+    # a constant of another dtype (a bool mask) is stored in the model's dtype like every constant
+    # (tuner.aot.weights), so the body reads it as such; other tensors must be of the model's dtype
+    if len(params) > MAX_PARAMS or any(t.dtype != dtype and t.kind != "const" for t in params):
         return []
     if call is None or getattr(call.op, "name", "") == "relax.call_tir":  # no Relax operator to slice
         plan = _plan_elementwise(n, dtype)
@@ -264,8 +277,9 @@ def _plan_axis(n: Node, call: Any, dtype: str, item: int, axis: int, arg_shapes:
         return None
     params = []
     for t, src in zip(n.inputs, order):
-        if arg_shapes[src] is None or tuple(t.shape) != arg_shapes[src]:
-            return None
+        shape_of_arg = arg_shapes[src]
+        if shape_of_arg is None or (tuple(t.shape) != shape_of_arg and not (t.size == 1 == prod(shape_of_arg))):
+            return None  # (a scalar may be 0-d in Relax and [1] in the graph: the same one element)
         sl = bool(sliced_arg[src])
         shape = _aligned(t.shape, rank)
         inner = prod(shape[axis + 1:]) if sl else t.size
