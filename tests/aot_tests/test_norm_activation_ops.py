@@ -127,9 +127,9 @@ def test_kernel_dma_matches_its_plan(tmp_path: Path, name: str) -> None:
 
 
 def test_a_group_larger_than_ldm_stays_correct_on_the_mpe(tmp_path: Path) -> None:
-    """group_norm's normalisation holds a whole group in LDM: 8 channels x 32 x 32 floats (32 KB) with
-    its unit scale and zero shift do not fit 56 KB, so that step stays on the MPE; the per-channel scale
-    and shift still run on the CPEs, and the result is torch's."""
+    """group_norm's normalisation holds a whole group in LDM: 8 channels x 32 x 32 floats (32 KB), in and
+    out, do not fit 56 KB, so that step stays on the MPE (a two-pass form would lift this); the
+    per-channel scale and shift still run on the CPEs, and the result is torch's."""
     from tuner.bridge.extract import torch_to_relax
 
     gn = torch.nn.GroupNorm(4, 32).requires_grad_(False).eval()

@@ -7,7 +7,7 @@ kernels read (constant weights transposed to [N, K] here, at compile time). A ma
 dense or batch_matmul on views of its operands where that is free (``matmul_geometry``; a b that is
 ``x.swapaxes(-1, -2)`` is read through x, with no copy), and otherwise (an operand broadcast across
 batch dims) the legalized matmul as a GEMM-like expression operator; batch_norm is folded to a
-per-channel scale and shift; group_norm and instance_norm become a layer_norm of the grouped view and a
+per-channel scale and shift; group_norm and instance_norm become a normalisation of the grouped view and a
 per-channel scale and shift (steps that slice into CPE blocks); reshape-like operators are views;
 ``shape_of`` is a compile-time shape;
 permute_dims is a layout copy (or a compile-time transpose of a constant). Every other operator
@@ -330,8 +330,8 @@ def _view(r: RelaxReader, call: Any, name: str, op: str) -> Value:
 
 def _group_norm(r: RelaxReader, call: Any, name: str, op: str) -> Value:
     """group_norm and instance_norm (groups = channels) over the trailing axes of channels-first data,
-    as steps that each slice into CPE blocks: a layer_norm of the [N, G, C/G * rest] view (a normalisation
-    over each group's contiguous elements; blocks along the groups), viewed back, then the per-channel
+    as steps that each slice into CPE blocks: a normalisation of the [N * G, 1, C/G * rest] view (over
+    each group's contiguous elements; blocks along the groups), viewed back, then the per-channel
     scale and shift as two broadcast operators (blocks along the channels). TVM's legalized form is one
     PrimFunc with the per-channel gamma/beta inside a group's reduction, which does not slice. Any
     other layout is legalized as it is (a generic step)."""
@@ -349,12 +349,15 @@ def _group_norm(r: RelaxReader, call: Any, name: str, op: str) -> Value:
                           expression=False)
     n, c = x.shape[0], x.shape[1]
     per_group = c // groups * prod(x.shape[2:])
-    grouped = r.view(x, (n, groups, per_group), name + ".groups")
-    ones = r.const(np.ones(per_group, dtype=x.dtype), name + ".ones")
-    zeros = r.const(np.zeros(per_group, dtype=x.dtype), name + ".zeros")
+    # each group one channel of its own: [N * G, 1, C/G * rest], normalised by a one-channel
+    # instance_norm (unit scale, zero shift of one element each: a block holds its group and nothing
+    # else, where a layer_norm would fetch a scale and a shift as long as the group)
+    grouped = r.view(x, (n * groups, 1, per_group), name + ".groups")
+    one = r.const(np.ones(1, dtype=x.dtype), name + ".one")
+    zero = r.const(np.zeros(1, dtype=x.dtype), name + ".zero")
     eps = float(at.epsilon)
-    normed = _legalized(r, [grouped, ones, zeros],
-                        lambda vs: relax.op.nn.layer_norm(vs[0], vs[1], vs[2], [-1], eps),
+    normed = _legalized(r, [grouped, one, zero],
+                        lambda vs: relax.op.nn.instance_norm(vs[0], vs[1], vs[2], 1, [2], eps),
                         name, op, expression=False)
     y = r.view(normed, x.shape, name + ".normed")
     channel = (c,) + (1,) * (rank - 2)  # gamma/beta broadcast along the channel axis
