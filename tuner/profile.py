@@ -7,6 +7,12 @@ Target, whichever profile produced it. The built-in profile (``default_profile``
 Target presets' own values, so measuring with it is measuring as before profiles existed. Fitted profiles
 (``swtune calibrate``) are stored in the tuning log with versions 1, 2, ...; each simulator measurement
 records the version it came from.
+
+Where each parameter acts: ``p0_cycles_per_fma`` and ``block_overhead_cycles`` in the inner-loop model
+(tuner/space/compute.py), ``dma_overlap``, ``dma_wait_cycles`` and ``tile_overhead_cycles`` in the
+kernel's step and tile accounting (tuner/measure/simulator.py), ``spawn_join_s`` once per kernel
+everywhere. The memory-bound CPE kernels' own analysis (tuner/space/cpe/schedule.py) reads only
+``spawn_join_s`` of these.
 """
 
 from __future__ import annotations
@@ -58,9 +64,6 @@ SPECS: tuple[ParameterSpec, ...] = (
     ParameterSpec("dma_wait_cycles", 0.0, 3000.0, "cycles per wait",
                   "fixed cost of one DMA wait (reply-word poll) beyond the request's transfer",
                   "swCandle synchronous copy: about 2 us per round trip with 64 CPEs"),
-    ParameterSpec("producer_extra_ops", 0.0, 8.0, "P1 ops per iteration",
-                  "extra integer/load work of a register-communication producer (vldr, lddec, address)",
-                  "swGEMM kernels counted: producers issue 1-5 more P1 ops than consumers"),
     ParameterSpec("spawn_join_s", 5e-6, 100e-6, "seconds",
                   "athread_spawn + athread_join of one kernel", "swCandle BCAST minimum kernel time"),
 )

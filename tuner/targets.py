@@ -92,11 +92,10 @@ class Target:
     cpe_sync_cycles: float = 1000.0  # [A] athread_ssync_array across the 64 CPEs (between spawn phases)
     # --- costs a simulator profile may set (tuner/profile.py); these defaults are the model as it was
     # before profiles: every FMA issues in one cycle, double-buffered DMA hides entirely under compute,
-    # a DMA wait costs nothing beyond its transfer, producers do the work of consumers ---
-    p0_cycles_per_fma: float = 1.0
-    dma_overlap: float = 1.0
-    dma_wait_cycles: float = 0.0
-    producer_extra_ops: float = 0.0
+    # a DMA wait costs nothing beyond its transfer ---
+    p0_cycles_per_fma: float = 1.0  # P0 cycles per vector FMA of the inner loop (tuner/space/compute.py)
+    dma_overlap: float = 1.0  # fraction of double-buffered DMA under compute (tuner/measure/simulator.py)
+    dma_wait_cycles: float = 0.0  # per DMA wait: each reduction step's gets, each tile's put
     extra: dict[str, str] = field(default_factory=dict)  # provenance notes shown by `swtune targets`
 
     @property

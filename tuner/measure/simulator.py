@@ -95,9 +95,13 @@ def kernel_cycles(target: Target, a: Analysis) -> dict[str, np.ndarray]:
                   + put_hidden_step)
     exposed = np.where(a.double_buffer_a, 0.0, dma_a_step) + np.where(a.double_buffer_b, 0.0, dma_b_step)
     compute = a.compute_cycles_per_step + a.share_cycles_per_step
-    step = exposed + np.maximum(compute, overlapped)
+    # Only the profile's fraction ``dma_overlap`` of the double-buffered transfers runs under compute
+    # (1: all of it, the double-buffering ideal; 0: transfers add to compute, as swDNN's timings fit);
+    # every step also waits once for its transfers (``dma_wait_cycles``: the reply-word poll).
+    f = target.dma_overlap
+    step = exposed + (1.0 - f) * overlapped + np.maximum(compute, f * overlapped) + target.dma_wait_cycles
     prologue = overlapped - put_hidden_step  # the first double-buffered fetch has nothing to hide behind
-    tiles = a.tiles_per_cpe * target.tile_overhead_cycles
+    tiles = a.tiles_per_cpe * (target.tile_overhead_cycles + target.dma_wait_cycles)  # and its put's wait
     ep_dma, ep_work = epilogue_cycles(target, a)  # a fused residual operand (tuner/space/epilogue.py)
     total = steps * step + put_tail + tiles + prologue + ep_dma + ep_work
     cp = a.compute
@@ -105,7 +109,8 @@ def kernel_cycles(target: Target, a: Analysis) -> dict[str, np.ndarray]:
             "compute": steps * compute, "exposed_dma": steps * exposed + prologue + ep_dma,
             "p0_compute": steps * cp.p0_cycles, "p1_traffic": steps * cp.loop_extra_cycles + ep_work,
             "loop_overhead": steps * cp.overhead_cycles, "share": steps * a.share_cycles_per_step,
-            "dma_hidden_excess": steps * np.maximum(0.0, overlapped - compute), "tile_overhead": tiles,
+            "dma_hidden_excess": steps * ((1.0 - f) * overlapped + np.maximum(0.0, f * overlapped - compute)
+                                          + target.dma_wait_cycles), "tile_overhead": tiles,
             "pipe_bound": cp.bound}
 
 

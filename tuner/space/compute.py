@@ -252,7 +252,7 @@ def inner_loop(target: Target, w: np.ndarray, unroll: np.ndarray, reduction: np.
     registers = np.where(red | ~blocked | (block is None), u + rb_o + rb_i, fma_iter + loads)
     spilled = np.maximum(0.0, registers - target.vector_registers)
 
-    p0 = fma_iter + unaligned
+    p0 = fma_iter * target.p0_cycles_per_fma + unaligned  # the profile's issue rate (1: one FMA a cycle)
     p1 = (loads + unaligned + guard_ops + target.loop_overhead_ops + spilled * target.spill_ops_per_register
           + np.where(in_regs, 0.0, acc_ops))
     chain = np.where(in_regs, target.fp_latency_cycles,
@@ -284,7 +284,7 @@ def inner_loop(target: Target, w: np.ndarray, unroll: np.ndarray, reduction: np.
     flushes = np.where(red, runs, np.where(blocked, blocks, 0.0))
     overhead = runs * target.block_overhead_cycles + flushes * flush + pack
 
-    p0_cycles = iters * fma_iter
+    p0_cycles = iters * fma_iter * target.p0_cycles_per_fma
     loop = iters * per_iter
     cycles = loop + overhead
     return ComputePlan(
