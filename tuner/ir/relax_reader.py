@@ -213,12 +213,17 @@ def _out(call: Any, name: str) -> tuple[int, ...]:
 
 
 # ---- rules: one per Relax operator (or group) ---------------------------------------------------
+def _workload(reader: Callable[[Any], Any], call: Any, name: str, op: str) -> Any:
+    """The task extractor's reader of the call (identical workload keys), its refusal an AotError."""
+    try:
+        return reader(call)
+    except InvalidWorkloadError as exc:
+        raise AotError(f"{name} ({op}): {exc}") from None
+
+
 def _conv1d(r: RelaxReader, call: Any, name: str, op: str) -> Value:
     """conv1d as the conv2d of height 1 it equals (views of its operands and of its output)."""
-    try:
-        w = conv1d_workload(call)  # the task extractor's reader: identical workload keys
-    except InvalidWorkloadError as exc:
-        raise AotError(f"{name} (nn.conv1d): {exc}") from None
+    w = _workload(conv1d_workload, call, name, op)
     x, weight = r.tensor(call.args[0], name), r.tensor(call.args[1], name)
     x4 = r.view(x, (w.n, w.c, 1, w.w), name + ".x")
     w4 = r.view(weight, (weight.shape[0], weight.shape[1], 1, weight.shape[2]), name + ".weight")
@@ -227,10 +232,7 @@ def _conv1d(r: RelaxReader, call: Any, name: str, op: str) -> Value:
 
 
 def _conv2d(r: RelaxReader, call: Any, name: str, op: str) -> Value:
-    try:
-        w = conv_workload(call)  # the task extractor's reader: identical workload keys
-    except InvalidWorkloadError as exc:
-        raise AotError(f"{name} (nn.conv2d): {exc}") from None
+    w = _workload(conv_workload, call, name, op)
     x, weight = r.tensor(call.args[0], name), r.tensor(call.args[1], name)
     out = _conv2d_kernel(r, x, weight, w, name, op)
     if _out(call, name) != out.shape:

@@ -75,35 +75,44 @@ def _se(c: int, squeeze: int, gate: Callable[[], Any]) -> Any:
     return SE()
 
 
-def mobilenet_v3(width: float = 1.0, num_classes: int = 1000) -> Any:
-    """MobileNetV3-Small-like: inverted residuals with squeeze-excitation (hardsigmoid gate) and
-    hardswish activations."""
+def _residual(layers: list[Any], residual: bool) -> Any:
+    """``layers`` in sequence, their input added to their output when ``residual`` (an inverted residual)."""
     from torch import nn
 
-    class Block(nn.Module):
-        def __init__(self, cin: int, exp: int, cout: int, k: int, stride: int, se: bool, hs: bool) -> None:
+    class Residual(nn.Module):
+        def __init__(self) -> None:
             super().__init__()
-            act = nn.Hardswish if hs else nn.ReLU
-            layers: list[Any] = [nn.Conv2d(cin, exp, 1, bias=False), nn.BatchNorm2d(exp), act(),
-                                 nn.Conv2d(exp, exp, k, stride, k // 2, groups=exp, bias=False), nn.BatchNorm2d(exp),
-                                 act()]
-            if se:
-                layers.append(_se(exp, max(8, exp // 4), nn.Hardsigmoid))
-            layers += [nn.Conv2d(exp, cout, 1, bias=False), nn.BatchNorm2d(cout)]
             self.body = nn.Sequential(*layers)
-            self.residual = stride == 1 and cin == cout
+            self.residual = residual
 
         def forward(self, x: Any) -> Any:
             y = self.body(x)
             return x + y if self.residual else y
 
+    return Residual()
+
+
+def mobilenet_v3(width: float = 1.0, num_classes: int = 1000) -> Any:
+    """MobileNetV3-Small-like: inverted residuals with squeeze-excitation (hardsigmoid gate) and
+    hardswish activations."""
+    from torch import nn
+
+    def block(cin: int, exp: int, cout: int, k: int, stride: int, se: bool, hs: bool) -> Any:
+        act = nn.Hardswish if hs else nn.ReLU
+        layers: list[Any] = [nn.Conv2d(cin, exp, 1, bias=False), nn.BatchNorm2d(exp), act(),
+                             nn.Conv2d(exp, exp, k, stride, k // 2, groups=exp, bias=False), nn.BatchNorm2d(exp), act()]
+        if se:
+            layers.append(_se(exp, max(8, exp // 4), nn.Hardsigmoid))
+        layers += [nn.Conv2d(exp, cout, 1, bias=False), nn.BatchNorm2d(cout)]
+        return _residual(layers, stride == 1 and cin == cout)
+
     c = [_ch(v, width, 8) for v in (16, 24, 40, 48)]
     return nn.Sequential(
         nn.Conv2d(3, c[0], 3, 2, 1, bias=False), nn.BatchNorm2d(c[0]), nn.Hardswish(),
-        Block(c[0], c[0], c[0], 3, 2, True, False),
-        Block(c[0], 4 * c[0], c[1], 3, 2, False, False),
-        Block(c[1], 4 * c[1], c[2], 5, 2, True, True),
-        Block(c[2], 3 * c[2], c[3], 5, 1, True, True),
+        block(c[0], c[0], c[0], 3, 2, True, False),
+        block(c[0], 4 * c[0], c[1], 3, 2, False, False),
+        block(c[1], 4 * c[1], c[2], 5, 2, True, True),
+        block(c[2], 3 * c[2], c[3], 5, 1, True, True),
         nn.Conv2d(c[3], 6 * c[3], 1, bias=False), nn.BatchNorm2d(6 * c[3]), nn.Hardswish(),
         nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(6 * c[3], num_classes))
 
@@ -112,28 +121,20 @@ def efficientnet(width: float = 1.0, num_classes: int = 1000) -> Any:
     """EfficientNet-B0-like: MBConv blocks with squeeze-excitation (sigmoid gate) and SiLU."""
     from torch import nn
 
-    class MBConv(nn.Module):
-        def __init__(self, cin: int, cout: int, expand: int, k: int, stride: int) -> None:
-            super().__init__()
-            exp = cin * expand
-            layers: list[Any] = []
-            if expand != 1:
-                layers += [nn.Conv2d(cin, exp, 1, bias=False), nn.BatchNorm2d(exp), nn.SiLU()]
-            layers += [nn.Conv2d(exp, exp, k, stride, k // 2, groups=exp, bias=False), nn.BatchNorm2d(exp), nn.SiLU(),
-                       _se(exp, max(4, cin // 4), nn.Sigmoid), nn.Conv2d(exp, cout, 1, bias=False),
-                       nn.BatchNorm2d(cout)]
-            self.body = nn.Sequential(*layers)
-            self.residual = stride == 1 and cin == cout
-
-        def forward(self, x: Any) -> Any:
-            y = self.body(x)
-            return x + y if self.residual else y
+    def mbconv(cin: int, cout: int, expand: int, k: int, stride: int) -> Any:
+        exp = cin * expand
+        layers: list[Any] = []
+        if expand != 1:
+            layers += [nn.Conv2d(cin, exp, 1, bias=False), nn.BatchNorm2d(exp), nn.SiLU()]
+        layers += [nn.Conv2d(exp, exp, k, stride, k // 2, groups=exp, bias=False), nn.BatchNorm2d(exp), nn.SiLU(),
+                   _se(exp, max(4, cin // 4), nn.Sigmoid), nn.Conv2d(exp, cout, 1, bias=False), nn.BatchNorm2d(cout)]
+        return _residual(layers, stride == 1 and cin == cout)
 
     c = [_ch(v, width, 8) for v in (32, 16, 24, 40)]
     return nn.Sequential(
         nn.Conv2d(3, c[0], 3, 2, 1, bias=False), nn.BatchNorm2d(c[0]), nn.SiLU(),
-        MBConv(c[0], c[1], 1, 3, 1), MBConv(c[1], c[2], 6, 3, 2), MBConv(c[2], c[2], 6, 3, 1),
-        MBConv(c[2], c[3], 6, 5, 2),
+        mbconv(c[0], c[1], 1, 3, 1), mbconv(c[1], c[2], 6, 3, 2), mbconv(c[2], c[2], 6, 3, 1),
+        mbconv(c[2], c[3], 6, 5, 2),
         nn.Conv2d(c[3], 4 * c[3], 1, bias=False), nn.BatchNorm2d(4 * c[3]), nn.SiLU(),
         nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(4 * c[3], num_classes))
 
