@@ -350,6 +350,11 @@ def _view(r: RelaxReader, call: Any, name: str, op: str) -> Value:
     return r.view(x, _out(call, name), name)
 
 
+# A group's normalisation on the CPEs holds the group in and out in LDM: SW26010's budget (56 KB) less
+# room for the kernel's scalars. The reader is target-independent, so the smaller LDM decides.
+GROUP_IN_LDM_BYTES = 55 * 1024
+
+
 def _group_norm(r: RelaxReader, call: Any, name: str, op: str) -> Value:
     """group_norm and instance_norm (groups = channels) over the trailing axes of channels-first data,
     as steps that each slice into CPE blocks: a normalisation of the [N * G, 1, C/G * rest] view (over
@@ -365,12 +370,14 @@ def _group_norm(r: RelaxReader, call: Any, name: str, op: str) -> Value:
     groups = int(at.num_groups) if op == "nn.group_norm" else (x.shape[1] if rank > 1 else 0)
     # TVM's torch import gives instance_norm axes [0, 2, 3]: the same reduction when the batch is 1
     axes = {int(a) % rank for a in at.axes} - ({0} if x.shape[0] == 1 else set())
+    per_group = x.shape[1] // groups * prod(x.shape[2:]) if rank >= 3 and groups else 0
     if rank < 3 or int(at.channel_axis) % rank != 1 or axes != set(range(2, rank)) or not groups \
-            or x.shape[1] % groups:
+            or x.shape[1] % groups or 2 * per_group * np.dtype(x.dtype).itemsize > GROUP_IN_LDM_BYTES:
+        # a group too large for one CPE's LDM would leave the steps on the MPE, where TVM's one
+        # PrimFunc is cheaper than the steps: legalized as it is
         return _legalized(r, [x, gamma, beta], lambda vs: relax.Call(call.op, vs, call.attrs), name, op,
                           expression=False)
     n, c = x.shape[0], x.shape[1]
-    per_group = c // groups * prod(x.shape[2:])
     # each group one channel of its own: [N * G, 1, C/G * rest], normalised by a one-channel
     # instance_norm (unit scale, zero shift of one element each: a block holds its group and nothing
     # else, where a layer_norm would fetch a scale and a shift as long as the group)
