@@ -540,9 +540,9 @@ _RULES: dict[str, Callable[[RelaxReader, Any, str, str], Value]] = {
 }
 
 
-def legalize(mod: Any, keep: Sequence[str] = KEPT_OPS) -> Any:
-    """Every operator but ``keep`` (by default the ones this reader reads itself) lowered by TVM to
-    ``call_tir`` of a PrimFunc."""
+def legalize(mod: Any, keep: Sequence[str] | None = None) -> Any:
+    """Every operator but ``keep`` (by default ``KEPT_OPS``, the ones this reader reads itself, looked
+    up at call time) lowered by TVM to ``call_tir`` of a PrimFunc."""
     import tvm
     from tvm import relax
 
@@ -550,7 +550,8 @@ def legalize(mod: Any, keep: Sequence[str] = KEPT_OPS) -> Any:
 
     register()  # the operators this TVM does not legalize itself (cumsum)
     with tvm.transform.PassContext(opt_level=3):
-        return relax.transform.LegalizeOps(skip_ops=[f"relax.{op}" for op in keep])(mod)
+        kept = KEPT_OPS if keep is None else keep
+        return relax.transform.LegalizeOps(skip_ops=[f"relax.{op}" for op in kept])(mod)
 
 
 def source_calls(mod: Any) -> dict[str, Any]:
