@@ -186,8 +186,12 @@ class Simulator:
     def measure(self, workload: Workload, target: Target | str, configs: Sequence[Config]) -> list[MeasureResult]:
         target = self.profile.apply(target) if self.profile is not None else get_target(target)
         space = self.space(workload, target)
-        results = kind_of(workload).simulate(
-            space, configs, lambda c: noise_factors(self._rng(workload, c), self.noise, self.repeats), self.source)
+        def factors(config: Config) -> np.ndarray:
+            if self.noise <= 0:  # noise-free: no per-config generator to seed (a calibration fit's hot path)
+                return np.ones(self.repeats)
+            return noise_factors(self._rng(workload, config), self.noise, self.repeats)
+
+        results = kind_of(workload).simulate(space, configs, factors, self.source)
         for r in results:
             r.details["profile_version"] = self.profile_version
         return results

@@ -1,0 +1,75 @@
+"""Calibration: the swDNN replay, the fit's intervals and cross-validation, recovery of a hidden profile."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from tuner.calibrate.fit import CalibrationError, calibrate
+from tuner.calibrate.records import Record, SimulatedRecords
+from tuner.calibrate.recovery import HIDDEN_VALUES, recover
+from tuner.calibrate.swdnn import SwdnnReplay, load_sweep
+from tuner.profile import default_profile
+from tuner.workloads import Conv2d, Dense
+
+
+def test_the_sweep_is_swdnns_172_shapes():
+    shapes = load_sweep()
+    assert len(shapes) == 172
+    headline = next(s for s in shapes if (s.batch, s.ni, s.no, s.ro) == (128, 128, 128, 16))
+    # perf.1: 1329.3 GFLOPS on 4 core groups for the headline shape
+    assert headline.flops / headline.seconds / 1e9 == pytest.approx(1329.3, rel=1e-3)
+
+
+def test_replay_moves_with_every_parameter_it_claims():
+    replay = SwdnnReplay()
+    base = default_profile("sw26010").values
+    ref = replay.predict(base)
+    for name in replay.free:
+        spec_value = {"dma_wait_cycles": 2000.0, "dma_overlap": 0.0}.get(name, base[name] * 1.5)
+        assert np.max(np.abs(replay.predict({**base, name: spec_value}) / ref - 1)) > 1e-3, name
+    # the built-in profile (full overlap, no per-tile cost) runs swDNN's schedule about twice as fast as it ran
+    assert np.median(ref / replay.measured) == pytest.approx(0.5, abs=0.05)
+
+
+def test_replay_fit_cross_validates_within_the_issue_bounds():
+    cal = calibrate(SwdnnReplay(), default_profile("sw26010"), bootstrap=8, folds=5)
+    assert cal.records == 172
+    assert cal.cv_median_abs_log_err <= 0.06 and cal.cv_max_abs_log_err <= 0.25
+    p = cal.profile
+    # the survey's fit of the same data: ~16 cycles per 16 vmad, ~170-220 cycles per tile, DMA serialized
+    assert 0.85 <= p.value("p0_cycles_per_fma") <= 1.1
+    assert 120 <= p.value("block_overhead_cycles") <= 220
+    assert p.value("dma_overlap") <= 0.1
+    by_name = {q.name: q for q in p.parameters}
+    assert by_name["tile_overhead_cycles"].interval is None  # swDNN's loop has no such cost: not fitted
+    assert "tile_overhead_cycles" in p.fit["fixed"]
+    for name in cal.fitted:
+        lo, hi = by_name[name].interval or (np.nan, np.nan)
+        assert lo <= by_name[name].value <= hi
+    assert len(p.fit["draws"]) == 8 and p.fit["cv_folds"] == 5
+
+
+def test_recovery_finds_a_hidden_profile_and_predicts_unseen_configs():
+    rec = recover(workloads=(Dense(512, 512, 512, "float32"), Conv2d(8, 64, 16, 16, 64, 3, 3)), per_workload=15,
+                  bootstrap=6)
+    fitted = rec.calibration.profile
+    assert fitted.value("block_overhead_cycles") == pytest.approx(HIDDEN_VALUES["block_overhead_cycles"], rel=0.05)
+    assert fitted.value("dma_overlap") == pytest.approx(HIDDEN_VALUES["dma_overlap"], abs=0.1)
+    assert rec.heldout_max_rel_err <= 0.05
+    assert set(rec.covered) == set(rec.calibration.fitted)
+
+
+def test_records_the_simulator_cannot_time_are_refused():
+    base = default_profile("sw26010")
+    dense = Dense(64, 64, 64, "float32")
+    with pytest.raises(CalibrationError, match="cannot time"):
+        SimulatedRecords(base, [Record(dense, {"no_such_knob": 1}, 1e-3)])
+    with pytest.raises(CalibrationError, match="no records"):
+        SimulatedRecords(base, [])
+
+
+def test_too_few_records_are_refused():
+    replay = SwdnnReplay()
+    with pytest.raises(CalibrationError, match="too few"):
+        calibrate(replay.subset(range(5)), default_profile("sw26010"), bootstrap=2, folds=5)
