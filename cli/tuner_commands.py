@@ -51,10 +51,14 @@ def tune(
     json_out: Annotated[bool, typer.Option("--json", help="print the results as JSON lines")] = False,
     op: Annotated[str | None, typer.Option(help="an operator as a tensor expression: FILE.py:FUNC")] = None,
     args: Annotated[str | None, typer.Option(help="JSON keyword arguments of --op's function")] = None,
+    profile_file: Annotated[Path | None, typer.Option(
+        "--profile", help="a calibrated simulator profile (JSON, from `swtune calibrate --out`): the simulator "
+                          "measures with it and each best time gets its 95% interval")] = None,
 ) -> None:
     """Tune workloads in-process on the simulator and print the best config, its time and GFLOPS."""
     if op:
         return _tune_op(op, args, target, trials, strategy, batch, seed, noise, json_out)
+    profile = _read_profile(profile_file, target) if profile_file is not None else None
     from tuner.models import model_layers
     from tuner.tune import tune_workloads
     from tuner.workloads import workload_from_json
@@ -67,20 +71,40 @@ def tune(
         workloads = [workload_from_json(w) for w in (workload or [DEFAULT_WORKLOAD])]
         names = [w.op for w in workloads]
     results = tune_workloads(workloads, target, trials=trials, strategy=strategy, batch=batch, seed=seed,
-                             noise=noise, console=None if json_out else console)
+                             noise=noise, console=None if json_out else console, profile=profile)
     if json_out:
         for name, r in zip(names, results):
             print(json.dumps({"name": name, "workload": r.workload.key, "best_time_s": r.best_time,
-                              "gflops": r.gflops, "trials": r.trials, "best_config": r.best_config}))
+                              "best_time_interval_s": r.best_interval, "gflops": r.gflops, "trials": r.trials,
+                              "best_config": r.best_config}))
         return
-    table = Table(title=f"swtune on {target} (simulator)")
-    for col in ("layer", "workload", "trials", "best time (ms)", "GFLOPS"):
+    version = f", profile version {profile.version}" if profile is not None else ""
+    table = Table(title=f"swtune on {target} (simulator{version})")
+    columns = ["layer", "workload", "trials", "best time (ms)", *(["95% interval (ms)"] if profile else []), "GFLOPS"]
+    for col in columns:
         table.add_column(col, justify="right" if col not in ("layer", "workload") else "left")
     for name, r in zip(names, results):
-        table.add_row(name, r.workload.key, str(r.trials), f"{r.best_time * 1e3:.4f}", f"{r.gflops:.1f}")
+        interval = [f"{r.best_interval[0] * 1e3:.4f} - {r.best_interval[1] * 1e3:.4f}" if r.best_interval
+                    else "none (profile without a fit)"] if profile else []
+        table.add_row(name, r.workload.key, str(r.trials), f"{r.best_time * 1e3:.4f}", *interval, f"{r.gflops:.1f}")
     console.print(table)
     for name, r in zip(names, results):
         console.print(f"[bold]{name}[/bold] best config: {json.dumps(r.best_config)}")
+
+
+def _read_profile(path: Path, target: str) -> Any:
+    """A profile document from a file (``swtune calibrate --out``), for ``target``."""
+    from tuner.profile import Profile
+    from tuner.targets import get_target
+
+    try:
+        document = json.loads(path.read_text())
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise CommandError(f"cannot read the profile {path}: {exc}") from None
+    profile = Profile.from_json(document)
+    if profile.target != get_target(target).name:
+        raise CommandError(f"{path} is a profile of {profile.target}, not of {target}")
+    return profile
 
 
 def _tune_op(op: str, args: str | None, target: str, trials: int, strategy: str, batch: int, seed: int,

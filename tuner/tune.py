@@ -11,8 +11,10 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from tuner.backends.registry import BackendName, BackendOptions, backend_for
+from tuner.calibrate.intervals import simulated_interval
 from tuner.measure.base import MeasureBackend
 from tuner.measure.noise import DEFAULT_NOISE
+from tuner.profile import Profile
 from tuner.search import SearchStrategy
 from tuner.search.scheduler import GradientScheduler
 from tuner.space.factory import space_for
@@ -33,6 +35,8 @@ class TuneResult:
     trials: int
     curve: list[float] = field(default_factory=list)  # best-so-far seconds after each trial
     baseline_time: float | None = None  # the OpenACC-like baseline as measured here (same backend)
+    # the best config's simulated time under each draw of a fitted profile (tuner/calibrate/intervals.py)
+    best_interval: tuple[float, float] | None = None
 
     @property
     def gflops(self) -> float:
@@ -43,16 +47,19 @@ def tune_workloads(workloads: Sequence[Workload], target: Target | str, trials: 
                    strategy: str = "model", batch: int = 32, seed: int = 0, noise: float = DEFAULT_NOISE,
                    weights: Sequence[float] | None = None, total_trials: int | None = None,
                    early_stop: int | None = None, backend: MeasureBackend | None = None,
-                   console: Console | None = None) -> list[TuneResult]:
+                   console: Console | None = None, profile: Profile | None = None) -> list[TuneResult]:
     """Tune workloads with up to ``trials`` measurements each.
 
     Rounds go to the task with the largest expected gain in weighted end-to-end time (the gradient
     scheduler), until every task's budget is used, ``total_trials`` are spent, or tasks stop early.
+    ``profile`` (a calibrated simulator profile) sets the simulator's uncertain costs; each result then
+    carries its best time's interval under the profile's uncertainty.
     """
     from tuner.search import strategy_names
 
-    target = get_target(target)
-    backend = backend or backend_for(BackendName.SIMULATOR, target, BackendOptions(noise=noise, seed=seed))
+    target = profile.apply(target) if profile is not None else get_target(target)
+    backend = backend or backend_for(BackendName.SIMULATOR, target,
+                                     BackendOptions(noise=noise, seed=seed, profile=profile))
     if strategy not in strategy_names():
         raise ValueError(f"unknown search strategy {strategy!r}; expected one of {strategy_names()}")
     if trials < 1 or batch < 1:
@@ -100,7 +107,8 @@ def tune_workloads(workloads: Sequence[Workload], target: Target | str, trials: 
     finally:
         if progress is not None:
             progress.stop()
-    return [TuneResult(w, s.best_time, s.best_config, s.n_measured, c, b)
+    return [TuneResult(w, s.best_time, s.best_config, s.n_measured, c, b,
+                       simulated_interval(profile, w, s.best_config) if profile and s.best_config else None)
             for w, s, c, b in zip(workloads, searches, curves, baseline_times)]
 
 

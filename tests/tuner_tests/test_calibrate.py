@@ -73,3 +73,19 @@ def test_too_few_records_are_refused():
     replay = SwdnnReplay()
     with pytest.raises(CalibrationError, match="too few"):
         calibrate(replay.subset(range(5)), default_profile("sw26010"), bootstrap=2, folds=5)
+
+
+def test_a_fitted_profile_gives_predictions_an_interval_and_the_builtin_one_none():
+    from tuner.calibrate.intervals import simulated_interval, simulated_seconds
+    from tuner.tune import tune_workloads
+
+    cal = calibrate(SwdnnReplay(), default_profile("sw26010"), bootstrap=6, folds=5)
+    dense = Dense(128, 128, 128, "float32")
+    [result] = tune_workloads([dense], "sw26010", trials=12, seed=1, profile=cal.profile)
+    assert result.best_config is not None and result.best_interval is not None
+    lo, hi = result.best_interval
+    exact = simulated_seconds(cal.profile, dense, result.best_config)
+    assert lo <= exact <= hi and hi > lo  # the draws spread (spawn/join is barely pinned by swDNN's timings)
+    # the search measured with the calibrated profile: its noisy best is near the calibrated model time
+    assert result.best_time == pytest.approx(exact, rel=0.1)
+    assert simulated_interval(default_profile("sw26010"), dense, result.best_config) is None
