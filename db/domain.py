@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
+from tuner.profile import Profile
 from tuner.workloads import Workload
 
 
@@ -90,6 +91,9 @@ class Lease:
     token: str
     lease_seconds: float
     jobs: tuple[Job, ...]
+    # The target's active simulator profile, for a worker measuring with the simulator (None otherwise, and
+    # when nothing was leased): its results name this version.
+    profile: Profile | None = None
 
 
 @dataclass(frozen=True)
@@ -131,6 +135,7 @@ class Measurement:
     task_id: int | None
     job_id: int | None
     created_at: datetime | None
+    profile_version: int | None = None  # a simulated time: the simulator profile it came from (0: built-in)
 
     @property
     def workload_key(self) -> str:
@@ -147,10 +152,11 @@ class BestConfig:
     config_hash: str
     mean_time: float
     times: tuple[float, ...]
-    source: str
+    source: str  # "hardware" whenever a Sunway node timed this workload: hardware times win over simulated ones
     worker: str
     measured_at: datetime | None
     n_measured: int
+    profile_version: int | None = None  # a simulated time: the simulator profile it came from (0: built-in)
 
     @property
     def workload_key(self) -> str:

@@ -1,5 +1,8 @@
 """Model functions for measure jobs: enqueue, lease, heartbeat, release, reclaim expired leases.
 
+A lease for a simulator worker carries its target's active simulator profile (db.profiles): the worker
+measures with it, and its results name the version.
+
 Lifecycle: pending -> leased -> done | failed. Leases are decided by the database clock. On
 PostgreSQL a lease picks rows with SELECT ... FOR UPDATE SKIP LOCKED so concurrent workers never
 wait on each other; on SQLite (one writer at a time) a guarded UPDATE (state='pending' in the WHERE
@@ -18,12 +21,17 @@ from sqlalchemy.orm import Session
 from db.domain import Job, Lease
 from db.errors import ForbiddenError, InvalidInputError, LeaseLostError
 from db.orm import JobRow, TargetRow, WorkloadRow
+from db.profiles import active_profile
 from db.refs import insert_ignore, is_postgres, target_id, workload_of
 from db.timeutil import utcnow, utcnow_plus
 from db.workers import touch_worker
+from tuner.backends.registry import BackendName
 from tuner.space.space import config_hash
 
 MAX_LEASE_BATCH = 512
+# The backends a lease hands the target's active simulator profile to: the simulator, and a worker that
+# did not name its backend (an older agent, a test), which may be one.
+PROFILED_BACKENDS = frozenset({"", BackendName.SIMULATOR.value})
 
 
 def enqueue(session: Session, task_id: int, workload_id: int, target_id_: int,
@@ -98,7 +106,10 @@ def lease(session: Session, *, target: str, worker: str, max_jobs: int, lease_se
     touch_worker(session, worker, target=target, backend=backend, token_id=token_id, leased=leased)
     if not leased:
         return Lease(token=token, lease_seconds=lease_seconds, jobs=())
-    return Lease(token=token, lease_seconds=lease_seconds, jobs=tuple(_jobs_for_token(session, token)))
+    # read in the lease's transaction: the profile a worker measures with is the one active when it leased
+    profile = active_profile(session, target) if backend in PROFILED_BACKENDS else None
+    return Lease(token=token, lease_seconds=lease_seconds, jobs=tuple(_jobs_for_token(session, token)),
+                 profile=profile)
 
 
 def _check_holder(session: Session, token: str, worker: str, token_id: int | None,

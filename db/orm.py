@@ -11,6 +11,7 @@ from typing import Any
 from sqlalchemy import (
     JSON,
     BigInteger,
+    Boolean,
     DateTime,
     Float,
     ForeignKey,
@@ -164,6 +165,9 @@ class MeasurementRow(Base):
         UniqueConstraint("workload_id", "target_id", "config_hash"),
         # The compile-time lookup: best successful time per (workload, target) is an index range scan.
         Index("ix_measurements_best", "workload_id", "target_id", "status", "mean_time"),
+        # The same per source: the fastest hardware time (which the lookup prefers) is one index probe too,
+        # however many simulated rows share its (workload, target).
+        Index("ix_measurements_best_source", "workload_id", "target_id", "source", "status", "mean_time"),
     )
 
     id: Mapped[int] = mapped_column(BigId, primary_key=True, autoincrement=True)
@@ -177,9 +181,26 @@ class MeasurementRow(Base):
     error: Mapped[str] = mapped_column(Text, nullable=False, default="")
     worker: Mapped[str] = mapped_column(String(128), nullable=False, default="")
     source: Mapped[str] = mapped_column(String(32), nullable=False)
+    # the simulator profile a simulated time came from (tuner/profile.py; 0 = built-in); NULL for any other source
+    profile_version: Mapped[int | None] = mapped_column(Integer, nullable=True)
     details: Mapped[dict[str, Any]] = mapped_column(JSON, nullable=False, default=dict)
     task_id: Mapped[int | None] = mapped_column(Integer, nullable=True)
     job_id: Mapped[int | None] = mapped_column(BigInteger, nullable=True)
+    created_at: Mapped[datetime] = _created()
+
+
+class ProfileRow(Base):
+    """A fitted simulator profile of a target (tuner/profile.py), versioned 1, 2, ...; at most one is active
+    per target (none active: the built-in profile, version 0)."""
+
+    __tablename__ = "profiles"
+    __table_args__ = (UniqueConstraint("target_id", "version"),)
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    target_id: Mapped[int] = mapped_column(ForeignKey("targets.id"), nullable=False)
+    version: Mapped[int] = mapped_column(Integer, nullable=False)
+    document: Mapped[dict[str, Any]] = mapped_column(JSON, nullable=False)  # Profile.to_json(): values, fit, errors
+    active: Mapped[bool] = mapped_column(Boolean, nullable=False, default=False)
     created_at: Mapped[datetime] = _created()
 
 

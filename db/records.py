@@ -116,7 +116,8 @@ def _parse(line_no: int, line: str) -> tuple[Workload, str, dict[str, Any]]:
             raise bad(f"created_at {rec['created_at'][:64]!r} is not an ISO timestamp") from None
     row: dict[str, Any] = dict(config_hash=m.config_hash, config=m.config, times=list(m.times),
                                mean_time=m.mean_time, status=m.status, error=m.error, worker=m.worker,
-                               source=m.source, details=m.details, task_id=None, job_id=None)
+                               source=m.source, details=m.details, profile_version=m.profile_version,
+                               task_id=None, job_id=None)
     if created is not None:
         row["created_at"] = created
     return workload, tname, row

@@ -16,6 +16,7 @@ from sqlalchemy.orm import Session
 from db.domain import PostOutcome, ResultIn
 from db.errors import ForbiddenError, InvalidInputError, LeaseLostError, NotFoundError
 from db.orm import JobRow, MeasurementRow, TargetRow, WorkerRow, WorkloadRow
+from db.profiles import get_profile
 from db.refs import insert_ignore, is_postgres, workload_of
 from db.timeutil import utcnow
 from db.validation import CheckedMeasurement, check_measurement
@@ -33,6 +34,22 @@ def validate_result(result: ResultIn, job: JobRow, workload_json: str, target: s
                                  details=result.details, worker=worker, backend=backend)
     except InvalidInputError as exc:
         raise InvalidInputError(f"job {result.job_id}: {exc}") from None
+
+
+def _check_profiles(session: Session, named: dict[int, tuple[str, int | None]]) -> None:
+    """A simulated time names a profile its target has (0, the built-in one, always exists): a version
+    that does not exist is the worker's error, and the whole post is refused. One query per distinct
+    (target, version), not per result."""
+    seen: set[tuple[str, int]] = set()
+    for job_id, (target, version) in sorted(named.items()):
+        if not version or (target, version) in seen:
+            continue
+        try:
+            get_profile(session, target, version)
+        except NotFoundError:
+            raise InvalidInputError(f"job {job_id}: {target} has no profile version {version} (the simulator "
+                                    "profile details.profile_version names)") from None
+        seen.add((target, version))
 
 
 def post_results(session: Session, *, lease_token: str, worker: str, results: Sequence[ResultIn],
@@ -60,6 +77,7 @@ def post_results(session: Session, *, lease_token: str, worker: str, results: Se
     # all or nothing: every result of a known job is validated before anything is written
     checked = {r.job_id: validate_result(r, *by_id[r.job_id], worker=worker, backend=backend)
                for r in results if r.job_id in by_id}
+    _check_profiles(session, {job_id: (by_id[job_id][2], m.profile_version) for job_id, m in checked.items()})
 
     outcomes: dict[int, PostOutcome] = {}
     to_store: list[JobRow] = []
@@ -84,7 +102,7 @@ def post_results(session: Session, *, lease_token: str, worker: str, results: Se
             rows.append(dict(workload_id=job.workload_id, target_id=job.target_id, config_hash=job.config_hash,
                              config=job.config, times=list(m.times), mean_time=m.mean_time,
                              status=m.status, error=m.error, worker=worker, source=m.source, details=m.details,
-                             task_id=job.task_id, job_id=job.id))
+                             profile_version=m.profile_version, task_id=job.task_id, job_id=job.id))
         returned = session.execute(insert_ignore(session, MeasurementRow).values(rows).returning(
             MeasurementRow.id, MeasurementRow.workload_id, MeasurementRow.target_id, MeasurementRow.config_hash))
         inserted = {(w, t, h): mid for mid, w, t, h in returned}

@@ -31,6 +31,7 @@ MAX_ERROR_CHARS = 20_000
 MAX_WORKER_CHARS = 128  # measurements.worker and workers.name are String(128)
 MAX_DETAILS_BYTES = 64 * 1024
 MAX_DETAILS_DEPTH = 8
+MAX_PROFILE_VERSION = 2**31 - 1  # measurements.profile_version is an int4
 # No single kernel launch takes a day; a larger "time" is a unit mix-up or junk.
 MAX_TIME_S = 86_400.0
 # A time no clock can read, whatever the workload.
@@ -54,6 +55,19 @@ class CheckedMeasurement:
     source: str
     details: dict[str, Any]
     worker: str
+    profile_version: int | None = None  # simulated times: the simulator profile they came from
+
+
+def check_profile_version(source: str, details: dict[str, Any]) -> int | None:
+    """The profile version a simulated result names in its details (0, the built-in profile, when it names
+    none: results from before profiles existed); None for every other source."""
+    if source != "simulator":
+        return None
+    version = details.get("profile_version", 0)
+    if isinstance(version, bool) or not isinstance(version, int) or not 0 <= version <= MAX_PROFILE_VERSION:
+        raise InvalidInputError(f"details.profile_version must be an integer in [0, {MAX_PROFILE_VERSION}], "
+                                f"got {str(version)[:64]}")
+    return version
 
 
 @lru_cache(maxsize=512)
@@ -175,4 +189,5 @@ def check_measurement(workload: Workload, target: str, *, config: Any, status: A
     checked_details = check_details({} if details is None else details)
     return CheckedMeasurement(config=checked_config, config_hash=config_hash(checked_config), status=status,
                               times=values, mean_time=mean(values) if status == OK else None, error=error,
-                              source=source, details=checked_details, worker=worker)
+                              source=source, details=checked_details, worker=worker,
+                              profile_version=check_profile_version(source, checked_details))
