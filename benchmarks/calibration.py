@@ -1,11 +1,23 @@
 """Simulator fidelity figures: DMA fit, FACTS strided figures, DGEMM and conv peak fractions, noise.
 
-    python benchmarks/calibration.py [--samples N] [--noise X]
+    python benchmarks/calibration.py [--samples N] [--noise X] [--bootstrap N] [--recovery-bootstrap N]
 
 Last line: one JSON object with dma_max_rel_err (every calibration point, contiguous and strided),
 strided_facts_max_rel_err (FACTS §2.1 strided figures), dgemm_peak_fraction (DGEMM 2048^3 float64,
 one SW26010 core group), naive_slowdown, conv3x3_f64_peak_fraction and conv3x3_f64_breakdown (conv2d
-n=32 c=128 h=w=18 k=128 3x3 float64), analysis_configs_per_s and noise_default (issues 2 and 11).
+n=32 c=128 h=w=18 k=128 3x3 float64), analysis_configs_per_s and noise_default (issues 2 and 11), all
+under the built-in profile (version 0), and the calibration of issue 24:
+
+- ``swdnn_replay``: swDNN's 172 measured shapes replayed with swDNN's schedule (tuner/calibrate/swdnn.py),
+  the profile fitted to them, its 5-fold cross-validated errors (log of simulated / measured);
+- ``profile``: every parameter of that calibrated profile with its value, interval (Bonferroni bootstrap,
+  95% jointly; null when the data cannot move it), and source or "assumption";
+- ``calibrate_recovery``: synthetic hardware records from a hidden profile with noise, fitted back
+  (tuner/calibrate/recovery.py);
+- ``conv3x3_f64_peak_fraction_calibrated`` and ``swdnn_population_peak_fraction_calibrated``: the best config
+  found under the calibrated profile (the conv above; swDNN's population, its 6-shape subset), with the
+  interval the profile's draws give at that config. There is no target for these: they are what the
+  calibrated model says.
 
 The searches select configs on noisy measurements (relative noise ``--noise``, default the simulator's
 ``DEFAULT_NOISE``), as a tuner would, and report the noise-free model time of the config they pick.
@@ -18,10 +30,16 @@ import argparse
 import _common  # noqa: F401  (sets the import path)
 import numpy as np
 from _common import emit, median_seconds
+from swdnn_population import CHIP_PEAK, SUBSET, chip_flops, per_cg
 
+from tuner.calibrate.fit import Calibration, calibrate
+from tuner.calibrate.intervals import interval
+from tuner.calibrate.recovery import recover
+from tuner.calibrate.swdnn import SwdnnReplay
 from tuner.measure.calibration import load_points, relative_errors, strided_fact_errors
 from tuner.measure.noise import DEFAULT_NOISE, noise_factors
 from tuner.measure.simulator import breakdown, simulate
+from tuner.profile import Profile, default_profile
 from tuner.space import ScheduleSpace
 from tuner.space.factory import space_for
 from tuner.targets import get_target
@@ -91,10 +109,75 @@ def conv_figures(samples: int, noise: float) -> tuple[float, dict[str, object], 
     return fraction, summary, config
 
 
+def replay_figures(bootstrap: int) -> tuple[Calibration, dict[str, object]]:
+    """The profile fitted to swDNN's sweep, and the replay's figures before and after."""
+    replay = SwdnnReplay()
+    base = default_profile("sw26010")
+    before = replay.predict(base.values) / replay.measured
+    cal = calibrate(replay, base, bootstrap=bootstrap, folds=5)
+    after = replay.predict(cal.profile.values) / replay.measured
+    print(f"swDNN replay ({cal.records} shapes): built-in profile simulated/measured {before.min():.2f}-"
+          f"{before.max():.2f} (median {np.median(before):.2f}); calibrated {after.min():.2f}-{after.max():.2f}, "
+          f"5-fold CV median |log err| {cal.cv_median_abs_log_err:.4f}, max {cal.cv_max_abs_log_err:.4f}")
+    return cal, {**cal.summary(), "shapes": cal.records,
+                 "builtin_ratio_median": round(float(np.median(before)), 4),
+                 "builtin_ratio_range": [round(float(before.min()), 4), round(float(before.max()), 4)],
+                 "calibrated_ratio_range": [round(float(after.min()), 4), round(float(after.max()), 4)]}
+
+
+def profile_figures(profile: Profile) -> dict[str, object]:
+    out: dict[str, object] = {}
+    for p in profile.parameters:
+        out[p.name] = {"value": float(f"{p.value:.6g}"), "unit": p.spec.unit,
+                       "interval": [float(f"{x:.6g}") for x in p.interval] if p.interval else None,
+                       "source": p.spec.source}
+        shown = f"[{p.interval[0]:.4g}, {p.interval[1]:.4g}]" if p.interval else "not fitted"
+        print(f"  {p.name} = {p.value:.4g} {p.spec.unit} {shown} ({p.spec.source})")
+    return out
+
+
+def calibrated_fractions(profile: Profile, samples: int, noise: float) -> dict[str, object]:
+    """Best configs under the calibrated profile; their peak fractions with the draws' interval."""
+    target = profile.apply("sw26010")
+    conv = Conv2d(32, 128, 18, 18, 128, 3, 3, dtype="float64")
+    space = space_for(conv, target)
+    best, best_t = best_by_search(space, samples, seed=2, noise=noise, rounds=120)
+    config = space.decode(best)
+    peak = target.peak_flops("float64")
+
+    def conv_fraction(p: Profile) -> float:
+        return conv.flops / float(simulate(space_for(conv, p.apply("sw26010")), best[None, :])[0]) / peak
+
+    conv_iv = interval(profile, conv_fraction)
+    picks = []
+    for i, (ro, b, ni, no) in enumerate(SUBSET):
+        cg = per_cg(ro, b, ni, no, "rows")
+        cg_space = space_for(cg, target)
+        row, _ = best_by_search(cg_space, max(samples // 10, 2000), seed=i, noise=noise, rounds=40)
+        picks.append((cg, row, chip_flops(ro, b, ni, no)))
+
+    def population(p: Profile) -> float:
+        tgt = p.apply("sw26010")
+        seconds = sum(float(simulate(space_for(cg, tgt), row[None, :])[0]) for cg, row, _ in picks)
+        return sum(f for _, _, f in picks) / seconds / CHIP_PEAK
+
+    pop, pop_iv = population(profile), interval(profile, population)
+    print(f"calibrated profile: conv3x3 f64 best {conv.flops / best_t / peak:.3f} of peak {conv_iv}; swDNN "
+          f"population subset ({len(SUBSET)} shapes) {pop:.3f} of 3.06 TF {pop_iv}")
+    return {"conv3x3_f64_peak_fraction_calibrated": round(conv.flops / best_t / peak, 4),
+            "conv3x3_f64_peak_fraction_calibrated_interval": [round(x, 4) for x in conv_iv] if conv_iv else None,
+            "conv3x3_f64_calibrated_config": config,
+            "swdnn_population_peak_fraction_calibrated": round(pop, 4),
+            "swdnn_population_peak_fraction_calibrated_interval": [round(x, 4) for x in pop_iv] if pop_iv else None,
+            "swdnn_population_shapes": len(SUBSET)}
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--samples", type=int, default=200_000, help="random configs before refinement")
     parser.add_argument("--noise", type=float, default=DEFAULT_NOISE, help="relative measurement noise")
+    parser.add_argument("--bootstrap", type=int, default=200, help="bootstrap refits of the swDNN replay fit")
+    parser.add_argument("--recovery-bootstrap", type=int, default=100, help="bootstrap refits of the recovery")
     args = parser.parse_args()
 
     errors = {}
@@ -128,6 +211,13 @@ def main() -> None:
     many = rng.integers(0, space.sizes, size=(100_000, len(space.sizes)))
     seconds = median_seconds(lambda: space.analyze(many), repeats=3)
     print(f"analysis: 100000 configs in {seconds * 1e3:.1f} ms (median of 3)")
+
+    cal, replay = replay_figures(args.bootstrap)
+    profile = profile_figures(cal.profile)
+    rec = recover(bootstrap=args.recovery_bootstrap)
+    print(f"recovery of a hidden profile: all covered {rec.all_covered}, held-out max rel err "
+          f"{rec.heldout_max_rel_err:.4f} ({rec.heldout} records)")
+    calibrated = calibrated_fractions(cal.profile, args.samples, args.noise)
     emit({
         "dma_max_rel_err": round(max(errors.values()), 4),
         "dma_max_rel_err_per_target": {k: round(v, 4) for k, v in errors.items()},
@@ -144,6 +234,10 @@ def main() -> None:
         # dma_hidden_excess, the part of the gets and puts that compute does not cover)
         "dgemm_breakdown": {k: round(v, 4) for k, v in dgemm_parts["share_of_total"].items()},
         "dgemm_best_config": space.decode(best),
+        "swdnn_replay": replay,
+        "profile": profile,
+        "calibrate_recovery": rec.summary(),
+        **calibrated,
     })
 
 

@@ -18,7 +18,7 @@ from service.driver import TuningDriver
 from service.limits import BodySizeLimit, LongPolls, RateLimiter
 from service.metrics import Metrics, MetricsMiddleware, StateCollector
 from service.notify import JobSignal
-from service.routes import dashboard, health, jobs, records, schedules, submissions, tasks
+from service.routes import dashboard, health, jobs, profiles, records, schedules, submissions, tasks
 from service.routes.schedules import LookupCache
 from service.settings import Settings
 
@@ -68,7 +68,7 @@ def create_app(settings: Settings | None = None, *, db: Database | None = None) 
     state.background = _TaskSet()
 
     errors.install(app)
-    for module in (health, tasks, submissions, jobs, schedules, records):
+    for module in (health, tasks, submissions, jobs, schedules, records, profiles):
         app.include_router(module.router)
     dashboard.install(app)  # the web UI at /ui and its read-only views
     app.add_middleware(BodySizeLimit, max_bytes=settings.max_body_bytes,

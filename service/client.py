@@ -11,6 +11,7 @@ import random
 import time
 from collections.abc import Iterable, Iterator
 from typing import Any
+from urllib.parse import quote
 
 import httpx
 
@@ -167,6 +168,22 @@ class ServiceClient:
         data = "".join(line if line.endswith("\n") else line + "\n" for line in lines).encode()
         return self.request("POST", "/api/v1/records/import", content=data,
                             headers={"Content-Type": "application/x-ndjson"}).json()
+
+    # --- simulator profiles --------------------------------------------------------------------
+    def get_profile(self, target: str) -> dict[str, Any]:
+        """The target's active simulator profile (``active``, its document; ``active_version``) and the
+        stored versions (``versions``)."""
+        return self.request("GET", f"/api/v1/profiles/{quote(target, safe='')}").json()
+
+    def post_profile(self, document: dict[str, Any], *, activate: bool = True) -> dict[str, Any]:
+        """Store a profile document (admin token) as its target's next version; returns ``version``,
+        ``active`` and the stored ``profile``. Not retried: a lost answer would store it twice."""
+        return self.request("POST", "/api/v1/profiles", json=document, params={"activate": activate},
+                            retry=False).json()
+
+    def activate_profile(self, target: str, version: int) -> dict[str, Any]:
+        """Make a stored version (0: the built-in profile) the one simulator workers measure with (admin)."""
+        return self.request("POST", f"/api/v1/profiles/{quote(target, safe='')}/{int(version)}/activate").json()
 
     def health(self) -> dict[str, Any]:
         return self.request("GET", "/health", retry=False).json()

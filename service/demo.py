@@ -23,10 +23,11 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 
 from db.engine import normalize_url
+from service.baselines import profiled_baseline_time
 from service.client import ServiceClient
 from service.embedded import embedded_service
-from tuner.baseline import baseline_time
 from tuner.models.zoo import model_layers
+from tuner.profile import Profile
 
 
 @dataclass(frozen=True)
@@ -47,11 +48,12 @@ class LayerResult:
         return self.flops / self.tuned_s / 1e9 if self.tuned_s else None
 
 
-def baselines(layers: list[Any], target: str) -> dict[str, float]:
-    """The simulated time of each layer under the OpenACC-like schedule, by layer name."""
+def baselines(layers: list[Any], target: str, profile: Profile | None = None) -> dict[str, float]:
+    """The simulated time of each layer under the OpenACC-like schedule, by layer name, with ``profile``'s
+    costs (the one the tuned times were measured with; None: the built-in profile)."""
     out = {}
     for layer in layers:
-        t = baseline_time(layer.workload, target)
+        t = profiled_baseline_time(layer.workload, target, profile)
         if t is None:
             raise RuntimeError(f"no valid OpenACC-like schedule for {layer.workload.key}")
         out[layer.name] = t
@@ -96,7 +98,8 @@ def run_demo(*, trials: int = 64, workers: int = 2, db_path: str | None = None, 
                                       labels=[l.name for l in layers])
             console.print(f"API on {service.url}; {len(submitted['task_ids'])} tasks, "
                           f"strategy {submitted['strategy']}")
-            base = baselines(layers, target)  # while the workers start measuring
+            # while the workers start measuring; with the profile they measure with (a log may hold a fitted one)
+            base = baselines(layers, target, Profile.from_json(client.get_profile(target)["active"]))
             tasks = _follow(client, submitted, layers, console, deadline=start + timeout)
             best = client.best_batch([l.workload.key for l in layers], target)["found"]
     results = []

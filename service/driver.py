@@ -6,6 +6,11 @@ task's strategy is rebuilt by telling it every stored measurement of the task's 
 and marking every queued job in flight, so nothing is measured twice and no budget is exceeded.
 A model-guided task's cost model starts from a base model of the newest measurements of the
 target's other workloads (``transfer_rows``, tuner.search.transfer), so it needs no random warm-up.
+A task's strategy and its transfer base learn from one simulator profile's times only, the target's
+active one (db.profiles), plus every hardware time: two profiles time one config differently, and a
+model trained on both would learn the difference as noise. When another profile is activated, the
+task's strategy is rebuilt from that profile's measurements (configs measured under the old one stay
+in flight: the tuning log measures a config once).
 
 Budget rule: a task's trials are its jobs that are done, failed or still queued; the driver never
 queues more than ``budget - that``, and a task is done when done + failed reaches its budget (or its
@@ -37,14 +42,15 @@ from sqlalchemy.exc import OperationalError
 from cost_model import CostModel
 from db import jobs as jobs_db
 from db import measurements as measurements_db
+from db import profiles as profiles_db
 from db import submissions as submissions_db
 from db import tasks as tasks_db
 from db.engine import Database
 from db.refs import workload_of
 from service import budget
+from service.baselines import profiled_baseline_time
 from service.settings import Settings
 from service.strategies import available
-from tuner.baseline import baseline_time
 from tuner.errors import InvalidConfigError
 from tuner.measure.base import MeasureResult, Source, Status
 from tuner.search import SearchStrategy
@@ -77,6 +83,9 @@ class _TaskState:
     """A task's strategy and what of the database it has already been told."""
 
     strategy: SearchStrategy
+    # The target's simulator profile the strategy learns from: it is told simulated times of this version
+    # only (and every hardware time), never a mix; another version activated means a new strategy.
+    profile_version: int = 0
     told: set[int] = field(default_factory=set)  # measurement ids
     last_job_id: int = 0
     baseline_checked: bool = False  # the baseline schedule is queued (or known) for this task
@@ -185,11 +194,13 @@ class TuningDriver:
             sub = submissions_db.get_submission(s, submission_id)
         unweighed = [t for t in sub.tasks if t.weight is None and t.task_id not in self._weighed]
         if unweighed:  # once per task: simulating baselines is no work for a request handler
+            with self.db.session() as s:
+                profile = profiles_db.active_profile(s, sub.target)  # the costs its trials are measured with
             weights = {}
             for t in unweighed:
                 self._weighed.add(t.task_id)  # no estimate (no valid baseline): not retried every round
                 try:
-                    est = baseline_time(t.workload, sub.target)
+                    est = profiled_baseline_time(t.workload, sub.target, profile)
                 except Exception:  # noqa: BLE001 - the weight only orders warm-up rounds
                     log.exception("task %s: no baseline estimate", t.task_id)
                     continue
@@ -293,18 +304,25 @@ class TuningDriver:
         return state.strategy
 
     def _state(self, session, task: tasks_db.TaskSpec) -> _TaskState:
+        version = profiles_db.active_version(session, task.target)
         state = self._states.get(task.id)
+        if state is not None and state.profile_version != version:
+            # what it learnt came from another profile's times: start over from the new profile's ones
+            log.info("task %s: simulator profile %s is active now (was %s): rebuilding its strategy", task.id,
+                     version, state.profile_version)
+            state = None
         if state is None:
             name = task.strategy if task.strategy in available() else "random"
             if name != task.strategy:
                 log.warning("task %s: strategy %r is not registered here; using random", task.id, task.strategy)
             space = space_for(task.workload, task.target)
             kind = kind_of(task.workload)  # the kind picks its strategy (a CPE kernel has its own)
-            base = self._transfer_base(session, task) if kind.takes_transfer(name) else None
-            state = self._states[task.id] = _TaskState(kind.strategy(space, name, seed=task.seed, base_model=base))
+            base = self._transfer_base(session, task, version) if kind.takes_transfer(name) else None
+            state = self._states[task.id] = _TaskState(kind.strategy(space, name, seed=task.seed, base_model=base),
+                                                       profile_version=version)
         return state
 
-    def _transfer_base(self, session, task: tasks_db.TaskSpec) -> CostModel | None:
+    def _transfer_base(self, session, task: tasks_db.TaskSpec, profile_version: int) -> CostModel | None:
         """A base cost model of the target's other workloads' newest measurements (tuner.search.transfer),
         or None (transfer off, too little measured)."""
         if self.settings.transfer_rows <= 0:
@@ -312,7 +330,8 @@ class TuningDriver:
         from tuner.search.transfer import History, base_model  # xgboost: only for the model strategy
 
         limit = self.settings.transfer_rows
-        rows = measurements_db.measured_elsewhere(session, task.target_id, task.workload_id, limit)
+        rows = measurements_db.measured_elsewhere(session, task.target_id, task.workload_id, limit,
+                                                  profile_version=profile_version)
         by_workload: dict[str, list[tuple[Config, float]]] = {}
         for canonical, config, mean_time in rows:
             by_workload.setdefault(canonical, []).append((config, mean_time))
@@ -342,8 +361,8 @@ class TuningDriver:
         """Tell the strategy new measurements of its (workload, target), then mark new jobs in flight."""
         space = state.strategy.space
         configs, results = [], []
-        for mid, config, status, times in measurements_db.measurements_of(session, task.workload_id, task.target_id,
-                                                                          state.told):
+        for mid, config, status, times in measurements_db.measurements_of(
+                session, task.workload_id, task.target_id, state.told, profile_version=state.profile_version):
             state.told.add(mid)
             try:
                 space.encode(config)

@@ -3,7 +3,8 @@ its tuning driver, and simulator worker processes -- started together, stopped t
 
 ``embedded_service(db_url, workers=N)`` is what ``swtune demo``, ``swtune tune-model`` (without
 ``--server``) and the tests run; ``spawn_server`` starts the API as a child process instead, for the
-tests that kill and restart it.
+tests that kill and restart it. Its workers are ``swtune worker`` processes like any other: each lease
+hands them the target's active simulator profile of the log at ``db_url``, which they measure with.
 """
 
 from __future__ import annotations

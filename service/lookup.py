@@ -2,7 +2,8 @@
 
 A compiler asks for the best config of each workload on a target. Answers (including "not tuned")
 are cached in a JSON file so a rebuild works offline and fast; when the service is slow or down the
-cache answers, and a workload with no answer at all is reported untuned, never an exception.
+cache answers, and a workload with no answer at all is reported untuned, never an exception. The service
+serves a hardware-timed config whenever a Sunway node timed the workload; ``source_of`` says which.
 """
 
 from __future__ import annotations
@@ -29,6 +30,9 @@ class ScheduleLookup:
         self.server, self.target, self.timeout, self.token, self.http = server, target, timeout, token, http
         self.cache_file = Path(cache_file) if cache_file else None
         self._cache: dict[str, Any] = self._load()
+        # What timed each config the service served in this run: {"source", "profile_version"} per key
+        # (the cache file keeps configs only, so answers read from it have no entry).
+        self.served: dict[str, dict[str, Any]] = {}
 
     # -- cache file --------------------------------------------------------------------------
     def _load(self) -> dict[str, Any]:
@@ -73,12 +77,23 @@ class ScheduleLookup:
         for key in missing:
             record = found.get(key)
             self._cache[key] = record.get("config") if record else None
+            if record:
+                self.served[key] = {"source": record.get("source"), "profile_version": record.get("profile_version")}
         self._save()
+        sources = [v["source"] for v in self.served.values()]
+        if sources:
+            log.info("schedules served: %d timed on hardware, %d simulated or emulated",
+                     sources.count("hardware"), len(sources) - sources.count("hardware"))
 
     def best(self, workload: Workload) -> dict[str, Any] | None:
         """The best config of ``workload`` on this target, or None when it is not tuned."""
         if workload.key not in self._cache:
             self.prefetch([workload])
         return self._cache.get(workload.key)
+
+    def source_of(self, workload: Workload) -> dict[str, Any] | None:
+        """What timed the config served for ``workload``: {"source": "hardware" | "simulator" | ...,
+        "profile_version": the simulator profile or None}; None when it came from the cache file or is untuned."""
+        return self.served.get(workload.key)
 
     __call__ = best

@@ -195,6 +195,10 @@ class LeaseOut(BaseModel):
     lease_token: str
     lease_seconds: float
     jobs: list[JobOut]
+    profile: dict[str, Any] | None = Field(
+        None, description="the target's active simulator profile (GET /api/v1/profiles/{target}) for a worker "
+                          "leasing as the simulator backend or naming none: measure with it and name its version "
+                          "in each result's details.profile_version; null for other backends and empty leases")
 
 
 class HeartbeatIn(_In):
@@ -259,6 +263,30 @@ class WorkerOut(BaseModel):
     last_seen_at: datetime | None
 
 
+# --- simulator profiles -----------------------------------------------------------------------
+ProfileVersion = Annotated[int, Field(ge=0, le=2**31 - 1, description="a profile version (0: the built-in one)")]
+
+
+class ProfileVersionOut(BaseModel):
+    version: int
+    active: bool
+    fit: dict[str, Any] = Field(description="what the profile was fitted to, and its errors")
+
+
+class ProfilesOut(BaseModel):
+    target: str
+    active_version: int = Field(description="the version simulator workers measure with (0: the built-in profile)")
+    active: dict[str, Any] = Field(description="the active profile's document (as POST /api/v1/profiles takes it)")
+    versions: list[ProfileVersionOut] = Field(description="every stored version, oldest first (0 is not stored)")
+
+
+class ProfileStoredOut(BaseModel):
+    target: str
+    version: int
+    active: bool
+    profile: dict[str, Any] = Field(description="the stored document, with the version the tuning log gave it")
+
+
 # --- compile-time lookup ----------------------------------------------------------------------
 class BestOut(BaseModel):
     workload_key: str
@@ -268,9 +296,13 @@ class BestOut(BaseModel):
     mean_time: float
     times: list[float]
     gflops: float
-    source: str
+    source: str = Field(description="what timed the served config: 'hardware' whenever a Sunway node timed this "
+                                    "workload (hardware times win over simulated ones), else e.g. 'simulator'")
     worker: str
     measured_at: datetime | None
+    profile_version: int | None = Field(
+        None, description="a simulated time: the simulator profile it came from (0: the built-in one); null for "
+                          "any other source")
 
 
 class BestBatchIn(_In):

@@ -27,4 +27,4 @@ def job_out(j: Job) -> JobOut:
 def best_out(b: BestConfig) -> BestOut:
     return BestOut(workload_key=b.workload_key, target=b.target, config=b.config, config_hash=b.config_hash,
                    mean_time=b.mean_time, times=list(b.times), gflops=b.gflops, source=b.source, worker=b.worker,
-                   measured_at=b.measured_at)
+                   measured_at=b.measured_at, profile_version=b.profile_version)

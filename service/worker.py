@@ -6,10 +6,11 @@ xgboost is imported here, so it runs on a Sunway login node or a bare container.
 from ``tuner.backends.registry``: ``simulator`` (the calibrated model, source "simulator"),
 ``emulator`` (generated athread C built with gcc and run on the x86 athread emulator, checked against
 numpy, source "emulator") and ``sunway`` (codegen + sw5cc/swgcc + bsub, source "hardware"; see
-tuner.backends.sunway). The worker uses the MeasureBackend protocol only: it preflights the backend
-before leasing, leases one ``chunk`` of jobs by default, measures a chunk per call, and when the
-backend raises InfrastructureError (this machine cannot measure) posts what was measured, hands the
-other jobs back unblamed and exits with code 2.
+tuner.backends.sunway). A simulator worker measures with the simulator profile its lease carries (the
+target's active one), so its results name that version. The worker uses the MeasureBackend protocol
+only: it preflights the backend before leasing, leases one ``chunk`` of jobs by default, measures a
+chunk per call, and when the backend raises InfrastructureError (this machine cannot measure) posts
+what was measured, hands the other jobs back unblamed and exits with code 2.
 
     swtune worker --server http://127.0.0.1:8000 --target sw26010 --backend simulator
 """
@@ -25,14 +26,18 @@ import socket
 import threading
 import time
 from collections.abc import Callable, Sequence
+from dataclasses import replace
 from typing import Any
 
 import httpx
 
 from service.client import ForbiddenError, LeaseLostError, ServiceClient, ServiceError
 from tuner.backends.registry import BackendName, BackendOptions, backend_for
+from tuner.errors import UnknownTargetError
 from tuner.measure.base import InfrastructureError, MeasureBackend, MeasureResult
 from tuner.measure.noise import DEFAULT_NOISE
+from tuner.profile import Profile, ProfileError
+from tuner.targets import get_target
 from tuner.workloads import workload_from_json
 
 log = logging.getLogger("swtune.worker")
@@ -80,7 +85,8 @@ class Worker:
 
     def __init__(self, client: ServiceClient, target: str, backend: MeasureBackend, *, name: str | None = None,
                  backend_name: str = BackendName.SIMULATOR, batch: int | None = None, wait_seconds: float = 10.0,
-                 max_jobs: int | None = None, idle_exit: float | None = None, latency: float = 0.0) -> None:
+                 max_jobs: int | None = None, idle_exit: float | None = None, latency: float = 0.0,
+                 options: BackendOptions | None = None) -> None:
         if backend.chunk < 1 or (batch is not None and batch < 1):
             raise ValueError(f"jobs per lease and the backend's chunk must be positive, got {batch}, {backend.chunk}")
         self.client = client
@@ -93,6 +99,10 @@ class Worker:
         self.max_jobs = max_jobs
         self.idle_exit = idle_exit
         self.latency = latency  # extra seconds per config: lets tests stop a worker mid-measurement
+        # With the options ``backend`` was built from, a simulator worker rebuilds it with the profile each
+        # lease names (one backend per profile version, kept: a version's document never changes).
+        self.options = options
+        self._profiled: dict[int, MeasureBackend] = {}
         self.stopping = threading.Event()
         self.fatal: str | None = None
         self.counts = {"leased": 0, "posted": 0, "released": 0, "refused": 0}
@@ -138,9 +148,34 @@ class Worker:
             return 2
         return 0
 
+    def _backend_for(self, lease: dict[str, Any]) -> MeasureBackend | None:
+        """The backend to measure this lease's jobs with: the simulator with the target's active profile
+        when the lease carries one; None (measure nothing, hand the jobs back, stop) when that profile
+        cannot be read here -- a result must never name a profile it was not measured with."""
+        document = lease.get("profile")
+        if document is None or self.options is None or self.backend_name != BackendName.SIMULATOR:
+            return self.backend
+        try:
+            profile = Profile.from_json(document)
+        except (ProfileError, UnknownTargetError) as exc:
+            self.fatal = f"the service's simulator profile cannot be read by this worker (upgrade it?): {exc}"
+            return None
+        if get_target(profile.target).name != get_target(self.target).name:
+            self.fatal = f"the service sent a profile of {profile.target} for a lease of {self.target}"
+            return None
+        if profile.version not in self._profiled:
+            log.info("measuring with simulator profile version %s of %s", profile.version, profile.target)
+            self._profiled[profile.version] = backend_for(self.backend_name, self.target,
+                                                          replace(self.options, profile=profile))
+        return self._profiled[profile.version]
+
     def _process(self, lease: dict[str, Any]) -> None:
         token = lease["lease_token"]
         pending = {j["id"]: j for j in lease["jobs"]}
+        backend = self._backend_for(lease)
+        if backend is None:
+            self._hand_back(token, pending)
+            return
         beat = _Heartbeat(self.client, token, self.name, max(0.5, float(lease["lease_seconds"]) / 3))
         beat.start()
         results: list[dict[str, Any]] = []
@@ -158,7 +193,7 @@ class Worker:
                     if self.latency:
                         time.sleep(self.latency * len(part))
                     # Results come in config order; jobs without one (the backend stopped) stay pending.
-                    for job, m in zip(part, self._measure(workload, part)):
+                    for job, m in zip(part, self._measure(backend, workload, part)):
                         results.append(_result_json(job["id"], m))
                         pending.pop(job["id"], None)
         finally:
@@ -168,18 +203,21 @@ class Worker:
         if results and not beat.lost.is_set():
             self._post(token, results)
         if pending and not beat.lost.is_set():
-            try:
-                released = self.client.release(token, self.name, list(pending))
-                self.counts["released"] += len(released)
-            except (ServiceError, httpx.HTTPError) as exc:
-                log.warning("could not hand back %d jobs (their lease will expire): %s", len(pending), exc)
+            self._hand_back(token, pending)
 
-    def _measure(self, workload: Any, jobs: Sequence[dict[str, Any]]) -> list[MeasureResult]:
+    def _hand_back(self, token: str, pending: dict[int, Any]) -> None:
+        try:
+            released = self.client.release(token, self.name, list(pending))
+            self.counts["released"] += len(released)
+        except (ServiceError, httpx.HTTPError) as exc:
+            log.warning("could not hand back %d jobs (their lease will expire): %s", len(pending), exc)
+
+    def _measure(self, backend: MeasureBackend, workload: Any, jobs: Sequence[dict[str, Any]]) -> list[MeasureResult]:
         """The results of the jobs' configs, in order. When this machine cannot measure, only those the
         backend completed: the rest are handed back, since no config is to blame, and the worker stops."""
         configs = [j["config"] for j in jobs]
         try:
-            measured = self.backend.measure(workload, self.target, configs)
+            measured = backend.measure(workload, self.target, configs)
         except InfrastructureError as exc:
             self.fatal = f"backend {self.backend_name} cannot measure here: {exc}"
             return list(exc.completed)
@@ -214,8 +252,9 @@ def run_worker(server: str, target: str, backend: str = BackendName.SIMULATOR, *
                on_start: Callable[[Worker], None] | None = None) -> int:
     """What `swtune worker` runs; returns the exit code (2: the backend
     cannot measure on this machine, said before anything is leased)."""
-    measure = backend_for(backend, target, BackendOptions(noise=noise, seed=seed, compile_cmd=compile_cmd,
-                                                          run_cmd=run_cmd, queue=queue, time_pattern=time_pattern))
+    options = BackendOptions(noise=noise, seed=seed, compile_cmd=compile_cmd, run_cmd=run_cmd, queue=queue,
+                             time_pattern=time_pattern)
+    measure = backend_for(backend, target, options)
     try:
         measure.preflight()
     except InfrastructureError as exc:
@@ -223,7 +262,8 @@ def run_worker(server: str, target: str, backend: str = BackendName.SIMULATOR, *
         return 2
     client = ServiceClient(server, token or os.environ.get("SWTUNE_TOKEN") or None)
     worker = Worker(client, target, measure, name=name, backend_name=backend, batch=batch,
-                    wait_seconds=wait_seconds, max_jobs=max_jobs, idle_exit=idle_exit, latency=latency)
+                    wait_seconds=wait_seconds, max_jobs=max_jobs, idle_exit=idle_exit, latency=latency,
+                    options=options)
     worker.install_signal_handlers()
     if on_start is not None:
         on_start(worker)

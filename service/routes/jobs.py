@@ -75,7 +75,8 @@ async def lease(body: LeaseRequest, request: Request, state: AppState, principal
         if holding:
             polls.leave()
     state.metrics.jobs_leased.inc(len(got.jobs))
-    return LeaseOut(lease_token=got.token, lease_seconds=got.lease_seconds, jobs=[job_out(j) for j in got.jobs])
+    return LeaseOut(lease_token=got.token, lease_seconds=got.lease_seconds, jobs=[job_out(j) for j in got.jobs],
+                    profile=got.profile.to_json() if got.profile is not None else None)
 
 
 @router.post("/jobs/heartbeat", response_model=HeartbeatOut, responses=responses(*BODY, 409))

@@ -14,6 +14,8 @@ bounds (``ParameterSpec.low/high``) by a bounded trust-region least squares (sci
 - **Cross-validation**: k shuffled folds; each fold's records are predicted by a fit on the others. The
   held-out absolute log errors are what the fit is judged by (``cv_median_abs_log_err``,
   ``cv_max_abs_log_err``).
+- The FACTS figures (tuner/calibrate/pins.py) are checked under the fitted profile and the result kept in
+  its fit metadata (``pins``); with ``constraints`` they are held during the fit instead.
 - Parameters the records cannot move (``TimeModel.free`` and a sensitivity check) keep the base profile's
   value and have no interval; the fit metadata lists them.
 """
@@ -22,11 +24,12 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 import numpy as np
 from scipy.optimize import least_squares
 
+from tuner.calibrate import pins
 from tuner.calibrate.model import TimeModel
 from tuner.errors import SwtuneError
 from tuner.profile import SPEC_BY_NAME, Profile
@@ -78,8 +81,20 @@ class _Scaled:
         return np.clip((np.array([values[n] for n in self.names]) - self.low) / self.span, 0, 1)
 
 
+class Constraint(Protocol):
+    """A figure every fit must keep (tuner/calibrate/pins.py): 0 when it holds, a positive residual else."""
+
+    def residual(self, values: Mapping[str, float]) -> float: ...
+
+
 def _log_errors(model: TimeModel, values: Mapping[str, float]) -> np.ndarray:
     return np.log(model.predict(values) / model.measured)
+
+
+def _residuals(model: TimeModel, values: Mapping[str, float], constraints: Sequence[Constraint]) -> np.ndarray:
+    if not constraints:
+        return _log_errors(model, values)
+    return np.concatenate([_log_errors(model, values), [c.residual(values) for c in constraints]])
 
 
 def sensitive(model: TimeModel, base: Mapping[str, float]) -> tuple[str, ...]:
@@ -96,14 +111,14 @@ def sensitive(model: TimeModel, base: Mapping[str, float]) -> tuple[str, ...]:
 
 
 def fit_values(model: TimeModel, base: Mapping[str, float], names: Sequence[str], *,
-               multistart: bool = True) -> dict[str, float]:
+               multistart: bool = True, constraints: Sequence[Constraint] = ()) -> dict[str, float]:
     """The values of ``names`` (others at ``base``) that minimise the squared log errors: from ``base`` and,
     with ``multistart``, from the middle of the bounds too (the better of the two)."""
     scaled = _Scaled(names)
     initial = [scaled.unit(base), *([np.full(len(names), 0.5)] if multistart else [])]
     best: Any = None
     for u0 in initial:
-        res = least_squares(lambda u: _log_errors(model, scaled.values(u, base)), u0, bounds=(0.0, 1.0),
+        res = least_squares(lambda u: _residuals(model, scaled.values(u, base), constraints), u0, bounds=(0.0, 1.0),
                             x_scale=1.0, diff_step=1e-3)
         if best is None or res.cost < best.cost:
             best = res
@@ -115,9 +130,10 @@ def _folds(n: int, k: int, rng: np.random.Generator) -> list[np.ndarray]:
 
 
 def calibrate(model: TimeModel, base: Profile, *, bootstrap: int = 200, folds: int = 5, level: float = 0.95,
-              seed: int = 0) -> Calibration:
+              seed: int = 0, constraints: Sequence[Constraint] = ()) -> Calibration:
     """Fit ``base``'s parameters to ``model``'s records (module docstring); ``base`` gives the target, the
-    values of parameters the records cannot move, and the first start."""
+    values of parameters the records cannot move, and the first start. ``constraints`` hold in every
+    refit (bootstrap and cross-validation alike)."""
     measured = model.measured
     n = len(measured)
     if n < max(2 * folds, 4):
@@ -129,13 +145,14 @@ def calibrate(model: TimeModel, base: Profile, *, bootstrap: int = 200, folds: i
     if not names:
         raise CalibrationError(f"no profile parameter moves the predicted times of {model.name}")
     rng = np.random.default_rng(seed)
-    values = fit_values(model, values0, names)
+    values = fit_values(model, values0, names, constraints=constraints)
     errors = _log_errors(model, values)
 
     draws = []
     for _ in range(bootstrap):
         pick = rng.integers(0, n, n)
-        draws.append(fit_values(model.subset(pick), values, names, multistart=False))  # starts at the fit
+        draws.append(fit_values(model.subset(pick), values, names, multistart=False,  # starts at the fit
+                                constraints=constraints))
     alpha = (1 - level) / (2 * len(names))  # Bonferroni: the intervals hold jointly at ``level``
     intervals: dict[str, tuple[float, float]] = {}
     for name in names:
@@ -146,7 +163,7 @@ def calibrate(model: TimeModel, base: Profile, *, bootstrap: int = 200, folds: i
     held_out = np.empty(n)
     for fold in _folds(n, folds, rng):
         train = np.setdiff1d(np.arange(n), fold)
-        fold_values = fit_values(model.subset(train), values0, names)
+        fold_values = fit_values(model.subset(train), values0, names, constraints=constraints)
         held_out[fold] = _log_errors(model.subset(fold), fold_values)
 
     abs_cv = np.abs(held_out)
@@ -158,6 +175,8 @@ def calibrate(model: TimeModel, base: Profile, *, bootstrap: int = 200, folds: i
         "cv_max_abs_log_err": float(np.max(abs_cv)), "bootstrap": bootstrap, "level": level, "seed": seed,
         "draws": [{k: d[k] for k in names} for d in draws[:MAX_DRAWS_KEPT]],
     }
+    profile = base.with_values({k: values[k] for k in names}, intervals=intervals, fit=fit_meta)
+    fit_meta["pins"] = pins.check(profile)  # the FACTS figures under the fitted profile (kept or broken)
     profile = base.with_values({k: values[k] for k in names}, intervals=intervals, fit=fit_meta)
     return Calibration(profile, names, n, fit_meta["rms_log_err"], float(np.median(np.abs(errors))),
                        fit_meta["max_abs_log_err"], folds, fit_meta["cv_median_abs_log_err"],
