@@ -27,6 +27,8 @@ SERVICE_OPERATIONS = {
     "GET /api/v1/tasks/{task_id}/trials", "GET /api/v1/workers/leases", "GET /api/v1/submissions",
     "GET /api/v1/submissions/{batch}", "GET /api/v1/workloads/key", "GET /api/v1/targets",
     "POST /api/v1/submissions",
+    # simulator profiles
+    "GET /api/v1/profiles/{target}", "POST /api/v1/profiles", "POST /api/v1/profiles/{target}/{version}/activate",
 }
 
 
