@@ -17,6 +17,7 @@ from db import measurements as measurements_db
 from db.orm import MeasurementRow, ProfileRow
 from service.client import ServiceClient, ServiceError
 from service.driver import TuningDriver
+from service.lookup import ScheduleLookup
 from service.settings import Settings
 from service.worker import Worker
 from tuner.backends.registry import BackendOptions, backend_for
@@ -204,6 +205,10 @@ def test_the_lookup_prefers_a_hardware_time_and_says_which_it_served(api: Api) -
                             headers=api.headers("read")).json()
     assert batch["found"][WORKLOAD.key]["source"] == "hardware"
     assert batch["found"][WORKLOAD.key]["config_hash"] == hw_fast["config_hash"]
+    # and so does the compiler's lookup client
+    compiler = ScheduleLookup("http://testserver", TARGET, token=api.tokens["read"], http=api.client)
+    assert compiler.best(WORKLOAD) == hw_fast["config"]
+    assert compiler.source_of(WORKLOAD) == {"source": "hardware", "profile_version": None}
 
 
 def test_the_driver_trains_on_one_profile_at_a_time(api: Api) -> None:
