@@ -12,13 +12,14 @@ from typing import TYPE_CHECKING
 
 from tuner.backends.registry import BackendName, BackendOptions, backend_for
 from tuner.calibrate.intervals import simulated_interval
+from tuner.calibrate.quantile import QuantileRanking
 from tuner.measure.base import MeasureBackend
 from tuner.measure.noise import DEFAULT_NOISE
 from tuner.profile import Profile
 from tuner.search import SearchStrategy
 from tuner.search.scheduler import GradientScheduler
 from tuner.space.factory import space_for
-from tuner.space.space import Config
+from tuner.space.space import Config, config_hash
 from tuner.targets import Target, get_target
 from tuner.task_kind import kind_of
 from tuner.workloads import Workload
@@ -47,13 +48,16 @@ def tune_workloads(workloads: Sequence[Workload], target: Target | str, trials: 
                    strategy: str = "model", batch: int = 32, seed: int = 0, noise: float = DEFAULT_NOISE,
                    weights: Sequence[float] | None = None, total_trials: int | None = None,
                    early_stop: int | None = None, backend: MeasureBackend | None = None,
-                   console: Console | None = None, profile: Profile | None = None) -> list[TuneResult]:
+                   console: Console | None = None, profile: Profile | None = None,
+                   rank_quantile: float | None = None) -> list[TuneResult]:
     """Tune workloads with up to ``trials`` measurements each.
 
     Rounds go to the task with the largest expected gain in weighted end-to-end time (the gradient
     scheduler), until every task's budget is used, ``total_trials`` are spent, or tasks stop early.
     ``profile`` (a calibrated simulator profile) sets the simulator's uncertain costs; each result then
-    carries its best time's interval under the profile's uncertainty.
+    carries its best time's interval under the profile's uncertainty. ``rank_quantile`` (with such a
+    profile) makes the search rank configs by that quantile of their time over the profile's draws
+    (tuner/calibrate/quantile.py); the reported times stay the measured ones.
     """
     from tuner.search import strategy_names
 
@@ -64,6 +68,9 @@ def tune_workloads(workloads: Sequence[Workload], target: Target | str, trials: 
         raise ValueError(f"unknown search strategy {strategy!r}; expected one of {strategy_names()}")
     if trials < 1 or batch < 1:
         raise ValueError("trials and batch must be positive")
+    if rank_quantile is not None and profile is None:
+        raise ValueError("ranking by a quantile needs a fitted profile (its draws give the quantile)")
+    ranking = QuantileRanking(profile, rank_quantile) if rank_quantile is not None and profile else None
     backend.preflight()  # a machine that cannot measure fails here (InfrastructureError), before any search
     searches = [kind_of(w).strategy(space_for(w, target), strategy, seed=seed) for w in workloads]
     scheduler = GradientScheduler(list(weights or [1.0] * len(workloads)), [trials] * len(workloads),
@@ -81,6 +88,7 @@ def tune_workloads(workloads: Sequence[Workload], target: Target | str, trials: 
     spent = 0
     pending_baseline = [_baseline(s) for s in searches]
     baseline_times: list[float | None] = [None] * len(workloads)
+    measured_time: list[dict[str, float]] = [{} for _ in workloads]  # config hash -> measured mean time
     try:
         while (i := scheduler.next_task()) is not None:
             if total_trials is not None and spent >= total_trials:
@@ -95,7 +103,8 @@ def tune_workloads(workloads: Sequence[Workload], target: Target | str, trials: 
             measured = backend.measure(workload, target, configs)
             if first:
                 baseline_times[i] = measured[0].mean_time
-            search.tell(configs, measured)
+            search.tell(configs, ranking.rank(workload, measured) if ranking else measured)
+            measured_time[i].update((config_hash(r.config), r.mean_time) for r in measured if r.ok)
             spent += len(measured)
             for r in measured:
                 curves[i].append(min(curves[i][-1], r.mean_time) if curves[i] else r.mean_time)
@@ -107,9 +116,10 @@ def tune_workloads(workloads: Sequence[Workload], target: Target | str, trials: 
     finally:
         if progress is not None:
             progress.stop()
-    return [TuneResult(w, s.best_time, s.best_config, s.n_measured, c, b,
+    return [TuneResult(w, times.get(config_hash(s.best_config), s.best_time) if s.best_config else s.best_time,
+                       s.best_config, s.n_measured, c, b,
                        simulated_interval(profile, w, s.best_config) if profile and s.best_config else None)
-            for w, s, c, b in zip(workloads, searches, curves, baseline_times)]
+            for w, s, c, b, times in zip(workloads, searches, curves, baseline_times, measured_time)]
 
 
 def _baseline(search: SearchStrategy) -> list[Config]:
