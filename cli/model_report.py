@@ -10,8 +10,9 @@ from rich.table import Table
 from cli.output import console
 
 
-def whole_model_report(mt: Any, model: str, target: str) -> None:
-    """The simulated end-to-end time of the whole model, per operator, tuned vs baseline program."""
+def whole_model_report(mt: Any, model: str, target: str, note: str = "") -> None:
+    """The simulated end-to-end time of the whole model, per operator, tuned vs baseline program;
+    ``note`` names the simulator profile behind the times and the interval it gives."""
     from tuner.aot.timing import format_table
 
     table = Table(title=f"{model} on {target}: simulated end-to-end time by operator (tuned program)")
@@ -21,20 +22,26 @@ def whole_model_report(mt: Any, model: str, target: str) -> None:
         table.add_row(*row)
     console.print(table)
     sm = mt.summary()
-    console.print(f"whole model (simulated): tuned {sm['tuned_ms']:.3f} ms, OpenACC-like baseline "
+    console.print(f"whole model (simulated): tuned {sm['tuned_ms']:.3f} ms{note}, OpenACC-like baseline "
                   f"{sm['baseline_ms']:.3f} ms ({sm['speedup_vs_baseline']:.2f}x); MPE {sm['mpe_ms']:.3f} ms "
                   f"({sm['mpe_time_fraction']:.1%}); {sm['kernel_launches']} kernel launches, "
                   f"spawn/join {sm['spawn_join_ms']:.3f} ms included.", soft_wrap=True)
 
 
 def layer_report(layers: list[Any], tasks: list[dict[str, Any]], best: dict[str, Any], target: str,
-                 elapsed: float) -> None:
-    """Per layer: baseline (OpenACC-like schedule) vs the best measured time, weighted by calls."""
+                 elapsed: float, profile: Any = None) -> None:
+    """Per layer: baseline (OpenACC-like schedule) vs the best measured time, weighted by calls; with a
+    fitted ``profile`` (the tuning log's active one), each tuned config's simulated 95% interval."""
     from service.demo import baselines
+    from tuner.calibrate.intervals import simulated_interval
 
     base = baselines(layers, target)
-    table = Table(title=f"per-layer result on {target}")
-    for col in ("layer", "calls", "trials", "baseline ms", "tuned ms", "speedup", "GFLOPS"):
+    with_draws = profile is not None and bool(profile.fit.get("draws"))
+    title = f"per-layer result on {target}" + (f" (simulator profile version {profile.version})" if profile else "")
+    table = Table(title=title)
+    columns = ("layer", "calls", "trials", "baseline ms", "tuned ms", *(("95% interval ms",) if with_draws else ()),
+               "speedup", "GFLOPS")
+    for col in columns:
         table.add_column(col, justify="left" if col == "layer" else "right")
     total_base = total_tuned = 0.0
     untuned: list[str] = []
@@ -46,8 +53,10 @@ def layer_report(layers: list[Any], tasks: list[dict[str, Any]], best: dict[str,
         total_tuned += layer.weight * (tuned if tuned else b)
         if not tuned:
             untuned.append(layer.name)
+        interval = simulated_interval(profile, layer.workload, found["config"]) if with_draws and found else None
+        shown = [f"{interval[0] * 1e3:.3f} - {interval[1] * 1e3:.3f}" if interval else "-"] if with_draws else []
         table.add_row(layer.name, str(layer.weight), str(task.get("trials_done", 0)), f"{b * 1e3:.3f}",
-                      f"{tuned * 1e3:.3f}" if tuned else "untuned", f"{b / tuned:.2f}x" if tuned else "-",
+                      f"{tuned * 1e3:.3f}" if tuned else "untuned", *shown, f"{b / tuned:.2f}x" if tuned else "-",
                       f"{layer.workload.flops / tuned / 1e9:.1f}" if tuned else "-")
     console.print(table)
     if untuned:
@@ -62,8 +71,9 @@ def layer_report(layers: list[Any], tasks: list[dict[str, Any]], best: dict[str,
 _STYLE = {"tuned kernel": "green", "fallback kernel": "yellow", "MPE": "cyan"}
 
 
-def compile_report(result: Any) -> None:
-    """What each Relax binding became (tuned kernel, fallback kernel, MPE C), the counts, the files."""
+def compile_report(result: Any, note: str = "") -> None:
+    """What each Relax binding became (tuned kernel, fallback kernel, MPE C), the counts, the files;
+    ``note``: the simulator profile behind the simulated times (cli.schedule_lookup.profile_note)."""
     table = Table(title=f"{result.out_dir} ({result.target})")
     for col in ("#", "binding", "op", "where", "detail"):
         table.add_column(col, justify="right" if col == "#" else "left")
@@ -81,7 +91,7 @@ def compile_report(result: Any) -> None:
                   f"{counts.get('MPE', 0)} MPE steps, {counts.get('view (no-op)', 0)} views, "
                   f"{counts.get('compile time', 0)} folded at compile time.", soft_wrap=True)
     if result.timing is not None:
-        whole_model_report(result.timing, result.out_dir.name, result.target)
+        whole_model_report(result.timing, result.out_dir.name, result.target, note)
     console.print(f"wrote {', '.join(result.files)} to {result.out_dir}; build with "
                   f"`make -C {result.out_dir}` (Sunway) or `make -C {result.out_dir} emu` (x86 emulator), "
                   f"run `./model weights.bin input.bin output.bin`.", soft_wrap=True)

@@ -63,3 +63,60 @@ def db_lookup(url: str, target: str) -> tuple[Lookup, Callable[[], None]]:
             return None
 
     return lookup, database.dispose
+
+
+def active_profile(target: str, *, server: str | None = None, token: str | None = None,
+                   db_url: str | None = None) -> Any:
+    """The target's active simulator profile in the tuning log (a service's, or the local one), or None
+    when it is the built-in profile (version 0) or cannot be read: times are then the built-in model's."""
+    import httpx
+    from sqlalchemy.exc import SQLAlchemyError
+
+    from service.client import ServiceError
+    from tuner.profile import ProfileError
+
+    try:
+        profile = _served_profile(server, token, target) if server else _stored_profile(db_url, target)
+    except (httpx.HTTPError, ServiceError, SQLAlchemyError, ProfileError) as exc:
+        console.print(f"[yellow]warning:[/] cannot read the active simulator profile of {target} "
+                      f"({type(exc).__name__}: {exc}); simulated times use the built-in profile", soft_wrap=True)
+        return None
+    return profile if profile is not None and profile.version > 0 else None
+
+
+def _served_profile(server: str, token: str | None, target: str) -> Any:
+    from service.client import ServiceClient
+    from tuner.profile import Profile
+
+    with ServiceClient(server, token, timeout=10.0, retries=1) as client:
+        document = client.get_profile(target).get("active")
+    return Profile.from_json(document) if document else None
+
+
+def _stored_profile(db_url: str | None, target: str) -> Any:
+    from sqlalchemy.engine import make_url
+
+    from db.engine import Database
+    from db.profiles import active_profile as stored_active
+
+    if db_url is None:
+        return None
+    parsed = make_url(db_url)
+    if parsed.get_backend_name() == "sqlite" and parsed.database not in (None, "", ":memory:") \
+            and not Path(parsed.database).exists():
+        return None  # no tuning log yet: nothing calibrated
+    database = Database(db_url)
+    try:
+        with database.session() as s:
+            return stored_active(s, target)
+    finally:
+        database.dispose()
+
+def profile_note(profile: Any, interval: tuple[float, float] | None) -> str:
+    """How a report names the profile its simulated times come from, with the whole model's interval."""
+    if profile is None:
+        return ""
+    if interval is None:
+        return f" (simulator profile version {profile.version}, no fit draws: no interval)"
+    return (f" (simulator profile version {profile.version}; 95% interval {interval[0] * 1e3:.3f} - "
+            f"{interval[1] * 1e3:.3f} ms from its parameter uncertainty)")

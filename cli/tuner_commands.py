@@ -22,7 +22,7 @@ from rich.table import Table
 from cli.client_commands import DEFAULT_MODEL_TRIALS
 from cli.errors import CommandError
 from cli.output import console, task_state, warn
-from cli.schedule_lookup import DEFAULT_CACHE, db_lookup, server_lookup
+from cli.schedule_lookup import DEFAULT_CACHE, active_profile, db_lookup, profile_note, server_lookup
 from cli.tuning_log import DB_HELP, database_url
 from tuner.measure.noise import DEFAULT_NOISE
 
@@ -217,18 +217,34 @@ def compile_model(
     from tuner.targets import get_target
 
     tname = get_target(target).name
-    lookup, close = server_lookup(server, token, tname, cache) if server else db_lookup(database_url(db), tname)
+    if server:
+        url = None
+        lookup, close = server_lookup(server, token, tname, cache)
+    else:
+        url = database_url(db)
+        lookup, close = db_lookup(url, tname)
+    # simulated times (and the CPE offload decisions they drive) use the tuning log's active profile
+    profile = active_profile(tname, server=server, token=token, db_url=url)
     handler = _ConsoleHandler(logging.WARNING)
     log = logging.getLogger("tuner.aot")
     log.addHandler(handler)
     try:
         mod = load_relax(model, batch, width, image)
         name = Path(model).stem if model.endswith(".onnx") else model
-        result = aot_compile(mod, tname, out, lookup, name=name)
+        result = aot_compile(mod, profile.apply(tname) if profile else tname, out, lookup, name=name)
     finally:
         log.removeHandler(handler)
         close()
-    compile_report(result)
+    compile_report(result, _whole_model_note(profile, result.graph, result.kernels))
+
+
+def _whole_model_note(profile: Any, graph: Any, kernels: list[Any]) -> str:
+    """The report's note on the profile behind the simulated times, with the whole model's interval."""
+    if profile is None:
+        return ""
+    from tuner.calibrate.intervals import program_interval
+
+    return profile_note(profile, program_interval(profile, graph, {k.workload.key: k.config for k in kernels}))
 
 
 # --- tune-model -------------------------------------------------------------------------------
@@ -347,7 +363,9 @@ def tune_model(
         console.print(f"tuning log: {log_url} (`{hint}` reads it)", soft_wrap=True, highlight=False)
         with embedded_service(log_url, workers=workers, target=target) as service:
             tasks, best = _tune_on(service.url, None, model, layers, target, whole, strategy, timeout)
-    layer_report(layers, tasks, best, target, time.monotonic() - start)
+    profile = active_profile(get_target(target).name, server=server, token=token, db_url=log_url)
+    layer_report(layers, tasks, best, target, time.monotonic() - start, profile)
     # the program `swtune compile` would build from this log: fused, offloaded and grouped the same way
-    program = lower_model(mod, target, lambda w: best.get(w.key, {}).get("config"))
-    whole_model_report(program.timing(), model, target)
+    program = lower_model(mod, profile.apply(target) if profile else target,
+                          lambda w: best.get(w.key, {}).get("config"))
+    whole_model_report(program.timing(), model, target, _whole_model_note(profile, program.graph, program.kernels))

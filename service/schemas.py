@@ -303,6 +303,9 @@ class BestOut(BaseModel):
     profile_version: int | None = Field(
         None, description="a simulated time: the simulator profile it came from (0: the built-in one); null for "
                           "any other source")
+    interval_s: list[float] | None = Field(
+        None, description="a simulated time under a fitted profile: [low, high], the 95% interval of the config's simulated time "
+                          "that the profile's parameter uncertainty gives (its bootstrap draws); null otherwise")
 
 
 class BestBatchIn(_In):

@@ -24,7 +24,8 @@ def job_out(j: Job) -> JobOut:
                   target=j.target, config=j.config, config_hash=j.config_hash, attempt=j.attempts)
 
 
-def best_out(b: BestConfig) -> BestOut:
+def best_out(b: BestConfig, interval: tuple[float, float] | None = None) -> BestOut:
     return BestOut(workload_key=b.workload_key, target=b.target, config=b.config, config_hash=b.config_hash,
                    mean_time=b.mean_time, times=list(b.times), gflops=b.gflops, source=b.source, worker=b.worker,
-                   measured_at=b.measured_at, profile_version=b.profile_version)
+                   measured_at=b.measured_at, profile_version=b.profile_version,
+                   interval_s=list(interval) if interval else None)

@@ -317,6 +317,9 @@ pages.lookup = async function (view, params) {
       }
       out.replaceChildren(
         h("div", { class: "cards" }, card("best time", `${fmt.ms(best.mean_time)} ms`, `${best.times.length} run(s)`),
+          // a simulated time under a fitted profile: the range its parameter uncertainty leaves
+          ...(best.interval_s ? [card("95% interval", `${fmt.ms(best.interval_s[0])} - ${fmt.ms(best.interval_s[1])} ms`,
+            `simulator profile version ${best.profile_version}`)] : []),
           card("GFLOPS", fmt.gflops(best.gflops)), card("measured by", best.worker || "-", `${best.source} · ${fmt.time(best.measured_at)}`)),
         h("p", { class: "mono small" }, `${best.workload_key} · ${best.target} · config ${best.config_hash}`),
         h("section", { class: "panel" }, h("h2", {}, "Config"), configTable(best.config)));

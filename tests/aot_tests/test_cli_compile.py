@@ -87,3 +87,39 @@ def test_unknown_model_is_an_error(tmp_path: Path) -> None:
     res = CliRunner().invoke(app, ["compile", "vgg99", "--db", f"sqlite:///{tmp_path / 'x.db'}", "-o",
                                    str(tmp_path / "o")])
     assert res.exit_code == 2 and "unknown model" in res.output
+
+
+def test_compile_times_the_program_with_the_logs_active_profile_and_its_interval(tmp_path: Path) -> None:
+    """A calibrated profile active in the log sets the simulated times; its draws give the whole model an
+    interval; the built-in profile gives none and is not named."""
+    import re
+
+    import numpy as np
+
+    from db import migrate
+    from db.engine import Database
+    from db.profiles import store_profile
+    from tuner.profile import default_profile
+
+    url = f"sqlite:///{tmp_path / 'log.db'}"
+    migrate.upgrade(url)
+    plain = CliRunner().invoke(app, ["compile", *MODEL, "--db", url, "-o", str(tmp_path / "plain")],
+                               terminal_width=250)
+    assert plain.exit_code == 0, plain.output
+    assert "simulator profile" not in plain.output and "interval" not in plain.output
+    base = default_profile("sw26010").with_values({"dma_wait_cycles": 1500.0, "spawn_join_s": 6e-5})
+    draws = [{**base.values, "dma_wait_cycles": w} for w in np.linspace(500.0, 2500.0, 17)]
+    database = Database(url)
+    with database.session() as s:
+        store_profile(s, base.with_values({}, fit={"draws": draws}))
+    database.dispose()
+    out = tmp_path / "calibrated"
+    res = CliRunner().invoke(app, ["compile", *MODEL, "--db", url, "-o", str(out)], terminal_width=250)
+    assert res.exit_code == 0, res.output
+    found = re.search(r"simulator profile version 1; 95% interval ([\d.]+) - ([\d.]+) ms", res.output)
+    assert found, res.output
+    lo, hi = float(found[1]), float(found[2])
+    tuned = json.loads((out / "manifest.json").read_text())["simulated_time"]["tuned_ms"]
+    before = json.loads((tmp_path / "plain" / "manifest.json").read_text())["simulated_time"]["tuned_ms"]
+    assert lo < hi and lo <= tuned <= hi
+    assert tuned > before  # slower waits and launches than the built-in profile's

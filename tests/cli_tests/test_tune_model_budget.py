@@ -85,3 +85,33 @@ def test_a_thin_budget_warns_and_its_untuned_tasks_are_counted_by_compile(tmp_pa
                f"{len(manifest['cpe_kernels'])} CPE kernel tasks untuned)" in summary, summary
         manifests.append((kernels, cpe))
     assert manifests[0] == manifests[1]
+
+
+@pytest.mark.slow
+def test_tune_model_reports_the_active_profile_and_its_intervals(tmp_path: Path) -> None:
+    """With a calibrated profile active in the log, workers measure with it and the report gives each tuned
+    layer and the whole model the interval of the profile's parameter uncertainty."""
+    pytest.importorskip("torch", reason="task extraction needs torch (dev extra)")
+    import numpy as np
+
+    from db import migrate
+    from db.engine import Database
+    from db.profiles import store_profile
+    from tuner.profile import default_profile
+
+    log = tmp_path / "cal.db"
+    migrate.upgrade(f"sqlite:///{log}")
+    base = default_profile("sw26010").with_values({"dma_wait_cycles": 1500.0})
+    draws = [{**base.values, "dma_wait_cycles": w} for w in np.linspace(500.0, 2500.0, 17)]
+    database = Database(str(log))
+    with database.session() as s:
+        store_profile(s, base.with_values({}, fit={"draws": draws}))
+    database.dispose()
+    tuned = run("tune-model", *MODEL, "--budget", "24", "--workers", "1", "--timeout", "240", "--db", str(log))
+    assert tuned.exit_code == 0, tuned.output
+    out = " ".join(tuned.stdout.split())
+    # (the per-layer table's cells wrap at the test console's width: "0.048 -" over "0.051")
+    assert "per-layer result on sw26010 (simulator profile version 1)" in out and "95%" in out
+    assert len(re.findall(r"│ +\d+\.\d+ - │", tuned.stdout)) == 18, tuned.stdout  # every layer has an interval
+    assert re.search(r"whole model \(simulated\): tuned [\d.]+ ms \(simulator profile version 1; 95% interval "
+                     r"[\d.]+ - [\d.]+ ms", out), out

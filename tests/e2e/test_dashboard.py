@@ -254,3 +254,52 @@ def test_dashboard_names_cpe_kernel_tasks_shortly_and_marks_untuned_ones(backend
             server.wait(20)
         except subprocess.TimeoutExpired:
             server.kill()
+
+
+def test_the_lookup_page_shows_a_calibrated_times_interval(backend_url: str) -> None:
+    """A config timed by the simulator under a fitted profile: the lookup page shows its 95% interval and the
+    profile version beside the time, as the API serves them."""
+    from db.profiles import store_profile
+    from tuner.profile import default_profile
+
+    base_profile = default_profile(TARGET).with_values({"dma_wait_cycles": 1500.0})
+    draws = [{**base_profile.values, "dma_wait_cycles": w} for w in (500.0, 1000.0, 1500.0, 2000.0, 2500.0)]
+    db = Database(backend_url)
+    with db.session() as s:
+        tokens = {role: tokens_db.create_token(s, role, f"ui-{role}")[1] for role in ("read", "submit", "worker")}
+        version = store_profile(s, base_profile.with_values({}, fit={"draws": draws})).version
+    db.dispose()
+    server, base = spawn_server(_env(backend_url), REPO)
+    workload = {"op": "dense", "m": 16, "n": 64, "k": 128}
+    try:
+        ServiceClient(base, tokens["submit"]).submit([workload], TARGET, 1, strategy="random")
+        worker = ServiceClient(base, tokens["worker"])
+        lease = _wait("a job to lease", lambda: (lambda g: g if g["jobs"] else None)(
+            worker.lease("ui-w", TARGET, max_jobs=1, wait_seconds=5)), timeout=30)
+        job = lease["jobs"][0]
+        worker.post_results(lease["lease_token"], "ui-w", [{"job_id": job["id"], "status": "ok", "times": [2e-5],
+                                                           "source": "simulator",
+                                                           "details": {"profile_version": version}}])
+        best = ServiceClient(base, tokens["read"]).best(job["workload_key"], TARGET)
+        assert best is not None and best["profile_version"] == version
+        lo, hi = best["interval_s"]
+        with sync_api.sync_playwright() as pw:
+            browser = pw.chromium.launch(executable_path=CHROMIUM, headless=True)
+            page = browser.new_page(viewport={"width": 1280, "height": 1000})
+            errors: list[str] = []
+            page.on("pageerror", lambda exc: errors.append(str(exc)))
+            page.goto(f"{base}/ui/#/lookup?w={job['workload_key']}&target={TARGET}")
+            page.wait_for_selector("#token-dialog[open]")
+            page.fill("#token-input", tokens["read"])
+            page.click("#token-form button[type=submit]")
+            page.wait_for_selector("#lookup-result .cards")
+            shown = " ".join(page.inner_text("#lookup-result .cards").split()).lower()  # card titles are upper case
+            assert f"95% interval {_ms(lo)} - {_ms(hi)} ms simulator profile version {version}" in shown, shown
+            assert not errors, errors
+            browser.close()
+    finally:
+        server.send_signal(signal.SIGTERM)
+        try:
+            server.wait(20)
+        except subprocess.TimeoutExpired:
+            server.kill()

@@ -270,3 +270,24 @@ def test_a_submissions_task_weights_are_baselines_under_the_active_profile(api: 
     # simulated with the profile the tuned times are measured with
     assert report["layers"][0]["baseline_time"] == pytest.approx(fitted)
     assert report["baseline_total"] == pytest.approx(3 * fitted)
+
+
+def test_a_time_simulated_under_a_fitted_profile_is_served_with_its_interval(api: Api) -> None:
+    from tuner.calibrate.intervals import simulated_seconds
+
+    draws = [{**FITTED.values, "dma_wait_cycles": w} for w in (2000.0, 2250.0, 2500.0, 2750.0, 3000.0)]
+    _post_profile(api, FITTED.to_json())  # version 1: no fit draws
+    _post_profile(api, FITTED.with_values({}, fit={"draws": draws}).to_json())  # version 2, active
+    task_with_jobs(api.db, 2)
+    got = lease(api, max_jobs=2)
+    under_1, under_2 = got["jobs"]
+    _post_results(api, got, [{"job_id": under_1["id"], "status": "ok", "times": [1e-4], "source": "simulator",
+                              "details": {"profile_version": 1}}])
+    assert _best(api)["interval_s"] is None  # its profile has no draws to take an interval over
+    _post_results(api, got, [{"job_id": under_2["id"], "status": "ok", "times": [5e-5], "source": "simulator",
+                              "details": {"profile_version": 2}}])
+    found = _best(api)
+    assert (found["config_hash"], found["profile_version"]) == (under_2["config_hash"], 2)
+    lo, hi = found["interval_s"]
+    exact = simulated_seconds(FITTED, WORKLOAD, under_2["config"])  # the profile's own (middle) wait
+    assert lo < exact < hi

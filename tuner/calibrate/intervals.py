@@ -8,10 +8,12 @@ stored without its fit) has no interval: the functions say so with None rather t
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 
 import numpy as np
 
+from tuner.aot.timing import model_time
+from tuner.ir.graph import Graph
 from tuner.measure.base import Status
 from tuner.measure.simulator import Simulator
 from tuner.profile import Profile
@@ -48,3 +50,15 @@ def simulated_interval(profile: Profile, workload: Workload, config: Config,
                        level: float = LEVEL) -> tuple[float, float] | None:
     """The interval of one config's simulated time that the profile's uncertainty gives."""
     return interval(profile, lambda p: simulated_seconds(p, workload, config), level)
+
+
+def program_interval(profile: Profile, graph: Graph, configs: Mapping[str, Config | None],
+                     level: float = LEVEL) -> tuple[float, float] | None:
+    """The interval of a compiled program's simulated end-to-end time (tuner.aot.timing.model_time):
+    every kernel step re-simulated under each draw with the config it runs (``configs`` by workload key;
+    None: its baseline schedule). Steps whose time no profile parameter sets (MPE C, layout copies) are the
+    same under every draw."""
+    def seconds(p: Profile) -> float:
+        return model_time(graph, p.apply(p.target), lambda w: configs.get(w.key)).tuned_s
+
+    return interval(profile, seconds, level)
