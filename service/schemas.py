@@ -304,8 +304,9 @@ class BestOut(BaseModel):
         None, description="a simulated time: the simulator profile it came from (0: the built-in one); null for "
                           "any other source")
     interval_s: list[float] | None = Field(
-        None, description="a simulated time under a fitted profile: [low, high], the 95% interval of the config's simulated time "
-                          "that the profile's parameter uncertainty gives (its bootstrap draws); null otherwise")
+        None, description="a simulated time under a fitted profile: [low, high], the 95% interval of the config's "
+                          "simulated time that the profile's parameter uncertainty gives (its bootstrap draws); "
+                          "null otherwise")
 
 
 class BestBatchIn(_In):

@@ -41,3 +41,13 @@ def attention_score(batch=1, heads=8, seq=256, d=64):
     s = te.compute((batch, heads, seq, seq),
                    lambda b, h, i, j: te.sum(q[b, h, i, rd] * kk[b, h, j, rd] * scale, axis=rd), name="attn_score")
     return [q, kk, s]
+
+
+def row_scaled_gemm(m=256, n=192, k=320):
+    """C[i,j] = s[i] * sum_k A[i,k] * B[k,j]: a GEMM with a per-row scale."""
+    a = te.placeholder((m, k), name="A")
+    b = te.placeholder((k, n), name="B")
+    s = te.placeholder((m,), name="s")
+    rk = te.reduce_axis((0, k), name="rk")
+    c = te.compute((m, n), lambda i, j: te.sum(a[i, rk] * b[rk, j] * s[i], axis=rk), name="row_scaled_gemm")
+    return [a, b, s, c]

@@ -16,10 +16,12 @@ from dataclasses import dataclass, field
 from math import prod
 from typing import Any
 
+import numpy as np
+
 from tuner.codegen.boxes import LDM_SCOPE, CopyNest, match_copy
 from tuner.codegen.schedule import Scheduled
 from tuner.codegen.te_ops import role_group
-from tuner.ir.tir import const_int, evaluate, free_vars, kind, lower
+from tuner.ir.tir import const_int, evaluate_array, free_vars, kind, lower
 from tuner.space.choices import Dma, Order, Pack
 
 
@@ -71,16 +73,20 @@ class _Walker:
             return any(self.has_copy(x) for x in node.seq)
         return k == "For" and self.has_copy(node.body)
 
-    # skeleton walk -----------------------------------------------------------------------------
-    def walk(self, node: Any, env: dict[str, int], tile: tuple[int, int] | None) -> None:
+    # skeleton walk ---------------------------------------------------------------------------
+    # Every loop of the skeleton is taken whole: its variable becomes a numpy array along a new leading
+    # axis (so arrays of the enclosing loops broadcast against it), and a copy nest is counted for all
+    # its enclosing iterations at once. Only the CPE loop runs in Python (tir_figures), which bounds
+    # the arrays at one CPE's iterations.
+    def walk(self, node: Any, env: dict[str, Any], tile: tuple[Any, Any] | None, shape: tuple[int, ...]) -> None:
         k = kind(node)
         if k == "SeqStmt":
             for x in node.seq:
-                self.walk(x, env, tile)
+                self.walk(x, env, tile, shape)
             return
         nest = match_copy(node, self.roles)
         if nest is not None:
-            self.count(nest, env, tile)
+            self.count(nest, env, tile, shape)
             return
         if k != "For" or not self.has_copy(node) and "swtune.rounds" not in dict(node.annotations):
             return
@@ -94,16 +100,18 @@ class _Walker:
                 self.row_var = v
             else:
                 self.col_var = v
-        for x in range(ext):
-            env[v] = x
-            t = tile
-            if rounds == "inner":
-                cpe = env[self.cpe_var]
-                t = (env[self.row_var] * self.s.pr + cpe // self.s.pc, env[self.col_var] * self.s.pc + cpe % self.s.pc)
-            self.walk(node.body, env, t)
+        if ext <= 0:
+            return
+        env[v] = np.arange(ext).reshape((ext,) + (1,) * len(shape))
+        t = tile
+        if rounds == "inner":
+            cpe = env[self.cpe_var]
+            t = (env[self.row_var] * self.s.pr + cpe // self.s.pc, env[self.col_var] * self.s.pc + cpe % self.s.pc)
+        self.walk(node.body, env, t, (ext, *shape))
         del env[v]
 
-    def count(self, nest: CopyNest, env: dict[str, int], tile: tuple[int, int] | None) -> None:
+    def count(self, nest: CopyNest, env: dict[str, Any], tile: tuple[Any, Any] | None, shape: tuple[int, ...]) -> None:
+        """Adds the copy's requests and bytes over every iteration (``shape``: the enclosing loops' extents)."""
         s, role = self.s, nest.role
         cpe = env[self.cpe_var]
         ci, cj = cpe // s.pc, cpe % s.pc
@@ -113,37 +121,54 @@ class _Walker:
             rt, ct = env[self.row_var] * s.pr + ci, cj
         else:
             rt, ct = ci, env[self.col_var] * s.pc + cj
-        if s.shared(role):
-            if role_group(role) == "a" and (rt >= s.rows_total or cj != 0):
-                return
-            if role_group(role) == "b" and (ct >= s.cols_total or ci != 0):
-                return
-        elif rt >= s.rows_total or ct >= s.cols_total:
+        # the iterations (of the enclosing loops) at which this CPE makes the copy
+        if s.shared(role) and role_group(role) == "a":
+            live = (rt < s.rows_total) & (cj == 0)
+        elif s.shared(role) and role_group(role) == "b":
+            live = (ct < s.cols_total) & (ci == 0)
+        elif s.shared(role):
+            live = np.bool_(True)
+        else:
+            live = (rt < s.rows_total) & (ct < s.cols_total)
+        live = np.asarray(live)
+        if not live.any():
             return
         extents = [const_int(x) for x in nest.mem.shape]
         loop_ext = {lp.loop_var.name: const_int(lp.extent) for lp in nest.loops}
-        full, lens = [], []
+        at_start = {**env, **{n: 0 for n in loop_ext}}
+        full: list[int] = []
+        lens: list[Any] = []
         for d, idx in enumerate(nest.mem_indices):
             names = [n for n in free_vars(idx) if n in loop_ext]
             e = loop_ext[names[0]] if names else 1
-            base = evaluate(idx, {**env, **{n: 0 for n in loop_ext}})
+            base = evaluate_array(idx, at_start)
             full.append(e)
-            lens.append(max(0, min(e, extents[d] - base)))
+            lens.append(np.maximum(0, np.minimum(e, extents[d] - base)))
         if self.put_lines and role == "c" and full[-1] >= extents[-1]:
             per_line = 128 // self.ds
             lens[-1] = full[-1] = -(-extents[-1] // per_line) * per_line
             extents = extents[:-1] + [full[-1]]
         self.fig.ldm_bytes[role] = prod(full) * self.ds  # the LDM tile the copy nest fills
-        if min(lens) <= 0:
-            return
         kdim = len(full) - 1
         while kdim >= 1 and full[kdim] >= extents[kdim]:
             kdim -= 1
         outer = lens[: max(kdim - 1, 0)] if self.strided else lens[:kdim]
         if role_group(role) == "b" and s.config.get("pack", Pack.NONE.label) == Pack.B.label:
             outer = []  # b stored tile after tile (pack knob): one request per box
-        self.fig.requests[role] += prod(outer)
-        self.fig.bytes[role] += prod(lens) * self.ds
+        box = _product(lens)
+        # an empty box (clipped away at the tensor's edge) is no copy; an iteration a figure does not depend
+        # on still counts: broadcast to every iteration of the enclosing loops
+        live = np.broadcast_to(live & (box > 0), shape)
+        self.fig.requests[role] += int(np.sum(np.where(live, _product(outer), 0)))
+        self.fig.bytes[role] += int(np.sum(np.where(live, box, 0))) * self.ds
+
+
+def _product(values: list[Any]) -> Any:
+    """Element-wise product of ints and broadcastable arrays (1 for none)."""
+    out: Any = 1
+    for v in values:
+        out = out * v
+    return np.asarray(out)
 
 
 def tir_figures(s: Scheduled, func: Any | None = None) -> TirFigures:
@@ -155,10 +180,10 @@ def tir_figures(s: Scheduled, func: Any | None = None) -> TirFigures:
     while kind(cpe_loop) == "For" and "swtune.cpe" not in dict(cpe_loop.annotations):
         cpe_loop = cpe_loop.body
     w.cpe_var = cpe_loop.loop_var.name
-    env: dict[str, int] = {}
+    env: dict[str, Any] = {}
     for cpe in range(const_int(cpe_loop.extent)):
         env[w.cpe_var] = cpe
-        w.walk(cpe_loop.body, env, None)
+        w.walk(cpe_loop.body, env, None, ())
     return w.fig
 
 

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
+
+import numpy as np
 
 _BIN = {"Add": "+", "Sub": "-", "Mul": "*", "LT": "<", "LE": "<=", "GT": ">", "GE": ">=", "EQ": "==",
         "NE": "!=", "And": "&&", "Or": "||"}
@@ -105,6 +107,31 @@ _PY: dict[str, Callable[[Any, Any], Any]] = {
     "LE": lambda a, b: a <= b, "GT": lambda a, b: a > b, "GE": lambda a, b: a >= b,
     "EQ": lambda a, b: a == b, "NE": lambda a, b: a != b, "And": lambda a, b: a and b,
     "Or": lambda a, b: a or b}
+
+
+# The same operators over numpy arrays (element-wise; comparisons give bool arrays).
+_NP: dict[str, Callable[[Any, Any], Any]] = {
+    **_PY, "Min": np.minimum, "Max": np.maximum, "And": np.logical_and, "Or": np.logical_or}
+
+
+def evaluate_array(e: Any, env: Mapping[str, Any]) -> Any:
+    """Value of an integer TIR expression for every combination of loop-variable values at once: ``env``
+    maps each variable to an int or a numpy array (arrays broadcast against each other)."""
+    k = kind(e)
+    if k == "Var":
+        return env[e.name]
+    if k == "IntImm":
+        return int(e.value)
+    if k in _NP:
+        return _NP[k](evaluate_array(e.a, env), evaluate_array(e.b, env))
+    if k == "Not":
+        return np.logical_not(evaluate_array(e.a, env))
+    if k == "Cast":
+        return evaluate_array(e.value, env)
+    if k == "Select":
+        return np.where(evaluate_array(e.condition, env), evaluate_array(e.true_value, env),
+                        evaluate_array(e.false_value, env))
+    raise NotImplementedError(f"cannot evaluate {k}")
 
 
 def evaluate(e: Any, env: dict[str, int]) -> int:
