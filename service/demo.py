@@ -23,9 +23,9 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 
 from db.engine import normalize_url
-from service.baselines import profiled_baseline_time
 from service.client import ServiceClient
 from service.embedded import embedded_service
+from tuner.baseline import baseline_time
 from tuner.models.zoo import model_layers
 from tuner.profile import Profile
 
@@ -53,7 +53,7 @@ def baselines(layers: list[Any], target: str, profile: Profile | None = None) ->
     costs (the one the tuned times were measured with; None: the built-in profile)."""
     out = {}
     for layer in layers:
-        t = profiled_baseline_time(layer.workload, target, profile)
+        t = baseline_time(layer.workload, target, profile)
         if t is None:
             raise RuntimeError(f"no valid OpenACC-like schedule for {layer.workload.key}")
         out[layer.name] = t

@@ -48,9 +48,9 @@ from db import tasks as tasks_db
 from db.engine import Database
 from db.refs import workload_of
 from service import budget
-from service.baselines import profiled_baseline_time
 from service.settings import Settings
 from service.strategies import available
+from tuner.baseline import baseline_time
 from tuner.errors import InvalidConfigError
 from tuner.measure.base import MeasureResult, Source, Status
 from tuner.search import SearchStrategy
@@ -200,7 +200,7 @@ class TuningDriver:
             for t in unweighed:
                 self._weighed.add(t.task_id)  # no estimate (no valid baseline): not retried every round
                 try:
-                    est = profiled_baseline_time(t.workload, sub.target, profile)
+                    est = baseline_time(t.workload, sub.target, profile)
                 except Exception:  # noqa: BLE001 - the weight only orders warm-up rounds
                     log.exception("task %s: no baseline estimate", t.task_id)
                     continue

@@ -18,6 +18,7 @@ from typing import Any
 import numpy as np
 
 from tuner.measure.simulator import simulate
+from tuner.profile import DEFAULT_VERSION, Profile
 from tuner.space.choices import Acc, Dma, Share
 from tuner.space.factory import space_for
 from tuner.space.space import Config, ScheduleSpace
@@ -56,12 +57,23 @@ def openacc_baseline(space: ScheduleSpace) -> Config:
     return space.decode(index[int(np.argmin(times))])
 
 
-@lru_cache(maxsize=4096)
-def baseline_time(workload: Workload, target: str) -> float | None:
+def baseline_time(workload: Workload, target: str, profile: Profile | None = None) -> float | None:
     """Simulated seconds of one call under the OpenACC-like schedule: what `swtune demo`, tune-model,
-    a model submission's budget and the dashboard compare against. None when the space has no valid
+    a model submission's budget and the dashboard compare against. ``profile``: the simulator profile a
+    tuned time it is compared with came from (None or the built-in one: the target's own costs), so a
+    speedup never measures the difference between two profiles. None when the space has no valid
     OpenACC-like schedule."""
-    space = space_for(workload, target)
+    if profile is None or profile.version == DEFAULT_VERSION:
+        return _builtin_baseline_time(workload, target)
+    return _baseline_seconds(workload, space_for(workload, profile.apply(target)))  # the space's target has its costs
+
+
+@lru_cache(maxsize=4096)
+def _builtin_baseline_time(workload: Workload, target: str) -> float | None:
+    return _baseline_seconds(workload, space_for(workload, target))
+
+
+def _baseline_seconds(workload: Workload, space: Any) -> float | None:
     kind = kind_of(workload)
     try:
         config = kind.baseline(space)

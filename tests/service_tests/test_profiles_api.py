@@ -253,7 +253,6 @@ def test_the_driver_trains_on_one_profile_at_a_time(api: Api) -> None:
 
 
 def test_a_submissions_task_weights_are_baselines_under_the_active_profile(api: Api) -> None:
-    from service.baselines import profiled_baseline_time
     from tuner.baseline import baseline_time
 
     stored = Profile.from_json(_post_profile(api, FITTED.to_json()).json()["profile"])
@@ -264,7 +263,7 @@ def test_a_submissions_task_weights_are_baselines_under_the_active_profile(api: 
     assert r.status_code == 201, r.text
     TuningDriver(api.db, Settings(database_url=api.db.url, driver_enabled=False)).run_once()
     report = api.client.get(f"/api/v1/submissions/{r.json()['id']}", headers=api.headers("read")).json()
-    fitted = profiled_baseline_time(layer, TARGET, stored)
+    fitted = baseline_time(layer, TARGET, stored)
     assert fitted is not None and fitted != pytest.approx(baseline_time(layer, TARGET))
     # the driver's weight (3 calls x one baseline call), which the report's baseline is read from, was
     # simulated with the profile the tuned times are measured with
