@@ -75,6 +75,15 @@ def _ms(seconds: float | None) -> str:
     return f"{ms:.1f}" if ms >= 100 else f"{ms:.3f}"
 
 
+def _stop(server: subprocess.Popen[bytes]) -> None:
+    """Stop the API server process: SIGTERM (a clean shutdown), killed if it hangs."""
+    server.send_signal(signal.SIGTERM)
+    try:
+        server.wait(20)
+    except subprocess.TimeoutExpired:
+        server.kill()
+
+
 def _cells(page: Any, table: str, key: str) -> dict[str, dict[str, str]]:
     """{row key: {column: text}} of a dashboard table (rows carry data-*, cells data-col)."""
     return page.evaluate(
@@ -191,11 +200,7 @@ def test_dashboard_follows_a_tuning_run(backend_url: str, backend_kind: str) -> 
             browser.close()
     finally:
         stop_workers(workers)
-        server.send_signal(signal.SIGTERM)
-        try:
-            server.wait(20)
-        except subprocess.TimeoutExpired:
-            server.kill()
+        _stop(server)
 
 
 
@@ -249,11 +254,7 @@ def test_dashboard_names_cpe_kernel_tasks_shortly_and_marks_untuned_ones(backend
             assert not errors, errors
             browser.close()
     finally:
-        server.send_signal(signal.SIGTERM)
-        try:
-            server.wait(20)
-        except subprocess.TimeoutExpired:
-            server.kill()
+        _stop(server)
 
 
 def test_the_lookup_page_shows_a_calibrated_times_interval(backend_url: str) -> None:
@@ -298,8 +299,4 @@ def test_the_lookup_page_shows_a_calibrated_times_interval(backend_url: str) -> 
             assert not errors, errors
             browser.close()
     finally:
-        server.send_signal(signal.SIGTERM)
-        try:
-            server.wait(20)
-        except subprocess.TimeoutExpired:
-            server.kill()
+        _stop(server)

@@ -100,18 +100,13 @@ def const_int(e: Any) -> int:
     return int(e.value)
 
 
-_PY: dict[str, Callable[[Any, Any], Any]] = {
+# TIR's integer operators over ints or numpy arrays (element-wise; comparisons give bools).
+_OPS: dict[str, Callable[[Any, Any], Any]] = {
     "Add": lambda a, b: a + b, "Sub": lambda a, b: a - b, "Mul": lambda a, b: a * b,
     "FloorDiv": lambda a, b: a // b, "FloorMod": lambda a, b: a % b, "Div": lambda a, b: a // b,
-    "Mod": lambda a, b: a % b, "Min": min, "Max": max, "LT": lambda a, b: a < b,
+    "Mod": lambda a, b: a % b, "Min": np.minimum, "Max": np.maximum, "LT": lambda a, b: a < b,
     "LE": lambda a, b: a <= b, "GT": lambda a, b: a > b, "GE": lambda a, b: a >= b,
-    "EQ": lambda a, b: a == b, "NE": lambda a, b: a != b, "And": lambda a, b: a and b,
-    "Or": lambda a, b: a or b}
-
-
-# The same operators over numpy arrays (element-wise; comparisons give bool arrays).
-_NP: dict[str, Callable[[Any, Any], Any]] = {
-    **_PY, "Min": np.minimum, "Max": np.maximum, "And": np.logical_and, "Or": np.logical_or}
+    "EQ": lambda a, b: a == b, "NE": lambda a, b: a != b, "And": np.logical_and, "Or": np.logical_or}
 
 
 def evaluate_array(e: Any, env: Mapping[str, Any]) -> Any:
@@ -122,8 +117,8 @@ def evaluate_array(e: Any, env: Mapping[str, Any]) -> Any:
         return env[e.name]
     if k == "IntImm":
         return int(e.value)
-    if k in _NP:
-        return _NP[k](evaluate_array(e.a, env), evaluate_array(e.b, env))
+    if k in _OPS:
+        return _OPS[k](evaluate_array(e.a, env), evaluate_array(e.b, env))
     if k == "Not":
         return np.logical_not(evaluate_array(e.a, env))
     if k == "Cast":
@@ -136,17 +131,4 @@ def evaluate_array(e: Any, env: Mapping[str, Any]) -> Any:
 
 def evaluate(e: Any, env: dict[str, int]) -> int:
     """Value of an integer TIR expression for given loop-variable values."""
-    k = kind(e)
-    if k == "Var":
-        return env[e.name]
-    if k == "IntImm":
-        return int(e.value)
-    if k in _PY:
-        return int(_PY[k](evaluate(e.a, env), evaluate(e.b, env)))
-    if k == "Not":
-        return int(not evaluate(e.a, env))
-    if k == "Cast":
-        return evaluate(e.value, env)
-    if k == "Select":
-        return evaluate(e.true_value if evaluate(e.condition, env) else e.false_value, env)
-    raise NotImplementedError(f"cannot evaluate {k}")
+    return int(evaluate_array(e, env))
