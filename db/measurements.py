@@ -11,6 +11,7 @@ from sqlalchemy.orm import Session
 from db.domain import BestConfig, Measurement
 from db.errors import NotFoundError
 from db.orm import MeasurementRow, TargetRow, WorkloadRow
+from db.profiles import active_version
 from db.refs import target_name, workload_of
 from db.timeutil import as_utc
 from tuner.measure.base import Source
@@ -40,7 +41,9 @@ def best_config(session: Session, workload_key: str, target: str, *, count: bool
     """The fastest successful config of a (workload key, target); NotFoundError says why there is none.
 
     A time measured on the hardware wins over any simulated one: the fastest hardware result is served when
-    there is one, else the fastest of all (``BestConfig.source`` says which)."""
+    there is one; else the fastest simulated with the target's active profile (the model every simulator
+    worker measures with now, so a time from a profile since replaced never beats it); else the fastest of
+    all. ``BestConfig.source`` and ``profile_version`` say which was served."""
     tname = target_name(target)
     ids = session.execute(select(WorkloadRow.id, WorkloadRow.canonical_json, TargetRow.id)
                           .select_from(WorkloadRow).join(TargetRow, TargetRow.name == tname)
@@ -49,8 +52,10 @@ def best_config(session: Session, workload_key: str, target: str, *, count: bool
         raise NotFoundError(f"no tuned schedule for workload {workload_key!r} on {tname}: "
                             "the workload has never been tuned there (submit a tuning task first)")
     wid, canonical, tid = ids
-    row = session.scalars(_best_stmt(wid, tid, Source.HARDWARE.value)).first() or session.scalars(
-        _best_stmt(wid, tid)).first()
+    active = _best_stmt(wid, tid, Source.SIMULATOR.value).where(
+        MeasurementRow.profile_version == active_version(session, tname))
+    row = (session.scalars(_best_stmt(wid, tid, Source.HARDWARE.value)).first()
+           or session.scalars(active).first() or session.scalars(_best_stmt(wid, tid)).first())
     if row is None:
         raise NotFoundError(f"no tuned schedule for workload {workload_key!r} on {tname}: "
                             "no successful measurement yet")

@@ -27,6 +27,8 @@ def _stored(profile: Any, active: bool) -> ProfileStoredOut:
 
 
 def _after_change(state: Any) -> None:
+    # the lookup serves the active profile's simulated best (db.measurements.best_config): drop cached answers
+    state.lookup_cache.clear()
     # the driver rebuilds a task's strategy when its target's active profile changed: let it look now
     if state.driver is not None:
         state.driver.wake()

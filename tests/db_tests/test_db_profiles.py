@@ -119,3 +119,27 @@ def test_without_hardware_the_simulated_best_names_its_profile(database: Databas
     with database.session() as s:
         best = measurements_db.best_config(s, WORKLOAD.key, TARGET)
     assert best.source == "simulator" and best.profile_version == 0 and best.mean_time == pytest.approx(1e-3)
+
+
+def test_without_hardware_the_active_profiles_best_is_served(database: Database) -> None:
+    """A time simulated under a profile since replaced never beats the active profile's: they time the
+    same configs differently, and the active one is what every simulator worker measures with now."""
+    task_with_jobs(database, 4)
+    with database.session() as s:
+        profiles_db.store_profile(s, FITTED)  # version 1, active
+    got = _lease(database)
+    a, b, c, d = (j.id for j in got.jobs)
+    _post(database, got.token,
+          ResultIn(job_id=a, status="ok", times=(1e-4,), source="simulator", details={"profile_version": 0}),
+          ResultIn(job_id=b, status="ok", times=(3e-3,), source="simulator", details={"profile_version": 1}),
+          ResultIn(job_id=c, status="ok", times=(2e-3,), source="simulator", details={"profile_version": 1}))
+    with database.session() as s:
+        best = measurements_db.best_config(s, WORKLOAD.key, TARGET)
+    assert (best.profile_version, best.mean_time) == (1, pytest.approx(2e-3))
+    with database.session() as s:
+        profiles_db.activate_profile(s, TARGET, 0)  # back to the built-in profile: its time is served
+        assert measurements_db.best_config(s, WORKLOAD.key, TARGET).mean_time == pytest.approx(1e-4)
+    _post(database, got.token, ResultIn(job_id=d, status="ok", times=(5e-3,), source="hardware"))
+    with database.session() as s:
+        best = measurements_db.best_config(s, WORKLOAD.key, TARGET)
+    assert (best.source, best.mean_time) == ("hardware", pytest.approx(5e-3))

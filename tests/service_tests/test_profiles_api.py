@@ -290,3 +290,19 @@ def test_a_time_simulated_under_a_fitted_profile_is_served_with_its_interval(api
     lo, hi = found["interval_s"]
     exact = simulated_seconds(FITTED, WORKLOAD, under_2["config"])  # the profile's own (middle) wait
     assert lo < exact < hi
+
+
+def test_activating_a_profile_changes_the_served_simulated_best_at_once(api: Api) -> None:
+    _post_profile(api, FITTED.to_json())  # version 1, active
+    task_with_jobs(api.db, 2)
+    got = lease(api, max_jobs=2)
+    under_0, under_1 = got["jobs"]
+    _post_results(api, got, [
+        {"job_id": under_0["id"], "status": "ok", "times": [1e-4], "source": "simulator",
+         "details": {"profile_version": 0}},
+        {"job_id": under_1["id"], "status": "ok", "times": [9e-4], "source": "simulator",
+         "details": {"profile_version": 1}}])
+    assert _best(api)["profile_version"] == 1  # the active profile's time, though the built-in one's is faster
+    r = api.client.post(f"/api/v1/profiles/{TARGET}/0/activate", headers=api.headers("admin"))
+    assert r.status_code == 200, r.text
+    assert (_best(api)["profile_version"], _best(api)["config_hash"]) == (0, under_0["config_hash"])
