@@ -1,4 +1,4 @@
-"""AOT compilation of a model's novel GEMM-like operators (issue #9): a conv1d that task extraction
+"""AOT compilation of a model's novel GEMM-like operators (issue #9): a conv3d that task extraction
 tunes as an expression operator (tuner.bridge.extract) runs its tuned kernel in the compiled model,
 with its operands by role and constant operands packed at compile time for ``pack=b``; without a
 config it keeps the generic lowering, with a warning naming it. Checked against torch on swemu.
@@ -29,13 +29,13 @@ pytestmark = pytest.mark.skipif(shutil.which("gcc") is None or shutil.which("mak
                                 reason="needs gcc and make")
 
 
-class _Conv1dNet(torch.nn.Module):
-    """Two conv1d layers (no built-in reader takes them), a bias add and a relu between."""
+class _Conv3dNet(torch.nn.Module):
+    """Two conv3d layers (no built-in reader takes them), a bias add and a relu between."""
 
     def __init__(self) -> None:
         super().__init__()
-        self.c1 = torch.nn.Conv1d(8, 16, 3)
-        self.c2 = torch.nn.Conv1d(16, 16, 1)
+        self.c1 = torch.nn.Conv3d(4, 8, 3)
+        self.c2 = torch.nn.Conv3d(8, 8, 1)
 
     def forward(self, x: Any) -> Any:
         return self.c2(torch.relu(self.c1(x)))
@@ -45,7 +45,7 @@ def _model() -> tuple[Any, Any, Any]:
     from tuner.bridge.extract import torch_to_relax
 
     torch.manual_seed(0)
-    module, x = _Conv1dNet().eval(), torch.randn(1, 8, 32)
+    module, x = _Conv3dNet().eval(), torch.randn(1, 4, 5, 7, 7)
     return module, x, torch_to_relax(module, (x,))
 
 
@@ -54,7 +54,7 @@ def _configs(mod: Any) -> dict[str, dict[str, Any]]:
     compile time), the second without."""
     from tuner.bridge.extract import extract_relax, memory_bound
 
-    # the two conv1d layers (the bias adds and relu between them are memory-bound tasks of their own)
+    # the two conv3d layers (the bias adds and relu between them are memory-bound tasks of their own)
     layers = [layer for layer in extract_relax(mod).layers if not memory_bound(layer.workload)]
     assert [layer.workload.op for layer in layers] == ["expr", "expr"]
     tgt = get_target(TARGET)
@@ -71,41 +71,41 @@ def _run(out_dir: Path, x: np.ndarray) -> np.ndarray:
     return run.output
 
 
-def test_conv1d_runs_its_tuned_expression_kernels(tmp_path: Path, caplog: Any) -> None:
+def test_conv3d_runs_its_tuned_expression_kernels(tmp_path: Path, caplog: Any) -> None:
     module, x, mod = _model()
     configs = _configs(mod)
     with caplog.at_level(logging.WARNING, logger="tuner.aot"):
-        result = compile_model(mod, TARGET, tmp_path / "m", lambda w: configs.get(w.key), name="conv1d")
+        result = compile_model(mod, TARGET, tmp_path / "m", lambda w: configs.get(w.key), name="conv3d")
     assert not [r for r in caplog.records if r.name == "tuner.aot" and "expression operator" in r.getMessage()
                 and any(k in r.getMessage() for k in configs)]
     assert {k.workload.key: k.status for k in result.kernels} == dict.fromkeys(configs, "tuned")
     manifest = json.loads((result.out_dir / "manifest.json").read_text())
     tuned = [s for s in manifest["steps"] if s["where"] == "tuned kernel"]
-    assert [s["relax_op"] for s in tuned] == ["nn.conv1d", "nn.conv1d"]
+    assert [s["relax_op"] for s in tuned] == ["nn.conv3d", "nn.conv3d"]
     assert {k["workload_key"] for k in manifest["kernels"]} == set(configs)
     # the pack=b kernel reads its weights packed at compile time: no packing step at run time
     assert any(k.packs for k in result.kernels) and not [n for n in result.graph.nodes if n.op == "pack_b"]
     # both kernels are in the simulated whole-model time as CPE kernels
     assert result.timing is not None
-    assert sum(1 for s in result.timing.steps if s.relax_op == "nn.conv1d" and s.where == "CPE kernel") == 2
+    assert sum(1 for s in result.timing.steps if s.relax_op == "nn.conv3d" and s.where == "CPE kernel") == 2
     got = _run(result.out_dir, x.numpy())
     with torch.no_grad():
         ref = module(x).numpy().ravel()
     np.testing.assert_allclose(got, ref, rtol=1e-3, atol=1e-5)
 
 
-def test_untuned_conv1d_keeps_the_generic_lowering(tmp_path: Path, caplog: Any) -> None:
+def test_untuned_conv3d_keeps_the_generic_lowering(tmp_path: Path, caplog: Any) -> None:
     module, x, mod = _model()
     configs = _configs(mod)
     first = next(iter(configs))
     with caplog.at_level(logging.WARNING, logger="tuner.aot"):
         result = compile_model(mod, TARGET, tmp_path / "m", lambda w: configs.get(w.key) if w.key == first else None,
-                               name="conv1d")
+                               name="conv3d")
     warned = [r.getMessage() for r in caplog.records if r.name == "tuner.aot"]
     (untuned,) = set(configs) - {first}
     assert any(untuned in m and "generic lowering" in m for m in warned)
     assert [k.workload.key for k in result.kernels] == [first]
-    where = [r.where for r in result.rows if r.relax_op == "nn.conv1d"]
+    where = [r.where for r in result.rows if r.relax_op == "nn.conv3d"]
     assert sorted(where) != ["tuned kernel", "tuned kernel"] and where.count("tuned kernel") == 1
     got = _run(result.out_dir, x.numpy())
     with torch.no_grad():

@@ -2,6 +2,7 @@
 5-D batches, a weight broadcast across batch dims, vector operands and an einsum, from torch and from
 ONNX. Each is a GEMM-like task (dense or batch_matmul where a reshape is free, an expression operator
 where an operand is broadcast), compiled tuned, run on the athread emulator and checked against torch.
+Also conv1d, which is the conv2d task of height 1.
 """
 
 from __future__ import annotations
@@ -150,3 +151,36 @@ def test_attention_reads_k_without_a_transpose_copy(tmp_path: Path, frontend: st
     graph = read_relax(mod)
     assert [n.attrs["workload"].key for n in graph.nodes if n.op == "kernel"] == ["batch_matmul-b4-m8-n8-k16-float32"]
     assert not [n for n in graph.nodes if n.op == "transpose"]
+
+
+@needs_make
+@pytest.mark.parametrize("frontend", ["torch", "onnx"])
+def test_conv1d_is_a_conv2d_of_height_one_and_matches_torch(tmp_path: Path, frontend: str) -> None:
+    """A 1-D convolution (strided, padded, grouped) is the tuned conv2d task of height 1 (from torch and
+    from ONNX alike), and the program matches torch on the emulator."""
+    from emulator_helpers import run_model
+
+    from tuner.aot import compile_model
+    from tuner.bridge.extract import extract_relax, onnx_to_relax, torch_to_relax
+
+    torch.manual_seed(1)
+    model = torch.nn.Sequential(torch.nn.Conv1d(4, 8, 5, stride=2, padding=2), torch.nn.ReLU(),
+                                torch.nn.Conv1d(8, 8, 3, padding=1, groups=2)).eval()
+    x = torch.randn(1, 4, 64)
+    if frontend == "onnx":
+        pytest.importorskip("onnx")
+        path = tmp_path / "c1.onnx"
+        torch.onnx.export(model, (x,), str(path), dynamo=False, opset_version=17)
+        mod = onnx_to_relax(path)
+    else:
+        mod = torch_to_relax(model, (x,))
+    lookup, _ = _tuned_lookup(mod)
+    keys = sorted(layer.workload.key for layer in extract_relax(mod).layers if layer.workload.op == "conv2d")
+    assert keys == ["conv2d-n1-c4-h1-w64-k8-r1-s5-stride_h1-stride_w2-pad_h0-pad_w2-dil_h1-dil_w1-groups1-float32",
+                    "conv2d-n1-c8-h1-w32-k8-r1-s3-stride_h1-stride_w1-pad_h0-pad_w1-dil_h1-dil_w1-groups2-float32"]
+    result = compile_model(mod, TARGET, tmp_path / frontend, lookup)
+    assert sorted(k.workload.key for k in result.kernels if k.tuned) == keys
+    got = run_model(result.out_dir, [x.numpy()], TARGET).output
+    with torch.no_grad():
+        ref = model(x).numpy()
+    np.testing.assert_allclose(got.reshape(ref.shape), ref, rtol=1e-3, atol=1e-5)

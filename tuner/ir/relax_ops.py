@@ -1,8 +1,8 @@
 """Readers of single Relax operators into workloads, shared by task extraction (tuner.bridge.extract)
 and the compiler's front end (tuner.ir.relax_reader), so both give a layer the same workload key.
 
-conv2d and matmul become built-in workloads (``READERS``): a matmul of any rank is dense or
-batch_matmul where a reshape is free (``matmul_geometry``), else it is legalized like the rest; any
+conv2d, conv1d (a conv2d of height 1) and matmul become built-in workloads (``READERS``): a matmul of
+any rank is dense or batch_matmul where a reshape is free (``matmul_geometry``), else it is legalized like the rest; any
 other operator's legalized PrimFunc that is one compute stage becomes an expression operator
 (``expression_workload``), as ``Routing`` allows; a transpose becomes the expression of TVM's
 topi.transpose.
@@ -90,6 +90,22 @@ def matmul_geometry(a: Sequence[int], b: Sequence[int]) -> MatmulGeometry:
                                "(not a free reshape to dense or batch_matmul)")
 
 
+def conv1d_workload(call: Any) -> Conv2d:
+    """A 1-D convolution (NCW/OIW) as the conv2d of height 1 it equals: [N, C, 1, W] and [K, C/g, 1, S]
+    are free views of its operands."""
+    attrs = call.attrs
+    if str(attrs.data_layout) != "NCW" or str(attrs.kernel_layout) != "OIW":
+        raise InvalidWorkloadError(f"conv1d layout {attrs.data_layout}/{attrs.kernel_layout} is not NCW/OIW")
+    (n, c, w), dtype = _shape(call.args[0])
+    (k, _, s), _ = _shape(call.args[1])
+    left, right = (int(p) for p in attrs.padding)
+    if left != right:
+        raise InvalidWorkloadError(f"asymmetric conv1d padding {(left, right)} is not supported")
+    (stride,), (dil,) = (int(v) for v in attrs.strides), (int(v) for v in attrs.dilation)
+    return Conv2d(n, c, 1, w, k, 1, s, stride_h=1, stride_w=stride, pad_h=0, pad_w=left, dil_h=1, dil_w=dil,
+                  groups=int(attrs.groups), dtype=dtype)
+
+
 def matmul_workload(call: Any) -> Dense | BatchMatmul:
     a, dtype = _shape(call.args[0])
     b, _ = _shape(call.args[1])
@@ -99,7 +115,8 @@ def matmul_workload(call: Any) -> Dense | BatchMatmul:
     return BatchMatmul(g.batch, g.m, g.n, g.k, dtype)
 
 
-READERS = {"relax.nn.conv2d": conv_workload, "relax.matmul": matmul_workload}
+READERS = {"relax.nn.conv2d": conv_workload, "relax.nn.conv1d": conv1d_workload,
+           "relax.matmul": matmul_workload}
 
 
 class Routing(str, Enum):

@@ -1,7 +1,8 @@
 """Relax main function (params bound as constants) -> tuner.ir.graph.Graph.
 
 The module is first legalized by TVM (``LegalizeOps``) except for the operators this reader keeps:
-conv2d and matmul become "kernel" nodes with the same workloads task extraction produces
+conv2d, conv1d (as a conv2d of height 1) and matmul become "kernel" nodes with the same workloads task
+extraction produces
 (tuner.bridge.extract), so tuning-log keys match, their operands brought to the layouts the slave
 kernels read (constant weights transposed to [N, K] here, at compile time). A matmul of any rank is
 dense or batch_matmul on views of its operands where that is free (``matmul_geometry``; a b that is
@@ -35,6 +36,7 @@ from tuner.ir.graph import AotError, Graph, Node, Note, Tensor
 from tuner.ir.relax_ops import (
     MatmulForm,
     Routing,
+    conv1d_workload,
     conv_workload,
     expression_workload,
     matmul_geometry,
@@ -46,8 +48,8 @@ Value = Any  # Tensor | tuple[Value, ...] | int | float
 
 _VIEWS = {"reshape", "flatten", "squeeze", "expand_dims"}
 # operators this reader keeps for itself; LegalizeOps lowers every other one to a PrimFunc
-KEPT_OPS = ("nn.conv2d", "matmul", "nn.batch_norm", "nn.group_norm", "nn.instance_norm", "permute_dims", "shape_of",
-            "tensor_to_shape", *sorted(_VIEWS))
+KEPT_OPS = ("nn.conv2d", "nn.conv1d", "matmul", "nn.batch_norm", "nn.group_norm", "nn.instance_norm",
+            "permute_dims", "shape_of", "tensor_to_shape", *sorted(_VIEWS))
 
 
 def _ints(xs: Any) -> tuple[int, ...]:
@@ -219,9 +221,27 @@ def _workload(reader: Callable[[Any], Any], call: Any, name: str, op: str) -> An
         raise AotError(f"{name} ({op}): {exc}") from None
 
 
+def _conv1d(r: RelaxReader, call: Any, name: str, op: str) -> Value:
+    """conv1d as the conv2d of height 1 it equals (views of its operands and of its output)."""
+    w = _workload(conv1d_workload, call, name, op)
+    x, weight = r.tensor(call.args[0], name), r.tensor(call.args[1], name)
+    x4 = r.view(x, (w.n, w.c, 1, w.w), name + ".x")
+    w4 = r.view(weight, (weight.shape[0], weight.shape[1], 1, weight.shape[2]), name + ".weight")
+    out = _conv2d_kernel(r, x4, w4, w, name, op)
+    return r.view(out, _out(call, name), name)
+
+
 def _conv2d(r: RelaxReader, call: Any, name: str, op: str) -> Value:
     w = _workload(conv_workload, call, name, op)
     x, weight = r.tensor(call.args[0], name), r.tensor(call.args[1], name)
+    out = _conv2d_kernel(r, x, weight, w, name, op)
+    if _out(call, name) != out.shape:
+        raise AotError(f"{name} (nn.conv2d): output shape {_out(call, name)} != workload's {out.shape}")
+    return out
+
+
+def _conv2d_kernel(r: RelaxReader, x: Tensor, weight: Tensor, w: Any, name: str, op: str) -> Tensor:
+    """The conv2d kernel node of workload ``w`` on NCHW ``x`` and OIHW ``weight``."""
     if w.pad_h or w.pad_w:  # the kernel reads a zero-padded input (swDNN style), padded once before it
         from tvm import relax
 
@@ -230,10 +250,7 @@ def _conv2d(r: RelaxReader, call: Any, name: str, op: str) -> Value:
         pad_step = r.steps[-1]
         assert isinstance(pad_step, Node), "a conv input's padding is a step of its own"
         pad_step.attrs.update(pad_h=w.pad_h, pad_w=w.pad_w)  # its row-copy form on the MPE (mpe._pad_nchw)
-    out = r.node("kernel", [x, weight], (w.n, w.k, w.oh, w.ow), name, "nn.conv2d", workload=w)
-    if _out(call, name) != out.shape:
-        raise AotError(f"{name} (nn.conv2d): output shape {_out(call, name)} != workload's {out.shape}")
-    return out
+    return r.node("kernel", [x, weight], (w.n, w.k, w.oh, w.ow), name, op, workload=w)
 
 
 def _transposed(r: RelaxReader, t: Tensor, axes: tuple[int, ...], name: str, why: str) -> Tensor:
@@ -534,7 +551,8 @@ def _run_llvm(func: Any, inputs: list[np.ndarray], outs: list[tuple[tuple[int, .
 
 
 _RULES: dict[str, Callable[[RelaxReader, Any, str, str], Value]] = {
-    "nn.conv2d": _conv2d, "matmul": _matmul, "nn.batch_norm": _batch_norm, "permute_dims": _permute,
+    "nn.conv2d": _conv2d, "nn.conv1d": _conv1d, "matmul": _matmul, "nn.batch_norm": _batch_norm,
+    "permute_dims": _permute,
     "call_tir": _call_tir, "shape_of": _shape_of, "tensor_to_shape": _tensor_to_shape, "nn.group_norm": _group_norm,
     "nn.instance_norm": _group_norm, **{v: _view for v in _VIEWS},
 }
