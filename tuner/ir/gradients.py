@@ -1,0 +1,188 @@
+"""Relax gradients that TVM 0.27 lacks or gets wrong, registered above TVM's own.
+
+``relax.transform.Gradient`` differentiates a Relax function operator by operator, through each operator's
+``FPrimalGradient``. TVM 0.27 registers 52 of its 230 operators (tvm/relax/op/_op_gradient.py); a model that
+uses any other one cannot be differentiated at all. ``register()`` adds the ones swtune's models need:
+
+- element-wise: ``erf``, ``nn.gelu``, ``nn.gelu_tanh``, ``clip`` (relu6, hardtanh), ``nn.leakyrelu``;
+- layout: ``squeeze``, ``strided_slice`` (any axes, steps, out-of-range bounds), ``nn.pad`` (constant mode);
+- ``nn.conv2d`` with dilation: TVM's gradient builds the data gradient's ``conv2d_transpose`` with an output
+  padding that ignores the dilation, which fails for every dilated convolution; this one overrides it
+  (level 11) with the dilation in the padding and TVM's own weight gradient.
+
+Each gradient is written with Relax operators, so the backward graph legalizes and compiles like any other
+(checked against torch autograd in tests/bridge_tests/test_relax_gradients.py). Registration happens once per
+process, on the first ``register()`` call.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from functools import cache
+from typing import Any
+
+from tvm import relax
+from tvm.relax.op import _op_gradient as tvm_gradients
+from tvm.relax.op import (
+    erf,
+    exp,
+    greater,
+    greater_equal,
+    less_equal,
+    logical_and,
+    multiply,
+    reshape,
+    slice_scatter,
+    strided_slice,
+    tanh,
+    where,
+    zeros,
+)
+from tvm.relax.op.base import register_gradient
+from tvm.relax.op.grad import no_grad
+from tvm.relax.op.nn import conv2d_transpose
+
+DEFAULT_LEVEL = 10  # TVM's own registrations
+OVERRIDE_LEVEL = 11  # above them
+
+Gradient = Callable[[Any, Any, Any, Any], list[Any]]
+
+
+def _dtype(expr: Any) -> str:
+    return str(expr.ty.dtype)
+
+
+def _shape(expr: Any) -> list[int]:
+    return [int(d) for d in expr.ty.shape]
+
+
+def _const(value: float, like: Any) -> Any:
+    return relax.const(value, _dtype(like))
+
+
+def _number(arg: Any) -> float:
+    """A scalar operand (an IntImm or FloatImm, possibly wrapped once more) as a float."""
+    value = arg.value
+    return float(value if isinstance(value, int | float) else value.value)
+
+
+# --- element-wise -------------------------------------------------------------------------------------------
+def erf_grad(orig_var: Any, call: Any, dy: Any, ctx: Any) -> list[Any]:
+    """d erf(x) = 2/sqrt(pi) exp(-x^2)."""
+    x = call.args[0]
+    return [multiply(dy, multiply(_const(2.0 / math.sqrt(math.pi), x), exp(multiply(multiply(x, x), _const(-1.0, x)))))]
+
+
+def gelu_grad(orig_var: Any, call: Any, dy: Any, ctx: Any) -> list[Any]:
+    """gelu(x) = x Phi(x): d = Phi(x) + x phi(x)."""
+    x = call.args[0]
+    cdf = multiply(_const(0.5, x), relax.op.add(_const(1.0, x), erf(multiply(x, _const(1.0 / math.sqrt(2.0), x)))))
+    pdf = multiply(_const(1.0 / math.sqrt(2.0 * math.pi), x), exp(multiply(multiply(x, x), _const(-0.5, x))))
+    return [multiply(dy, relax.op.add(cdf, multiply(x, pdf)))]
+
+
+def gelu_tanh_grad(orig_var: Any, call: Any, dy: Any, ctx: Any) -> list[Any]:
+    """gelu_tanh(x) = x/2 (1 + tanh(u)), u = sqrt(2/pi) (x + 0.044715 x^3):
+    d = (1 + t)/2 + x/2 (1 - t^2) sqrt(2/pi) (1 + 3 * 0.044715 x^2), t = tanh(u)."""
+    x = call.args[0]
+    k, c = math.sqrt(2.0 / math.pi), 0.044715
+    x2 = multiply(x, x)
+    t = tanh(multiply(_const(k, x), relax.op.add(x, multiply(_const(c, x), multiply(x2, x)))))
+    one = _const(1.0, x)
+    du = multiply(_const(k, x), relax.op.add(one, multiply(_const(3.0 * c, x), x2)))
+    d = relax.op.add(multiply(_const(0.5, x), relax.op.add(one, t)),
+                     multiply(multiply(_const(0.5, x), x), multiply(relax.op.subtract(one, multiply(t, t)), du)))
+    return [multiply(dy, d)]
+
+
+def clip_grad(orig_var: Any, call: Any, dy: Any, ctx: Any) -> list[Any]:
+    """The gradient passes where min <= x <= max (torch's clamp); the bounds are not differentiable."""
+    x, low, high = call.args
+    inside = logical_and(greater_equal(x, _const(_number(low), x)), less_equal(x, _const(_number(high), x)))
+    return [where(inside, dy, _const(0.0, x)), no_grad(low), no_grad(high)]
+
+
+def leakyrelu_grad(orig_var: Any, call: Any, dy: Any, ctx: Any) -> list[Any]:
+    x = call.args[0]
+    alpha = float(call.attrs.alpha)
+    return [where(greater(x, _const(0.0, x)), dy, multiply(dy, _const(alpha, x)))]
+
+
+# --- layout -------------------------------------------------------------------------------------------------
+def squeeze_grad(orig_var: Any, call: Any, dy: Any, ctx: Any) -> list[Any]:
+    return [reshape(dy, _shape(call.args[0]))]
+
+
+def strided_slice_grad(orig_var: Any, call: Any, dy: Any, ctx: Any) -> list[Any]:
+    """dy scattered into zeros of x's shape, one sliced axis at a time (slice_scatter takes one axis)."""
+    x, axes, begins, ends = call.args[:4]
+    steps = call.args[4] if len(call.args) > 4 else None
+    shape = _shape(x)
+    current = _shape(dy)
+    grad = dy
+    for i, axis_expr in enumerate(axes):
+        axis = int(axis_expr.value) % len(shape)
+        step = int(steps[i].value) if steps is not None else 1
+        if step <= 0:
+            raise NotImplementedError("the gradient of a strided_slice with a negative step is not implemented")
+        start, stop, step = slice(int(begins[i].value), int(ends[i].value), step).indices(shape[axis])
+        current[axis] = shape[axis]
+        grad = slice_scatter(zeros(list(current), _dtype(x)), grad, start, stop, step, axis)
+    return [grad, no_grad(axes), no_grad(begins), no_grad(ends), *([no_grad(steps)] if steps is not None else [])]
+
+
+def pad_grad(orig_var: Any, call: Any, dy: Any, ctx: Any) -> list[Any]:
+    """Constant padding: the gradient is dy's interior (the padding is a constant)."""
+    mode = str(call.attrs.pad_mode)
+    if mode != "constant":
+        raise NotImplementedError(f"the gradient of nn.pad in mode {mode!r} is not implemented (constant only)")
+    x = call.args[0]
+    widths = [int(w) for w in call.attrs.pad_width]
+    shape = _shape(x)
+    axes = list(range(len(shape)))
+    begin = [widths[2 * a] for a in axes]
+    return [strided_slice(dy, axes, begin, [b + n for b, n in zip(begin, shape)]), *map(no_grad, call.args[1:])]
+
+
+# --- conv2d with dilation -----------------------------------------------------------------------------------
+def conv2d_grad(orig_var: Any, call: Any, dy: Any, ctx: Any) -> list[Any]:
+    """TVM's gradient with the data gradient's output padding counting the dilation: the transposed conv of
+    a dilated kernel spans dilation * (kernel - 1) + 1 input pixels, not kernel."""
+    attrs = call.attrs
+    _, weight_grad = tvm_gradients.conv2d_grad(orig_var, call, dy, ctx)  # NCHW/OIHW only, as TVM's
+    data, weight = call.args
+    _, _, grad_h, grad_w = _shape(orig_var)
+    _, _, in_h, in_w = _shape(data)
+    _, _, kernel_h, kernel_w = _shape(weight)
+    top, left, bottom, right = (int(p) for p in attrs.padding)
+    stride_h, stride_w = (int(s) for s in attrs.strides)
+    dil_h, dil_w = (int(d) for d in attrs.dilation)
+    out_h = (grad_h - 1) * stride_h - top - bottom + dil_h * (kernel_h - 1) + 1
+    out_w = (grad_w - 1) * stride_w - left - right + dil_w * (kernel_w - 1) + 1
+    data_grad = conv2d_transpose(dy, weight, attrs.strides, attrs.padding, (in_h - out_h, in_w - out_w),
+                                 attrs.dilation, attrs.groups, attrs.out_layout,
+                                 attrs.kernel_layout[1] + attrs.kernel_layout[0] + attrs.kernel_layout[2:],
+                                 attrs.data_layout, attrs.out_dtype)
+    return [data_grad, weight_grad]
+
+
+GRADIENTS: dict[str, tuple[Gradient, int]] = {  # Relax operator -> (gradient, registration level)
+    "relax.erf": (erf_grad, DEFAULT_LEVEL),
+    "relax.nn.gelu": (gelu_grad, DEFAULT_LEVEL),
+    "relax.nn.gelu_tanh": (gelu_tanh_grad, DEFAULT_LEVEL),
+    "relax.clip": (clip_grad, DEFAULT_LEVEL),
+    "relax.nn.leakyrelu": (leakyrelu_grad, DEFAULT_LEVEL),
+    "relax.squeeze": (squeeze_grad, DEFAULT_LEVEL),
+    "relax.strided_slice": (strided_slice_grad, DEFAULT_LEVEL),
+    "relax.nn.pad": (pad_grad, DEFAULT_LEVEL),
+    "relax.nn.conv2d": (conv2d_grad, OVERRIDE_LEVEL),
+}
+
+
+@cache
+def register() -> tuple[str, ...]:
+    """Register every gradient of :data:`GRADIENTS` (once per process); returns the operators' names."""
+    for op, (function, level) in GRADIENTS.items():
+        register_gradient(op, function, level=level)
+    return tuple(GRADIENTS)
