@@ -50,7 +50,15 @@ def _torch_gradients(module: torch.nn.Module, x: torch.Tensor) -> list[np.ndarra
     return [x.grad.numpy(), *(p.grad.numpy() for p in module.parameters())]
 
 
-CASES = {
+INDEX = torch.tensor([[0, 5, 2], [1, 1, 4], [3, 0, 0], [5, 2, 2]])
+
+CASES = {  # name -> (f, its output shape, its parameters); x is (4, 6) unless SHAPES says otherwise
+    "layer_norm": (lambda x, w, b: torch.nn.functional.layer_norm(x, (6,), w, b), (4, 6),
+                   {"w": torch.randn(6), "b": torch.randn(6)}),
+    "layer_norm_2d": (lambda x, w, b: torch.nn.functional.layer_norm(x, (3, 4), w, b), (2, 3, 4),
+                      {"w": torch.randn(3, 4), "b": torch.randn(3, 4)}),
+    "gather": (lambda x: torch.gather(x, 1, INDEX), (4, 3), {}),
+    "adaptive_avg_pool2d": (lambda x: torch.nn.functional.adaptive_avg_pool2d(x, (2, 3)), (1, 2, 2, 3), {}),
     "erf": (lambda x: torch.erf(x), (4, 6), {}),
     "gelu": (lambda x: torch.nn.functional.gelu(x), (4, 6), {}),
     "gelu_tanh": (lambda x: torch.nn.functional.gelu(x, approximate="tanh"), (4, 6), {}),
@@ -64,15 +72,22 @@ CASES = {
 }
 
 
+SHAPES = {"layer_norm_2d": (2, 3, 4), "adaptive_avg_pool2d": (1, 2, 6, 9)}
+FLOAT32 = {"layer_norm", "layer_norm_2d"}
+
+
 @pytest.mark.parametrize("name", CASES)
-def test_elementwise_and_layout_gradients_match_torch(name: str) -> None:
+def test_elementwise_layout_and_norm_gradients_match_torch(name: str) -> None:
     register()
-    f, out_shape, _ = CASES[name]
+    f, out_shape, params = CASES[name]
     torch.manual_seed(0)
-    module = _Op(f, out_shape).double()
-    x = torch.randn(4, 6, dtype=torch.float64)
+    # TVM's layer_norm runs in float32 only: those cases compare at float32 precision
+    dtype, rtol = (torch.float32, 1e-5) if name in FLOAT32 else (torch.float64, 1e-9)
+    module = _Op(f, out_shape, **params).to(dtype)
+    x = torch.randn(SHAPES.get(name, (4, 6)), dtype=dtype)
     for got, want in zip(_relax_gradients(module, x), _torch_gradients(module, x), strict=True):
-        np.testing.assert_allclose(got, want, rtol=1e-9, atol=1e-12)
+        assert got.shape == want.shape
+        np.testing.assert_allclose(got, want, rtol=rtol, atol=rtol * np.abs(want).max())
 
 
 @pytest.mark.parametrize("stride,dilation,padding,groups", [(1, 2, 2, 1), (2, 2, 1, 1), (1, 3, 0, 2), (2, 1, 1, 1)])
@@ -95,4 +110,4 @@ def test_conv2d_gradients_match_torch_with_dilation(stride: int, dilation: int, 
 
 
 def test_every_registered_operator_is_covered() -> None:
-    assert set(register()) == set(GRADIENTS) and len(GRADIENTS) == 9
+    assert set(register()) == set(GRADIENTS) and len(GRADIENTS) == 12

@@ -6,6 +6,8 @@ uses any other one cannot be differentiated at all. ``register()`` adds the ones
 
 - element-wise: ``erf``, ``nn.gelu``, ``nn.gelu_tanh``, ``clip`` (relu6, hardtanh), ``nn.leakyrelu``;
 - layout: ``squeeze``, ``strided_slice`` (any axes, steps, out-of-range bounds), ``nn.pad`` (constant mode);
+- ``nn.layer_norm`` (trailing axes), ``gather_elements`` (torch's decomposed cross-entropy), and
+  ``nn.adaptive_avg_pool2d`` to an output size that divides the input;
 - ``nn.conv2d`` with dilation: TVM's gradient builds the data gradient's ``conv2d_transpose`` with an output
   padding that ignores the dilation, which fails for every dilated convolution; this one overrides it
   (level 11) with the dilation in the padding and TVM's own weight gradient.
@@ -145,6 +147,48 @@ def pad_grad(orig_var: Any, call: Any, dy: Any, ctx: Any) -> list[Any]:
     return [strided_slice(dy, axes, begin, [b + n for b, n in zip(begin, shape)]), *map(no_grad, call.args[1:])]
 
 
+# --- normalisation, gather, pooling ---------------------------------------------------------------------------
+def layer_norm_grad(orig_var: Any, call: Any, dy: Any, ctx: Any) -> list[Any]:
+    """y = xhat * gamma + beta over the trailing axes A, xhat = (x - mean) * rstd:
+    dx = rstd * (g - mean_A(g) - xhat * mean_A(g * xhat)) with g = dy * gamma; dgamma = sum(dy * xhat) and
+    dbeta = sum(dy) over the leading axes."""
+    x, gamma, _ = call.args
+    attrs = call.attrs
+    rank = len(_shape(x))
+    axes = sorted(int(a) % rank for a in attrs.axes)
+    if axes != list(range(rank - len(axes), rank)) or not (attrs.center and attrs.scale):
+        raise NotImplementedError("the gradient of layer_norm is implemented over trailing axes with a scale and "
+                                  "a shift (center=scale=True)")
+    rstd = relax.op.rsqrt(relax.op.add(relax.op.variance(x, axes, keepdims=True), _const(float(attrs.epsilon), x)))
+    xhat = multiply(relax.op.subtract(x, relax.op.mean(x, axes, keepdims=True)), rstd)
+    g = multiply(dy, gamma)
+    dx = multiply(rstd, relax.op.subtract(relax.op.subtract(g, relax.op.mean(g, axes, keepdims=True)),
+                                          multiply(xhat, relax.op.mean(multiply(g, xhat), axes, keepdims=True))))
+    leading = list(range(rank - len(axes)))
+    return [dx, relax.op.sum(multiply(dy, xhat), leading), relax.op.sum(dy, leading)]
+
+
+def gather_elements_grad(orig_var: Any, call: Any, dy: Any, ctx: Any) -> list[Any]:
+    """Each gathered element's gradient added back where it came from."""
+    x, indices = call.args
+    scattered = relax.op.scatter_elements(zeros(_shape(x), _dtype(x)), indices, dy, int(call.attrs.axis), "add")
+    return [scattered, no_grad(indices)]
+
+
+def adaptive_avg_pool2d_grad(orig_var: Any, call: Any, dy: Any, ctx: Any) -> list[Any]:
+    """An output size that divides the input is an average pool of kernel = stride = input / output."""
+    x = call.args[0]
+    if str(call.attrs.layout) != "NCHW":
+        raise NotImplementedError("the gradient of adaptive_avg_pool2d is implemented for NCHW")
+    _, _, h, w = _shape(x)
+    _, _, oh, ow = _shape(orig_var)
+    if h % oh or w % ow:
+        raise NotImplementedError(f"the gradient of adaptive_avg_pool2d from {h}x{w} to {oh}x{ow} (an output "
+                                  "size that does not divide the input) is not implemented")
+    kernel = (h // oh, w // ow)
+    return [relax.op.grad.avg_pool2d_backward(dy, x, kernel, kernel)]
+
+
 # --- conv2d with dilation -----------------------------------------------------------------------------------
 def conv2d_grad(orig_var: Any, call: Any, dy: Any, ctx: Any) -> list[Any]:
     """TVM's gradient with the data gradient's output padding counting the dilation: the transposed conv of
@@ -176,6 +220,9 @@ GRADIENTS: dict[str, tuple[Gradient, int]] = {  # Relax operator -> (gradient, r
     "relax.squeeze": (squeeze_grad, DEFAULT_LEVEL),
     "relax.strided_slice": (strided_slice_grad, DEFAULT_LEVEL),
     "relax.nn.pad": (pad_grad, DEFAULT_LEVEL),
+    "relax.nn.layer_norm": (layer_norm_grad, DEFAULT_LEVEL),
+    "relax.gather_elements": (gather_elements_grad, DEFAULT_LEVEL),
+    "relax.nn.adaptive_avg_pool2d": (adaptive_avg_pool2d_grad, DEFAULT_LEVEL),
     "relax.nn.conv2d": (conv2d_grad, OVERRIDE_LEVEL),
 }
 
