@@ -57,6 +57,15 @@ CASES = {  # name -> (f, its output shape, its parameters); x is (4, 6) unless S
                    {"w": torch.randn(6), "b": torch.randn(6)}),
     "layer_norm_2d": (lambda x, w, b: torch.nn.functional.layer_norm(x, (3, 4), w, b), (2, 3, 4),
                       {"w": torch.randn(3, 4), "b": torch.randn(3, 4)}),
+    "group_norm": (lambda x, w, b: torch.nn.functional.group_norm(x, 3, w, b), (2, 6, 4, 5),
+                   {"w": torch.randn(6), "b": torch.randn(6)}),
+    "resize_nearest": (lambda x: torch.nn.functional.interpolate(x, scale_factor=2, mode="nearest"), (2, 6, 8, 10), {}),
+    "resize_bilinear": (lambda x: torch.nn.functional.interpolate(x, scale_factor=2, mode="bilinear"), (2, 6, 8, 10),
+                        {}),
+    "resize_bilinear_odd": (lambda x: torch.nn.functional.interpolate(x, size=(7, 9), mode="bilinear"), (2, 6, 7, 9),
+                            {}),
+    "resize_bilinear_corners": (lambda x: torch.nn.functional.interpolate(x, size=(7, 3), mode="bilinear",
+                                                                          align_corners=True), (2, 6, 7, 3), {}),
     "gather": (lambda x: torch.gather(x, 1, INDEX), (4, 3), {}),
     "adaptive_avg_pool2d": (lambda x: torch.nn.functional.adaptive_avg_pool2d(x, (2, 3)), (1, 2, 2, 3), {}),
     "erf": (lambda x: torch.erf(x), (4, 6), {}),
@@ -72,8 +81,10 @@ CASES = {  # name -> (f, its output shape, its parameters); x is (4, 6) unless S
 }
 
 
-SHAPES = {"layer_norm_2d": (2, 3, 4), "adaptive_avg_pool2d": (1, 2, 6, 9)}
-FLOAT32 = {"layer_norm", "layer_norm_2d"}
+SHAPES = {"layer_norm_2d": (2, 3, 4), "adaptive_avg_pool2d": (1, 2, 6, 9), "group_norm": (2, 6, 4, 5),
+          "resize_nearest": (2, 6, 4, 5), "resize_bilinear": (2, 6, 4, 5), "resize_bilinear_odd": (2, 6, 4, 5),
+          "resize_bilinear_corners": (2, 6, 4, 5)}
+FLOAT32 = {"layer_norm", "layer_norm_2d", "group_norm"}
 
 
 @pytest.mark.parametrize("name", CASES)
@@ -110,4 +121,4 @@ def test_conv2d_gradients_match_torch_with_dilation(stride: int, dilation: int, 
 
 
 def test_every_registered_operator_is_covered() -> None:
-    assert set(register()) == set(GRADIENTS) and len(GRADIENTS) == 12
+    assert set(register()) == set(GRADIENTS) and len(GRADIENTS) == 14

@@ -6,8 +6,9 @@ uses any other one cannot be differentiated at all. ``register()`` adds the ones
 
 - element-wise: ``erf``, ``nn.gelu``, ``nn.gelu_tanh``, ``clip`` (relu6, hardtanh), ``nn.leakyrelu``;
 - layout: ``squeeze``, ``strided_slice`` (any axes, steps, out-of-range bounds), ``nn.pad`` (constant mode);
-- ``nn.layer_norm`` (trailing axes), ``gather_elements`` (torch's decomposed cross-entropy), and
-  ``nn.adaptive_avg_pool2d`` to an output size that divides the input;
+- ``nn.layer_norm`` (trailing axes), ``nn.group_norm``, ``gather_elements`` (torch's decomposed
+  cross-entropy), ``nn.adaptive_avg_pool2d`` to an output size that divides the input, and ``image.resize2d``
+  (linear at any size and coordinate mode; nearest at integer scales);
 - ``nn.conv2d`` with dilation: TVM's gradient builds the data gradient's ``conv2d_transpose`` with an output
   padding that ignores the dilation, which fails for every dilated convolution; this one overrides it
   (level 11) with the dilation in the padding and TVM's own weight gradient.
@@ -24,6 +25,7 @@ from collections.abc import Callable
 from functools import cache
 from typing import Any
 
+import numpy as np
 from tvm import relax
 from tvm.relax.op import _op_gradient as tvm_gradients
 from tvm.relax.op import (
@@ -189,6 +191,73 @@ def adaptive_avg_pool2d_grad(orig_var: Any, call: Any, dy: Any, ctx: Any) -> lis
     return [relax.op.grad.avg_pool2d_backward(dy, x, kernel, kernel)]
 
 
+def group_norm_grad(orig_var: Any, call: Any, dy: Any, ctx: Any) -> list[Any]:
+    """Channels (axis 1) in G groups, each normalised over its channels and the spatial axes: the layer_norm
+    gradient of the [N, G, C/G * spatial] view, with the per-channel scale applied before the view."""
+    x, gamma, _ = call.args
+    attrs = call.attrs
+    shape = _shape(x)
+    spatial = list(range(2, len(shape)))
+    if int(attrs.channel_axis) != 1 or sorted(int(a) for a in attrs.axes) != spatial or not (attrs.center and
+                                                                                            attrs.scale):
+        raise NotImplementedError("the gradient of group_norm is implemented for channels on axis 1, normalised "
+                                  "over every later axis, with a scale and a shift")
+    groups = int(attrs.num_groups)
+    view = [shape[0], groups, math.prod(shape[1:]) // groups]
+    channel = [1, shape[1]] + [1] * len(spatial)  # gamma broadcast over batch and spatial axes
+    xv = reshape(x, view)
+    rstd = relax.op.rsqrt(relax.op.add(relax.op.variance(xv, [2], keepdims=True), _const(float(attrs.epsilon), x)))
+    xhat = multiply(relax.op.subtract(xv, relax.op.mean(xv, [2], keepdims=True)), rstd)
+    g = reshape(multiply(dy, reshape(gamma, channel)), view)
+    dx = multiply(rstd, relax.op.subtract(relax.op.subtract(g, relax.op.mean(g, [2], keepdims=True)),
+                                          multiply(xhat, relax.op.mean(multiply(g, xhat), [2], keepdims=True))))
+    reduce = [0, *spatial]
+    return [reshape(dx, shape), relax.op.sum(multiply(dy, reshape(xhat, shape)), reduce), relax.op.sum(dy, reduce)]
+
+
+def _resize_matrix(n_in: int, n_out: int, method: str, mode: str) -> np.ndarray:
+    """The [n_out, n_in] matrix of one axis of a linear or nearest resize (TVM's coordinates: indices clamped
+    to the input, the source coordinate itself not)."""
+    o = np.arange(n_out, dtype=np.float64)
+    if mode == "align_corners":
+        src = o * ((n_in - 1) / (n_out - 1)) if n_out > 1 else np.zeros(n_out)
+    elif mode == "asymmetric":
+        src = o * (n_in / n_out)
+    elif mode in ("half_pixel", "pytorch_half_pixel"):
+        src = (o + 0.5) * (n_in / n_out) - 0.5 if n_out > 1 or mode == "half_pixel" else np.zeros(n_out)
+    else:
+        raise NotImplementedError(f"the gradient of resize2d with coordinates {mode!r} is not implemented")
+    matrix = np.zeros((n_out, n_in))
+    rows = np.arange(n_out)
+    if method == "linear":
+        low = np.floor(src)
+        weight = src - low
+        np.add.at(matrix, (rows, np.clip(low, 0, n_in - 1).astype(int)), 1.0 - weight)
+        np.add.at(matrix, (rows, np.clip(low + 1, 0, n_in - 1).astype(int)), weight)
+    else:  # nearest: only integer scales, where every rounding rule picks the same pixel
+        if n_out % n_in:
+            raise NotImplementedError(f"the gradient of a nearest resize from {n_in} to {n_out} (not an integer "
+                                      "scale) is not implemented")
+        matrix[rows, rows // (n_out // n_in)] = 1.0
+    return matrix
+
+
+def resize2d_grad(orig_var: Any, call: Any, dy: Any, ctx: Any) -> list[Any]:
+    """A linear or nearest resize is separable and linear: out = R_h x R_w^T per plane, so dx = R_h^T dy R_w."""
+    x = call.args[0]
+    attrs = call.attrs
+    method, mode = str(attrs.method), str(attrs.coordinate_transformation_mode)
+    if str(attrs.layout) != "NCHW" or method not in ("linear", "nearest_neighbor"):
+        raise NotImplementedError(f"the gradient of resize2d is implemented for NCHW linear and nearest resizes, "
+                                  f"not {attrs.layout} {method}")
+    _, _, h, w = _shape(x)
+    _, _, oh, ow = _shape(orig_var)
+    dtype = _dtype(x)
+    rows = relax.const(_resize_matrix(h, oh, method, mode).T.astype(dtype), dtype)
+    cols = relax.const(_resize_matrix(w, ow, method, mode).astype(dtype), dtype)
+    return [relax.op.matmul(relax.op.matmul(rows, dy), cols), no_grad(call.args[1])]
+
+
 # --- conv2d with dilation -----------------------------------------------------------------------------------
 def conv2d_grad(orig_var: Any, call: Any, dy: Any, ctx: Any) -> list[Any]:
     """TVM's gradient with the data gradient's output padding counting the dilation: the transposed conv of
@@ -223,6 +292,8 @@ GRADIENTS: dict[str, tuple[Gradient, int]] = {  # Relax operator -> (gradient, r
     "relax.nn.layer_norm": (layer_norm_grad, DEFAULT_LEVEL),
     "relax.gather_elements": (gather_elements_grad, DEFAULT_LEVEL),
     "relax.nn.adaptive_avg_pool2d": (adaptive_avg_pool2d_grad, DEFAULT_LEVEL),
+    "relax.nn.group_norm": (group_norm_grad, DEFAULT_LEVEL),
+    "relax.image.resize2d": (resize2d_grad, DEFAULT_LEVEL),
     "relax.nn.conv2d": (conv2d_grad, OVERRIDE_LEVEL),
 }
 
