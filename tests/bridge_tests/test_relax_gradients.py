@@ -120,5 +120,23 @@ def test_conv2d_gradients_match_torch_with_dilation(stride: int, dilation: int, 
         np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5 * np.abs(want).max())
 
 
+@pytest.mark.parametrize("stride,dilation,padding,output_padding", [(2, 1, 1, 1), (1, 2, 0, 0), (2, 2, 2, 1)])
+def test_conv2d_transpose_gradients_match_torch(stride: int, dilation: int, padding: int,
+                                                output_padding: int) -> None:
+    register()
+    torch.manual_seed(2)
+    weight = torch.randn(4, 3, 3, 3)
+
+    def deconv(x: Any, w: Any) -> Any:
+        return torch.nn.functional.conv_transpose2d(x, w, stride=stride, padding=padding,
+                                                    output_padding=output_padding, dilation=dilation)
+
+    x = torch.randn(1, 4, 5, 6)
+    module = _Op(deconv, tuple(deconv(x, weight).shape), w=weight).float()
+    for got, want in zip(_relax_gradients(module, x), _torch_gradients(module, x), strict=True):
+        assert got.shape == want.shape
+        np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5 * np.abs(want).max())
+
+
 def test_every_registered_operator_is_covered() -> None:
-    assert set(register()) == set(GRADIENTS) and len(GRADIENTS) == 14
+    assert set(register()) == set(GRADIENTS) and len(GRADIENTS) == 15

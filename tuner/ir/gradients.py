@@ -9,6 +9,7 @@ uses any other one cannot be differentiated at all. ``register()`` adds the ones
 - ``nn.layer_norm`` (trailing axes), ``nn.group_norm``, ``gather_elements`` (torch's decomposed
   cross-entropy), ``nn.adaptive_avg_pool2d`` to an output size that divides the input, and ``image.resize2d``
   (linear at any size and coordinate mode; nearest at integer scales);
+- ``nn.conv2d_transpose`` (one group): a conv2d and that conv2d's weight gradient;
 - ``nn.conv2d`` with dilation: TVM's gradient builds the data gradient's ``conv2d_transpose`` with an output
   padding that ignores the dilation, which fails for every dilated convolution; this one overrides it
   (level 11) with the dilation in the padding and TVM's own weight gradient.
@@ -280,6 +281,22 @@ def conv2d_grad(orig_var: Any, call: Any, dy: Any, ctx: Any) -> list[Any]:
     return [data_grad, weight_grad]
 
 
+def conv2d_transpose_grad(orig_var: Any, call: Any, dy: Any, ctx: Any) -> list[Any]:
+    """y = conv2d_transpose(x, w) is the adjoint of z -> conv2d(z, w) (w: [Ci, Co, R, S] read as OIHW), so
+    dx = conv2d(dy, w), and dw is that conv2d's weight gradient with dy as its data and x as its output's
+    gradient (TVM's, which is right for every stride and dilation)."""
+    x, weight = call.args
+    attrs = call.attrs
+    if (int(attrs.groups) != 1 or str(attrs.data_layout) != "NCHW" or str(attrs.kernel_layout) != "IOHW"
+            or str(attrs.out_layout) != "NCHW"):
+        raise NotImplementedError("the gradient of conv2d_transpose is implemented for NCHW data, IOHW weights "
+                                  "and one group")
+    forward = relax.op.nn.conv2d(dy, weight, attrs.strides, attrs.padding, attrs.dilation, 1, "NCHW", "OIHW",
+                                 "NCHW", _dtype(x))
+    _, weight_grad = tvm_gradients.conv2d_grad(x, forward, x, ctx)  # x: the output (its shape) and its gradient
+    return [forward, weight_grad]
+
+
 GRADIENTS: dict[str, tuple[Gradient, int]] = {  # Relax operator -> (gradient, registration level)
     "relax.erf": (erf_grad, DEFAULT_LEVEL),
     "relax.nn.gelu": (gelu_grad, DEFAULT_LEVEL),
@@ -294,6 +311,7 @@ GRADIENTS: dict[str, tuple[Gradient, int]] = {  # Relax operator -> (gradient, r
     "relax.nn.adaptive_avg_pool2d": (adaptive_avg_pool2d_grad, DEFAULT_LEVEL),
     "relax.nn.group_norm": (group_norm_grad, DEFAULT_LEVEL),
     "relax.image.resize2d": (resize2d_grad, DEFAULT_LEVEL),
+    "relax.nn.conv2d_transpose": (conv2d_transpose_grad, DEFAULT_LEVEL),
     "relax.nn.conv2d": (conv2d_grad, OVERRIDE_LEVEL),
 }
 
