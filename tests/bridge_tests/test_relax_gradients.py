@@ -138,5 +138,21 @@ def test_conv2d_transpose_gradients_match_torch(stride: int, dilation: int, padd
         np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5 * np.abs(want).max())
 
 
+@pytest.mark.parametrize("stride,dilation,padding,groups", [(1, 1, 0, 1), (2, 2, 1, 1), (1, 3, 2, 2)])
+def test_conv1d_gradients_match_torch(stride: int, dilation: int, padding: int, groups: int) -> None:
+    register()
+    torch.manual_seed(3)
+    weight = torch.randn(6, 4 // groups, 3)
+
+    def conv(x: Any, w: Any) -> Any:
+        return torch.nn.functional.conv1d(x, w, stride=stride, padding=padding, dilation=dilation, groups=groups)
+
+    x = torch.randn(2, 4, 17)
+    module = _Op(conv, tuple(conv(x, weight).shape), w=weight).float()
+    for got, want in zip(_relax_gradients(module, x), _torch_gradients(module, x), strict=True):
+        assert got.shape == want.shape
+        np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5 * np.abs(want).max())
+
+
 def test_every_registered_operator_is_covered() -> None:
-    assert set(register()) == set(GRADIENTS) and len(GRADIENTS) == 15
+    assert set(register()) == set(GRADIENTS) and len(GRADIENTS) == 16

@@ -9,7 +9,8 @@ uses any other one cannot be differentiated at all. ``register()`` adds the ones
 - ``nn.layer_norm`` (trailing axes), ``nn.group_norm``, ``gather_elements`` (torch's decomposed
   cross-entropy), ``nn.adaptive_avg_pool2d`` to an output size that divides the input, and ``image.resize2d``
   (linear at any size and coordinate mode; nearest at integer scales);
-- ``nn.conv2d_transpose`` (one group): a conv2d and that conv2d's weight gradient;
+- ``nn.conv2d_transpose`` (one group): a conv2d and that conv2d's weight gradient; ``nn.conv1d``: the conv2d
+  gradient of its height-1 views;
 - ``nn.conv2d`` with dilation: TVM's gradient builds the data gradient's ``conv2d_transpose`` with an output
   padding that ignores the dilation, which fails for every dilated convolution; this one overrides it
   (level 11) with the dilation in the padding and TVM's own weight gradient.
@@ -281,6 +282,23 @@ def conv2d_grad(orig_var: Any, call: Any, dy: Any, ctx: Any) -> list[Any]:
     return [data_grad, weight_grad]
 
 
+def conv1d_grad(orig_var: Any, call: Any, dy: Any, ctx: Any) -> list[Any]:
+    """conv1d is the conv2d of height 1 (as swtune compiles it): the conv2d gradient of the [N, C, 1, W] views."""
+    x, weight = call.args
+    attrs = call.attrs
+    if str(attrs.data_layout) != "NCW" or str(attrs.kernel_layout) != "OIW" or str(attrs.out_layout) != "NCW":
+        raise NotImplementedError("the gradient of conv1d is implemented for NCW data and OIW weights")
+    (n, c, w), (o, i, k), (_, _, wo) = _shape(x), _shape(weight), _shape(orig_var)
+    x4 = ctx.emit(reshape(x, (n, c, 1, w)))
+    w4 = ctx.emit(reshape(weight, (o, i, 1, k)))
+    dy4 = ctx.emit(reshape(dy, (n, o, 1, wo)))
+    left, right = (int(p) for p in attrs.padding)
+    as_2d = relax.op.nn.conv2d(x4, w4, (1, int(attrs.strides[0])), (0, left, 0, right), (1, int(attrs.dilation[0])),
+                               int(attrs.groups), "NCHW", "OIHW", "NCHW", attrs.out_dtype)
+    data_grad, weight_grad = conv2d_grad(dy4, as_2d, dy4, ctx)  # dy4: typed with the output's shape
+    return [reshape(data_grad, (n, c, w)), reshape(weight_grad, (o, i, k))]
+
+
 def conv2d_transpose_grad(orig_var: Any, call: Any, dy: Any, ctx: Any) -> list[Any]:
     """y = conv2d_transpose(x, w) is the adjoint of z -> conv2d(z, w) (w: [Ci, Co, R, S] read as OIHW), so
     dx = conv2d(dy, w), and dw is that conv2d's weight gradient with dy as its data and x as its output's
@@ -312,6 +330,7 @@ GRADIENTS: dict[str, tuple[Gradient, int]] = {  # Relax operator -> (gradient, r
     "relax.nn.group_norm": (group_norm_grad, DEFAULT_LEVEL),
     "relax.image.resize2d": (resize2d_grad, DEFAULT_LEVEL),
     "relax.nn.conv2d_transpose": (conv2d_transpose_grad, DEFAULT_LEVEL),
+    "relax.nn.conv1d": (conv1d_grad, DEFAULT_LEVEL),
     "relax.nn.conv2d": (conv2d_grad, OVERRIDE_LEVEL),
 }
 
