@@ -6,6 +6,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 
 pytest.importorskip("tvm")
@@ -123,3 +124,29 @@ def test_compile_times_the_program_with_the_logs_active_profile_and_its_interval
     before = json.loads((tmp_path / "plain" / "manifest.json").read_text())["simulated_time"]["tuned_ms"]
     assert lo < hi and lo <= tuned <= hi
     assert tuned > before  # slower waits and launches than the built-in profile's
+
+
+def test_compile_with_a_server_uses_its_active_profile(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import numpy as np
+
+    from service.client import ServiceClient
+    from tuner.profile import default_profile
+
+    base = default_profile("sw26010").with_values({"dma_wait_cycles": 1500.0}, version=4)
+    fitted = base.with_values({}, fit={"draws": [{**base.values, "dma_wait_cycles": w}
+                                                 for w in np.linspace(500.0, 2500.0, 9)]})
+    monkeypatch.setattr(ServiceClient, "best_batch", lambda self, keys, target: {"found": {}})
+    monkeypatch.setattr(ServiceClient, "get_profile", lambda self, target: {"active": fitted.to_json(),
+                                                                            "active_version": 4})
+    res = CliRunner().invoke(app, ["compile", *MODEL, "--server", "http://127.0.0.1:9", "-o", str(tmp_path / "o"),
+                                   "--cache", str(tmp_path / "cache.json")], terminal_width=250)
+    assert res.exit_code == 0, res.output
+    assert "simulator profile version 4; 95% interval" in " ".join(res.output.split())
+    # a service that cannot say (down, or an old one without the route): the built-in profile, with a warning
+    monkeypatch.setattr(ServiceClient, "get_profile", lambda self, target: (_ for _ in ()).throw(
+        httpx.ConnectError("refused")))
+    res = CliRunner().invoke(app, ["compile", *MODEL, "--server", "http://127.0.0.1:9", "-o", str(tmp_path / "p"),
+                                   "--cache", str(tmp_path / "cache.json")], terminal_width=250)
+    assert res.exit_code == 0, res.output
+    out = " ".join(res.output.split())
+    assert "cannot read the active simulator profile" in out and "simulator profile version" not in out
