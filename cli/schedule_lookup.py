@@ -31,17 +31,14 @@ def server_lookup(url: str, token: str | None, target: str, cache: Path | None =
 def db_lookup(url: str, target: str) -> tuple[Lookup, Callable[[], None]]:
     """Lookup in the local tuning log at ``url`` (cli.tuning_log.database_url); no database (or no
     tables) means every workload is untuned."""
-    from sqlalchemy.engine import make_url
     from sqlalchemy.exc import SQLAlchemyError
 
     from db.engine import Database
     from db.errors import NotFoundError
     from db.measurements import best_config
 
-    parsed = make_url(url)
     none: Lookup = lambda w: None  # noqa: E731
-    if parsed.get_backend_name() == "sqlite" and parsed.database not in (None, "", ":memory:") \
-            and not Path(parsed.database).exists():
+    if _missing_sqlite_file(url):
         console.print(f"[yellow]warning:[/] no tuning log at {url}: every workload is untuned "
                       "(default schedules)", soft_wrap=True)
         return none, lambda: None
@@ -94,16 +91,10 @@ def _served_profile(server: str, token: str | None, target: str) -> Any:
 
 
 def _stored_profile(db_url: str | None, target: str) -> Any:
-    from sqlalchemy.engine import make_url
-
     from db.engine import Database
     from db.profiles import active_profile as stored_active
 
-    if db_url is None:
-        return None
-    parsed = make_url(db_url)
-    if parsed.get_backend_name() == "sqlite" and parsed.database not in (None, "", ":memory:") \
-            and not Path(parsed.database).exists():
+    if db_url is None or _missing_sqlite_file(db_url):
         return None  # no tuning log yet: nothing calibrated
     database = Database(db_url)
     try:
@@ -111,6 +102,16 @@ def _stored_profile(db_url: str | None, target: str) -> Any:
             return stored_active(s, target)
     finally:
         database.dispose()
+
+
+def _missing_sqlite_file(url: str) -> bool:
+    """A SQLite tuning log whose file does not exist yet (opening it would create an empty one)."""
+    from sqlalchemy.engine import make_url
+
+    parsed = make_url(url)
+    return (parsed.get_backend_name() == "sqlite" and parsed.database not in (None, "", ":memory:")
+            and not Path(parsed.database).exists())
+
 
 def profile_note(profile: Any, interval: tuple[float, float] | None) -> str:
     """How a report names the profile its simulated times come from, with the whole model's interval."""

@@ -37,13 +37,15 @@ def profile_filter(profile_version: int | None) -> Any:
     return or_(MeasurementRow.source != Source.SIMULATOR.value, MeasurementRow.profile_version == profile_version)
 
 
-def best_config(session: Session, workload_key: str, target: str, *, count: bool = False) -> BestConfig:
+def best_config(session: Session, workload_key: str, target: str, *, count: bool = False,
+                active: int | None = None) -> BestConfig:
     """The fastest successful config of a (workload key, target); NotFoundError says why there is none.
 
     A time measured on the hardware wins over any simulated one: the fastest hardware result is served when
     there is one; else the fastest simulated with the target's active profile (the model every simulator
     worker measures with now, so a time from a profile since replaced never beats it); else the fastest of
-    all. ``BestConfig.source`` and ``profile_version`` say which was served."""
+    all. ``BestConfig.source`` and ``profile_version`` say which was served. ``active``: the target's active
+    profile version when the caller has read it already (a batch)."""
     tname = target_name(target)
     ids = session.execute(select(WorkloadRow.id, WorkloadRow.canonical_json, TargetRow.id)
                           .select_from(WorkloadRow).join(TargetRow, TargetRow.name == tname)
@@ -52,10 +54,10 @@ def best_config(session: Session, workload_key: str, target: str, *, count: bool
         raise NotFoundError(f"no tuned schedule for workload {workload_key!r} on {tname}: "
                             "the workload has never been tuned there (submit a tuning task first)")
     wid, canonical, tid = ids
-    active = _best_stmt(wid, tid, Source.SIMULATOR.value).where(
-        MeasurementRow.profile_version == active_version(session, tname))
+    version = active_version(session, tname) if active is None else active
+    simulated = _best_stmt(wid, tid, Source.SIMULATOR.value).where(MeasurementRow.profile_version == version)
     row = (session.scalars(_best_stmt(wid, tid, Source.HARDWARE.value)).first()
-           or session.scalars(active).first() or session.scalars(_best_stmt(wid, tid)).first())
+           or session.scalars(simulated).first() or session.scalars(_best_stmt(wid, tid)).first())
     if row is None:
         raise NotFoundError(f"no tuned schedule for workload {workload_key!r} on {tname}: "
                             "no successful measurement yet")
@@ -72,9 +74,10 @@ def best_config(session: Session, workload_key: str, target: str, *, count: bool
 def best_configs(session: Session, workload_keys: Sequence[str], target: str) -> dict[str, BestConfig]:
     """Batch form for a whole model: keys with no tuned schedule are simply absent."""
     found: dict[str, BestConfig] = {}
+    active = active_version(session, target_name(target))
     for key in dict.fromkeys(workload_keys):
         try:
-            found[key] = best_config(session, key, target)
+            found[key] = best_config(session, key, target, active=active)
         except NotFoundError:
             continue
     return found

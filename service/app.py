@@ -15,6 +15,7 @@ from db.engine import Database
 from service import errors
 from service.auth import TokenCache
 from service.driver import TuningDriver
+from service.intervals import IntervalCache
 from service.limits import BodySizeLimit, LongPolls, RateLimiter
 from service.metrics import Metrics, MetricsMiddleware, StateCollector
 from service.notify import JobSignal
@@ -65,6 +66,7 @@ def create_app(settings: Settings | None = None, *, db: Database | None = None) 
     state.rate_limiter = RateLimiter(settings.rate_limit_per_second, settings.rate_limit_burst)
     state.long_polls = LongPolls(settings.max_long_polls)
     state.lookup_cache = LookupCache(settings.lookup_cache_seconds)
+    state.intervals = IntervalCache()
     state.background = _TaskSet()
 
     errors.install(app)

@@ -22,7 +22,6 @@ from db.refs import target_name
 from service.auth import Reader
 from service.deps import AppState, Db
 from service.errors import AUTH, BODY, ErrorOut, responses, validation_body
-from service.intervals import best_interval
 from service.schemas import BestBatchIn, BestBatchOut, BestOut
 from service.views import best_out
 
@@ -81,7 +80,7 @@ def _lookup(state: Any, workload_key: str, target: str) -> tuple[int, bytes]:
         tname = target_name(target)
         with state.db.session() as s:
             found = measurements_db.best_config(s, workload_key, tname)
-            interval = best_interval(s, found)
+            interval = state.intervals.interval(s, found)
         return 200, best_out(found, interval).model_dump_json().encode()
     except NotFoundError as exc:
         return 404, json.dumps({"detail": str(exc)}).encode()
