@@ -96,9 +96,16 @@ def test_elementwise_layout_and_norm_gradients_match_torch(name: str) -> None:
     dtype, rtol = (torch.float32, 1e-5) if name in FLOAT32 else (torch.float64, 1e-9)
     module = _Op(f, out_shape, **params).to(dtype)
     x = torch.randn(SHAPES.get(name, (4, 6)), dtype=dtype)
-    for got, want in zip(_relax_gradients(module, x), _torch_gradients(module, x), strict=True):
+    grads = _relax_gradients(module, x)
+    for got, want in zip(grads, _torch_gradients(module, x), strict=True):
         assert got.shape == want.shape
         np.testing.assert_allclose(got, want, rtol=rtol, atol=rtol * np.abs(want).max())
+    if dtype == torch.float64:  # and against central finite differences of the loss, along a random direction
+        v = torch.randn(x.shape, dtype=dtype)
+        h = 1e-6
+        with torch.no_grad():
+            fd = float(module(x + h * v) - module(x - h * v)) / (2 * h)
+        assert float(np.sum(grads[0] * v.numpy())) == pytest.approx(fd, rel=1e-6, abs=1e-8)
 
 
 @pytest.mark.parametrize("stride,dilation,padding,groups", [(1, 2, 2, 1), (2, 2, 1, 1), (1, 3, 0, 2), (2, 1, 1, 1)])
