@@ -6,7 +6,8 @@ configuration (cut, block size, double-buffered gets, active CPEs, SIMD lanes) i
 the node's CPE kernel task (tuner.space.cpe.task) when the lookup has one, else the configuration of
 least simulated time of the vectorised analysis, counted on its own legalized body. A kernel replaces
 the MPE step only when its simulated time is lower (``CpeMode.FASTER``). Layout copies (pads,
-unpitching, transposes) get kernels of their own (tuner.aot.cpe_layout).
+unpitching, transposes) get kernels of their own (tuner.aot.cpe_layout), and so do region copies
+(concat, split, strided_slice, tile: tuner.aot.cpe_region).
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from enum import Enum
 import numpy as np
 
 from tuner.aot.cpe_layout import PadOp, RowCopyOp, TransposeOp, plan_pad, plan_rowcopy, plan_transpose
+from tuner.aot.cpe_region import InterleaveOp, RegionOp, plan_copy
 from tuner.aot.lookup import Lookup
 from tuner.ir.graph import Graph, Node
 from tuner.space.cpe.cuts import plans_for, same_meaning
@@ -63,12 +65,12 @@ def _c_literal(v: float, ty: str) -> str:
     return f"({v!r}{'f' if ty == 'float' else ''})" if np.isfinite(v) else "0"
 
 
-def slave_text(op: CpeOp | PadOp | RowCopyOp | TransposeOp, ty: str) -> str:
+def slave_text(op: CpeOp | PadOp | RowCopyOp | TransposeOp | RegionOp | InterleaveOp, ty: str) -> str:
     """The CPE kernel in the form of a generated slave file (merged by tuner.aot.kernels): what its
     configuration says (block size, ``active`` CPEs taking blocks round-robin, and with ``db`` two
     copies of each sliced input, the next block's gets issued before this block is computed; reply
     counters: 0 the whole operands, 1 and 2 the two input copies, 3 the puts)."""
-    if isinstance(op, (PadOp, RowCopyOp, TransposeOp)):
+    if isinstance(op, (PadOp, RowCopyOp, TransposeOp, RegionOp, InterleaveOp)):
         return op.slave_text(ty)
     copies = 2 if op.db else 1
     how = ("from the tuning log" if op.tuned else
@@ -209,7 +211,11 @@ def offload(graph: Graph, target: Target, mode: CpeMode = CpeMode.FASTER, lookup
             except Exception as exc:  # noqa: BLE001 - a failed plan keeps the operator on the MPE
                 log.info("%s (%s): no CPE kernel (%s: %s)", n.source, n.relax_op, type(exc).__name__, exc)
                 cache[key] = None
-        op: CpeOp | PadOp | None = cache[key]
+        op: CpeOp | PadOp | RegionOp | InterleaveOp | None = cache[key]
+        if "region" in n.attrs:  # a region copy (concat, split, ...): the copy kernel, when faster than the sliced one
+            rg = plan_copy(n.attrs["region"], [t.shape for t in n.inputs], [t.shape for t in n.outputs], target, item)
+            if rg is not None and (op is None or rg.seconds < op.seconds):
+                op = rg
         if "pad_h" in n.attrs:  # a conv input's padding: on the MPE it would be row copies
             n.op = "pad_nchw"
             alt = mpe_seconds(n, graph, target, item)

@@ -459,11 +459,40 @@ def _call_tir(r: RelaxReader, call: Any, name: str, op: str) -> Value:
         return consts[0] if len(consts) == 1 else tuple(consts)
     out = _generic_node(r, func, list(args), outs, name, relax_op, r.calls.get(name), f"tir_{gvar.name_hint}")
     step = r.steps[-1]
+    if isinstance(step, Node) and step.op == "tir" and relax_op in REGION_OPS and step.output is _flatten(out)[0]:
+        spec = _region_spec(relax_op, r.calls.get(name), len(step.inputs[0].shape))
+        if spec is not None:  # a region copy: a CPE layout kernel of its own (tuner.aot.cpe_region)
+            step.attrs["region"] = spec
     if len(outs) == 1 and isinstance(step, Node) and step.op == "tir" and step.output is out:
         wl = _expression_of(r, func, str(gvar.name_hint))
         if wl is not None:  # compiled as a tuned kernel when the lookup has a config (tuner.aot.kernels)
             step.attrs["expr_workload"] = wl
     return out
+
+
+# copies of rectangular regions between tensors (tuner.aot.cpe_region plans their CPE kernel)
+REGION_OPS = ("concat", "split", "strided_slice", "tile")
+
+
+def _region_spec(op: str, call: Any, rank: int) -> tuple[Any, ...] | None:
+    """The static parameters of a region-copy operator, as plain Python: ("concat", axis),
+    ("split", axis), ("strided_slice", axes, begin, end, strides), ("tile",) (its repeats follow from
+    the shapes); None when the Relax call is unknown or its parameters are not static integers."""
+    if call is None or rank == 0:
+        return None
+    try:
+        if op in ("concat", "split"):
+            axis = call.attrs.axis
+            return None if axis is None else (op, int(axis) % rank)
+        if op == "strided_slice":
+            axes, begin, end = (_ints(call.args[i].fields) for i in (1, 2, 3))
+            strides = _ints(call.args[4].fields) if len(call.args) > 4 else (1,) * len(axes)
+            return (op, tuple(a % rank for a in axes), begin, end, strides)
+        if op == "tile":
+            return (op,)
+    except (AttributeError, TypeError, ValueError):  # a symbolic begin/end/stride: the MPE copy runs
+        return None
+    return None
 
 
 def _expression_of(r: RelaxReader, func: Any, fname: str, op_name: str = "") -> Any:
