@@ -1,8 +1,9 @@
 """Operators written as TVM tensor expressions: the pure-Python expression (axes, affine accesses,
 reducer), its parser and the workload that carries its TVMScript.
 
-Owns: expr (the description), parse (``te.compute`` / TVMScript -> Expr; the only module here that
-imports tvm, lazily), intrinsics (the math calls a body may use), workload (``ExprWorkload``, keyed by
-a hash of the script). May import the domain only. The geometry derived from an expression and its
+Owns: expr (the description), parse (``te.compute`` / TVMScript -> Expr), intrinsics (the math calls a
+body may use), workload (``ExprWorkload``, keyed by a hash of the script), derivative and autodiff
+(every input's gradient derived as new expression operators). parse, derivative and autodiff import
+tvm, inside functions. May import the domain only. The geometry derived from an expression and its
 space live in tuner.space (expr_geometry, expr_opgeometry, expr_space); its kind in tuner.kinds.expr.
 """

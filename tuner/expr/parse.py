@@ -1,6 +1,6 @@
 """TVM side of the expression path: tensors or TVMScript -> PrimFunc -> :class:`~tuner.expr.expr.Expr`.
 
-The only module of ``tuner.expr`` that imports tvm, and only inside functions. The geometry is read
+It imports tvm inside functions only (as do derivative.py and autodiff.py, the differentiation). The geometry is read
 from the PrimFunc (its single compute sblock's iteration variables and read regions), not from the
 ``te`` objects, so an expression rebuilt from its TVMScript text describes exactly as the original.
 Index expressions are analysed with ``tvm.sym.detect_linear_equation``: every access dimension must be

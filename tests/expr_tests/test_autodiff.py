@@ -1,0 +1,176 @@
+"""Gradients derived from expressions (tuner/expr/autodiff.py), rule by rule.
+
+Each case differentiates an operator written with ``te.compute`` and checks every input's gradient
+against Richardson-extrapolated central differences in float64 (tuner/codegen/grad_check.py) and,
+where torch has the operator, element by element against torch autograd. The derived operators must
+be expression workloads like any other (they parse), and strided convolutions must not spend
+multiply-adds on inserted zeros.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+te = pytest.importorskip("tvm.te")
+torch = pytest.importorskip("torch")
+from tvm import tirx  # noqa: E402
+
+from tuner.codegen.grad_check import autograd_errors, fd_errors  # noqa: E402
+from tuner.expr.autodiff import differentiate  # noqa: E402
+from tuner.expr.derivative import NotDifferentiableError  # noqa: E402
+
+F64 = "float64"
+
+
+def padded_conv(n=2, c=3, h=9, w=9, k=4, r=3, stride=2, pad=1, dilation=1, groups=1):
+    """pad -> conv2d as two te stages; grouped convs index the input channel with k // (K/groups)."""
+    x = te.placeholder((n, c, h, w), F64, name="X")
+    cg, kg = c // groups, k // groups
+    wt = te.placeholder((k, cg, r, r), F64, name="W")
+    xp = te.compute((n, c, h + 2 * pad, w + 2 * pad),
+                    lambda b, cc, y, z: tirx.if_then_else(tirx.all(y >= pad, y < h + pad, z >= pad, z < w + pad),
+                                                          x[b, cc, y - pad, z - pad], tirx.const(0.0, F64)),
+                    name="Xp")
+    oh = (h + 2 * pad - dilation * (r - 1) - 1) // stride + 1
+    ow = (w + 2 * pad - dilation * (r - 1) - 1) // stride + 1
+    rc, ry, rx = te.reduce_axis((0, cg), "rc"), te.reduce_axis((0, r), "ry"), te.reduce_axis((0, r), "rx")
+    out = te.compute((n, k, oh, ow), lambda b, f, y, z: te.sum(
+        xp[b, (f // kg) * cg + rc, y * stride + ry * dilation, z * stride + rx * dilation] * wt[f, rc, ry, rx],
+        axis=[rc, ry, rx]), name="conv")
+    torch_ref = lambda a, b: torch.nn.functional.conv2d(a, b, stride=stride, padding=pad, dilation=dilation,  # noqa: E731
+                                                         groups=groups)
+    return [x, wt, out], torch_ref
+
+
+def check(tensors, reference=None, fd_tol=1e-6, ag_tol=1e-10):
+    fd = fd_errors(tensors, seed=3)
+    assert max(fd.values()) <= fd_tol, fd
+    if reference is not None:
+        ag = autograd_errors(tensors, reference, seed=3)
+        assert max(ag.values()) <= ag_tol, ag
+    return differentiate(tensors)
+
+
+@pytest.mark.parametrize("kw", [dict(stride=1), dict(stride=2), dict(stride=2, r=1, pad=0),
+                                dict(stride=1, dilation=2, pad=2), dict(stride=3, h=10, w=10),
+                                dict(groups=3, c=3, k=6), dict(groups=2, c=4, k=4, stride=2)],
+                         ids=["s1", "s2", "1x1s2", "dilated", "s3", "depthwise", "grouped-s2"])
+def test_conv_gradients_match_torch_and_finite_differences(kw):
+    tensors, ref = padded_conv(**kw)
+    grad = check(tensors, ref)
+    for op in grad.operators:
+        op.workload()  # every derived operator is an expression workload (one stage, affine indices)
+
+
+def useful_fraction(grad, wrt, useful):
+    executed = sum(op.macs for op in grad.operators if op.wrt == wrt)
+    return useful / executed
+
+
+@pytest.mark.parametrize("r,pad", [(3, 1), (1, 0)])
+def test_strided_conv_gradients_spend_no_multiply_add_on_inserted_zeros(r, pad):
+    n, c, h, k = 1, 8, 28, 8
+    tensors, _ = padded_conv(n=n, c=c, h=h, w=h, k=k, r=r, stride=2, pad=pad)
+    grad = differentiate(tensors)
+    oh = int(tensors[-1].shape[2])
+    # every useful multiply-add of either gradient is one of the forward's (output point, tap) pairs
+    # that reads a real (not padding) input element
+    xp = np.pad(np.ones((h, h)), pad)
+    taps = sum(xp[y * 2 + i, z * 2 + j] for y in range(oh) for z in range(oh) for i in range(r) for j in range(r))
+    useful = n * k * c * taps
+    assert useful_fraction(grad, "X", useful) >= 0.95
+    assert useful_fraction(grad, "W", n * k * c * oh * oh * r * r) == 1.0  # the exact kernel-size output
+    # without residue splitting the data gradient would run over every (input point, tap) pair
+    assert sum(op.macs for op in grad.operators if op.wrt == "X") < n * c * h * h * k * r * r / 3
+
+
+def test_stride_two_data_gradient_splits_into_residue_classes():
+    tensors, _ = padded_conv(stride=2)
+    grad = differentiate(tensors)
+    pieces = [op for op in grad.operators if op.wrt == "X"]
+    assert sorted(op.residue[2:] for op in pieces) == [(0, 0), (0, 1), (1, 0), (1, 1)]
+    assert all(op.step[2:] == (2, 2) for op in pieces)
+
+
+def test_dense_and_batched_matmul_gradients_are_gemms():
+    a = te.placeholder((6, 5), F64, name="A")
+    b = te.placeholder((4, 5), F64, name="B")
+    k = te.reduce_axis((0, 5), "k")
+    out = te.compute((6, 4), lambda i, j: te.sum(a[i, k] * b[j, k], axis=k), name="dense")
+    grad = check([a, b, out], lambda x, w: x @ w.T)
+    assert {op.name: op.macs for op in grad.operators} == {"dense_grad_A": 120, "dense_grad_B": 120}
+    assert all(op.workload().expr.gemm_like for op in grad.operators)
+
+
+@pytest.mark.parametrize("fn,ref", [
+    (lambda x: te.exp(x), torch.exp), (lambda x: te.log(x), torch.log), (lambda x: te.tanh(x), torch.tanh),
+    (lambda x: te.erf(x), torch.erf), (lambda x: te.sigmoid(x), torch.sigmoid), (lambda x: te.sqrt(x), torch.sqrt),
+    (lambda x: te.power(x, tirx.const(2.5, F64)), lambda x: x ** 2.5),
+    (lambda x: tirx.Select(x > 1.0, x * x, -x), lambda x: torch.where(x > 1.0, x * x, -x)),
+    (lambda x: tirx.max(x, tirx.const(1.0, F64)), lambda x: torch.clamp(x, min=1.0)),
+    (lambda x: tirx.min(x * 2.0, tirx.const(2.5, F64)) / (x + 1.0),
+     lambda x: torch.clamp(x * 2.0, max=2.5) / (x + 1.0)),
+], ids=["exp", "log", "tanh", "erf", "sigmoid", "sqrt", "pow", "where", "max", "min-div"])
+def test_elementwise_rules(fn, ref):
+    x = te.placeholder((3, 7), F64, name="X")
+    out = te.compute((3, 7), lambda i, j: fn(x[i, j]), name="f")
+    grad = check([x, out], ref)
+    assert len(grad.operators) == 1
+
+
+def test_max_pool_gradient_goes_through_the_forward_argmax():
+    x = te.placeholder((2, 3, 9, 9), F64, name="X")
+    ry, rx = te.reduce_axis((0, 3), "ry"), te.reduce_axis((0, 3), "rx")
+    pool = te.compute((2, 3, 4, 4), lambda b, c, y, z: te.max(x[b, c, 2 * y + ry, 2 * z + rx], axis=[ry, rx]),
+                      name="pool")
+    grad = check([x, pool], lambda t: torch.nn.functional.max_pool2d(t, 3, 2))
+    assert all("pool[" in op.formula for op in grad.operators)  # the forward result is an operand
+
+
+def test_multi_stage_operator_by_the_chain_rule():
+    """conv -> bias + tanh: the epilogue's adjoint is its own operator, the conv's read it."""
+    x = te.placeholder((1, 2, 6, 6), F64, name="X")
+    w = te.placeholder((3, 2, 3, 3), F64, name="W")
+    bias = te.placeholder((3,), F64, name="bias")
+    rc, ry, rx = te.reduce_axis((0, 2), "rc"), te.reduce_axis((0, 3), "ry"), te.reduce_axis((0, 3), "rx")
+    conv = te.compute((1, 3, 4, 4), lambda b, f, y, z: te.sum(x[b, rc, y + ry, z + rx] * w[f, rc, ry, rx],
+                                                              axis=[rc, ry, rx]), name="conv")
+    out = te.compute((1, 3, 4, 4), lambda b, f, y, z: te.tanh((conv[b, f, y, z] + bias[f]) * 0.05),
+                     name="act")  # scaled so that tanh does not saturate on the check's inputs
+    grad = check([x, w, bias, out], lambda a, b, c: torch.tanh(
+        (torch.nn.functional.conv2d(a, b) + c[None, :, None, None]) * 0.05))
+    names = {op.name for op in grad.operators}
+    assert {"act_grad_conv", "act_grad_bias", "act_grad_X_via_conv", "act_grad_W_via_conv"} <= names
+
+
+def test_stencil_taps_make_one_operator():
+    x = te.placeholder((8, 9), F64, name="X")
+    out = te.compute((6, 7), lambda i, j: 0.5 * x[i + 1, j + 1] + 0.125 * (x[i, j + 1] + x[i + 2, j + 1]),
+                     name="stencil")
+    grad = check([x, out])
+    assert len(grad.operators) == 1 and grad.operators[0].operands["grad_stencil"].zeros
+
+
+def test_an_index_that_shares_every_axis_is_refused_with_the_reason():
+    x = te.placeholder((5, 5), F64, name="X")
+    out = te.compute((5,), lambda i: x[i, i] * 2.0, name="diag")
+    with pytest.raises(NotDifferentiableError, match="scatter form"):
+        differentiate([x, out])
+
+
+def test_a_call_without_a_rule_is_refused_by_name():
+    x = te.placeholder((5,), F64, name="X")
+    out = te.compute((5,), lambda i: te.atan(x[i]), name="f")
+    with pytest.raises(NotDifferentiableError, match="atan"):
+        differentiate([x, out])
+
+
+def test_float32_operators_are_checked_in_float64():
+    a = te.placeholder((4, 3), "float32", name="A")
+    k = te.reduce_axis((0, 3), "k")
+    out = te.compute((4,), lambda i: te.sum(a[i, k] * a[i, k] * math.pi, axis=k), name="sq")
+    assert max(fd_errors([a, out]).values()) <= 1e-9
+    assert differentiate([a, out]).operators[0].workload().dtype == "float32"

@@ -1,0 +1,96 @@
+"""Derived gradients checked numerically: central finite differences in float64, and torch autograd.
+
+``swtune check-grad``'s numerical half (its emulator half is ``check-op``'s, run on each derived
+operator). The operator is rebuilt in float64 (tuner.expr.autodiff.with_dtype), its gradient program
+and forward are built for llvm, and for the loss ``L(x) = sum(head * f(x))`` each input's gradient is
+compared along a random direction v with central differences ``(L(x + h v) - L(x - h v)) / 2h``,
+Richardson-extrapolated. Inputs are drawn in
+[0.5, 1.5] so that logs, roots and quotients stay inside their domains.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import numpy as np
+
+# Richardson-extrapolated central differences: (4 D(h/2) - D(h)) / 3 has an O(h^4) truncation error,
+# so a step this large keeps the rounding error (eps |L| / h) far below the 1e-6 the check asks for
+FD_STEP = 1e-3
+
+
+def _compile(tensors: Sequence[Any]) -> Any:
+    import tvm
+    from tvm import te
+
+    func = te.create_prim_func(list(tensors)).with_attr("global_symbol", "main")
+    return tvm.compile(tvm.IRModule({"main": func}), target="llvm")
+
+
+def _run(exe: Any, inputs: Sequence[np.ndarray], out_shapes: Sequence[tuple[int, ...]]) -> list[np.ndarray]:
+    import tvm
+
+    args = [tvm.runtime.tensor(np.ascontiguousarray(x)) for x in inputs]
+    outs = [tvm.runtime.tensor(np.zeros(s, dtype="float64")) for s in out_shapes]
+    exe["main"](*args, *outs)
+    return [o.numpy() for o in outs]
+
+
+def _shape(t: Any) -> tuple[int, ...]:
+    return tuple(int(s) for s in t.shape)
+
+
+def gradients_float64(tensors: Sequence[Any], seed: int = 0) -> tuple[list[np.ndarray], np.ndarray,
+                                                                      dict[str, np.ndarray], Any]:
+    """(inputs, head, derived gradient per input, the float64 forward executable) at random points."""
+    from tuner.expr.autodiff import differentiate, with_dtype
+
+    t64 = with_dtype(tensors, "float64")
+    grad = differentiate(t64)
+    rng = np.random.default_rng(seed)
+    inputs = [rng.uniform(0.5, 1.5, _shape(t)) for t in t64[:-1]]
+    head = rng.standard_normal(_shape(t64[-1]))
+    program = _compile(grad.program())
+    values = _run(program, [*inputs, head], [_shape(t) for t in grad.outputs.values()])
+    return inputs, head, dict(zip(grad.outputs, values)), _compile(t64)
+
+
+def fd_errors(tensors: Sequence[Any], seed: int = 0) -> dict[str, float]:
+    """Relative error of each input's derived gradient against central finite differences."""
+    inputs, head, grads, forward = gradients_float64(tensors, seed)
+    out_shape = head.shape
+    rng = np.random.default_rng(seed + 1)
+
+    def loss(xs: list[np.ndarray]) -> float:
+        return float(np.sum(head * _run(forward, xs, [out_shape])[0]))
+
+    errors = {}
+    for n, (name, g) in enumerate(grads.items()):
+        v = rng.standard_normal(inputs[n].shape)
+
+        def central(h: float, n: int = n, v: np.ndarray = v) -> float:
+            plus = [x + h * v if i == n else x for i, x in enumerate(inputs)]
+            minus = [x - h * v if i == n else x for i, x in enumerate(inputs)]
+            return (loss(plus) - loss(minus)) / (2 * h)
+
+        fd = (4 * central(FD_STEP / 2) - central(FD_STEP)) / 3
+        analytic = float(np.sum(g * v))
+        errors[name] = abs(fd - analytic) / max(abs(analytic), abs(fd), 1e-12)
+    return errors
+
+
+def autograd_errors(tensors: Sequence[Any], reference: Callable[..., Any], seed: int = 0) -> dict[str, float]:
+    """Max relative error of each input's derived gradient against torch autograd of ``reference``
+    (a function of torch tensors in the operator's input order returning its output)."""
+    import torch
+
+    inputs, head, grads, _ = gradients_float64(tensors, seed)
+    xs = [torch.tensor(x, requires_grad=True) for x in inputs]
+    out = reference(*xs)
+    (out * torch.tensor(head)).sum().backward()
+    errors = {}
+    for x, (name, g) in zip(xs, grads.items()):
+        want = x.grad.numpy() if x.grad is not None else np.zeros_like(g)
+        errors[name] = float(np.abs(g - want).max() / max(np.abs(want).max(), 1e-12))
+    return errors
