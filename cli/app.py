@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import typer
 
-from cli import calibrate_commands, client_commands, service_commands, tuner_commands
+from cli import calibrate_commands, client_commands, grad_commands, service_commands, tuner_commands
 from cli.errors import DomainErrorGroup
 from cli.output import HELP_MARKUP
 
@@ -21,6 +21,8 @@ def build_app() -> typer.Typer:
     app.command("tune")(tuner_commands.tune)
     app.command("targets")(tuner_commands.targets)
     app.command("check-op")(tuner_commands.check_op)
+    app.command("grad")(grad_commands.grad)
+    app.command("check-grad")(grad_commands.check_grad)
     app.command("compile")(tuner_commands.compile_model)
     app.command("tune-model")(tuner_commands.tune_model)
     app.command("calibrate")(calibrate_commands.calibrate)

@@ -47,7 +47,8 @@ def test_each_build_gives_an_independent_app_with_the_same_commands() -> None:
     assert first is not second
     assert _tree(first) == _tree(second)
     assert set(_tree(first)) == {"tune", "targets", "check-op", "compile", "tune-model", "serve", "worker",
-                                 "driver", "demo", "db", "token", "tasks", "best", "submit", "calibrate"}
+                                 "driver", "demo", "db", "token", "tasks", "best", "submit", "calibrate", "grad",
+                                 "check-grad"}
     first.command("extra")(lambda: None)
     assert "extra" in _tree(first) and "extra" not in _tree(second) and "extra" not in _tree(build_app())
 

@@ -140,7 +140,7 @@ class _Stage:
 
 
 def _stage(tensor: Any) -> _Stage:
-    from tvm import te
+    from tvm import ir, sym, te
 
     op = tensor.op
     if not isinstance(op, te.ComputeOp) or len(op.body) != 1:
@@ -159,6 +159,11 @@ def _stage(tensor: Any) -> _Stage:
         value = body.source[0]
     else:
         reducer, value = "none", body
+    # indices simplified under the axes' bounds first: a conv of one group indexes k // K, always 0
+    analyzer = sym.Analyzer()
+    for var, ext in extents.items():
+        analyzer.bind(var, ir.Range(0, ext))
+    value = rebuild(value, {}, lambda t, idx: t(*[analyzer.simplify(i) for i in idx]))
     stage = _Stage(tensor, extents, spatial, list(spatial), value, reducer)
     return _split_div_mod(stage)
 
@@ -503,23 +508,41 @@ def _padded(tensor: Any, pad: Padding) -> Any:
     return te.compute(shape, fcompute, name=f"{tensor.op.name}_pad")
 
 
-def _assemble(target: Any, pieces: list[tuple[GradientOperator, Any]], name: str) -> Any:
+# one part of a gradient in the program: (step, first, residue, tensor) -- the tensor holds the
+# gradient at the points step * (q + first) + residue of each dimension
+Piece = tuple[tuple[int, ...], tuple[int, ...], tuple[int, ...], Any]
+
+
+def _passes_through(group: list[_Term], head: Any, target: Any) -> bool:
+    """The terms are exactly ``head[q]`` over the target's whole shape: its gradient is the head."""
+    if len(group) != 1 or group[0].reduce or any(s != 1 for s in group[0].step) or any(group[0].first) \
+            or any(group[0].residue) or list(group[0].count) != [int(s) for s in target.shape] \
+            or list(head.shape) != list(target.shape):
+        return False
+    value = group[0].value
+    if not is_load(value):
+        return False
+    tensor, idx = load_parts(value)
+    return tensor.same_as(head) and all(i.same_as(q) for i, q in zip(idx, group[0].q))
+
+
+def _assemble(target: Any, pieces: list[Piece], name: str) -> Any:
     """The program's gradient of ``target``: the sum of its pieces, each at its own points."""
     from tvm import te, tirx
 
     shape = [int(s) for s in target.shape]
     dtype = str(target.dtype)
     if len(pieces) == 1:
-        op, tensor = pieces[0]
-        if all(s == 1 for s in op.step) and not any(op.first) and not any(op.residue) \
+        step, first, residue, tensor = pieces[0]
+        if all(s == 1 for s in step) and not any(first) and not any(residue) \
                 and [int(s) for s in tensor.shape] == shape:
             return tensor
 
     def fcompute(*a: Any) -> Any:
         total = tirx.const(0.0, dtype)
-        for op, tensor in pieces:
+        for step, first, residue, tensor in pieces:
             conds, idx = [], []
-            for d, (s, f, r) in enumerate(zip(op.step, op.first, op.residue)):
+            for d, (s, f, r) in enumerate(zip(step, first, residue)):
                 q = tirx.floordiv(a[d] - r, s) - f if s != 1 else a[d] - r - f
                 conds.append(tirx.And(q >= 0, q < int(tensor.shape[d])))
                 if s != 1:
@@ -566,7 +589,7 @@ def differentiate(tensors: Sequence[Any], name: str | None = None) -> Gradient:
     stages = [s for s in _topological(out) if s.same_as(out) or _index_map(s) is None]
     adjoint: dict[Any, Any] = {out.op: head}  # program tensors
     standalone_head: dict[Any, Any] = {out.op: head}
-    pieces: dict[Any, list[tuple[GradientOperator, Any]]] = {}
+    pieces: dict[Any, list[Piece]] = {}  # target -> the program tensors of its gradient's parts
     operators: list[GradientOperator] = []
     for stage_tensor in reversed(stages):
         if stage_tensor.op not in adjoint:
@@ -612,6 +635,11 @@ def differentiate(tensors: Sequence[Any], name: str | None = None) -> Gradient:
                 suffix = "" if len(groups_of_terms) == 1 else f"_{n}"
                 op_name = f"{forward}_grad_{target.op.name}" + (
                     "" if stage_tensor.same_as(out) else f"_via_{stage_tensor.op.name}") + suffix
+                if len(groups_of_terms) == 1 and _passes_through(group, sa_head, target):
+                    # d target = the head itself (a bias add, a matmul's epilogue): no operator, no copy
+                    full = tuple(1 for _ in target.shape), tuple(0 for _ in target.shape)
+                    pieces.setdefault(target.op, []).append((*full, full[1], adjoint[stage_tensor.op]))
+                    continue
                 gop, build = _operator(group, op_name, target, sa_head)
                 operators.append(gop)
                 program_operands = {}
@@ -619,7 +647,8 @@ def differentiate(tensors: Sequence[Any], name: str | None = None) -> Gradient:
                     source = adjoint[stage_tensor.op] if operand_name == str(sa_head.op.name) else _by_name(
                         operand_name, stage, inputs)
                     program_operands[operand_name] = _padded(source, pad)
-                pieces.setdefault(target.op, []).append((gop, build(program_operands, op_name)))
+                pieces.setdefault(target.op, []).append((gop.step, gop.first, gop.residue,
+                                                         build(program_operands, op_name)))
     outputs: dict[str, Any] = {}
     for x in inputs:
         contributions = pieces.get(x.op, [])

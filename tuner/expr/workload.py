@@ -107,8 +107,9 @@ def load_function(ref: str) -> Callable[..., Any]:
     return fn
 
 
-def workload_from_op(ref: str, args: dict[str, Any] | str | None = None) -> ExprWorkload:
-    """The workload of ``FILE.py:FUNC`` called with ``args`` (a dict or its JSON)."""
+def tensors_from_op(ref: str, args: dict[str, Any] | str | None = None) -> tuple[list[Any], str]:
+    """(the te tensors, the function's name) of ``FILE.py:FUNC`` called with ``args`` (a dict or its
+    JSON): inputs first, the output last."""
     if isinstance(args, str):
         try:
             args = json.loads(args)
@@ -121,4 +122,12 @@ def workload_from_op(ref: str, args: dict[str, Any] | str | None = None) -> Expr
         tensors = fn(**(args or {}))
     except TypeError as exc:
         raise InvalidWorkloadError(f"{ref}: {exc}") from None
-    return ExprWorkload.from_tensors(tensors, name=getattr(fn, "__name__", None))
+    if not isinstance(tensors, (list, tuple)):
+        raise InvalidWorkloadError(f"{ref} must return a list of te tensors (inputs, then the output)")
+    return list(tensors), str(getattr(fn, "__name__", ref.rpartition(":")[2]))
+
+
+def workload_from_op(ref: str, args: dict[str, Any] | str | None = None) -> ExprWorkload:
+    """The workload of ``FILE.py:FUNC`` called with ``args`` (a dict or its JSON)."""
+    tensors, name = tensors_from_op(ref, args)
+    return ExprWorkload.from_tensors(tensors, name=name)

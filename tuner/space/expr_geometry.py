@@ -17,12 +17,13 @@ What the built-ins hard-code is derived here:
 
 from __future__ import annotations
 
+import itertools
 from dataclasses import dataclass
 from math import prod
 
 import numpy as np
 
-from tuner.expr.expr import Access, AxisKind, Expr, Reducer
+from tuner.expr.expr import Access, AxisKind, DimAccess, Expr, Reducer
 from tuner.space.ops import AxisTiles, Dim, TileAxis, tile_choices
 
 PAD_AXIS = "_r"  # the stand-in reduction axis (extent 1) of an element-wise expression
@@ -102,15 +103,41 @@ class ExprGeometry:
                 mean = mean + abs(c) * (self._extent(axis, t, True) - 1)
             full = np.minimum(full, extent)
             tiled = [(a, c) for a, c in d.coefs if a in t]
-            if len(tiled) == 1:
-                # One tiled axis: tile i's box starts at i*T*|c| and only the last box can be clipped
-                # (or hold a ragged tile's few unneeded elements), as TVM's cache_read region is.
-                axis, c = tiled[0]
-                count = t[axis].count
-                last = np.maximum(np.minimum(full, extent - (count - 1) * t[axis].full * abs(c)), 1)
-                mean = ((count - 1) * full + last) / count
+            if tiled:
+                # every tile's box spans full tiles (a ragged one's too, as TVM's cache_read region
+                # does), clipped to the tensor: the mean over the tiles
+                mean = self._mean_box(d, extent, tiled, t, full)
             out.append(Dim(full, np.minimum(mean, extent), extent))
         return out
+
+    def _mean_box(self, d: DimAccess, extent: int, tiled: list[tuple[str, int]], t: dict[str, AxisTiles],
+                  full: np.ndarray) -> np.ndarray:
+        """Mean box of a dimension over every combination of its tiled axes' tile indices (one axis, or
+        several as a weight gradient's ``y*s + r``), offsets and flips included."""
+        # the unclipped box and the lowest index of tile (0, ..., 0)
+        span = np.zeros_like(full) + d.span
+        low = np.zeros_like(full) + d.offset
+        for axis, c in d.coefs:
+            size = self._extent(axis, t, False)
+            span = span + abs(c) * (size - 1)
+            if c < 0:
+                low = low + c * (size - 1)
+        *outer, (last, c_last) = tiled
+        span, low = np.atleast_1d(span), np.atleast_1d(low)
+        idx = np.arange(int(np.max(t[last].count)))
+        valid_last = idx[None, :] < np.atleast_1d(t[last].count)[:, None]
+        total = np.zeros(span.shape, dtype=float)
+        for combo in itertools.product(*(range(int(np.max(t[a].count))) for a, _ in outer)):
+            valid = np.ones(span.shape, dtype=bool)
+            start = low.astype(float)
+            for (axis, c), i in zip(outer, combo):
+                valid &= i < np.atleast_1d(t[axis].count)
+                start = start + c * i * np.atleast_1d(t[axis].full)
+            lo = start[:, None] + c_last * idx[None, :] * np.atleast_1d(t[last].full)[:, None]
+            box = np.minimum(lo + span[:, None], extent) - np.maximum(lo, 0)
+            total += np.where(valid[:, None] & valid_last, np.maximum(box, 1), 0).sum(axis=1)
+        tiles = np.prod([np.atleast_1d(t[a].count) for a, _ in tiled], axis=0)
+        return (total / tiles).reshape(np.shape(full))
 
     def output_dims(self, t: dict[str, AxisTiles]) -> list[Dim]:
         return self.dims(self.expr.output, t)
