@@ -174,3 +174,34 @@ def test_float32_operators_are_checked_in_float64():
     out = te.compute((4,), lambda i: te.sum(a[i, k] * a[i, k] * math.pi, axis=k), name="sq")
     assert max(fd_errors([a, out]).values()) <= 1e-9
     assert differentiate([a, out]).operators[0].workload().dtype == "float32"
+
+
+@pytest.mark.parametrize("which", ["max_pool", "conv_weight"])
+def test_derived_operators_dma_counts_match_the_analysis(which):
+    """A max-pool gradient reads data_pad[2*i + 1] (an offset on a strided tiled axis) and a strided
+    conv's weight gradient Xp[y*2 + i] (two tiled axes in one dimension): the analysis' boxes must
+    count what the generated kernel's lowered TIR fetches, tile by tile."""
+    from tuner.codegen.schedule import build_schedule
+    from tuner.codegen.tir_check import compare_with_analysis
+    from tuner.space import space_for
+
+    if which == "max_pool":
+        x = te.placeholder((1, 3, 9, 9), F64, name="X")
+        xp = te.compute((1, 3, 11, 11), lambda b, c, y, z: tirx.if_then_else(
+            tirx.all(y >= 1, y < 10, z >= 1, z < 10), x[b, c, y - 1, z - 1], tirx.const(0.0, F64)), name="Xp")
+        ry, rx = te.reduce_axis((0, 3), "ry"), te.reduce_axis((0, 3), "rx")
+        out = te.compute((1, 3, 5, 5), lambda b, c, y, z: te.max(xp[b, c, 2 * y + ry, 2 * z + rx], axis=[ry, rx]),
+                         name="pool")
+        tensors = [x, out]
+    else:
+        tensors, _ = padded_conv(n=1, c=8, h=12, w=12, k=8, stride=2)
+    ops = [op for op in differentiate(tensors).operators if which == "max_pool" or op.wrt == "W"]
+    rng = np.random.default_rng(0)
+    checked = 0
+    for op in ops:
+        space = space_for(op.workload(), "sw26010")
+        for row in space.sample(12, rng):
+            config = space.decode(row)
+            assert not compare_with_analysis(build_schedule(space.workload, space.target, config)), (op.name, config)
+            checked += 1
+    assert checked >= 12

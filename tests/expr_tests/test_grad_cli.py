@@ -53,3 +53,13 @@ def test_check_grad_refuses_what_it_cannot_differentiate_in_one_line(examples, t
     assert res.exit_code == 2 and "scatter form" in res.output
     res = CliRunner().invoke(app, ["grad", f"{examples}/nn.py:conv2d", "--args", "{not json"])
     assert res.exit_code == 2 and "not valid JSON" in res.output
+
+
+def test_check_grad_of_a_multi_stage_layer_norm(examples):
+    """Eight gradient operators (mean, variance, normalise: the chain rule over stages); the emulator's
+    random inputs make some variances negative, where the reference and the kernel both give NaN."""
+    res = CliRunner().invoke(app, ["check-grad", f"{examples}/nn.py:layer_norm", "--args", '{"m": 4, "n": 8}',
+                                   "--torch", f"{examples}/nn.py:layer_norm_torch", "--configs", "1"])
+    assert res.exit_code == 0, res.output
+    line = json.loads(res.stdout.strip().splitlines()[-1])
+    assert line["operators_checked"] == 8 and line["wrong_results"] == 0 and line["autograd_max_rel_err"] <= 1e-10
