@@ -4,6 +4,8 @@ import dataclasses
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 tvm = pytest.importorskip("tvm")
 from tvm import te
@@ -122,3 +124,15 @@ def test_single_operand_stencil_has_an_empty_group_and_no_reduction():
     # the halo: a (ti x tj) tile needs (ti+2) x (tj+2) input elements, clipped to the tensor
     np.testing.assert_allclose(an.b.ldm_bytes, 4 * np.minimum(ti + 2, 34) * np.minimum(tj + 2, 66))
     assert np.isfinite(simulate(space, idx)).all()
+
+
+@settings(max_examples=300, deadline=None)
+@given(low=st.integers(-20, 20), step=st.integers(1, 16), span=st.integers(1, 40), extent=st.integers(1, 80),
+       count=st.integers(1, 12))
+def test_the_closed_form_sum_of_clipped_boxes_is_the_sum(low, step, span, extent, count):
+    from tuner.space.expr_geometry import _sum_of_boxes
+
+    brute = sum(min(low + i * step + span, extent) - max(low + i * step, 0) for i in range(count))
+    got = _sum_of_boxes(np.array([low], float), np.array([step], float), np.array([span], float), extent,
+                        np.array([count], float))
+    assert got[0] == brute

@@ -123,21 +123,23 @@ class ExprGeometry:
             if c < 0:
                 low = low + c * (size - 1)
         *outer, (last, c_last) = tiled
-        span, low = np.atleast_1d(span), np.atleast_1d(low)
-        idx = np.arange(int(np.max(t[last].count)))
-        valid_last = idx[None, :] < np.atleast_1d(t[last].count)[:, None]
+        span, low = np.atleast_1d(span).astype(float), np.atleast_1d(low).astype(float)
+        n_last = np.atleast_1d(t[last].count).astype(float)
+        step = abs(c_last) * np.atleast_1d(t[last].full).astype(float)
         total = np.zeros(span.shape, dtype=float)
+        # the outer tiled axes (rare: a weight gradient's) one tile index at a time; the last in
+        # closed form
         for combo in itertools.product(*(range(int(np.max(t[a].count))) for a, _ in outer)):
             valid = np.ones(span.shape, dtype=bool)
-            start = low.astype(float)
+            start = low.copy()
             for (axis, c), i in zip(outer, combo):
                 valid &= i < np.atleast_1d(t[axis].count)
                 start = start + c * i * np.atleast_1d(t[axis].full)
-            lo = start[:, None] + c_last * idx[None, :] * np.atleast_1d(t[last].full)[:, None]
-            box = np.minimum(lo + span[:, None], extent) - np.maximum(lo, 0)
-            total += np.where(valid[:, None] & valid_last, np.maximum(box, 1), 0).sum(axis=1)
+            if c_last < 0:  # the tiles walk downwards: the lowest box starts (count - 1) steps below
+                start = start - step * (n_last - 1)
+            total += np.where(valid, _sum_of_boxes(start, step, span, extent, n_last), 0.0)
         tiles = np.prod([np.atleast_1d(t[a].count) for a, _ in tiled], axis=0)
-        return (total / tiles).reshape(np.shape(full))
+        return np.maximum(total / tiles, 1.0).reshape(np.shape(full))
 
     def output_dims(self, t: dict[str, AxisTiles]) -> list[Dim]:
         return self.dims(self.expr.output, t)
@@ -257,3 +259,18 @@ class ExprGeometry:
 
     def axis_kind(self, name: str) -> AxisKind:
         return AxisKind.SPATIAL if name in self.row_axes + self.col_axes else AxisKind.REDUCE
+
+
+def _sum_of_boxes(low: np.ndarray, step: np.ndarray, span: np.ndarray, extent: int, count: np.ndarray) -> np.ndarray:
+    """Sum over i < count of |[low + i*step, low + i*step + span) clipped to [0, extent)|, in closed form:
+    the boxes below the top edge are whole, those above it stop at it; the ones starting below 0 lose
+    what lies under it."""
+    safe = np.maximum(step, 1.0)
+    # sum of min(low + i*step + span, extent): whole while low + i*step + span <= extent
+    whole = np.clip(np.floor((extent - low - span) / safe) + 1, 0, count)
+    tops = whole * (low + span) + step * whole * (whole - 1) / 2 + (count - whole) * extent
+    # sum of max(low + i*step, 0): zero while low + i*step <= 0
+    under = np.clip(np.floor(-low / safe) + 1, 0, count)
+    bottoms = (count - under) * low + step * (count * (count - 1) - under * (under - 1)) / 2
+    return tops - bottoms
+
