@@ -99,6 +99,45 @@ def test_resize_semantics_match_torch_without_the_emulator() -> None:
                                       f.interpolate(x, scale_factor=s, mode="nearest").numpy())
 
 
+def _tvm_resize(x: np.ndarray, size: tuple[int, int], method: str, coord: str, rounding: str) -> np.ndarray:
+    """Relax image.resize2d of ``x`` as TVM legalizes it, built for llvm and run."""
+    import tvm
+    from tvm import relax
+
+    bb = relax.BlockBuilder()
+    v = relax.Var("x", relax.TensorType(x.shape, str(x.dtype)))
+    with bb.function("main", [v]):
+        with bb.dataflow():
+            y = bb.emit_output(bb.emit(relax.op.image.resize2d(
+                v, size, layout="NCHW", method=method, coordinate_transformation_mode=coord,
+                rounding_method=rounding)))
+        bb.emit_func_output(y)
+    vm = relax.VirtualMachine(tvm.compile(bb.get(), target="llvm"), tvm.cpu())
+    return vm["main"](tvm.runtime.tensor(x)).numpy()
+
+
+def test_resize_semantics_match_tvm_in_every_mode() -> None:
+    """Every coordinate mode and rounding the kernel takes (ONNX imports use more of them than torch)
+    against TVM's own legalized resize2d: nearest equal (on sizes where no coordinate is an exact tie,
+    which TVM's float32 coordinates may round either way), bilinear within TVM's float32 coordinates'
+    error. In float32: TVM's legalized resize of float64 data returns values rounded to float32."""
+    from tuner.aot.cpe_resize import Coord, Rounding, reference, spec_of
+
+    rng = np.random.default_rng(0)
+    for (ih, iw), (oh, ow) in [((4, 6), (8, 12)), ((8, 12), (4, 6)), ((6, 9), (4, 5)), ((5, 7), (9, 13))]:
+        x = rng.standard_normal((1, 2, ih, iw)).astype(np.float32)  # (TVM's float64 resize rounds through float32)
+        for coord in Coord:
+            roundings = [""] + [r.value for r in Rounding] if (ih, iw) != (5, 7) else []
+            for method, rounding in [("linear", ""), *(("nearest_neighbor", r) for r in roundings)]:
+                spec = spec_of((method, coord.value, rounding))
+                assert spec is not None
+                got = reference(x, spec, (oh, ow))
+                want = _tvm_resize(x, (oh, ow), method, coord.value, rounding)
+                np.testing.assert_allclose(got, want, rtol=0 if method != "linear" else 1e-5,
+                                           atol=0 if method != "linear" else 1e-5,
+                                           err_msg=f"{(ih, iw)} -> {(oh, ow)} {coord.value} {method} {rounding}")
+
+
 def test_resizes_of_model_size_win_on_the_cpes() -> None:
     """At U-Net sizes the time model puts nearest and bilinear resizes on the CPEs (faster than the
     MPE by the streaming bound alone), every block within the LDM budget; a row too long for the LDM

@@ -12,10 +12,12 @@ remainder. Nearest rounds it (``Rounding``: half to even like TVM's ``round``, w
 index ``i1`` (clamped), with weight ``remainder / d`` for ``i1``, one correctly rounded division; a
 coordinate below 0 or at the last index reads that edge with weight 0 (as torch: ``src = max(src, 0)``),
 and the value is torch's ``h0 (w0 x00 + w1 x01) + h1 (w0 x10 + w1 x11)``. So a float64 model
-matches torch to rounding (TVM's legalized form computes the coordinates in float32), and nearest at
-an integer scale copies exactly. Not mirrored: TVM's epsilon in floor/ceil rounding (it differs only
-when a coordinate is within 1e-5 below an integer, i.e. d above 1e5), and coordinates that float32
-rounding moves across a tie.
+matches torch to rounding (TVM's legalized form, which the MPE runs, computes the coordinates in
+float32 and returns float64 values rounded through float32), and nearest at an integer scale copies
+exactly. Not mirrored: TVM's epsilon in floor/ceil rounding (it differs only when a coordinate is
+within 1e-5 below an integer, i.e. d above 1e5), and coordinates that float32 rounding moves across
+an exact tie (e.g. tf_half_pixel_for_nn with round_prefer_floor, 7 -> 13: TVM reads 4 where the tie
+3.5 rounds to 3).
 
 The kernel. The output is seen as ``N*C*OH`` rows of ``OW`` elements. A block is ``rows`` consecutive
 output rows (it may run across planes); the input rows they read are a contiguous range of the
