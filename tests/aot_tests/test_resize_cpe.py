@@ -6,6 +6,7 @@ U-Net sizes the time model puts them on the CPEs, and the U-Net family's MPE tim
 
 from __future__ import annotations
 
+import re
 import shutil
 from pathlib import Path
 from typing import Any
@@ -75,6 +76,12 @@ def test_resize_on_the_cpes_matches_torch_and_its_dma_plan(tmp_path: Path, name:
         np.testing.assert_allclose(got, ref, rtol=TOL[dtype], atol=TOL[dtype])
     plan = ops[0].dma_plan()
     assert {k: run.report["totals"][k] for k in plan} == plan
+    # the LDM it declares (but the reply word) is the LDM it accounts
+    size = {"float": 4, "double": 8, "int": 4}
+    ty = "float" if dtype == "float32" else "double"
+    declared = sum(size[t] * int(n) for t, n in re.findall(r"__thread_local (\w+) \w+\[(\d+)\];",
+                                                          ops[0].slave_text(ty)))
+    assert declared == ops[0].ldm_bytes
 
 
 def test_resize_semantics_match_torch_without_the_emulator() -> None:
