@@ -14,23 +14,24 @@ import numpy as np
 
 @dataclass(frozen=True)
 class EmuRun:
-    output: np.ndarray  # the program's output file, flat float32
+    output: np.ndarray  # the program's output file, flat (float32, or the dtype run with)
     report: dict[str, Any]  # swemu's report: status, errors, DMA totals
     stdout: str
 
 
-def run_model(out: Path, inputs: list[np.ndarray], target: str = "sw26010") -> EmuRun:
-    """`make emu` in ``out``, then ``./model_emu weights.bin in0.bin ... output.bin``; asserts both succeed."""
+def run_model(out: Path, inputs: list[np.ndarray], target: str = "sw26010", dtype: type = np.float32) -> EmuRun:
+    """`make emu` in ``out``, then ``./model_emu weights.bin in0.bin ... output.bin``; asserts both succeed.
+    ``dtype``: the model's (inputs written and the output read in it)."""
     build = subprocess.run(["make", "-s", "emu"], cwd=out, capture_output=True, text=True, timeout=300)
     assert build.returncode == 0, build.stderr[-3000:]
     names = []
     for i, a in enumerate(inputs):
-        np.ascontiguousarray(a, dtype=np.float32).tofile(out / f"in{i}.bin")
+        np.ascontiguousarray(a, dtype=dtype).tofile(out / f"in{i}.bin")
         names.append(f"in{i}.bin")
     env = {k: v for k, v in os.environ.items() if not k.startswith("SWEMU_")}
     env.update(SWEMU_TARGET=target, SWEMU_TIMEOUT="60", SWEMU_REPORT=str(out / "report.json"))
     run = subprocess.run(["./model_emu", "weights.bin", *names, "output.bin"], cwd=out, capture_output=True,
                          text=True, timeout=300, env=env)
     assert run.returncode == 0, run.stdout[-2000:] + run.stderr[-3000:]
-    return EmuRun(np.fromfile(out / "output.bin", dtype=np.float32),
+    return EmuRun(np.fromfile(out / "output.bin", dtype=dtype),
                   json.loads((out / "report.json").read_text()), run.stdout)

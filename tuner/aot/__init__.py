@@ -3,7 +3,8 @@
 Owns: lowering a model's graph (tuner.ir) to a program: the tuned slave kernels of tuner.codegen
 (kernels: config lookup with a logged fallback, one merged slave file; fusion: element-wise
 epilogues), memory-bound operators on the CPEs at their tuned or analysed configuration (cpe_ops, with
-the cut plans of tuner.space.cpe) and layout copies (cpe_layout), steps sharing a spawn
+the cut plans of tuner.space.cpe), layout copies (cpe_layout), region copies (cpe_region) and
+resizes (cpe_resize), steps sharing a spawn
 (launch_groups), the rest as plain C on the MPE (mpe), buffers (memory), weights.bin (weights), host
 C and the Makefile (host, makefile), the whole-model time (timing); ``compile_model`` (compiler) ties
 it together. May import ir, space, measure, baseline, codegen and the domain; a kind's behaviour

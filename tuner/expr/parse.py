@@ -156,9 +156,10 @@ def _profile(expr: Any, dtype: str) -> tuple[int, str]:
         return 0, ""
     if name == "Cast":
         cost, why = _profile(expr.value, dtype)
-        if str(expr.dtype) == dtype or type(expr.value).__name__ in ("FloatImm", "IntImm"):
+        to = str(getattr(expr, "dtype", None) or expr.ty)  # this TVM's tirx.Cast types itself in ``ty``
+        if to == dtype or type(expr.value).__name__ in ("FloatImm", "IntImm"):
             return cost, why
-        return cost + 1, why or f"a cast to {expr.dtype}"
+        return cost + 1, why or f"a cast to {to}"
     if name == "Call":
         op = str(expr.op.name)
         if op not in INTRINSICS:

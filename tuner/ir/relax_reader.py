@@ -19,7 +19,9 @@ extraction maps to an expression operator (its own matcher, tuner.bridge.extract
 ``Routing.MEMORY_BOUND``: GEMM-like stages, element-wise operators, single-input reductions) carries
 that ``expr_workload``, and so does a runtime transpose (a layout copy, as TVM's topi.transpose):
 tuner.aot.kernels makes it a tuned kernel when the lookup has a config (for a memory-bound one, when
-that is faster than its untuned lowering). An operator neither path can compile is an AotError naming
+that is faster than its untuned lowering). Region copies (concat, split, strided_slice, tile) and NCHW
+``image.resize2d`` carry their static parameters (``attrs["region"]``, ``attrs["resize"]``) for
+their CPE kernels (tuner.aot.cpe_region, cpe_resize). An operator neither path can compile is an AotError naming
 it and its binding.
 """
 
@@ -463,6 +465,11 @@ def _call_tir(r: RelaxReader, call: Any, name: str, op: str) -> Value:
         spec = _region_spec(relax_op, r.calls.get(name), len(step.inputs[0].shape))
         if spec is not None:  # a region copy: a CPE layout kernel of its own (tuner.aot.cpe_region)
             step.attrs["region"] = spec
+    if isinstance(step, Node) and step.op == "tir" and relax_op == "image.resize2d" and step.output is out \
+            and len(step.inputs) == 1:
+        resize = _resize_spec(r.calls.get(name), len(step.inputs[0].shape))
+        if resize is not None:  # an NCHW resize: a CPE kernel of its own (tuner.aot.cpe_resize)
+            step.attrs["resize"] = resize
     if len(outs) == 1 and isinstance(step, Node) and step.op == "tir" and step.output is out:
         wl = _expression_of(r, func, str(gvar.name_hint))
         if wl is not None:  # compiled as a tuned kernel when the lookup has a config (tuner.aot.kernels)
@@ -493,6 +500,21 @@ def _region_spec(op: str, call: Any, rank: int) -> tuple[Any, ...] | None:
     except (AttributeError, TypeError, ValueError):  # a symbolic begin/end/stride: the MPE copy runs
         return None
     return None
+
+
+def _resize_spec(call: Any, rank: int) -> tuple[str, str, str] | None:
+    """The static parameters of an ``image.resize2d`` of NCHW data, as plain strings: (method,
+    coordinate transformation mode, rounding method); None when the Relax call is unknown or the
+    layout is not NCHW (tuner.aot.cpe_resize decides which of them it runs)."""
+    if call is None or rank != 4:
+        return None
+    try:
+        at = call.attrs
+        if str(at.layout) != "NCHW":
+            return None
+        return (str(at.method), str(at.coordinate_transformation_mode), str(at.rounding_method))
+    except AttributeError:
+        return None
 
 
 def _expression_of(r: RelaxReader, func: Any, fname: str, op_name: str = "") -> Any:
