@@ -138,3 +138,101 @@ def gelu_torch(data, **_):
     import torch
 
     return torch.nn.functional.gelu(data)
+
+
+def batch_matmul(b=4, m=32, n=24, k=40, dtype="float32"):
+    """C[z] = A[z] B[z]^T, as TVM's nn.batch_matmul (the right operand transposed)."""
+    a = te.placeholder((b, m, k), dtype, name="A")
+    bt = te.placeholder((b, n, k), dtype, name="B")
+    rk = te.reduce_axis((0, k), "rk")
+    out = te.compute((b, m, n), lambda z, i, j: te.sum(a[z, i, rk] * bt[z, j, rk], axis=rk), name="batch_matmul")
+    return [a, bt, out]
+
+
+def batch_matmul_torch(A, B, **_):
+    return A @ B.transpose(1, 2)
+
+
+def group_norm(n=2, c=8, h=6, w=6, groups=2, eps=1e-5, dtype="float32"):
+    """Group norm over (channels of a group, h, w) with per-channel scale and shift; the group of
+    channel k is k // (c / groups), a split axis for the gradient."""
+    x = te.placeholder((n, c, h, w), dtype, name="data")
+    gamma = te.placeholder((c,), dtype, name="gamma")
+    beta = te.placeholder((c,), dtype, name="beta")
+    cg = c // groups
+    size = cg * h * w
+    r1 = [te.reduce_axis((0, cg), "c1"), te.reduce_axis((0, h), "y1"), te.reduce_axis((0, w), "x1")]
+    mean = te.compute((n, groups), lambda b, g: te.sum(x[b, g * cg + r1[0], r1[1], r1[2]] / size, axis=r1),
+                      name="mean")
+    r2 = [te.reduce_axis((0, cg), "c2"), te.reduce_axis((0, h), "y2"), te.reduce_axis((0, w), "x2")]
+
+    def centred(b, g, k, y, z):
+        return x[b, g * cg + k, y, z] - mean[b, g]
+
+    var = te.compute((n, groups), lambda b, g: te.sum(centred(b, g, *r2) * centred(b, g, *r2) / size, axis=r2),
+                     name="var")
+    out = te.compute((n, c, h, w), lambda b, k, y, z: (x[b, k, y, z] - mean[b, k // cg])
+                     / te.sqrt(var[b, k // cg] + eps) * gamma[k] + beta[k], name="group_norm")
+    return [x, gamma, beta, out]
+
+
+def group_norm_torch(data, gamma, beta, groups=2, eps=1e-5, **_):
+    import torch
+
+    return torch.nn.functional.group_norm(data, groups, gamma, beta, eps)
+
+
+def batch_norm(n=4, c=6, h=5, w=5, eps=1e-5, dtype="float32"):
+    """Batch norm in training mode: the batch's statistics per channel, then scale and shift."""
+    x = te.placeholder((n, c, h, w), dtype, name="data")
+    gamma = te.placeholder((c,), dtype, name="gamma")
+    beta = te.placeholder((c,), dtype, name="beta")
+    size = n * h * w
+    r1 = [te.reduce_axis((0, n), "b1"), te.reduce_axis((0, h), "y1"), te.reduce_axis((0, w), "x1")]
+    mean = te.compute((c,), lambda k: te.sum(x[r1[0], k, r1[1], r1[2]] / size, axis=r1), name="mean")
+    r2 = [te.reduce_axis((0, n), "b2"), te.reduce_axis((0, h), "y2"), te.reduce_axis((0, w), "x2")]
+    var = te.compute((c,), lambda k: te.sum((x[r2[0], k, r2[1], r2[2]] - mean[k])
+                                            * (x[r2[0], k, r2[1], r2[2]] - mean[k]) / size, axis=r2), name="var")
+    out = te.compute((n, c, h, w), lambda b, k, y, z: (x[b, k, y, z] - mean[k]) / te.sqrt(var[k] + eps) * gamma[k]
+                     + beta[k], name="batch_norm")
+    return [x, gamma, beta, out]
+
+
+def batch_norm_torch(data, gamma, beta, eps=1e-5, **_):
+    import torch
+
+    return torch.nn.functional.batch_norm(data, None, None, gamma, beta, training=True, eps=eps)
+
+
+def relu(m=64, n=64, dtype="float32"):
+    x = te.placeholder((m, n), dtype, name="data")
+    return [x, te.compute((m, n), lambda i, j: te.max(x[i, j], tirx.const(0.0, dtype)), name="relu")]
+
+
+def relu_torch(data, **_):
+    import torch
+
+    return torch.relu(data)
+
+
+def leaky_relu(m=64, n=64, alpha=0.1, dtype="float32"):
+    x = te.placeholder((m, n), dtype, name="data")
+    return [x, te.compute((m, n), lambda i, j: tirx.Select(x[i, j] > 0.0, x[i, j], x[i, j] * alpha),
+                          name="leaky_relu")]
+
+
+def leaky_relu_torch(data, alpha=0.1, **_):
+    import torch
+
+    return torch.nn.functional.leaky_relu(data, alpha)
+
+
+def sigmoid(m=64, n=64, dtype="float32"):
+    x = te.placeholder((m, n), dtype, name="data")
+    return [x, te.compute((m, n), lambda i, j: 1.0 / (1.0 + te.exp(0.0 - x[i, j])), name="sigmoid")]
+
+
+def sigmoid_torch(data, **_):
+    import torch
+
+    return torch.sigmoid(data)

@@ -156,7 +156,7 @@ def _profile(expr: Any, dtype: str) -> tuple[int, str]:
         return 0, ""
     if name == "Cast":
         cost, why = _profile(expr.value, dtype)
-        to = str(getattr(expr, "dtype", None) or expr.ty)  # this TVM's tirx.Cast types itself in ``ty``
+        to = str(expr.ty)  # this TVM's tirx.Cast types itself in ``ty`` (no .dtype)
         if to == dtype or type(expr.value).__name__ in ("FloatImm", "IntImm"):
             return cost, why
         return cost + 1, why or f"a cast to {to}"
