@@ -1,0 +1,73 @@
+"""Expression operators inside Relax models train through their derived gradients
+(tuner/ir/expr_gradients.py): ``relax.transform.Gradient`` calls the derived gradient program, and the
+compiled adjoint matches torch autograd."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+tvm = pytest.importorskip("tvm")
+torch = pytest.importorskip("torch")
+from tvm import relax  # noqa: E402
+
+from tuner.expr.workload import load_function  # noqa: E402
+from tuner.ir.expr_gradients import emit_expression, strip_with_grad  # noqa: E402
+
+EXAMPLES = __import__("pathlib").Path(__file__).resolve().parents[2] / "examples" / "ops"
+
+
+def _adjoint(tensors, shapes, tail):
+    """Gradient of sum(tail(op(*inputs))^2) for every input, compiled for llvm."""
+    bb = relax.BlockBuilder()
+    params = [relax.Var(f"x{i}", relax.TensorType(s, "float32")) for i, s in enumerate(shapes)]
+    with bb.function("main", params):
+        with bb.dataflow():
+            y = bb.emit(tail(emit_expression(bb, tensors, params)))
+            loss = bb.emit_output(bb.emit(relax.op.sum(relax.op.multiply(y, y))))
+        bb.emit_func_output(loss)
+    mod = relax.transform.Gradient("main", require_grads=params)(bb.get())
+    return mod
+
+
+def _run(mod, arrays):
+    mod = relax.transform.LegalizeOps()(strip_with_grad(mod))
+    vm = relax.VirtualMachine(tvm.compile(mod, target="llvm"), tvm.cpu())
+    _, grads = vm["main_adjoint"](*[tvm.runtime.tensor(a) for a in arrays])
+    return [g.numpy() for g in grads]
+
+
+def _torch_grads(fn, arrays):
+    ts = [torch.tensor(a, requires_grad=True) for a in arrays]
+    (fn(*ts) ** 2).sum().backward()
+    return [t.grad.numpy() for t in ts]
+
+
+def _close(got, want):
+    for g, w in zip(got, want, strict=True):
+        assert np.abs(g - w).max() <= 1e-5 * np.abs(w).max()
+
+
+def test_a_gemm_expression_in_a_relax_function():
+    tensors = load_function(f"{EXAMPLES}/linalg.py:weighted_gemm")(m=6, n=5, k=4)
+    arrays = [np.random.default_rng(0).standard_normal(s).astype("float32") for s in [(6, 4), (4, 5), (4,)]]
+    mod = _adjoint(tensors, [(6, 4), (4, 5), (4,)], relax.op.tanh)
+    assert "weighted_gemm_grad" in [gv.name_hint for gv in mod.get_global_vars()]
+    _close(_run(mod, arrays), _torch_grads(lambda a, b, w: torch.tanh((a * w) @ b), arrays))
+
+
+def test_a_strided_padded_conv_expression_in_a_relax_function():
+    args = {"c": 3, "h": 9, "w": 9, "k": 4, "stride": 2}
+    tensors = load_function(f"{EXAMPLES}/nn.py:conv2d")(**args)
+    shapes = [(1, 3, 9, 9), (4, 3, 3, 3)]
+    arrays = [np.random.default_rng(1).standard_normal(s).astype("float32") for s in shapes]
+    mod = _adjoint(tensors, shapes, relax.op.nn.relu)
+    _close(_run(mod, arrays), _torch_grads(
+        lambda x, w: torch.relu(torch.nn.functional.conv2d(x, w, stride=2, padding=1)), arrays))
+
+
+def test_tvm_cannot_build_call_tir_with_grad_without_the_rewrite():
+    tensors = load_function(f"{EXAMPLES}/linalg.py:weighted_gemm")(m=6, n=5, k=4)
+    mod = relax.transform.LegalizeOps()(_adjoint(tensors, [(6, 4), (4, 5), (4,)], relax.op.tanh))
+    with pytest.raises(Exception, match="call_tir_with_grad"):
+        tvm.compile(mod, target="llvm")
