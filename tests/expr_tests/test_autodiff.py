@@ -205,3 +205,19 @@ def test_derived_operators_dma_counts_match_the_analysis(which):
             assert not compare_with_analysis(build_schedule(space.workload, space.target, config)), (op.name, config)
             checked += 1
     assert checked >= 12
+
+
+def test_a_mixed_radix_index_is_viewed_as_two_dimensions_not_split_by_residue():
+    """A grouped conv's input channel g * C_g + c and a non-overlapping pool's 2 * y + r are bijections:
+    one operator each, exact multiply-adds."""
+    tensors, ref = padded_conv(c=4, k=6, groups=2, stride=2)
+    grad = check(tensors, ref)
+    assert len([op for op in grad.operators if op.wrt == "X"]) == 4  # the stride's residues only
+    assert len([op for op in grad.operators if op.wrt == "W"]) == 1
+    x = te.placeholder((1, 2, 8, 8), F64, name="X")
+    ry, rx = te.reduce_axis((0, 2), "ry"), te.reduce_axis((0, 2), "rx")
+    pool = te.compute((1, 2, 4, 4), lambda b, c, y, z: te.sum(x[b, c, 2 * y + ry, 2 * z + rx] * 0.25, axis=[ry, rx]),
+                      name="pool")
+    grad = check([x, pool], lambda t: torch.nn.functional.avg_pool2d(t, 2))
+    (op,) = grad.operators
+    assert op.radix == ((1,), (2,), (4, 2), (4, 2)) and op.macs == 2 * 8 * 8 and "viewed as shape" in grad.describe()

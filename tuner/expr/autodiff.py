@@ -75,6 +75,7 @@ class GradientOperator:
     step: tuple[int, ...]
     first: tuple[int, ...]
     residue: tuple[int, ...]
+    radix: tuple[tuple[int, ...], ...]  # per dimension of ``wrt``, the output dimensions it is viewed as
     tensors: list[Any]  # standalone: one placeholder per operand, then the output (the tuning task)
     operands: dict[str, Padding]  # operand name -> how the program pads it before this operator reads it
     formula: str  # the body as a user reads it
@@ -118,6 +119,9 @@ class Gradient:
                 where = "   # d{}[{}]".format(op.wrt, ", ".join(
                     f"{s}*({v.var.name}+{f})+{r}" if s != 1 else (f"{v.var.name}+{f + r}" if f + r else str(v.var.name))
                     for s, f, r, v in zip(op.step, op.first, op.residue, out.op.axis)))
+            if any(len(sizes) > 1 for sizes in op.radix):  # a dimension viewed as several (mixed radix)
+                view = [n for sizes in op.radix for n in sizes]
+                where += f"   # d{op.wrt} viewed as shape {view}"
             lines.append(f"{op.name}[{spatial}] = {op.formula}{where}")
             for name, pad in op.operands.items():
                 if pad.needed:
@@ -260,6 +264,36 @@ class _Term:
     q: list[Any]  # one output variable per dimension of the target
     reduce: list[tuple[Any, int]]  # (variable, extent)
     value: Any  # reads the original tensors at in-range-or-not indices (padding decided later)
+    radix: tuple[tuple[int, ...], ...] = ()  # per target dimension, the sizes it is viewed as (mixed radix)
+
+
+def _mixed_radix(dims: list[_Affine], shape: list[int], extents: dict[Any, int]) -> tuple[
+        list[_Affine], list[int], tuple[tuple[int, ...], ...]]:
+    """A dimension indexed as ``ext(v) * u + v`` over exactly its size (a grouped conv's channel
+    ``g * C_g + c``, a patch embedding's ``3 * y + r``) is a bijection: view it as the dimensions (u, v),
+    each solved directly, instead of splitting by residue. (dims, shape, the sizes of each original
+    dimension)."""
+    out_dims: list[_Affine] = []
+    out_shape: list[int] = []
+    radix: list[tuple[int, ...]] = []
+    for d, (dim, size) in enumerate(zip(dims, shape)):
+        ordered = sorted(dim.coefs.items(), key=lambda vc: vc[1])
+        mixed = len(ordered) > 1 and dim.offset == 0 and ordered[0][1] == 1 and all(
+            not any(v in other.coefs for e, other in enumerate(dims) if e != d) for v, _ in ordered)
+        coef = 1
+        for v, c in ordered:
+            mixed = mixed and c == coef
+            coef *= extents[v]
+        if not (mixed and coef == size):
+            out_dims.append(dim)
+            out_shape.append(size)
+            radix.append((size,))
+            continue
+        for v, _ in reversed(ordered):  # the outermost (largest coefficient) first, as the memory layout
+            out_dims.append(_Affine({v: 1}, 0))
+            out_shape.append(extents[v])
+        radix.append(tuple(extents[v] for v, _ in reversed(ordered)))
+    return out_dims, out_shape, tuple(radix)
 
 
 def _gather_terms(stage: _Stage, index: list[Any], grad: Any, target: Any, head: Any) -> list[_Term]:
@@ -268,8 +302,8 @@ def _gather_terms(stage: _Stage, index: list[Any], grad: Any, target: Any, head:
 
     axes = list(stage.extents)
     name = str(target.op.name)
-    dims = [_affine(i, axes, name) for i in index]
-    shape = [int(s) for s in target.shape]
+    dims, shape, radix = _mixed_radix([_affine(i, axes, name) for i in index], [int(s) for s in target.shape],
+                                      stage.extents)
     # axes that are a whole dimension of the output's index: out of range, they read the head's zero
     # padding (a split axis, one of m * v_hi + v_lo, is not)
     head_dims = [_affine(h, axes, "the output") for h in stage.head]
@@ -305,6 +339,7 @@ def _gather_terms(stage: _Stage, index: list[Any], grad: Any, target: Any, head:
             shift = dict(zip(split, t))
             term = _one_term(stage, dims, pivots, steps, rho, shift, modulus, shape, grad, head, head_axes, name)
             if term is not None:
+                term.radix = radix
                 terms.append(term)
     # simplify indices and guards under the term's bounds
     for term in terms:
@@ -411,7 +446,7 @@ def _merge(terms: list[_Term]) -> list[list[_Term]]:
     """Terms over the same points with reductions of the same extents become one operator."""
     groups: dict[tuple[Any, ...], list[_Term]] = {}
     for t in terms:
-        key = (t.step, t.first, t.residue, t.count, tuple(e for _, e in t.reduce))
+        key = (t.step, t.first, t.residue, t.count, t.radix, tuple(e for _, e in t.reduce))
         groups.setdefault(key, []).append(t)
     return list(groups.values())
 
@@ -475,7 +510,7 @@ def _operator(group: list[_Term], name: str, wrt: Any, head: Any) -> tuple[Gradi
     out = build(placeholders, name)
     formula = _formula(out)
     op = GradientOperator(name=name, wrt=str(wrt.op.name), step=first.step, first=first.first,
-                          residue=first.residue, tensors=[*placeholders.values(), out],
+                          residue=first.residue, radix=first.radix, tensors=[*placeholders.values(), out],
                           operands=paddings, formula=formula)
     return op, build
 
@@ -508,9 +543,9 @@ def _padded(tensor: Any, pad: Padding) -> Any:
     return te.compute(shape, fcompute, name=f"{tensor.op.name}_pad")
 
 
-# one part of a gradient in the program: (step, first, residue, tensor) -- the tensor holds the
-# gradient at the points step * (q + first) + residue of each dimension
-Piece = tuple[tuple[int, ...], tuple[int, ...], tuple[int, ...], Any]
+# one part of a gradient in the program: (step, first, residue, radix, tensor) -- the tensor holds the
+# gradient at the points step * (q + first) + residue of each dimension the target is viewed as (radix)
+Piece = tuple[tuple[int, ...], tuple[int, ...], tuple[int, ...], tuple[tuple[int, ...], ...], Any]
 
 
 def _passes_through(group: list[_Term], head: Any, target: Any) -> bool:
@@ -526,6 +561,21 @@ def _passes_through(group: list[_Term], head: Any, target: Any) -> bool:
     return tensor.same_as(head) and all(i.same_as(q) for i, q in zip(idx, group[0].q))
 
 
+def _virtual(a: list[Any], radix: tuple[tuple[int, ...], ...]) -> list[Any]:
+    """The indices of the dimensions a piece views the target's as (mixed radix: a -> a // n, a % n)."""
+    from tvm import tirx
+
+    if not radix:
+        return a
+    out = []
+    for index, sizes in zip(a, radix):
+        inner = math.prod(sizes)
+        for size in sizes:
+            inner //= size
+            out.append(index if len(sizes) == 1 else tirx.floormod(tirx.floordiv(index, inner), size))
+    return out
+
+
 def _assemble(target: Any, pieces: list[Piece], name: str) -> Any:
     """The program's gradient of ``target``: the sum of its pieces, each at its own points."""
     from tvm import te, tirx
@@ -533,14 +583,15 @@ def _assemble(target: Any, pieces: list[Piece], name: str) -> Any:
     shape = [int(s) for s in target.shape]
     dtype = str(target.dtype)
     if len(pieces) == 1:
-        step, first, residue, tensor = pieces[0]
+        step, first, residue, radix, tensor = pieces[0]
         if all(s == 1 for s in step) and not any(first) and not any(residue) \
                 and [int(s) for s in tensor.shape] == shape:
             return tensor
 
-    def fcompute(*a: Any) -> Any:
+    def fcompute(*target_index: Any) -> Any:
         total = tirx.const(0.0, dtype)
-        for step, first, residue, tensor in pieces:
+        for step, first, residue, radix, tensor in pieces:
+            a = _virtual(list(target_index), radix)
             conds, idx = [], []
             for d, (s, f, r) in enumerate(zip(step, first, residue)):
                 q = tirx.floordiv(a[d] - r, s) - f if s != 1 else a[d] - r - f
@@ -638,7 +689,7 @@ def differentiate(tensors: Sequence[Any], name: str | None = None) -> Gradient:
                 if len(groups_of_terms) == 1 and _passes_through(group, sa_head, target):
                     # d target = the head itself (a bias add, a matmul's epilogue): no operator, no copy
                     full = tuple(1 for _ in target.shape), tuple(0 for _ in target.shape)
-                    pieces.setdefault(target.op, []).append((*full, full[1], adjoint[stage_tensor.op]))
+                    pieces.setdefault(target.op, []).append((*full, full[1], (), adjoint[stage_tensor.op]))
                     continue
                 gop, build = _operator(group, op_name, target, sa_head)
                 operators.append(gop)
@@ -647,7 +698,7 @@ def differentiate(tensors: Sequence[Any], name: str | None = None) -> Gradient:
                     source = adjoint[stage_tensor.op] if operand_name == str(sa_head.op.name) else _by_name(
                         operand_name, stage, inputs)
                     program_operands[operand_name] = _padded(source, pad)
-                pieces.setdefault(target.op, []).append((gop.step, gop.first, gop.residue,
+                pieces.setdefault(target.op, []).append((gop.step, gop.first, gop.residue, gop.radix,
                                                          build(program_operands, op_name)))
     outputs: dict[str, Any] = {}
     for x in inputs:
