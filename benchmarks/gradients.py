@@ -14,8 +14,9 @@ Figures, as the issue's acceptance names them:
 * ``tuned_over_naive``: each GEMM-like backward operator (ResNet-18's conv gradients, a dense and a
   batch_matmul layer), tuned on the simulator (``--trials``, default noise) against the naive schedule.
 * ``bwd_over_fwd``: ResNet-18's conv layers (batch 1, 224x224): the tuned data gradient (its residue
-  operators, plus the memory passes it needs: the head's zero padding and the interleave of the
-  residue pieces, at the target's memory bandwidth) and the tuned weight gradient, each over the tuned
+  operators, plus the memory passes it needs: the head's zero padding, the compact copies of the weight
+  taps each residue reads and the interleave of the residue pieces, read and written at the target's
+  memory bandwidth) and the tuned weight gradient, each over the tuned
   forward (the built-in conv2d task), same trials and noise for all.
 * ``check_op_seconds_20_configs`` and ``check_grad_seconds_21_configs``: wall time of ``swtune check-op``
   and ``swtune check-grad`` (7 configs of each of 3 gradient operators) on the 256x192x320 GEMM with a
@@ -177,7 +178,7 @@ def _tune(workload: Any, trials: int, seed: int) -> tuple[float, float]:
 
 def backward_vs_forward(trials: int, seed: int) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     """ResNet-18's layers: (bwd_over_fwd rows, tuned_over_naive rows of their GEMM-like operators)."""
-    from tuner.expr.autodiff import differentiate
+    from tuner.expr.autodiff import Gather, differentiate
     from tuner.measure.noise import DEFAULT_NOISE
     from tuner.targets import get_target
     from tuner.tune import tune_workloads
@@ -206,7 +207,10 @@ def backward_vs_forward(trials: int, seed: int) -> tuple[list[dict[str, Any]], l
         padded = math.prod(int(s) + lo + hi for s, lo, hi in zip(grad.head.shape, head.low, head.high))
         pad_bytes = 8 * (elements + padded) if head.needed else 0
         interleave_bytes = 2 * 8 * c * h * h if len(data_ops) > 1 else 0
-        memory_s = (pad_bytes + interleave_bytes) / target.mem_bandwidth_Bps
+        # and the compact copies of the weight taps a residue operator reads (tuner.expr.autodiff.Gather)
+        gather_bytes = sum(2 * 8 * math.prod(spec.shape) for op in data_ops for spec in op.operands.values()
+                           if isinstance(spec, Gather))
+        memory_s = (pad_bytes + interleave_bytes + gather_bytes) / target.mem_bandwidth_Bps
         rows.append({"layer": name, "forward_s": fwd_time, "data_s": times["data"] + memory_s,
                      "data_memory_passes_s": memory_s, "weight_s": times["weight"],
                      "data_over_fwd": round((times["data"] + memory_s) / fwd_time, 2),

@@ -93,6 +93,12 @@ def test_stride_two_data_gradient_splits_into_residue_classes():
     pieces = [op for op in grad.operators if op.wrt == "X"]
     assert sorted(op.residue[2:] for op in pieces) == [(0, 0), (0, 1), (1, 0), (1, 1)]
     assert all(op.step[2:] == (2, 2) for op in pieces)
+    # each residue reads its own weight taps (W[:, :, 1, 1], W[:, :, 2*j, 1], ...) copied compact first,
+    # so that its DMA reads rows, not single elements 9 apart
+    from tuner.expr.autodiff import Gather
+
+    assert all(isinstance(op.operands["W"], Gather) for op in pieces)
+    assert sorted(op.operands["W"].shape[2:] for op in pieces) == [(), (2,), (2,), (2, 2)]
 
 
 def test_dense_and_batched_matmul_gradients_are_gemms():

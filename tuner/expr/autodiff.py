@@ -65,6 +65,21 @@ class Padding:
         return any(self.low) or any(self.high)
 
 
+@dataclass(frozen=True)
+class Gather:
+    """An operand read at one fixed or strided index (a data gradient's weight taps ``W[f, c, 1, 1]``):
+    the program copies those elements into a compact tensor first, so the operator's DMA reads whole
+    rows instead of single elements. ``index`` per dimension of the operand: (position of the compact
+    dimension or -1 for a constant, coefficient, offset)."""
+
+    index: tuple[tuple[int, int, int], ...]
+    shape: tuple[int, ...]
+
+    @property
+    def name_suffix(self) -> str:
+        return "_c"
+
+
 @dataclass
 class GradientOperator:
     """One derived operator: a single ``te.compute`` computing the gradient of input ``wrt`` at the
@@ -77,7 +92,8 @@ class GradientOperator:
     residue: tuple[int, ...]
     radix: tuple[tuple[int, ...], ...]  # per dimension of ``wrt``, the output dimensions it is viewed as
     tensors: list[Any]  # standalone: one placeholder per operand, then the output (the tuning task)
-    operands: dict[str, Padding]  # operand name -> how the program pads it before this operator reads it
+    # operand name -> how the program prepares it before this operator reads it: padded, or gathered compact
+    operands: dict[str, Padding | Gather]
     formula: str  # the body as a user reads it
 
     def workload(self) -> Any:
@@ -124,7 +140,10 @@ class Gradient:
                 where += f"   # d{op.wrt} viewed as shape {view}"
             lines.append(f"{op.name}[{spatial}] = {op.formula}{where}")
             for name, pad in op.operands.items():
-                if pad.needed:
+                if isinstance(pad, Gather):
+                    index = ", ".join(f"{c}*j{p}+{o}" if p >= 0 else str(o) for p, c, o in pad.index)
+                    lines.append(f"    {name}{pad.name_suffix}[j0..] = {name}[{index}], shape {list(pad.shape)}")
+                elif pad.needed:
                     fill = "zeros" if pad.zeros else "edge values"
                     lines.append(f"    {name} padded by {list(zip(pad.low, pad.high))} with {fill}")
         return "\n".join(lines)
@@ -483,7 +502,13 @@ def _operator(group: list[_Term], name: str, wrt: Any, head: Any) -> tuple[Gradi
                 lo, hi = _ranges(i, bounds)
                 low[d] = max(low[d], -lo)
                 high[d] = max(high[d], hi - (int(tensor.shape[d]) - 1))
-    paddings = {str(t.op.name): Padding(tuple(lo), tuple(hi), zeros=t.same_as(head)) for t, (lo, hi) in pads.items()}
+    paddings: dict[str, Padding | Gather] = {
+        str(t.op.name): Padding(tuple(lo), tuple(hi), zeros=t.same_as(head)) for t, (lo, hi) in pads.items()}
+    gathered: dict[str, list[Any]] = {}  # operand -> the variables indexing its compact copy
+    for tensor in pads:
+        spec = _gather(tensor, values, bounds, paddings[str(tensor.op.name)], head)
+        if spec is not None:
+            paddings[str(tensor.op.name)], gathered[str(tensor.op.name)] = spec
     value = values[0]
     for v in values[1:]:
         value = value + v
@@ -495,17 +520,19 @@ def _operator(group: list[_Term], name: str, wrt: Any, head: Any) -> tuple[Gradi
             mapping.update({v: r.var for (v, _), r in zip(first.reduce, raxes)})
 
             def load(tensor: Any, idx: list[Any]) -> Any:
-                low = paddings[str(tensor.op.name)].low
-                return operands[str(tensor.op.name)](*[i + p if p else i for i, p in zip(idx, low)])
+                name = str(tensor.op.name)
+                if name in gathered:
+                    return operands[name](*[mapping[v] for v in gathered[name]])
+                low = paddings[name].low  # type: ignore[union-attr]
+                return operands[name](*[i + p if p else i for i, p in zip(idx, low)])
 
             body = rebuild(value, mapping, load)
             return te.sum(body, axis=raxes) if raxes else body
 
         return te.compute(first.count, fcompute, name=out_name)
 
-    placeholders = {n: te.placeholder(tuple(int(s) + lo + hi for s, lo, hi in zip(t.shape, paddings[n].low,
-                                                                                   paddings[n].high)),
-                                      dtype=t.dtype, name=n)
+    placeholders = {n: te.placeholder(_prepared_shape(t, paddings[n]), dtype=t.dtype,
+                                      name=n + (paddings[n].name_suffix if n in gathered else ""))  # type: ignore
                     for n, t in tensors.items()}
     out = build(placeholders, name)
     formula = _formula(out)
@@ -513,6 +540,55 @@ def _operator(group: list[_Term], name: str, wrt: Any, head: Any) -> tuple[Gradi
                           residue=first.residue, radix=first.radix, tensors=[*placeholders.values(), out],
                           operands=paddings, formula=formula)
     return op, build
+
+
+def _gather(tensor: Any, values: list[Any], bounds: dict[Any, int], pad: Padding | Gather,
+            head: Any) -> tuple[Gather, list[Any]] | None:
+    """A compact copy of an operand read at one index whose dimensions are constants or single
+    axes with a stride (each axis once), when that index skips elements; None otherwise."""
+    if tensor.same_as(head) or not isinstance(pad, Padding) or pad.needed:
+        return None
+    indices = {show_indices(load_parts(ld)[1]): load_parts(ld)[1] for v in values for ld in loads(v)
+               if load_parts(ld)[0].same_as(tensor)}
+    if len(indices) != 1:
+        return None
+    (idx,) = indices.values()
+    variables: list[Any] = []
+    spec = []
+    sparse = False
+    for i in idx:
+        aff = _affine(i, list(bounds), str(tensor.op.name))
+        if len(aff.coefs) > 1:
+            return None
+        if not aff.coefs:
+            spec.append((-1, 0, aff.offset))
+            sparse = True
+            continue
+        ((v, c),) = aff.coefs.items()
+        if any(v.same_as(w) for w in variables):
+            return None
+        spec.append((len(variables), c, aff.offset))
+        variables.append(v)
+        sparse = sparse or abs(c) != 1
+    if not sparse:
+        return None
+    return Gather(tuple(spec), tuple(bounds[v] for v in variables)), variables
+
+
+def _prepared_shape(tensor: Any, spec: Padding | Gather) -> tuple[int, ...]:
+    if isinstance(spec, Gather):
+        return spec.shape
+    return tuple(int(s) + lo + hi for s, lo, hi in zip(tensor.shape, spec.low, spec.high))
+
+
+def _prepare(tensor: Any, spec: Padding | Gather) -> Any:
+    """The program's copy of an operand as the operator reads it: padded, or gathered compact."""
+    from tvm import te
+
+    if isinstance(spec, Padding):
+        return _padded(tensor, spec)
+    return te.compute(spec.shape, lambda *j: tensor(*[c * j[p] + o if p >= 0 else o for p, c, o in spec.index]),
+                      name=f"{tensor.op.name}{spec.name_suffix}")
 
 
 def _formula(out: Any) -> str:
@@ -697,7 +773,7 @@ def differentiate(tensors: Sequence[Any], name: str | None = None) -> Gradient:
                 for operand_name, pad in gop.operands.items():
                     source = adjoint[stage_tensor.op] if operand_name == str(sa_head.op.name) else _by_name(
                         operand_name, stage, inputs)
-                    program_operands[operand_name] = _padded(source, pad)
+                    program_operands[operand_name] = _prepare(source, pad)
                 pieces.setdefault(target.op, []).append((gop.step, gop.first, gop.residue, gop.radix,
                                                          build(program_operands, op_name)))
     outputs: dict[str, Any] = {}
