@@ -811,6 +811,30 @@ def _all_tensors(out: Any) -> list[Any]:
     return found
 
 
+def _recompute(t: Any, sources: dict[Any, Any], dtype: str | None = None) -> Any:
+    """The compute stage ``t`` again, reading ``sources[input op]`` instead of its inputs (and over
+    ``dtype``, when given)."""
+    from tvm import te
+
+    stage = t.op
+    body = stage.body[0]
+
+    def load(tensor: Any, idx: list[Any]) -> Any:
+        return sources[tensor.op](*idx)
+
+    def fcompute(*axes: Any) -> Any:
+        mapping = {iv.var: a for iv, a in zip(stage.axis, axes)}
+        if kind(body) != "Reduce":
+            return rebuild(body, mapping, load, dtype)
+        raxes = [te.reduce_axis((0, int(iv.dom.extent)), name=str(iv.var.name)) for iv in body.axis]
+        mapping.update({iv.var: r.var for iv, r in zip(body.axis, raxes)})
+        value = rebuild(body.source[0], mapping, load, dtype)
+        reducer = {"Add": te.sum, "Max": te.max, "Min": te.min}[kind(body.combiner.result[0])]
+        return reducer(value, axis=raxes)
+
+    return te.compute(t.shape, fcompute, name=str(stage.name))
+
+
 def with_dtype(tensors: Sequence[Any], dtype: str) -> list[Any]:
     """The same operator over ``dtype`` (every float tensor, constant and cast): what the finite
     difference check runs in float64 whatever the operator's own precision."""
@@ -825,26 +849,30 @@ def with_dtype(tensors: Sequence[Any], dtype: str) -> list[Any]:
             new = te.placeholder(t.shape, dtype=dtype if str(t.dtype).startswith("float") else t.dtype,
                                  name=str(t.op.name))
         else:
-            sources = {src.op: convert(src) for src in t.op.input_tensors}
-
-            def load(tensor: Any, idx: list[Any]) -> Any:
-                return sources[tensor.op](*idx)
-
-            stage = t.op
-            body = stage.body[0]
-
-            def fcompute(*axes: Any) -> Any:
-                mapping = {iv.var: a for iv, a in zip(stage.axis, axes)}
-                if kind(body) != "Reduce":
-                    return rebuild(body, mapping, load, dtype)
-                raxes = [te.reduce_axis((0, int(iv.dom.extent)), name=str(iv.var.name)) for iv in body.axis]
-                mapping.update({iv.var: r.var for iv, r in zip(body.axis, raxes)})
-                value = rebuild(body.source[0], mapping, load, dtype)
-                reducer = {"Add": te.sum, "Max": te.max, "Min": te.min}[kind(body.combiner.result[0])]
-                return reducer(value, axis=raxes)
-
-            new = te.compute(t.shape, fcompute, name=str(stage.name))
+            new = _recompute(t, {src.op: convert(src) for src in t.op.input_tensors}, dtype)
         made[t.op] = new
         return new
 
     return [convert(t) for t in tensors]
+
+
+def program_stages(outputs: Sequence[Any]) -> list[tuple[Any, list[Any], list[Any]]]:
+    """The gradient program as one-stage functions, producers first: (the stage's tensor in the
+    program, its input tensors in the program, the standalone stage -- placeholders named as its
+    inputs, then its output -- for ``te.create_prim_func``). Each derived operator is one of them,
+    and so is each memory pass (a padding, a compact copy, an assembly)."""
+    from tvm import te
+
+    order: list[Any] = []
+    seen: set[Any] = set()
+    for out in outputs:
+        for t in _topological(out):
+            if t.op not in seen:
+                seen.add(t.op)
+                order.append(t)
+    stages = []
+    for t in order:
+        inputs = list(t.op.input_tensors)
+        holders = {src.op: te.placeholder(src.shape, dtype=src.dtype, name=str(src.op.name)) for src in inputs}
+        stages.append((t, inputs, [*holders.values(), _recompute(t, holders)]))
+    return stages

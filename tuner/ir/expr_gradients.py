@@ -3,9 +3,10 @@
 A user's operator (a function returning te tensors, inputs first) joins a Relax function as
 ``call_tir_with_grad`` (the PrimFunc form of ``call_te_with_grad``): the forward is the operator's own
 PrimFunc, and its ``te_grad_name`` names a hook that ``relax.transform.Gradient`` calls for the
-backward: it emits one ``call_tir`` of the gradient program derived by tuner/expr/autodiff.py (every
-input's gradient, whose one-stage operators are swtune's tuning tasks), whose outputs the pass then
-hands to each input.
+backward: it emits the gradient program derived by tuner/expr/autodiff.py (every
+input's gradient) as one ``call_tir`` per stage: each derived operator a one-stage function of its own
+(a tuning task, as the compiler reads expressions), each memory pass (padding, compact copy,
+assembly) too; the pass hands each input its gradient.
 
 TVM 0.27 never lowers ``call_tir_with_grad`` itself (the forward function keeps it and the VM cannot
 emit it): :func:`strip_with_grad` rewrites each one into the plain ``call_tir`` it stands for, once
@@ -21,7 +22,7 @@ import tvm
 import tvm_ffi
 from tvm import relax, te
 
-from tuner.expr.autodiff import differentiate
+from tuner.expr.autodiff import differentiate, program_stages
 from tuner.expr.workload import script_hash
 
 HOOK_PREFIX = "tvm.relax.te_grad._register."
@@ -38,13 +39,24 @@ def emit_expression(bb: Any, tensors: Sequence[Any], args: Sequence[Any], name: 
     name = name or str(tensors[-1].op.name)
     forward = te.create_prim_func(tensors).with_attr("global_symbol", name)
     gradient = differentiate(tensors, name)
-    backward = te.create_prim_func(gradient.program()).with_attr("global_symbol", f"{name}_grad")
+    stages = program_stages(list(gradient.outputs.values()))
+    names: list[str] = []
+    for t, _, _ in stages:  # unique function names (each residue operator has its own weight copy)
+        base = str(t.op.name) if str(t.op.name).startswith(name) else f"{name}_{t.op.name}"
+        names.append(base if base not in names else f"{base}_{sum(n.startswith(base) for n in names)}")
+    functions = [te.create_prim_func(standalone).with_attr("global_symbol", n)
+                 for n, (_, _, standalone) in zip(names, stages)]
     grad_name = f"swtune_{name}_{script_hash(forward.script())}"
-    outputs = [_tensor_type(t) for t in gradient.outputs.values()]
 
     def hook(orig_var: Any, call: Any, output_grad: Any, ctx: Any) -> Any:
-        gv = ctx.add_func(backward, f"{name}_grad")
-        return ctx.emit(relax.call_tir(gv, [*call.args[1], output_grad], outputs))
+        # one call_tir per stage of the gradient program: each derived operator its own function
+        # (a tuning task as the compiler reads it), each memory pass too
+        values = {x.op: arg for x, arg in zip(gradient.inputs, call.args[1])}
+        values[gradient.head.op] = output_grad
+        for (t, inputs, _), func, func_name in zip(stages, functions, names):
+            gv = ctx.add_func(func, func_name)
+            values[t.op] = ctx.emit(relax.call_tir(gv, [values[x.op] for x in inputs], _tensor_type(t)))
+        return ctx.emit(relax.Tuple([values[t.op] for t in gradient.outputs.values()]))
 
     tvm_ffi.register_global_func(HOOK_PREFIX + grad_name, hook, override=True)
     gv = bb.add_func(forward, name)
