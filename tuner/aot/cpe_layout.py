@@ -22,6 +22,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from tuner.aot.cpe_blocks import RowBlocks
 from tuner.ir.graph import slave_symbol
 from tuner.targets import Target
 
@@ -29,7 +30,7 @@ CPES = 64
 
 
 @dataclass
-class PadOp:
+class PadOp(RowBlocks):
     """The padding kernel of one conv input (same interface as tuner.aot.cpe_ops.CpeOp for the host,
     the slave file, the report and the time model)."""
 
@@ -57,20 +58,8 @@ class PadOp:
         return self.planes * self.hp
 
     @property
-    def blocks(self) -> int:
-        return -(-self.total_rows // self.rows)
-
-    @property
-    def block(self) -> int:
-        return self.rows
-
-    @property
     def ldm_bytes(self) -> int:
         return self.rows * (self.w + self.wp) * self.item
-
-    @property
-    def name(self) -> str:
-        return slave_symbol(self.index)
 
     def interior_before(self, g: int) -> int:
         """Input rows that come before padded row ``g`` (in the flattened row order)."""
@@ -166,7 +155,7 @@ def plan_pad(shape: tuple[int, ...], ph: int, pw: int, target: Target, item: int
 
 
 @dataclass
-class RowCopyOp:
+class RowCopyOp(RowBlocks):
     """Dense rows from pitched rows, on the CPEs (interface of tuner.aot.cpe_ops.CpeOp)."""
 
     total_rows: int
@@ -180,20 +169,8 @@ class RowCopyOp:
     axis: int = 0
 
     @property
-    def blocks(self) -> int:
-        return -(-self.total_rows // self.rows)
-
-    @property
-    def block(self) -> int:
-        return self.rows
-
-    @property
     def ldm_bytes(self) -> int:
         return self.rows * (self.cols + (self.pitch if self.compact else 0)) * self.item
-
-    @property
-    def name(self) -> str:
-        return slave_symbol(self.index)
 
     def dma_plan(self) -> dict[str, int]:
         """DMA requests and bytes of one run (what the emulator counts)."""

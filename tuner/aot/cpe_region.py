@@ -40,6 +40,7 @@ from typing import Any
 
 import numpy as np
 
+from tuner.aot.cpe_blocks import RowBlocks
 from tuner.ir.graph import slave_symbol
 from tuner.targets import Target
 
@@ -348,7 +349,7 @@ def plan_region(spec: tuple[Any, ...], ins: list[tuple[int, ...]], outs: list[tu
 
 
 @dataclass
-class InterleaveOp:
+class InterleaveOp(RowBlocks):
     """concat / split / a tile along one axis as whole rows (interface of tuner.aot.cpe_ops.CpeOp).
 
     Seen as [O, W] (O the product of the axes before the concat axis, W the output's row), each input
@@ -368,24 +369,16 @@ class InterleaveOp:
     index: int = -1
 
     @property
+    def total_rows(self) -> int:
+        return self.o
+
+    @property
     def width(self) -> int:
         return sum(self.widths)
 
     @property
-    def blocks(self) -> int:
-        return -(-self.o // self.rows)
-
-    @property
-    def block(self) -> int:
-        return self.rows
-
-    @property
     def ldm_bytes(self) -> int:
         return self.rows * (self.width + max(self.widths)) * self.item
-
-    @property
-    def name(self) -> str:
-        return slave_symbol(self.index)
 
     def dma_plan(self) -> dict[str, int]:
         """DMA requests and bytes of one run (what the emulator counts)."""

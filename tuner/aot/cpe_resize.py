@@ -37,7 +37,7 @@ from typing import Any
 
 import numpy as np
 
-from tuner.ir.graph import slave_symbol
+from tuner.aot.cpe_blocks import RowBlocks
 from tuner.targets import Target
 
 CPES = 64
@@ -195,7 +195,7 @@ def reference(x: np.ndarray, spec: Spec, out_hw: tuple[int, int]) -> np.ndarray:
 
 
 @dataclass
-class ResizeOp:
+class ResizeOp(RowBlocks):
     """image.resize2d on the CPEs (interface of tuner.aot.cpe_ops.CpeOp for the host, the slave file,
     the report and the time model)."""
 
@@ -214,18 +214,6 @@ class ResizeOp:
     @property
     def total_rows(self) -> int:
         return self.planes * self.oh
-
-    @property
-    def blocks(self) -> int:
-        return -(-self.total_rows // self.rows)
-
-    @property
-    def block(self) -> int:
-        return self.rows
-
-    @property
-    def name(self) -> str:
-        return slave_symbol(self.index)
 
     @property
     def axes(self) -> tuple[Axis, Axis]:
