@@ -21,8 +21,10 @@ from typing import Any
 import tvm
 import tvm_ffi
 from tvm import relax, te
+from tvm.relax.op.base import register_gradient
 
 from tuner.expr.autodiff import differentiate, program_stages
+from tuner.expr.layers import conv2d
 from tuner.expr.workload import script_hash
 
 HOOK_PREFIX = "tvm.relax.te_grad._register."
@@ -32,35 +34,64 @@ def _tensor_type(t: Any) -> Any:
     return relax.TensorType([int(s) for s in t.shape], str(t.dtype))
 
 
+def emit_gradient(ctx: Any, tensors: Sequence[Any], name: str, inputs: Sequence[Any], head: Any) -> list[Any]:
+    """Emit the gradient program of the operator ``tensors`` (inputs, then output) at the Relax values
+    ``inputs`` and output gradient ``head``: one call_tir per stage. Returns each input's gradient."""
+    gradient = differentiate(tensors, name)
+    values = {x.op: arg for x, arg in zip(gradient.inputs, inputs)}
+    values[gradient.head.op] = head
+    operators = {op.name for op in gradient.operators}
+    names: list[str] = []
+    for t, sources, standalone in program_stages(list(gradient.outputs.values())):
+        # a derived operator keeps its name; the memory passes around them (padding, compact copies,
+        # assembly, a recomputed forward stage) are named ``<name>_pass_<stage>``, numbered when repeated
+        base = str(t.op.name) if str(t.op.name) in operators else f"{name}_pass_{t.op.name}"
+        names.append(base if base not in names else f"{base}_{sum(n.startswith(base) for n in names)}")
+        gv = ctx.add_func(te.create_prim_func(standalone).with_attr("global_symbol", names[-1]), names[-1])
+        values[t.op] = ctx.emit(relax.call_tir(gv, [values[x.op] for x in sources], _tensor_type(t)))
+    return [values[t.op] for t in gradient.outputs.values()]
+
+
 def emit_expression(bb: Any, tensors: Sequence[Any], args: Sequence[Any], name: str | None = None) -> Any:
     """Emit the operator ``tensors`` (inputs, then output) applied to the Relax values ``args`` into the
     function ``bb`` is building; its gradient is the derived one. Returns the output's Relax value."""
     tensors = list(tensors)
     name = name or str(tensors[-1].op.name)
     forward = te.create_prim_func(tensors).with_attr("global_symbol", name)
-    gradient = differentiate(tensors, name)
-    stages = program_stages(list(gradient.outputs.values()))
-    names: list[str] = []
-    for t, _, _ in stages:  # unique function names (each residue operator has its own weight copy)
-        base = str(t.op.name) if str(t.op.name).startswith(name) else f"{name}_{t.op.name}"
-        names.append(base if base not in names else f"{base}_{sum(n.startswith(base) for n in names)}")
-    functions = [te.create_prim_func(standalone).with_attr("global_symbol", n)
-                 for n, (_, _, standalone) in zip(names, stages)]
     grad_name = f"swtune_{name}_{script_hash(forward.script())}"
 
     def hook(orig_var: Any, call: Any, output_grad: Any, ctx: Any) -> Any:
-        # one call_tir per stage of the gradient program: each derived operator its own function
-        # (a tuning task as the compiler reads it), each memory pass too
-        values = {x.op: arg for x, arg in zip(gradient.inputs, call.args[1])}
-        values[gradient.head.op] = output_grad
-        for (t, inputs, _), func, func_name in zip(stages, functions, names):
-            gv = ctx.add_func(func, func_name)
-            values[t.op] = ctx.emit(relax.call_tir(gv, [values[x.op] for x in inputs], _tensor_type(t)))
-        return ctx.emit(relax.Tuple([values[t.op] for t in gradient.outputs.values()]))
+        return ctx.emit(relax.Tuple(emit_gradient(ctx, tensors, name, list(call.args[1]), output_grad)))
 
     tvm_ffi.register_global_func(HOOK_PREFIX + grad_name, hook, override=True)
     gv = bb.add_func(forward, name)
     return bb.emit(relax.op.call_tir_with_grad(gv, list(args), _tensor_type(tensors[-1]), te_grad_name=grad_name))
+
+
+def derived_conv2d_grad(orig_var: Any, call: Any, dy: Any, ctx: Any) -> list[Any]:
+    """``nn.conv2d``'s gradient from its expression (tuner/expr/layers.py): the data gradient split by
+    stride residue with no multiply-add on an inserted zero, the weight gradient at the kernel's size.
+    NCHW data and OIHW weights, as TVM's own gradient."""
+    attrs = call.attrs
+    if (str(attrs.data_layout), str(attrs.kernel_layout), str(attrs.out_layout)) != ("NCHW", "OIHW", "NCHW"):
+        raise NotImplementedError("the derived conv2d gradient is implemented for NCHW data and OIHW weights")
+    data, weight = call.args
+    shape = lambda e: tuple(int(d) for d in e.ty.shape)  # noqa: E731
+    tensors = conv2d(shape(data), shape(weight), tuple(int(x) for x in attrs.strides),  # type: ignore[arg-type]
+                     tuple(int(x) for x in attrs.padding), tuple(int(x) for x in attrs.dilation),  # type: ignore
+                     int(attrs.groups), str(data.ty.dtype))
+    layer = "conv2d_" + "x".join(str(d) for d in (*shape(data), *shape(weight), *attrs.strides, *attrs.padding,
+                                                   *attrs.dilation, attrs.groups))
+    return emit_gradient(ctx, tensors, layer, [data, weight], dy)
+
+
+DERIVED_LEVEL = 12  # above TVM's (10) and swtune's Relax-operator gradients (11)
+
+
+def register_derived() -> None:
+    """Route ``nn.conv2d``'s gradient to the derived operators (level 12): backward graphs then hold
+    one-stage expression functions (tuning tasks) instead of conv2d_transpose and a cropped conv."""
+    register_gradient("relax.nn.conv2d", derived_conv2d_grad, level=DERIVED_LEVEL)
 
 
 @relax.expr_functor.mutator
