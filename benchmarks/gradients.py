@@ -264,7 +264,10 @@ def main() -> None:
         figures["ops_all_pass"] = all(
             o["fd_max_rel_err"] <= 1e-6 and o.get("autograd_max_rel_err", 0.0) <= 1e-5
             and o["configs_checked"] >= 20 and o["wrong_results"] == o["dma_count_mismatches"]
-            == o["compile_failures"] == 0 for o in ops)
+            == o["compile_failures"] == o["runtime_errors"] == o["tir_mismatches"] == 0 for o in ops)
+        figures["ops_failing"] = [o["op"] for o in ops if o["wrong_results"] or o["dma_count_mismatches"]
+                                  or o["compile_failures"] or o["runtime_errors"] or o["tir_mismatches"]
+                                  or o["fd_max_rel_err"] > 1e-6 or o.get("autograd_max_rel_err", 0.0) > 1e-5]
     figures["useful_mac_fraction"] = useful_fractions()
     layers, gains = backward_vs_forward(opts.trials, opts.seed)
     gains += gemm_gains(opts.trials, opts.seed)

@@ -227,3 +227,14 @@ def test_a_mixed_radix_index_is_viewed_as_two_dimensions_not_split_by_residue():
     grad = check([x, pool], lambda t: torch.nn.functional.avg_pool2d(t, 2))
     (op,) = grad.operators
     assert op.radix == ((1,), (2,), (4, 2), (4, 2)) and op.macs == 2 * 8 * 8 and "viewed as shape" in grad.describe()
+
+
+def test_finite_differences_converge_across_the_kinks_of_a_max_reduction():
+    """A tropical product max_k A[i,k] + B[k,j] on inputs in [0.5, 1.5] has candidates within the
+    largest step of each other: the check shrinks its step until two estimates agree."""
+    a = te.placeholder((16, 20), F64, name="A")
+    b = te.placeholder((20, 12), F64, name="B")
+    k = te.reduce_axis((0, 20), "k")
+    out = te.compute((16, 12), lambda i, j: te.max(a[i, k] + b[k, j], axis=k), name="max_plus")
+    check([a, b, out], lambda x, y: (x[:, :, None] + y[None]).amax(1))
+

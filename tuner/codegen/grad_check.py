@@ -4,7 +4,7 @@
 operator). The operator is rebuilt in float64 (tuner.expr.autodiff.with_dtype), its gradient program
 and forward are built for llvm, and for the loss ``L(x) = sum(head * f(x))`` each input's gradient is
 compared along a random direction v with central differences ``(L(x + h v) - L(x - h v)) / 2h``,
-Richardson-extrapolated. Inputs are drawn in
+Richardson-extrapolated, the step shrunk until two successive estimates agree (kinks of max, abs). Inputs are drawn in
 [0.5, 1.5] so that logs, roots and quotients stay inside their domains.
 """
 
@@ -18,6 +18,8 @@ import numpy as np
 # Richardson-extrapolated central differences: (4 D(h/2) - D(h)) / 3 has an O(h^4) truncation error,
 # so a step this large keeps the rounding error (eps |L| / h) far below the 1e-6 the check asks for
 FD_STEP = 1e-3
+FD_MIN_STEP = 1e-7  # below it rounding (eps |L| / h) dominates
+FD_AGREEMENT = 1e-7  # relative agreement of two successive estimates
 
 
 def _compile(tensors: Sequence[Any]) -> Any:
@@ -56,6 +58,24 @@ def gradients_float64(tensors: Sequence[Any], seed: int = 0) -> tuple[list[np.nd
     return inputs, head, dict(zip(grad.outputs, values)), _compile(t64)
 
 
+def _converged(central: Callable[[float], float]) -> float:
+    """The extrapolated difference at the first step whose estimate agrees with the next smaller
+    step's: a max, min or abs in the body has kinks, and a step that crosses one (two candidates
+    within h of each other) gives a wrong slope; shrinking the step until two estimates agree is
+    the standard remedy, and it never looks at the derived gradient."""
+    def richardson(h: float) -> float:
+        return (4 * central(h / 2) - central(h)) / 3
+
+    h = FD_STEP
+    estimate = richardson(h)
+    while h > FD_MIN_STEP:
+        smaller = richardson(h / 8)
+        if abs(smaller - estimate) <= FD_AGREEMENT * max(abs(smaller), abs(estimate), 1e-12):
+            return smaller
+        h, estimate = h / 8, smaller
+    return estimate
+
+
 def fd_errors(tensors: Sequence[Any], seed: int = 0) -> dict[str, float]:
     """Relative error of each input's derived gradient against central finite differences."""
     inputs, head, grads, forward = gradients_float64(tensors, seed)
@@ -74,7 +94,7 @@ def fd_errors(tensors: Sequence[Any], seed: int = 0) -> dict[str, float]:
             minus = [x - h * v if i == n else x for i, x in enumerate(inputs)]
             return (loss(plus) - loss(minus)) / (2 * h)
 
-        fd = (4 * central(FD_STEP / 2) - central(FD_STEP)) / 3
+        fd = _converged(central)
         analytic = float(np.sum(g * v))
         errors[name] = abs(fd - analytic) / max(abs(analytic), abs(fd), 1e-12)
     return errors
