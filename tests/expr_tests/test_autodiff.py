@@ -238,3 +238,24 @@ def test_finite_differences_converge_across_the_kinks_of_a_max_reduction():
     out = te.compute((16, 12), lambda i, j: te.max(a[i, k] + b[k, j], axis=k), name="max_plus")
     check([a, b, out], lambda x, y: (x[:, :, None] + y[None]).amax(1))
 
+
+
+@pytest.mark.skipif(__import__("shutil").which("gcc") is None, reason="gcc builds the emulated kernel")
+def test_conv3d_weight_gradient_with_a_one_point_output_tile_runs_on_the_emulator(tmp_path):
+    """A derived operator with four col axes, one of them tiled by 1 on an 8x8 mesh: TVM allocates that
+    LDM dimension with extent 1 and writes its index rebased; the printer used to subtract the box
+    origin a second time and the kernel crashed (SIGSEGV) on the CPEs whose tile was not the first."""
+    from tuner.backends.emulator_backend import EmulatorBackend
+    from tuner.space import space_for
+
+    data = te.placeholder((1, 4, 6, 8, 8), "float32", name="data")
+    weight = te.placeholder((4, 4, 3, 3, 3), "float32", name="weight")
+    rc, rd, rh, rw = (te.reduce_axis((0, n), name) for n, name in ((4, "rc"), (3, "rd"), (3, "rh"), (3, "rw")))
+    out = te.compute((1, 4, 4, 6, 6), lambda b, f, z, y, x: te.sum(
+        data[b, rc, z + rd, y + rh, x + rw] * weight[f, rc, rd, rh, rw], axis=[rc, rd, rh, rw]), name="conv3d")
+    (op,) = [op for op in differentiate([data, weight, out]).operators if op.wrt == "weight"]
+    config = {"tile_i0": 4, "tile_i1": 2, "tile_i2": 3, "tile_i3": 1, "tile_i4": 3, "tile_y": 3, "grid": "8x8",
+              "share": "none", "dma": "strided", "put_lines": 0, "db_a": 1, "db_b": 1, "db_c": 0, "tile_order": "col",
+              "inner": "i2", "simd": 1, "unroll": 8, "acc": "reg", "pack": "none"}
+    result = EmulatorBackend(workdir=tmp_path).measure_one(space_for(op.workload(), "sw26010"), config)
+    assert result.status == "ok", result.error

@@ -110,8 +110,10 @@ class SlavePrinter:
     def _ldm_ref(self, buf: Any, indices: list, env: dict[str, str] | None = None) -> str:
         role = self.roles[buf.name]
         slot = f"{role}_s"
+        # a dimension TVM allocated with extent 1 holds one point per tile: its local index is 0 (TVM
+        # writes it rebased, ``start - start``, so subtracting the box origin again would be wrong)
         flat = " + ".join(f"({cexpr(i, env or {})} - {role}_o[{slot}][{d}]) * {role}_p[{slot}][{d}]"
-                          for d, i in enumerate(indices))
+                          for d, i in enumerate(indices) if not _is_one(buf.shape[d])) or "0"
         return f"{role.upper()}_ldm[{slot}][{flat}]"
 
     def _pk_ref(self, e: Any, env: dict[str, str] | None = None) -> str:
@@ -623,3 +625,7 @@ static void sw_rlc_col_span(char *p, long len, int owner, int me, int rows) {
 SW_RLC_HELPER = (_RLC_HEAD + _RLC_BUS.format(bus="row", peers="cols", x="r", busname="row", i="c")
                  + _RLC_BUS.format(bus="col", peers="rows", x="c", busname="column", i="r") + _RLC_SPAN)
 
+
+
+def _is_one(extent: Any) -> bool:
+    return kind(extent) == "IntImm" and int(extent.value) == 1
