@@ -132,7 +132,7 @@ def test_single_operand_stencil_has_an_empty_group_and_no_reduction():
 def test_the_closed_form_sum_of_clipped_boxes_is_the_sum(low, step, span, extent, count):
     from tuner.space.expr_geometry import _sum_of_boxes
 
-    brute = sum(min(low + i * step + span, extent) - (low + i * step) for i in range(count))
+    brute = sum(min(low + i * step + span, extent) - max(low + i * step, 0) for i in range(count))
     got = _sum_of_boxes(np.array([low], float), np.array([step], float), np.array([span], float), extent,
                         np.array([count], float))
     assert got[0] == brute

@@ -78,12 +78,16 @@ class BoxC:
         p = self.prefix
         lines = []
         for d, base in enumerate(self.bases):
-            lines.append(f"{p}_o[{slot}][{d}] = {base};")
             lim = self.extents[d]
             if d == len(self.bases) - 1 and self.padded_last is not None:
+                lines.append(f"{p}_o[{slot}][{d}] = {base};")
                 lines.append(f"{p}_n[{slot}][{d}] = {self.padded_last};")
                 continue
-            lines.append(f"{p}_n[{slot}][{d}] = SW_MIN({self.full[d]}, {lim} - {p}_o[{slot}][{d}]);")
+            # TVM's region of a ragged tile on a flipped axis can start below 0: the box is clipped at
+            # both ends of the tensor (the LDM index subtracts the clipped origin, so it stays right)
+            o = f"{p}_o[{slot}][{d}]"
+            lines.append(f"{{ const long _b = {base}; {o} = SW_MAX(_b, 0L); "
+                         f"{p}_n[{slot}][{d}] = SW_MIN({self.full[d]} - ({o} - _b), {lim} - {o}); }}")
         nd = len(self.bases)
         for d in range(nd - 1, -1, -1):
             nxt = "1" if d == nd - 1 else f"{p}_p[{slot}][{d + 1}] * {p}_n[{slot}][{d + 1}]"

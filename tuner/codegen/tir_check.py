@@ -143,7 +143,8 @@ class _Walker:
             e = loop_ext[names[0]] if names else 1
             base = evaluate_array(idx, at_start)
             full.append(e)
-            lens.append(np.maximum(0, np.minimum(e, extents[d] - base)))
+            # the box [base, base + e) clipped to the tensor at both ends, as tuner/codegen/boxes.py fetches it
+            lens.append(np.maximum(0, np.minimum(base + e, extents[d]) - np.maximum(base, 0)))
         if self.put_lines and role == "c" and full[-1] >= extents[-1]:
             per_line = 128 // self.ds
             lens[-1] = full[-1] = -(-extents[-1] // per_line) * per_line

@@ -262,15 +262,16 @@ class ExprGeometry:
 
 
 def _sum_of_boxes(low: np.ndarray, step: np.ndarray, span: np.ndarray, extent: int, count: np.ndarray) -> np.ndarray:
-    """Sum over i < count of |[low + i*step, min(low + i*step + span, extent))|, in closed form: the
-    boxes below the top edge are whole, those above it stop at it."""
+    """Sum over i < count of |[low + i*step, low + i*step + span) clipped to [0, extent)|, in closed form:
+    the boxes below the top edge are whole, those above it stop at it; the ones starting below 0 lose
+    what lies under it."""
     safe = np.maximum(step, 1.0)
     # sum of min(low + i*step + span, extent): whole while low + i*step + span <= extent
     whole = np.clip(np.floor((extent - low - span) / safe) + 1, 0, count)
     tops = whole * (low + span) + step * whole * (whole - 1) / 2 + (count - whole) * extent
-    # TVM's cache_read region is clipped at the tensor's end but not at its start: a ragged tile of a
-    # flipped (negative coefficient) axis reaches below index 0, and the kernel's DMA reads those
-    # elements (before the operand: a known defect of the generated C, recorded in the notes); the
-    # analysis counts what the kernel fetches
-    return tops - (count * low + step * count * (count - 1) / 2)
+    # sum of max(low + i*step, 0): a ragged tile of a flipped axis starts below 0, and its box is
+    # clipped there (tuner/codegen/boxes.py): zero while low + i*step <= 0
+    under = np.clip(np.floor(-low / safe) + 1, 0, count)
+    bottoms = (count - under) * low + step * (count * (count - 1) - under * (under - 1)) / 2
+    return tops - bottoms
 
