@@ -1,0 +1,300 @@
+"""Derived operators built from gather-form terms, and the program pieces around them.
+
+Terms over the same points with reductions of the same extents merge into one ``te.compute``: a
+:class:`GradientOperator`, one tuning task. Its operands are prepared by the program first: the head
+padded with zeros, other operands padded with their edge values (:class:`Padding`), an operand read at one
+fixed or strided index copied compact (:class:`Gather`); each input's gradient is then assembled from its
+operators' points (``assemble``). Imports tvm inside functions only.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any
+
+from tuner.expr.derivative import is_load, kind, load_parts, loads, rebuild, show, show_indices
+from tuner.expr.gather_form import Term, affine
+
+
+@dataclass(frozen=True)
+class Padding:
+    """How a gradient operator reads an operand: padded by ``low``/``high`` per dimension, with zeros
+    (the head: outside the output there is no gradient) or by repeating the edge (other operands:
+    finite values that the zero head then multiplies away)."""
+
+    low: tuple[int, ...]
+    high: tuple[int, ...]
+    zeros: bool
+
+    @property
+    def needed(self) -> bool:
+        return any(self.low) or any(self.high)
+
+
+@dataclass(frozen=True)
+class Gather:
+    """An operand read at one fixed or strided index (a data gradient's weight taps ``W[f, c, 1, 1]``):
+    the program copies those elements into a compact tensor first, so the operator's DMA reads whole
+    rows instead of single elements. ``index`` per dimension of the operand: (position of the compact
+    dimension or -1 for a constant, coefficient, offset)."""
+
+    index: tuple[tuple[int, int, int], ...]
+    shape: tuple[int, ...]
+
+    @property
+    def name_suffix(self) -> str:
+        return "_c"
+
+
+@dataclass
+class GradientOperator:
+    """One derived operator: a single ``te.compute`` computing the gradient of input ``wrt`` at the
+    points ``step * (q + first) + residue`` of each dimension (step 1, first 0, residue 0: all of it)."""
+
+    name: str
+    wrt: str
+    step: tuple[int, ...]
+    first: tuple[int, ...]
+    residue: tuple[int, ...]
+    radix: tuple[tuple[int, ...], ...]  # per dimension of ``wrt``, the output dimensions it is viewed as
+    tensors: list[Any]  # standalone: one placeholder per operand, then the output (the tuning task)
+    # operand name -> how the program prepares it before this operator reads it: padded, or gathered compact
+    operands: dict[str, Padding | Gather]
+    formula: str  # the body as a user reads it
+
+    def workload(self) -> Any:
+        from tuner.expr.workload import ExprWorkload
+
+        return ExprWorkload.from_tensors(self.tensors, name=self.name)
+
+    @property
+    def macs(self) -> int:
+        """Multiply-adds the operator's loops execute (output points times reduction points)."""
+        out = self.tensors[-1]
+        body = out.op.body[0]
+        reduce = math.prod(int(r.dom.extent) for r in getattr(body, "axis", ()))
+        return math.prod(int(s) for s in out.shape) * reduce
+
+
+def merge_terms(terms: list[Term]) -> list[list[Term]]:
+    """Terms over the same points with reductions of the same extents become one operator."""
+    groups: dict[tuple[Any, ...], list[Term]] = {}
+    for t in terms:
+        key = (t.step, t.first, t.residue, t.count, t.radix, tuple(e for _, e in t.reduce))
+        groups.setdefault(key, []).append(t)
+    return list(groups.values())
+
+
+def _ranges(expr: Any, bounds: dict[Any, int]) -> tuple[int, int]:
+    """[min, max] of an affine integer expression over its variables' ranges [0, bound)."""
+    aff = affine(expr, list(bounds), "an operand")
+    lo = aff.offset + sum(c * (bounds[v] - 1) for v, c in aff.coefs.items() if c < 0)
+    hi = aff.offset + sum(c * (bounds[v] - 1) for v, c in aff.coefs.items() if c > 0)
+    return lo, hi
+
+
+def build_operator(group: list[Term], name: str, wrt: Any, head: Any) -> tuple[GradientOperator, Any]:
+    """(the standalone operator, a builder of the same compute over any operand tensors)."""
+    from tvm import te
+
+    first = group[0]
+    bounds = {v: c for v, c in zip(first.q, first.count)}
+    bounds.update({v: e for v, e in first.reduce})
+    # align every term's variables with the first's
+    values = []
+    for t in group:
+        mapping = {v: w for v, w in zip(t.q, first.q)}
+        mapping.update({v: w for (v, _), (w, _) in zip(t.reduce, first.reduce)})
+        values.append(rebuild(t.value, mapping, lambda tensor, idx: tensor(*idx)))
+    pads: dict[Any, tuple[list[int], list[int]]] = {}
+    tensors: dict[str, Any] = {}
+    for value in values:
+        for ld in loads(value):
+            tensor, idx = load_parts(ld)
+            tensors[str(tensor.op.name)] = tensor
+            low, high = pads.setdefault(tensor, ([0] * len(idx), [0] * len(idx)))
+            for d, i in enumerate(idx):
+                lo, hi = _ranges(i, bounds)
+                low[d] = max(low[d], -lo)
+                high[d] = max(high[d], hi - (int(tensor.shape[d]) - 1))
+    paddings: dict[str, Padding | Gather] = {
+        str(t.op.name): Padding(tuple(lo), tuple(hi), zeros=t.same_as(head)) for t, (lo, hi) in pads.items()}
+    gathered: dict[str, list[Any]] = {}  # operand -> the variables indexing its compact copy
+    for tensor in pads:
+        spec = _gather(tensor, values, bounds, paddings[str(tensor.op.name)], head)
+        if spec is not None:
+            paddings[str(tensor.op.name)], gathered[str(tensor.op.name)] = spec
+    value = values[0]
+    for v in values[1:]:
+        value = value + v
+
+    def build(operands: dict[str, Any], out_name: str) -> Any:
+        def fcompute(*qs: Any) -> Any:
+            raxes = [te.reduce_axis((0, e), name=str(v.name)) for v, e in first.reduce]
+            mapping = {v: w for v, w in zip(first.q, qs)}
+            mapping.update({v: r.var for (v, _), r in zip(first.reduce, raxes)})
+
+            def load(tensor: Any, idx: list[Any]) -> Any:
+                name = str(tensor.op.name)
+                if name in gathered:
+                    return operands[name](*[mapping[v] for v in gathered[name]])
+                low = paddings[name].low  # type: ignore[union-attr]
+                return operands[name](*[i + p if p else i for i, p in zip(idx, low)])
+
+            body = rebuild(value, mapping, load)
+            return te.sum(body, axis=raxes) if raxes else body
+
+        return te.compute(first.count, fcompute, name=out_name)
+
+    placeholders = {n: te.placeholder(_prepared_shape(t, paddings[n]), dtype=t.dtype,
+                                      name=n + (paddings[n].name_suffix if n in gathered else ""))  # type: ignore
+                    for n, t in tensors.items()}
+    out = build(placeholders, name)
+    formula = _formula(out)
+    op = GradientOperator(name=name, wrt=str(wrt.op.name), step=first.step, first=first.first,
+                          residue=first.residue, radix=first.radix, tensors=[*placeholders.values(), out],
+                          operands=paddings, formula=formula)
+    return op, build
+
+
+def _gather(tensor: Any, values: list[Any], bounds: dict[Any, int], pad: Padding | Gather,
+            head: Any) -> tuple[Gather, list[Any]] | None:
+    """A compact copy of an operand read at one index whose dimensions are constants or single
+    axes with a stride (each axis once), when that index skips elements; None otherwise."""
+    if tensor.same_as(head) or not isinstance(pad, Padding) or pad.needed:
+        return None
+    indices = {show_indices(load_parts(ld)[1]): load_parts(ld)[1] for v in values for ld in loads(v)
+               if load_parts(ld)[0].same_as(tensor)}
+    if len(indices) != 1:
+        return None
+    (idx,) = indices.values()
+    variables: list[Any] = []
+    spec = []
+    sparse = False
+    for i in idx:
+        aff = affine(i, list(bounds), str(tensor.op.name))
+        if len(aff.coefs) > 1:
+            return None
+        if not aff.coefs:
+            spec.append((-1, 0, aff.offset))
+            sparse = True
+            continue
+        ((v, c),) = aff.coefs.items()
+        if any(v.same_as(w) for w in variables):
+            return None
+        spec.append((len(variables), c, aff.offset))
+        variables.append(v)
+        sparse = sparse or abs(c) != 1
+    if not sparse:
+        return None
+    return Gather(tuple(spec), tuple(bounds[v] for v in variables)), variables
+
+
+def _prepared_shape(tensor: Any, spec: Padding | Gather) -> tuple[int, ...]:
+    if isinstance(spec, Gather):
+        return spec.shape
+    return tuple(int(s) + lo + hi for s, lo, hi in zip(tensor.shape, spec.low, spec.high))
+
+
+def prepare(tensor: Any, spec: Padding | Gather) -> Any:
+    """The program's copy of an operand as the operator reads it: padded, or gathered compact."""
+    from tvm import te
+
+    if isinstance(spec, Padding):
+        return _padded(tensor, spec)
+    return te.compute(spec.shape, lambda *j: tensor(*[c * j[p] + o if p >= 0 else o for p, c, o in spec.index]),
+                      name=f"{tensor.op.name}{spec.name_suffix}")
+
+
+def _formula(out: Any) -> str:
+    body = out.op.body[0]
+    if kind(body) == "Reduce":
+        axes = ", ".join(f"{iv.var.name} < {int(iv.dom.extent)}" for iv in body.axis)
+        reducer = {"Add": "sum"}.get(kind(body.combiner.result[0]), "reduce")
+        return f"{reducer}[{axes}] {show(body.source[0])}"
+    return show(body)
+
+
+def _padded(tensor: Any, pad: Padding) -> Any:
+    """The program's padded copy of ``tensor`` (zeros, or the edge repeated)."""
+    from tvm import te, tirx
+
+    if not pad.needed:
+        return tensor
+    shape = [int(s) + lo + hi for s, lo, hi in zip(tensor.shape, pad.low, pad.high)]
+
+    def fcompute(*idx: Any) -> Any:
+        inner = [i - lo for i, lo in zip(idx, pad.low)]
+        if not pad.zeros:
+            return tensor(*[tirx.max(0, tirx.min(i, int(s) - 1)) for i, s in zip(inner, tensor.shape)])
+        inside = tirx.all(*[tirx.And(i >= 0, i < int(s)) for i, s in zip(inner, tensor.shape)])
+        clamped = [tirx.max(0, tirx.min(i, int(s) - 1)) for i, s in zip(inner, tensor.shape)]
+        return tirx.if_then_else(inside, tensor(*clamped), tirx.const(0.0, tensor.dtype))
+
+    return te.compute(shape, fcompute, name=f"{tensor.op.name}_pad")
+
+
+# one part of a gradient in the program: (step, first, residue, radix, tensor) -- the tensor holds the
+# gradient at the points step * (q + first) + residue of each dimension the target is viewed as (radix)
+
+
+Piece = tuple[tuple[int, ...], tuple[int, ...], tuple[int, ...], tuple[tuple[int, ...], ...], Any]
+
+
+def passes_through(group: list[Term], head: Any, target: Any) -> bool:
+    """The terms are exactly ``head[q]`` over the target's whole shape: its gradient is the head."""
+    if len(group) != 1 or group[0].reduce or any(s != 1 for s in group[0].step) or any(group[0].first) \
+            or any(group[0].residue) or list(group[0].count) != [int(s) for s in target.shape] \
+            or list(head.shape) != list(target.shape):
+        return False
+    value = group[0].value
+    if not is_load(value):
+        return False
+    tensor, idx = load_parts(value)
+    return tensor.same_as(head) and all(i.same_as(q) for i, q in zip(idx, group[0].q))
+
+
+def _virtual(a: list[Any], radix: tuple[tuple[int, ...], ...]) -> list[Any]:
+    """The indices of the dimensions a piece views the target's as (mixed radix: a -> a // n, a % n)."""
+    from tvm import tirx
+
+    if not radix:
+        return a
+    out = []
+    for index, sizes in zip(a, radix):
+        inner = math.prod(sizes)
+        for size in sizes:
+            inner //= size
+            out.append(index if len(sizes) == 1 else tirx.floormod(tirx.floordiv(index, inner), size))
+    return out
+
+
+def assemble(target: Any, pieces: list[Piece], name: str) -> Any:
+    """The program's gradient of ``target``: the sum of its pieces, each at its own points."""
+    from tvm import te, tirx
+
+    shape = [int(s) for s in target.shape]
+    dtype = str(target.dtype)
+    if len(pieces) == 1:
+        step, first, residue, radix, tensor = pieces[0]
+        if all(s == 1 for s in step) and not any(first) and not any(residue) \
+                and [int(s) for s in tensor.shape] == shape:
+            return tensor
+
+    def fcompute(*target_index: Any) -> Any:
+        total = tirx.const(0.0, dtype)
+        for step, first, residue, radix, tensor in pieces:
+            a = _virtual(list(target_index), radix)
+            conds, idx = [], []
+            for d, (s, f, r) in enumerate(zip(step, first, residue)):
+                q = tirx.floordiv(a[d] - r, s) - f if s != 1 else a[d] - r - f
+                conds.append(tirx.And(q >= 0, q < int(tensor.shape[d])))
+                if s != 1:
+                    conds.append(tirx.EQ(tirx.floormod(a[d] - r, s), 0))
+                idx.append(q)
+            safe = [tirx.max(0, tirx.min(i, int(n) - 1)) for i, n in zip(idx, tensor.shape)]
+            total = total + tirx.if_then_else(tirx.all(*conds), tensor(*safe), tirx.const(0.0, dtype))
+        return total
+
+    return te.compute(shape, fcompute, name=name)
