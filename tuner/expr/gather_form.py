@@ -24,7 +24,6 @@ class Stage:
 
     tensor: Any
     extents: dict[Any, int]  # every axis variable (spatial and reduction) -> extent
-    spatial: list[Any]
     head: list[Any]  # the output index as a function of the axes (the spatial axes, or their splits)
     value: Any
     reducer: str  # "none", "sum", "max" or "min"
@@ -55,7 +54,7 @@ def stage_of(tensor: Any) -> Stage:
     for var, ext in extents.items():
         analyzer.bind(var, ir.Range(0, ext))
     value = rebuild(value, {}, lambda t, idx: t(*[analyzer.simplify(i) for i in idx]))
-    stage = Stage(tensor, extents, spatial, list(spatial), value, reducer)
+    stage = Stage(tensor, extents, head=spatial, value=value, reducer=reducer)  # out[i, j, ..]
     return _split_div_mod(stage)
 
 
@@ -72,7 +71,6 @@ def _split_div_mod(stage: Stage) -> Stage:
     if not divisors:
         return stage
     mapping: dict[Any, Any] = {}
-    split: dict[Any, tuple[Any, Any]] = {}
     extents = dict(stage.extents)
     analyzer = sym.Analyzer()
     for v, m in divisors.items():
@@ -82,7 +80,6 @@ def _split_div_mod(stage: Stage) -> Stage:
         hi, lo = tirx.Var(f"{v.name}_hi", "int32"), tirx.Var(f"{v.name}_lo", "int32")
         extents[hi], extents[lo] = extents.pop(v) // m, m
         mapping[v] = hi * m + lo
-        split[v] = (hi, lo)
     for var, ext in extents.items():
         analyzer.bind(var, ir.Range(0, ext))
 
@@ -94,8 +91,7 @@ def _split_div_mod(stage: Stage) -> Stage:
 
     value = rebuild(stage.value, mapping, load)
     head = [simplify(rebuild(h, mapping, load)) for h in stage.head]
-    spatial = [s for v in stage.spatial for s in (split[v] if v in split else (v,))]
-    return Stage(stage.tensor, extents, spatial, head, value, stage.reducer)
+    return Stage(stage.tensor, extents, head, value, stage.reducer)
 
 
 def index_map(tensor: Any) -> tuple[Any, list[Any], Any] | None:
