@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import typer
 
-from cli import calibrate_commands, client_commands, grad_commands, service_commands, tuner_commands
+from cli import calibrate_commands, client_commands, grad_commands, service_commands, train_commands, tuner_commands
 from cli.errors import DomainErrorGroup
 from cli.output import HELP_MARKUP
 
@@ -25,6 +25,7 @@ def build_app() -> typer.Typer:
     app.command("check-grad")(grad_commands.check_grad)
     app.command("compile")(tuner_commands.compile_model)
     app.command("tune-model")(tuner_commands.tune_model)
+    app.command("train")(train_commands.train)
     app.command("calibrate")(calibrate_commands.calibrate)
     # the service: its processes, the embedded demo, the tuning log and tokens
     app.command("serve")(service_commands.serve)

@@ -269,7 +269,7 @@ def _follow(client: Any, submitted: dict[str, Any], names: list[str], deadline: 
         return follow_tasks(client, submitted, deadline, lambda tasks: live.update(table(tasks)))
 
 
-def _tune_on(url: str, token: str | None, model: str, layers: list[Any], target: str, budget: int,
+def tune_on_service(url: str, token: str | None, model: str, layers: list[Any], target: str, budget: int,
              strategy: str | None, timeout: float) -> tuple[list[dict[str, Any]], dict[str, Any]]:
     """Submit the model to the service at ``url`` as one submission (one budget, spread by the
     server's gradient task scheduler), follow it, and fetch the best schedules. The tasks come back
@@ -351,7 +351,7 @@ def tune_model(
                   + (", ".join(f"{op} x{n}" for op, n in sorted(extracted.untuned.items())) or "none"))
     start = time.monotonic()
     if server:
-        tasks, best = _tune_on(server, token, model, layers, target, whole, strategy, timeout)
+        tasks, best = tune_on_service(server, token, model, layers, target, whole, strategy, timeout)
     else:
         from service.embedded import embedded_service
 
@@ -362,7 +362,7 @@ def tune_model(
         hint = " ".join(["swtune compile", model, *shape, "-o DIR --db", shlex.quote(db or "swtune.db")])
         console.print(f"tuning log: {log_url} (`{hint}` reads it)", soft_wrap=True, highlight=False)
         with embedded_service(log_url, workers=workers, target=target) as service:
-            tasks, best = _tune_on(service.url, None, model, layers, target, whole, strategy, timeout)
+            tasks, best = tune_on_service(service.url, None, model, layers, target, whole, strategy, timeout)
     profile = active_profile(get_target(target).name, server=server, token=token, db_url=log_url)
     layer_report(layers, tasks, best, target, time.monotonic() - start, profile)
     # the program `swtune compile` would build from this log: fused, offloaded and grouped the same way

@@ -16,7 +16,7 @@ from typing import Any
 import numpy as np
 
 from tuner.aot.cpe_ops import CpeMode
-from tuner.aot.host import host_file, model_header
+from tuner.aot.host import Driver, host_file, model_header
 from tuner.aot.kernels import Kernel, Lookup, kernel_header, resolve_kernels, slave_file
 from tuner.aot.launch_groups import assign_groups
 from tuner.aot.makefile import makefile
@@ -209,8 +209,10 @@ def lower_model(mod: Any, target: Target | str, lookup: Lookup | None, *, cpe_mo
 
 def compile_model(model: Any, target: Target | str, out_dir: str | Path, lookup: Lookup | None, *,
                   example_inputs: Sequence[Any] | None = None, name: str = "model",
-                  cpe_mode: CpeMode | str = "faster", fuse: bool = True, group_launches: bool = True) -> AotResult:
+                  cpe_mode: CpeMode | str = "faster", fuse: bool = True, group_launches: bool = True,
+                  driver: Driver | None = None) -> AotResult:
     """Compile ``model`` ahead of time for ``target`` into ``out_dir`` (created if needed);
+    ``driver`` writes the program's main (default: one inference, tuner.aot.host.inference_main);
     ``cpe_mode`` says which memory-bound operators become CPE kernels (tuner.aot.cpe_ops.CpeMode);
     ``group_launches``: consecutive CPE steps share one spawn (tuner.aot.launch_groups)."""
     from tuner.codegen.host import SLAVE_API
@@ -225,7 +227,7 @@ def compile_model(model: Any, target: Target | str, out_dir: str | Path, lookup:
     out.mkdir(parents=True, exist_ok=True)
     layout = write_weights(graph, out / "weights.bin")
     files = {
-        "host.c": host_file(graph, kernels, plan, name, tgt.name, ty),
+        "host.c": host_file(graph, kernels, plan, name, tgt.name, ty, driver),
         "slave.c": slave_file(kernels, low.cpe_ops, ty, low.groups),
         "swtune_kernel.h": kernel_header(ty, kernels),
         "swtune_slave_api.h": SLAVE_API,

@@ -8,6 +8,8 @@ outputs one after another. ``SWTUNE_PROFILE=1`` prints the seconds of every step
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from tuner.aot.kernels import Kernel
 from tuner.aot.memory import MemoryPlan
 from tuner.aot.mpe import Ref, describe, emit_mpe
@@ -17,8 +19,10 @@ from tuner.ir.graph import Graph, Node, Tensor
 from tuner.ir.tir_c import PRELUDE
 from tuner.targets import get_target
 
+Driver = Callable[[Graph, MemoryPlan, str, float], str]  # (graph, memory plan, C type, MPE Hz) -> main()
 
-def _var(t: Tensor) -> str:
+
+def c_var(t: Tensor) -> str:
     r = t.root
     return {"input": f"in{r.index}", "const": f"w{r.id}", "temp": f"t{r.id}"}[r.kind]
 
@@ -84,12 +88,16 @@ def step_label(n: Node) -> str:
     return f"{n.source}: {n.relax_op} -> MPE {describe(n)}"
 
 
-def host_file(graph: Graph, kernels: list[Kernel], plan: MemoryPlan, model: str, target: str, ty: str) -> str:
+def host_file(graph: Graph, kernels: list[Kernel], plan: MemoryPlan, model: str, target: str, ty: str,
+              driver: Driver | None = None) -> str:
+    """host.c: the run function (every step in order) and ``driver``'s main (by default one
+    inference: ``inference_main``)."""
+    driver = driver or inference_main
     nodes = graph.nodes
     hz = get_target(target).mpe_clock_hz
     decls = []
     for t in graph.inputs:
-        decls.append(f"  {ty} *const {_var(t)} = inputs[{t.index}];")
+        decls.append(f"  {ty} *const {c_var(t)} = inputs[{t.index}];")
     seen: set[int] = set()
     for n in nodes:
         for t in [*n.inputs, *n.outputs]:
@@ -98,14 +106,14 @@ def host_file(graph: Graph, kernels: list[Kernel], plan: MemoryPlan, model: str,
                 continue
             seen.add(r.id)
             if r.kind == "const":
-                decls.append(f"  {ty} *const {_var(r)} = W + SWTUNE_W{_const_index(graph, r)};")
+                decls.append(f"  {ty} *const {c_var(r)} = W + SWTUNE_W{_const_index(graph, r)};")
             else:
-                decls.append(f"  {ty} *const {_var(r)} = slots[{plan.slot_of[r.id]}];  /* {r.name} {list(r.shape)} */")
+                decls.append(f"  {ty} *const {c_var(r)} = slots[{plan.slot_of[r.id]}];  /* {r.name} {list(r.shape)} */")
     body = []
     for i, n in enumerate(nodes):
         body.append(f"  /* [{i}] {step_label(n)} */")
         body.append("  t0 = sw_cycles();")
-        code = _cpe_call(n, _var) if n.op in ("kernel", "cpe") else emit_mpe(n, _var, ty)
+        code = _cpe_call(n, c_var) if n.op in ("kernel", "cpe") else emit_mpe(n, c_var, ty)
         body += code
         body.append(f"  step_cycles[{i}] += sw_cycles() - t0;")
     cpe_ops = {n.attrs["cpe"].index: n.attrs["cpe"] for n in nodes if n.op == "cpe"}
@@ -117,13 +125,7 @@ def host_file(graph: Graph, kernels: list[Kernel], plan: MemoryPlan, model: str,
     used = [f.code for name, f in graph.functions.items() if name in on_mpe]
     generic = [PRELUDE, *used] if used else []
     labels = ",\n".join(f'  "{step_label(n)}"' for n in nodes) or '  ""'
-    outputs = "\n".join(
-        f"  if (fwrite({_var(t)}, sizeof({ty}), SWTUNE_OUTPUT{i}_ELEMS, f) != (size_t)SWTUNE_OUTPUT{i}_ELEMS) "
-        f"{{ fprintf(stderr, \"cannot write %s\\n\", argv[argc - 1]); return 2; }}"
-        for i, t in enumerate(graph.outputs))
-    out_decls = "\n".join(_out_decls(graph, plan, ty))
-    return f"""/* swtune AOT host program: {model} on {target}.
- * usage: model weights.bin input0.bin [input1.bin ...] output.bin   (raw little-endian {graph.dtype}) */
+    return f"""/* swtune AOT host program: {model} on {target} ({graph.dtype}). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -153,7 +155,18 @@ static void swtune_run({ty} *const *inputs, {ty} *const W, {ty} *const *slots) {
   (void)t0; (void)W; (void)slots; (void)inputs;
 }}
 
-int main(int argc, char **argv) {{
+{driver(graph, plan, ty, hz)}
+"""
+
+
+def inference_main(graph: Graph, plan: MemoryPlan, ty: str, hz: float) -> str:
+    """``model weights.bin input0.bin [input1.bin ...] output.bin``: one run of the model."""
+    outputs = "\n".join(
+        f"  if (fwrite({c_var(t)}, sizeof({ty}), SWTUNE_OUTPUT{i}_ELEMS, f) != (size_t)SWTUNE_OUTPUT{i}_ELEMS) "
+        f"{{ fprintf(stderr, \"cannot write %s\\n\", argv[argc - 1]); return 2; }}"
+        for i, t in enumerate(graph.outputs))
+    out_decls = "\n".join(output_decls(graph, plan, ty))
+    return f"""int main(int argc, char **argv) {{
   if (argc != SWTUNE_N_INPUTS + 3) {{
     fprintf(stderr, "usage: %s weights.bin input0.bin [...] output.bin  (%d input file(s))\\n",
             argv[0], SWTUNE_N_INPUTS);
@@ -196,7 +209,7 @@ def _const_index(graph: Graph, t: Tensor) -> int:
     raise KeyError(t.name)
 
 
-def _out_decls(graph: Graph, plan: MemoryPlan, ty: str) -> list[str]:
+def output_decls(graph: Graph, plan: MemoryPlan, ty: str) -> list[str]:
     """Pointers to the outputs in main (the run function's locals are gone by then)."""
     lines = []
     done: set[int] = set()
@@ -206,9 +219,9 @@ def _out_decls(graph: Graph, plan: MemoryPlan, ty: str) -> list[str]:
             continue
         done.add(r.id)
         if r.kind == "input":
-            lines.append(f"  {ty} *const {_var(r)} = inputs[{r.index}];")
+            lines.append(f"  {ty} *const {c_var(r)} = inputs[{r.index}];")
         elif r.kind == "const":
-            lines.append(f"  {ty} *const {_var(r)} = W + SWTUNE_W{_const_index(graph, r)};")
+            lines.append(f"  {ty} *const {c_var(r)} = W + SWTUNE_W{_const_index(graph, r)};")
         else:
-            lines.append(f"  {ty} *const {_var(r)} = slots[{plan.slot_of[r.id]}];")
+            lines.append(f"  {ty} *const {c_var(r)} = slots[{plan.slot_of[r.id]}];")
     return lines

@@ -15,7 +15,8 @@ the gradient has been taken.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from typing import Any
 
 import tvm
@@ -92,6 +93,21 @@ def register_derived() -> None:
     """Route ``nn.conv2d``'s gradient to the derived operators (level 12): backward graphs then hold
     one-stage expression functions (tuning tasks) instead of conv2d_transpose and a cropped conv."""
     register_gradient("relax.nn.conv2d", derived_conv2d_grad, level=DERIVED_LEVEL)
+
+
+@contextmanager
+def derived_conv2d_gradient() -> Iterator[None]:
+    """Inside the block, ``nn.conv2d``'s gradient is the derived operators' (``register_derived``);
+    after it, the gradient registered before (the registry is process-global)."""
+    op = tvm.ir.Op.get("relax.nn.conv2d")
+    previous = op.get_attr("FPrimalGradient")
+    register_derived()
+    try:
+        yield
+    finally:
+        op.reset_attr("FPrimalGradient")  # a registration's level cannot be lowered: start afresh
+        if previous is not None:
+            tvm.ir.register_op_attr("relax.nn.conv2d", "FPrimalGradient", previous, level=DERIVED_LEVEL - 1)
 
 
 @relax.expr_functor.mutator

@@ -638,4 +638,7 @@ def source_calls(mod: Any) -> dict[str, Any]:
 
 def read_relax(mod: Any) -> Graph:
     """The Graph of a Relax IRModule's main function (legalized here)."""
+    from tuner.ir.names import unique_binding_names
+
+    mod = unique_binding_names(mod)
     return RelaxReader(legalize(mod), source_calls(mod)).read()

@@ -72,7 +72,7 @@ def cexpr(e: Any, env: dict[str, str], load: Callable[[Any], str] | None = None)
     if k == "Not":
         return f"(!{cexpr(e.a, env, load)})"
     if k == "Cast":
-        return f"(({ctype(str(e.dtype))}){cexpr(e.value, env, load)})"
+        return f"(({ctype(str(e.ty))}){cexpr(e.value, env, load)})"  # tirx.Cast is typed in ``ty``
     if k == "Select":
         return (f"({cexpr(e.condition, env, load)} ? {cexpr(e.true_value, env, load)} : "
                 f"{cexpr(e.false_value, env, load)})")

@@ -1,0 +1,148 @@
+"""``swtune train``: a model, a loss and an optimizer compiled into one training-step program for
+Sunway, tuned, and run for N steps on the emulator.
+
+The step (forward, loss, backward, update: tuner.ir.training) is one Relax function; its tasks are
+extracted and tuned as one submission like ``tune-model``'s (``--trials 0`` skips tuning), the program is
+compiled ahead of time (host and slave C, Makefile for sw5cc/swgcc and ``make emu``) and, unless
+``--no-run``, built for the emulator and run, writing the losses. TVM and torch are imported inside.
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+from rich.table import Table
+
+from cli.errors import CommandError
+from cli.output import console
+from cli.tuning_log import DB_HELP, database_url
+
+MODEL_HELP = ("mlp, cnn, resnet18_small, transformer, a zoo model (resnet18, mobilenet_v2, ...) or FILE.py:FUNC "
+              "returning (torch module, example inputs)")
+
+
+def _model(spec: str, batch: int, width: float | None, image: int) -> tuple[Any, tuple[Any, ...]]:
+    if ":" in spec and spec.split(":", 1)[0].endswith(".py"):
+        from tuner.expr.workload import load_function
+
+        module, inputs = load_function(spec)(batch=batch)
+        return module.train(), tuple(inputs)
+    from tuner.models.trainable import build_trainable
+
+    return build_trainable(spec, batch, width, image)
+
+
+def _check_supported(module: Any) -> None:
+    """Refuse what the step would get silently wrong (torch.export drops training-mode dropout)."""
+    import torch
+
+    for name, m in module.named_modules():
+        if isinstance(m, torch.nn.modules.dropout._DropoutNd) and m.p > 0:
+            raise CommandError(f"{name}: dropout is not supported in a training step yet (the exported graph "
+                               "would silently drop it); set p=0 or remove it")
+
+
+def train(
+    model: Annotated[str, typer.Argument(help=MODEL_HELP)],
+    out: Annotated[Path, typer.Option("--out", "-o", help="the program's directory")],
+    loss: Annotated[str, typer.Option(help="cross-entropy or mse")] = "cross-entropy",
+    optimizer: Annotated[str, typer.Option(help="sgd, momentum or adam")] = "sgd",
+    lr: Annotated[float, typer.Option(help="learning rate")] = 0.01,
+    batch: Annotated[int, typer.Option(min=1, help="batch size")] = 8,
+    steps: Annotated[int, typer.Option(min=1, help="training steps to run")] = 5,
+    data: Annotated[Path | None, typer.Option(help="an .npz file with arrays x [N, ...] and y (labels [N] for "
+                                                   "cross-entropy, targets for mse)")] = None,
+    seed: Annotated[int, typer.Option(help="seed of the synthetic data set (without --data)")] = 0,
+    synthetic_batches: Annotated[int, typer.Option(min=1, help="batches of the synthetic set")] = 4,
+    width: Annotated[float | None, typer.Option(help="width multiplier of a built-in model")] = None,
+    image: Annotated[int, typer.Option(help="input image side of a built-in image model")] = 32,
+    target: Annotated[str, typer.Option(help="sw26010 or sw26010-pro")] = "sw26010",
+    trials: Annotated[int, typer.Option(min=0, help="trials per GEMM-like task of the step (0: no tuning; "
+                                                     "compile reads what the log already holds)")] = 0,
+    workers: Annotated[int, typer.Option(help="simulator workers of the embedded service")] = 2,
+    db: Annotated[str | None, typer.Option(envvar="SWTUNE_DATABASE_URL", help=DB_HELP)] = None,
+    checkpoint_every: Annotated[int, typer.Option(min=0, help="write a checkpoint every K steps (0: none)")] = 0,
+    run: Annotated[bool, typer.Option(help="build with `make emu` and run the steps on the emulator")] = True,
+) -> None:
+    """Train a model on Sunway: one compiled training step (forward, backward, update), tuned,
+    checkpointed, run for --steps steps on the emulator."""
+    from cli.model_report import whole_model_report
+    from cli.schedule_lookup import db_lookup
+    from tuner.ir.optimizers import Optimizer, OptimizerKind
+    from tuner.ir.training import Loss, target_shape, training_step
+    from tuner.targets import get_target
+    from tuner.train import data as train_data
+    from tuner.train.program import compile_training, phase_seconds, run_emulated, split_state
+
+    tname = get_target(target).name
+    try:
+        loss_kind, opt_kind = Loss(loss), OptimizerKind(optimizer)
+    except ValueError as exc:
+        raise CommandError(f"{exc}: --loss is one of {[l.value for l in Loss]}, --optimizer one of "
+                           f"{[o.value for o in OptimizerKind]}") from None
+    opt = Optimizer(opt_kind, lr)
+    url = database_url(db)
+    module, inputs = _model(model, batch, width, image)
+    _check_supported(module)
+    out_shape = target_shape(module, inputs, loss_kind)
+    in_shape = tuple(inputs[0].shape)
+    batches = (train_data.from_npz(data, batch, in_shape, out_shape, loss_kind) if data is not None
+               else train_data.synthetic(seed, synthetic_batches, batch, in_shape, out_shape, loss_kind))
+    step = training_step(module, inputs, loss_kind, opt)
+    name = Path(model.split(":")[0]).stem
+    console.print(f"[bold]{model}[/]: training step of {len(step.params)} parameters "
+                  f"({sum(v.size for _, v in step.params)} values), {loss_kind.value} loss, {opt_kind.value} "
+                  f"(lr {lr:g}), batch {batch}; {len(batches)} batches of data")
+    if trials:
+        _tune_step(step, name, tname, trials, workers, url, db)
+    lookup, close = db_lookup(url, tname)
+    try:
+        program = compile_training(step, tname, out, lookup, name)
+    finally:
+        close()
+    whole_model_report(program.timing, f"{name} training step", tname)
+    _phase_table(phase_seconds(program.timing, step))
+    if not run:
+        console.print(f"program in {out}: `make emu` builds it; {program.out_dir / 'training.json'} says how to run it")
+        return
+    batches.tofile(out / "data.bin", step.dtype)
+    from tuner.train.program import build_emulated
+
+    build_emulated(out)
+    start = time.monotonic()
+    result = run_emulated(out, out / "data.bin", steps, step.dtype,
+                          checkpoint=out / "checkpoint.bin" if checkpoint_every else None, every=checkpoint_every)
+    if result.resumed_from is not None:
+        console.print(f"resumed from the checkpoint at step {result.resumed_from}")
+    (out / "losses.txt").write_text("".join(f"{i} {v:.9e}\n" for i, v in enumerate(result.losses)))
+    state = split_state(result.state, step)
+    console.print(f"ran {steps} steps on the emulator in {time.monotonic() - start:.1f} s: loss "
+                  + " ".join(f"{v:.5f}" for v in result.losses)
+                  + f" (losses.txt; final parameters and optimizer state in final_state.bin, {len(state)} tensors)")
+
+
+def _tune_step(step: Any, name: str, target: str, trials: int, workers: int, url: str, db: str | None) -> None:
+    """Every task of the step as one submission to an embedded service writing the log at ``url``."""
+    from cli.tuner_commands import tune_on_service
+    from service.embedded import embedded_service
+    from tuner.bridge.extract import extract_relax, trial_budget
+
+    layers = extract_relax(step.module).layers
+    budget = trial_budget(layers, trials)
+    console.print(f"tuning {len(layers)} tasks of the step (forward and backward), one budget of {budget} trials; "
+                  f"tuning log {url}")
+    with embedded_service(url, workers=workers, target=target) as service:
+        tune_on_service(service.url, None, f"{name}-train", layers, target, budget, None, 3600.0)
+
+
+def _phase_table(phases: dict[str, dict[str, float]]) -> None:
+    total = sum(p["tuned_s"] for p in phases.values()) or 1.0
+    table = Table(title="simulated time of one step by phase")
+    for col in ("phase", "tuned ms", "share", "baseline ms"):
+        table.add_column(col, justify="left" if col == "phase" else "right")
+    for phase, p in phases.items():
+        table.add_row(phase, f"{p['tuned_s'] * 1e3:.3f}", f"{p['tuned_s'] / total:.1%}", f"{p['baseline_s'] * 1e3:.3f}")
+    console.print(table)

@@ -1,0 +1,192 @@
+"""A compiled training step against torch: losses, parameters and optimizer state after 5 steps on the
+emulator, for SGD, momentum and Adam; the step's phases; the driver's checkpoints."""
+
+from __future__ import annotations
+
+import copy
+import os
+import signal
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+torch = pytest.importorskip("torch")
+
+from tuner.ir.optimizers import Optimizer, OptimizerKind  # noqa: E402
+from tuner.ir.training import Loss, Phase, loss_module, target_shape, training_step  # noqa: E402
+from tuner.models.trainable import build_trainable  # noqa: E402
+from tuner.train import data as train_data  # noqa: E402
+from tuner.train.program import (  # noqa: E402
+    TrainingRunError,
+    build_emulated,
+    compile_training,
+    run_emulated,
+    split_state,
+)
+
+STEPS = 5
+
+
+def _torch_run(module: Any, batches: train_data.Batches, opt: Optimizer, loss: Loss, steps: int) -> tuple[
+        list[float], dict[str, np.ndarray], Any]:
+    """The same steps in torch: losses, parameters after them, and torch's optimizer."""
+    params = dict(module.named_parameters())
+    topt = opt.torch(params.values())
+    with_loss = loss_module(module, loss)
+    losses = []
+    for s in range(steps):
+        x = torch.from_numpy(batches.x[s % len(batches)]).float()
+        t = torch.from_numpy(batches.target[s % len(batches)]).float()
+        topt.zero_grad()
+        value = with_loss(x, t)
+        value.backward()
+        topt.step()
+        losses.append(value.item())
+    return losses, {n: p.detach().numpy() for n, p in params.items()}, topt
+
+
+def _rel(a: np.ndarray, b: np.ndarray) -> float:
+    return float(np.abs(a - b).max() / max(np.abs(b).max(), 1e-6))
+
+
+def _compiled(name: str, opt: Optimizer, tmp: Path, batch: int = 4) -> tuple[Any, Any, train_data.Batches, Any]:
+    module, inputs = build_trainable(name, batch)
+    reference = copy.deepcopy(module)
+    shape = target_shape(module, inputs, Loss.CROSS_ENTROPY)
+    batches = train_data.synthetic(1, 3, batch, tuple(inputs[0].shape), shape, Loss.CROSS_ENTROPY)
+    step = training_step(module, inputs, Loss.CROSS_ENTROPY, opt)
+    program = compile_training(step, "sw26010", tmp, lambda w: None, name)
+    batches.tofile(tmp / "data.bin", step.dtype)
+    build_emulated(tmp)
+    return step, program, batches, reference
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("kind", list(OptimizerKind))
+def test_mlp_trains_like_torch_for_each_optimizer(tmp_path: Path, kind: OptimizerKind) -> None:
+    opt = Optimizer(kind, 0.05 if kind != OptimizerKind.ADAM else 0.01)
+    step, program, batches, reference = _compiled("mlp", opt, tmp_path)
+    run = run_emulated(tmp_path, tmp_path / "data.bin", STEPS, step.dtype)
+    losses, params, topt = _torch_run(reference, batches, opt, Loss.CROSS_ENTROPY, STEPS)
+    assert _rel(run.losses, np.array(losses)) <= 1e-4
+    state = split_state(run.state, step)
+    for name, value in params.items():
+        assert _rel(state[name], value) <= 1e-4, name
+    # the optimizer's state too: torch's momentum buffers, Adam's moments and its step count
+    by_param = {name: topt.state[p] for name, p in reference.named_parameters()}
+    if kind == OptimizerKind.MOMENTUM:
+        for name, st in by_param.items():
+            assert _rel(state[f"{name}_momentum"], st["momentum_buffer"].numpy()) <= 1e-4
+    if kind == OptimizerKind.ADAM:
+        for name, st in by_param.items():
+            assert _rel(state[f"{name}_adam_m"], st["exp_avg"].numpy()) <= 1e-4
+            assert _rel(state[f"{name}_adam_v"], st["exp_avg_sq"].numpy()) <= 1e-4
+        assert state["adam_beta1_power"] == pytest.approx(opt.beta1 ** STEPS, rel=1e-6)
+    assert np.all(np.abs(run.losses[1:] - run.losses[:-1]) > 0)  # the parameters did change step to step
+
+
+@pytest.mark.slow
+def test_cnn_with_batch_norm_trains_like_torch(tmp_path: Path) -> None:
+    opt = Optimizer(OptimizerKind.MOMENTUM, 0.05)
+    step, program, batches, reference = _compiled("cnn", opt, tmp_path)
+    run = run_emulated(tmp_path, tmp_path / "data.bin", STEPS, step.dtype)
+    losses, params, _ = _torch_run(reference, batches, opt, Loss.CROSS_ENTROPY, STEPS)
+    assert _rel(run.losses, np.array(losses)) <= 1e-4
+    state = split_state(run.state, step)
+    assert max(_rel(state[n], v) for n, v in params.items()) <= 1e-4
+    # the convolutions' gradients are the derived expression operators, compiled as kernels or C
+    assert any("_grad_" in (s.attrs.get("function") or "") or "_grad_" in s.source
+               for s in program.result.graph.nodes)
+
+
+def test_every_binding_has_a_phase_and_each_phase_has_work() -> None:
+    module, inputs = build_trainable("mlp", 4)
+    step = training_step(module, inputs, Loss.MSE, Optimizer(OptimizerKind.SGD, 0.1))
+    phases = list(step.phases.values())
+    assert set(phases) == set(Phase)
+    # forward, then backward, then update: never back
+    order = [list(Phase).index(p) for p in phases]
+    assert order == sorted(order)
+    main = step.module["main"]
+    names = [b.var.name for block in main.body.blocks for b in block.bindings]
+    assert len(names) == len(set(names))  # inlining left no repeated binding name
+
+
+@pytest.mark.slow
+def test_a_killed_run_resumes_from_its_checkpoint_bit_for_bit(tmp_path: Path) -> None:
+    opt = Optimizer(OptimizerKind.ADAM, 0.01)
+    step, _, _, _ = _compiled("mlp", opt, tmp_path)
+    steps, every = 60, 2
+    whole = run_emulated(tmp_path, tmp_path / "data.bin", steps, step.dtype)
+    ckpt = tmp_path / "ckpt.bin"
+    args = ["./model_emu", "weights.bin", "data.bin", "state.bin", str(steps), "losses.bin", "final_state.bin",
+            str(ckpt), str(every)]
+    proc = subprocess.Popen(args, cwd=tmp_path, stdout=subprocess.PIPE, text=True)
+    assert proc.stdout is not None
+    for line in proc.stdout:
+        if line.startswith("SWTUNE_LOSS 5 "):
+            os.kill(proc.pid, signal.SIGKILL)
+            break
+    proc.wait()
+    assert proc.returncode == -signal.SIGKILL
+    assert ckpt.exists() and not (tmp_path / "ckpt.bin.tmp").exists()
+    resumed = run_emulated(tmp_path, tmp_path / "data.bin", steps, step.dtype, checkpoint=ckpt, every=every)
+    assert resumed.resumed_from is not None and 0 < resumed.resumed_from < steps
+    assert resumed.losses.tobytes() == whole.losses.tobytes()
+    assert resumed.state.tobytes() == whole.state.tobytes()
+
+
+@pytest.mark.slow
+def test_a_bad_checkpoint_is_refused_and_kept(tmp_path: Path) -> None:
+    step, _, _, _ = _compiled("mlp", Optimizer(OptimizerKind.SGD, 0.1), tmp_path)
+    ckpt = tmp_path / "ckpt.bin"
+    run_emulated(tmp_path, tmp_path / "data.bin", 4, step.dtype, checkpoint=ckpt, every=2)
+    assert (tmp_path / "ckpt.bin.prev").exists()  # step 2's, kept beside step 4's
+    good = ckpt.read_bytes()
+
+    def refused(data: bytes, why: str) -> None:
+        ckpt.write_bytes(data)
+        with pytest.raises(TrainingRunError, match=why):
+            run_emulated(tmp_path, tmp_path / "data.bin", 8, step.dtype, checkpoint=ckpt, every=2)
+        assert ckpt.read_bytes() == data  # left as it was
+
+    flipped = bytearray(good)
+    flipped[-1] ^= 0x40
+    refused(bytes(flipped), "checksum")
+    refused(good[:-8], "truncated")
+    other = bytearray(good)
+    other[8] ^= 0x01  # the model fingerprint
+    refused(bytes(other), "another model")
+    refused(b"not a checkpoint at all, just text", "not a swtune checkpoint")
+
+
+def test_data_that_does_not_fit_the_model_is_refused(tmp_path: Path) -> None:
+    x = np.zeros((8, 5), np.float32)
+    with pytest.raises(train_data.DataError, match=r"x must be \[N, 32\]"):
+        train_data.batches(x, np.zeros(8, np.int64), 4, (4, 32), (4, 10), Loss.CROSS_ENTROPY)
+    x = np.zeros((8, 32), np.float32)
+    with pytest.raises(train_data.DataError, match=r"labels must lie in \[0, 10\)"):
+        train_data.batches(x, np.full(8, 10), 4, (4, 32), (4, 10), Loss.CROSS_ENTROPY)
+    with pytest.raises(train_data.DataError, match="integer class labels"):
+        train_data.batches(x, np.zeros(8, np.float32), 4, (4, 32), (4, 10), Loss.CROSS_ENTROPY)
+    with pytest.raises(train_data.DataError, match="do not make one batch"):
+        train_data.batches(x[:3], np.zeros(3, np.int64), 4, (4, 32), (4, 10), Loss.CROSS_ENTROPY)
+    bad = tmp_path / "bad.npz"
+    np.savez(bad, inputs=x)
+    with pytest.raises(train_data.DataError, match="expected arrays 'x' and 'y'"):
+        train_data.from_npz(bad, 4, (4, 32), (4, 10), Loss.CROSS_ENTROPY)
+    good = train_data.batches(x, np.arange(8) % 10, 4, (4, 32), (4, 10), Loss.CROSS_ENTROPY)
+    assert good.target.shape == (2, 4, 10) and np.all(good.target.sum(-1) == 1)
+
+
+def test_a_loss_that_cannot_apply_is_refused() -> None:
+    from tuner.ir.graph import AotError
+
+    module = torch.nn.Conv2d(3, 4, 3)
+    with pytest.raises(AotError, match=r"cross-entropy needs the model to output \[batch, classes\]"):
+        target_shape(module, (torch.randn(2, 3, 8, 8),), Loss.CROSS_ENTROPY)
+    with pytest.raises(ValueError, match="learning rate"):
+        Optimizer(OptimizerKind.SGD, float("nan"))

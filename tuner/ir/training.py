@@ -1,0 +1,165 @@
+"""One training step of a torch model as one Relax function: forward, loss, backward, optimizer update.
+
+``training_step(model, inputs, loss, optimizer)`` exports the model with its loss appended (in torch, so
+the loss is exactly torch's), decomposes batch norm into batch statistics, differentiates it with Relax's
+``Gradient`` pass (with the gradients swtune registers, tuner.ir.gradients; a convolution's gradients
+are the operators derived from its expression, tuner.ir.expr_gradients), appends the optimizer's
+update (tuner.ir.optimizers) and inlines everything into one function, the step the AOT compiler reads
+like any model:
+
+    main(*inputs, target, *params, *state) -> (loss, *params', *state')
+
+The target of cross-entropy is a probability per class (a one-hot row for a label), so the compiled
+program has one element type. The step's parameters come first in the state the program carries from
+step to step; the optimizer's state follows them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from enum import StrEnum
+from typing import Any
+
+import numpy as np
+
+from tuner.ir.graph import AotError
+from tuner.ir.optimizers import UPDATE_PREFIX, Optimizer
+
+
+class Loss(StrEnum):
+    CROSS_ENTROPY = "cross-entropy"  # mean over the batch of -sum(target * log_softmax(output))
+    MSE = "mse"  # mean squared error over every element
+
+
+class Phase(StrEnum):
+    FORWARD = "forward"
+    BACKWARD = "backward"
+    UPDATE = "update"
+
+
+@dataclass(frozen=True)
+class TrainingStep:
+    """The step function and what the program carries: batch inputs, parameters, optimizer state."""
+
+    module: Any  # tvm.IRModule whose main is the step
+    inputs: list[tuple[str, tuple[int, ...]]]  # the model's inputs, then the loss target
+    params: list[tuple[str, np.ndarray]]  # torch names (``layer.0.weight``), initial values
+    state: list[tuple[str, np.ndarray]]  # the optimizer's, initial values
+    loss: Loss
+    optimizer: Optimizer
+    dtype: str
+    phases: dict[str, Phase]  # binding name -> the part of the step it belongs to
+
+    @property
+    def carried(self) -> list[tuple[str, np.ndarray]]:
+        """What one step hands the next: the parameters, then the optimizer state."""
+        return [*self.params, *self.state]
+
+
+def loss_module(model: Any, loss: Loss) -> Any:
+    """``model`` followed by ``loss``: a torch module ``(*inputs, target) -> scalar`` (also the
+    reference the checks run in torch)."""
+    import torch
+
+    class WithLoss(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.model = model
+
+        def forward(self, *args: Any) -> Any:
+            *inputs, target = args
+            out = self.model(*inputs)
+            if loss == Loss.CROSS_ENTROPY:
+                return -(target * torch.log_softmax(out, -1)).sum() / out.shape[0]
+            return ((out - target) ** 2).mean()
+
+    return WithLoss()
+
+
+def target_shape(model: Any, inputs: Sequence[Any], loss: Loss) -> tuple[int, ...]:
+    """The loss target's shape: the model's output's (a clear error when the loss cannot apply)."""
+    import copy
+
+    import torch
+
+    with torch.no_grad():
+        out = copy.deepcopy(model)(*inputs)  # a copy: a train-mode forward updates batch-norm statistics
+    if not isinstance(out, torch.Tensor):
+        raise AotError(f"the model returns {type(out).__name__}, not one tensor: a loss needs one output")
+    if loss == Loss.CROSS_ENTROPY and out.dim() != 2:
+        raise AotError(f"cross-entropy needs the model to output [batch, classes]; it outputs {list(out.shape)}")
+    return tuple(out.shape)
+
+
+def training_step(model: Any, inputs: Sequence[Any], loss: Loss, optimizer: Optimizer) -> TrainingStep:
+    """The training step of ``model`` (a torch module, its current weights the initial ones) at the
+    shapes of ``inputs``."""
+    import torch
+    import tvm
+    from tvm import relax
+    from tvm.relax.frontend.torch import from_exported_program
+
+    from tuner.ir.expr_gradients import derived_conv2d_gradient
+    from tuner.ir.gradients import register
+    from tuner.ir.names import unique_binding_names
+
+    register()
+    dtype = str(inputs[0].dtype).removeprefix("torch.")
+    target = torch.zeros(target_shape(model, inputs, loss), dtype=inputs[0].dtype)
+    exported = torch.export.export(loss_module(model, loss).train(), (*inputs, target))
+    mod = from_exported_program(exported, keep_params_as_input=True, unwrap_unit_return_tuple=True)
+    fn = mod["main"]
+    n_in = int(fn.attrs["num_input"])
+    values = [np.array(v.numpy()) for v in fn.attrs["params"]] if "params" in fn.attrs else []
+    names = [n.removeprefix("model.") for n in exported.graph_signature.parameters]
+    if len(names) != len(values) or len(fn.params) != n_in + len(values):
+        raise AotError(f"the exported model has {len(fn.params) - n_in} weight inputs for {len(names)} "
+                       "parameters: buffers that are inputs are not supported yet")
+    if any(v.dtype != np.dtype(dtype) for v in values):
+        raise AotError(f"every parameter must be {dtype}, the inputs' type")
+    params = list(zip(names, values))
+    state = optimizer.state(params)
+    # batch norm in training mode: batch statistics, as mean/variance operators Gradient differentiates
+    mod = relax.transform.DecomposeOpsForTraining("main")(mod)
+    with derived_conv2d_gradient():  # conv gradients as derived expression operators: tuning tasks
+        mod = relax.transform.Gradient("main", require_grads=list(fn.params[n_in:]))(mod)
+    adjoint = mod["main_adjoint"].without_attr("params").without_attr("global_symbol")
+
+    # the step's builder starts from the PrimFuncs the gradients call (derived operators)
+    bb = relax.BlockBuilder(tvm.IRModule({gv: f for gv, f in mod.functions_items()
+                                          if not isinstance(f, relax.Function)}))
+    adjoint_var = bb.add_func(adjoint, "adjoint")  # private: inlined below
+    args = [relax.Var(p.name, p.ty) for p in fn.params]
+    state_vars = [relax.Var(f"s_{name.replace('.', '_')}", relax.TensorType(v.shape, dtype)) for name, v in state]
+    with bb.function("main", [*args, *state_vars]):
+        with bb.dataflow():
+            result = bb.emit(relax.Call(adjoint_var, args))
+            loss_value = bb.emit(relax.TupleGetItem(result, 0))
+            grads_tuple = bb.emit(relax.TupleGetItem(result, 1))
+            grads = [bb.emit(relax.TupleGetItem(grads_tuple, i)) for i in range(len(params))]
+            new_params, new_state = optimizer.emit(bb, args[n_in:], grads, state_vars, dtype)
+            out = bb.emit_output(relax.Tuple([loss_value, *new_params, *new_state]))
+        bb.emit_func_output(out)
+    step = relax.transform.InlinePrivateFunctions()(bb.get())
+    step = relax.transform.DeadCodeElimination(["main"])(step)
+    step = unique_binding_names(step)
+    shapes = [(p.name, tuple(int(d) for d in p.ty.shape)) for p in fn.params[:n_in]]
+    return TrainingStep(step, shapes, params, state, loss, optimizer, dtype, binding_phases(step))
+
+
+def binding_phases(step: Any) -> dict[str, Phase]:
+    """Each binding's phase, in program order: the forward runs until the first adjoint (``Gradient``
+    names every adjoint ``<var>_adjoint`` and seeds the loss's first); the update from the optimizer's
+    first binding (named with its prefix; the operands it normalises out are named ``lv``) to the end."""
+    out: dict[str, Phase] = {}
+    phase = Phase.FORWARD
+    for block in step["main"].body.blocks:
+        for b in block.bindings:
+            name = b.var.name
+            if phase == Phase.FORWARD and name.endswith("_adjoint"):
+                phase = Phase.BACKWARD
+            if name.startswith(UPDATE_PREFIX):
+                phase = Phase.UPDATE
+            out[name] = phase
+    return out

@@ -1,0 +1,123 @@
+"""A training step compiled into a Sunway program, and its run on the emulator.
+
+``compile_training`` writes what ``swtune compile`` writes (host.c, slave.c, weights.bin, Makefile)
+with the training driver (tuner.aot.training_program) as main, plus ``state.bin`` (the initial
+parameters and optimizer state) and ``training.json`` (what the program carries, in order).
+``run_emulated`` builds it with ``make emu`` and runs N steps.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from tuner.aot.compiler import AotResult, compile_model
+from tuner.aot.kernels import Lookup
+from tuner.aot.timing import ModelTime
+from tuner.aot.training_program import training_main
+from tuner.errors import SwtuneError
+from tuner.ir.training import Phase, TrainingStep
+from tuner.targets import Target
+
+
+class TrainingRunError(SwtuneError):
+    """The program did not build or did not finish (its message says why)."""
+
+
+@dataclass(frozen=True)
+class TrainingProgram:
+    out_dir: Path
+    step: TrainingStep
+    result: AotResult
+
+    @property
+    def timing(self) -> ModelTime:
+        assert self.result.timing is not None
+        return self.result.timing
+
+
+def compile_training(step: TrainingStep, target: Target | str, out_dir: str | Path, lookup: Lookup | None,
+                     name: str = "model") -> TrainingProgram:
+    out = Path(out_dir)
+    result = compile_model(step.module, target, out, lookup, name=name,
+                           driver=training_main(name, len(step.inputs)))
+    np.concatenate([v.ravel() for _, v in step.carried] or [np.zeros(0)]).astype(step.dtype).tofile(out / "state.bin")
+    (out / "training.json").write_text(json.dumps({
+        "model": name, "dtype": step.dtype, "loss": step.loss.value,
+        "optimizer": {"kind": step.optimizer.kind.value, "lr": step.optimizer.lr},
+        "inputs": [{"name": n, "shape": list(s)} for n, s in step.inputs],
+        "carried": [{"name": n, "shape": list(v.shape)} for n, v in step.carried],
+        "usage": "./model_emu weights.bin data.bin state.bin STEPS losses.bin final_state.bin "
+                 "[checkpoint.bin EVERY]",
+    }, indent=1))
+    return TrainingProgram(out, step, result)
+
+
+@dataclass(frozen=True)
+class TrainingRun:
+    losses: np.ndarray
+    state: np.ndarray  # the carried state after the last step, flat
+    step_seconds: float | None  # simulated-clock seconds per step the emulator counted (None: no step ran)
+    resumed_from: int | None
+    stdout: str
+
+
+def build_emulated(out_dir: Path) -> None:
+    build = subprocess.run(["make", "-s", "emu"], cwd=out_dir, capture_output=True, text=True, timeout=600)
+    if build.returncode != 0:
+        raise TrainingRunError(f"make emu failed in {out_dir}:\n{build.stderr[-3000:]}")
+
+
+def run_emulated(out_dir: Path, data: Path, steps: int, dtype: str, *, checkpoint: Path | None = None,
+                 every: int = 0, timeout: float = 3600.0, target: str = "sw26010") -> TrainingRun:
+    """Run the built program for ``steps`` steps over ``data`` (resuming from ``checkpoint`` when it
+    exists and writing it every ``every`` steps)."""
+    args = ["./model_emu", "weights.bin", str(Path(data).resolve()), "state.bin", str(steps), "losses.bin",
+            "final_state.bin"]
+    if checkpoint is not None:
+        args += [str(Path(checkpoint).resolve()), str(every)]
+    env = {k: v for k, v in os.environ.items() if not k.startswith("SWEMU_")}
+    env.update(SWEMU_TARGET=target, SWEMU_TIMEOUT=str(int(timeout)))
+    run = subprocess.run(args, cwd=out_dir, capture_output=True, text=True, timeout=timeout, env=env)
+    if run.returncode != 0:
+        raise TrainingRunError(f"the training program failed (exit {run.returncode}): "
+                               f"{(run.stderr or run.stdout)[-3000:].strip()}")
+    values = dict(line.split("=", 1) for line in run.stdout.splitlines() if line.startswith("SWTUNE_STEP_SECONDS="))
+    resumed = [int(line.split()[1]) for line in run.stdout.splitlines() if line.startswith("SWTUNE_RESUMED")]
+    return TrainingRun(np.fromfile(out_dir / "losses.bin", dtype=dtype),
+                       np.fromfile(out_dir / "final_state.bin", dtype=dtype),
+                       float(values["SWTUNE_STEP_SECONDS"]) if values else None,
+                       resumed[0] if resumed else None, run.stdout)
+
+
+def split_state(flat: np.ndarray, step: TrainingStep) -> dict[str, np.ndarray]:
+    """The carried state by name (parameters, then the optimizer's)."""
+    out, at = {}, 0
+    for name, v in step.carried:
+        out[name] = flat[at:at + v.size].reshape(v.shape)
+        at += v.size
+    return out
+
+
+def phase_seconds(timing: ModelTime, step: TrainingStep) -> dict[str, dict[str, float]]:
+    """Simulated seconds of the forward, the backward and the update, in the tuned and the baseline
+    program (a step the phase map does not name, e.g. a layout copy the reader added, counts with the
+    forward when it precedes the first backward step, else with the phase before it)."""
+    out = {p.value: {"tuned_s": 0.0, "baseline_s": 0.0} for p in Phase}
+    phase = Phase.FORWARD
+    for s in timing.steps:
+        phase = step.phases.get(s.source, phase)
+        out[phase.value]["tuned_s"] += s.tuned_s
+        out[phase.value]["baseline_s"] += s.baseline_s
+    return out
+
+
+def summary(program: TrainingProgram) -> dict[str, Any]:
+    sm = program.timing.summary()
+    return {**sm, "phases": phase_seconds(program.timing, program.step)}
