@@ -35,16 +35,6 @@ def _model(spec: str, batch: int, width: float | None, image: int) -> tuple[Any,
     return build_trainable(spec, batch, width, image)
 
 
-def _check_supported(module: Any) -> None:
-    """Refuse what the step would get silently wrong (torch.export drops training-mode dropout)."""
-    import torch
-
-    for name, m in module.named_modules():
-        if isinstance(m, torch.nn.modules.dropout._DropoutNd) and m.p > 0:
-            raise CommandError(f"{name}: dropout is not supported in a training step yet (the exported graph "
-                               "would silently drop it); set p=0 or remove it")
-
-
 def train(
     model: Annotated[str, typer.Argument(help=MODEL_HELP)],
     out: Annotated[Path, typer.Option("--out", "-o", help="the program's directory")],
@@ -56,6 +46,7 @@ def train(
     data: Annotated[Path | None, typer.Option(help="an .npz file with arrays x [N, ...] and y (labels [N] for "
                                                    "cross-entropy, targets for mse)")] = None,
     seed: Annotated[int, typer.Option(help="seed of the synthetic data set (without --data)")] = 0,
+    dropout_seed: Annotated[int, typer.Option(help="seed of the dropout masks the program draws")] = 0,
     synthetic_batches: Annotated[int, typer.Option(min=1, help="batches of the synthetic set")] = 4,
     width: Annotated[float | None, typer.Option(help="width multiplier of a built-in model")] = None,
     image: Annotated[int, typer.Option(help="input image side of a built-in image model")] = 32,
@@ -86,7 +77,6 @@ def train(
     opt = Optimizer(opt_kind, lr)
     url = database_url(db)
     module, inputs = _model(model, batch, width, image)
-    _check_supported(module)
     out_shape = target_shape(module, inputs, loss_kind)
     in_shape = tuple(inputs[0].shape)
     batches = (train_data.from_npz(data, batch, in_shape, out_shape, loss_kind) if data is not None
@@ -100,7 +90,7 @@ def train(
         _tune_step(step, name, tname, trials, workers, url, db)
     lookup, close = db_lookup(url, tname)
     try:
-        program = compile_training(step, tname, out, lookup, name)
+        program = compile_training(step, tname, out, lookup, name, dropout_seed)
     finally:
         close()
     whole_model_report(program.timing, f"{name} training step", tname)

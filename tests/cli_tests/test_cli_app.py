@@ -48,7 +48,7 @@ def test_each_build_gives_an_independent_app_with_the_same_commands() -> None:
     assert _tree(first) == _tree(second)
     assert set(_tree(first)) == {"tune", "targets", "check-op", "compile", "tune-model", "serve", "worker",
                                  "driver", "demo", "db", "token", "tasks", "best", "submit", "calibrate", "grad",
-                                 "check-grad"}
+                                 "check-grad", "train"}
     first.command("extra")(lambda: None)
     assert "extra" in _tree(first) and "extra" not in _tree(second) and "extra" not in _tree(build_app())
 

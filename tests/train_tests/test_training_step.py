@@ -16,7 +16,7 @@ import pytest
 torch = pytest.importorskip("torch")
 
 from tuner.ir.optimizers import Optimizer, OptimizerKind  # noqa: E402
-from tuner.ir.training import Loss, Phase, loss_module, target_shape, training_step  # noqa: E402
+from tuner.ir.training import Loss, Phase, target_shape, training_step  # noqa: E402
 from tuner.models.trainable import build_trainable  # noqa: E402
 from tuner.train import data as train_data  # noqa: E402
 from tuner.train.program import (  # noqa: E402
@@ -26,26 +26,9 @@ from tuner.train.program import (  # noqa: E402
     run_emulated,
     split_state,
 )
+from tuner.train.reference import torch_steps  # noqa: E402
 
 STEPS = 5
-
-
-def _torch_run(module: Any, batches: train_data.Batches, opt: Optimizer, loss: Loss, steps: int) -> tuple[
-        list[float], dict[str, np.ndarray], Any]:
-    """The same steps in torch: losses, parameters after them, and torch's optimizer."""
-    params = dict(module.named_parameters())
-    topt = opt.torch(params.values())
-    with_loss = loss_module(module, loss)
-    losses = []
-    for s in range(steps):
-        x = torch.from_numpy(batches.x[s % len(batches)]).float()
-        t = torch.from_numpy(batches.target[s % len(batches)]).float()
-        topt.zero_grad()
-        value = with_loss(x, t)
-        value.backward()
-        topt.step()
-        losses.append(value.item())
-    return losses, {n: p.detach().numpy() for n, p in params.items()}, topt
 
 
 def _rel(a: np.ndarray, b: np.ndarray) -> float:
@@ -70,13 +53,13 @@ def test_mlp_trains_like_torch_for_each_optimizer(tmp_path: Path, kind: Optimize
     opt = Optimizer(kind, 0.05 if kind != OptimizerKind.ADAM else 0.01)
     step, program, batches, reference = _compiled("mlp", opt, tmp_path)
     run = run_emulated(tmp_path, tmp_path / "data.bin", STEPS, step.dtype)
-    losses, params, topt = _torch_run(reference, batches, opt, Loss.CROSS_ENTROPY, STEPS)
-    assert _rel(run.losses, np.array(losses)) <= 1e-4
+    ref = torch_steps(reference, batches, opt, Loss.CROSS_ENTROPY, STEPS)
+    assert _rel(run.losses, np.array(ref.losses)) <= 1e-4
     state = split_state(run.state, step)
-    for name, value in params.items():
+    for name, value in ref.params.items():
         assert _rel(state[name], value) <= 1e-4, name
     # the optimizer's state too: torch's momentum buffers, Adam's moments and its step count
-    by_param = {name: topt.state[p] for name, p in reference.named_parameters()}
+    by_param = {name: ref.optimizer.state[p] for name, p in ref.model.named_parameters()}
     if kind == OptimizerKind.MOMENTUM:
         for name, st in by_param.items():
             assert _rel(state[f"{name}_momentum"], st["momentum_buffer"].numpy()) <= 1e-4
@@ -89,14 +72,23 @@ def test_mlp_trains_like_torch_for_each_optimizer(tmp_path: Path, kind: Optimize
 
 
 @pytest.mark.slow
-def test_cnn_with_batch_norm_trains_like_torch(tmp_path: Path) -> None:
+def test_cnn_with_batch_norm_and_dropout_trains_like_torch(tmp_path: Path) -> None:
     opt = Optimizer(OptimizerKind.MOMENTUM, 0.05)
     step, program, batches, reference = _compiled("cnn", opt, tmp_path)
+    assert [d.p for d in step.dropouts] == [0.25]
     run = run_emulated(tmp_path, tmp_path / "data.bin", STEPS, step.dtype)
-    losses, params, _ = _torch_run(reference, batches, opt, Loss.CROSS_ENTROPY, STEPS)
-    assert _rel(run.losses, np.array(losses)) <= 1e-4
+    ref = torch_steps(reference, batches, opt, Loss.CROSS_ENTROPY, STEPS)  # the program's masks applied
+    assert _rel(run.losses, np.array(ref.losses)) <= 1e-4
     state = split_state(run.state, step)
-    assert max(_rel(state[n], v) for n, v in params.items()) <= 1e-4
+    assert max(_rel(state[n], v) for n, v in ref.params.items()) <= 1e-4
+    # the running statistics were updated as torch updates them (momentum 0.1, unbiased variance)
+    assert set(ref.buffers) == {n for n, _ in step.buffers}
+    for name, value in ref.buffers.items():
+        assert _rel(state[name], value) <= 1e-4, name
+        assert not np.allclose(state[name], dict(step.buffers)[name])
+    # with other masks the losses differ: the program does drop
+    other = torch_steps(reference, batches, opt, Loss.CROSS_ENTROPY, STEPS, dropout_seed=1)
+    assert _rel(run.losses, np.array(other.losses)) > 1e-3
     # the convolutions' gradients are the derived expression operators, compiled as kernels or C
     assert any("_grad_" in (s.attrs.get("function") or "") or "_grad_" in s.source
                for s in program.result.graph.nodes)

@@ -16,15 +16,25 @@ optimizer state), and returns the loss, then the new carried state in the same o
   checkpoint resumes after its step; a checkpoint that is corrupt, truncated or of another model is
   refused with a clear message (exit 3) and left as it is, with the previous one beside it.
 
+Dropout masks (inputs after the batch, one per dropout of the model: tuner.ir.train_modules) are drawn
+by the program before each step from a counter-based generator: element ``i`` of mask ``k`` at step
+``s`` is kept when ``mix(mix(seed ^ mix(s)) ^ k) ^ i`` mixed once more, as a fraction of 2^64, is at
+least ``p`` (``mix`` is SplitMix64's finaliser), and is then ``1 / (1 - p)``. :func:`dropout_mask`
+draws the same masks in numpy, so a check can apply them in torch; a resumed run draws the masks
+of the steps it runs, as the uninterrupted run did.
+
 The fingerprint hashes the carried state's shapes and the model's name, not the kernels, so a program
 rebuilt with better schedules resumes from the checkpoint of the program it replaces.
 """
 
 from __future__ import annotations
 
+import numpy as np
+
 from tuner.aot.host import Driver, c_var, output_decls
 from tuner.aot.memory import MemoryPlan
 from tuner.ir.graph import AotError, Graph
+from tuner.ir.train_modules import Dropout
 
 MAGIC = "SWTCKPT1"
 
@@ -37,11 +47,35 @@ def fingerprint(model: str, carried: list[tuple[int, ...]], dtype: str) -> int:
     return h
 
 
-def training_main(model: str, n_data: int) -> Driver:
-    """The driver of a step whose first ``n_data`` inputs are the batch."""
+_M64 = 0xFFFFFFFFFFFFFFFF
+
+
+def _mix(z: np.ndarray) -> np.ndarray:
+    """SplitMix64's step on uint64 arrays (wrapping arithmetic, as in C)."""
+    z = z + np.uint64(0x9E3779B97F4A7C15)
+    z = (z ^ (z >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
+    z = (z ^ (z >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
+    return z ^ (z >> np.uint64(31))
+
+
+def dropout_mask(seed: int, step: int, index: int, shape: tuple[int, ...], p: float, dtype: str) -> np.ndarray:
+    """The mask the program draws for dropout ``index`` at ``step`` (see the module doc)."""
+    with np.errstate(over="ignore"):
+        key = _mix(_mix(np.array([seed & _M64], np.uint64) ^ _mix(np.array([step], np.uint64)))
+                   ^ np.uint64(index))
+        u = _mix(key ^ np.arange(int(np.prod(shape)), dtype=np.uint64))
+    keep = (u >> np.uint64(11)).astype(np.float64) * 2.0 ** -53 >= p
+    return np.where(keep, np.array(1.0 / (1.0 - p)).astype(dtype), np.array(0, dtype)).reshape(shape)
+
+
+def training_main(model: str, n_data: int, dropouts: list[Dropout] | None = None, seed: int = 0) -> Driver:
+    """The driver of a step whose first ``n_data`` inputs are the batch, followed by one mask input
+    per dropout (drawn from ``seed``), then the carried state."""
+    dropouts = dropouts or []
 
     def driver(graph: Graph, plan: MemoryPlan, ty: str, hz: float) -> str:
-        carried = graph.inputs[n_data:]
+        n_masks = len(dropouts)
+        carried = graph.inputs[n_data + n_masks:]
         if len(graph.outputs) != 1 + len(carried) or graph.outputs[0].size != 1:
             raise AotError(f"a training step returns the loss and the {len(carried)} carried tensors; this one "
                            f"returns {len(graph.outputs)} tensors")
@@ -53,10 +87,14 @@ def training_main(model: str, n_data: int) -> Driver:
         state = sum(t.size for t in carried)
         fp = fingerprint(model, [t.shape for t in carried], graph.dtype)
         copy_back = "\n".join(
-            f"    memmove(inputs[{n_data + i}], {c_var(o)}, sizeof({ty}) * {o.size}L);"
+            f"    memmove(inputs[{n_data + n_masks + i}], {c_var(o)}, sizeof({ty}) * {o.size}L);"
             for i, o in enumerate(graph.outputs[1:]))
+        draw = "\n".join(
+            f"    draw_mask(inputs[{n_data + k}], {graph.inputs[n_data + k].size}L, s, {k}, {d.p!r});"
+            for k, d in enumerate(dropouts))
         return _MAIN.format(
-            ty=ty, hz=repr(hz), n_data=n_data, batch=batch, state=state, fp=fp, magic=MAGIC,
+            ty=ty, hz=repr(hz), n_data=n_data, n_carried_from=n_data + n_masks, seed=seed & _M64, draw=draw,
+            batch=batch, state=state, fp=fp, magic=MAGIC,
             in_elems=", ".join(f"{t.size}L" for t in graph.inputs),
             out_decls="\n".join("  " + line for line in output_decls(graph, plan, ty)),
             loss=c_var(graph.outputs[0]), copy_back=copy_back)
@@ -70,6 +108,23 @@ _MAIN = r"""
 #define SWTUNE_BATCH_ELEMS {batch}L
 #define SWTUNE_STATE_ELEMS {state}L
 #define SWTUNE_FINGERPRINT {fp}ULL
+#define SWTUNE_CARRIED_FROM {n_carried_from}
+#define SWTUNE_DROPOUT_SEED {seed}ULL
+
+static unsigned long long mix64(unsigned long long z) {{
+  z += 0x9E3779B97F4A7C15ULL;
+  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ULL;
+  z = (z ^ (z >> 27)) * 0x94D049BB133111EBULL;
+  return z ^ (z >> 31);
+}}
+
+/* dropout mask k of step s: 0 or 1 / (1 - p) per element (tuner.aot.training_program.dropout_mask) */
+static void draw_mask({ty} *mask, long n, long s, unsigned long long k, double p) {{
+  const unsigned long long key = mix64(mix64(SWTUNE_DROPOUT_SEED ^ mix64((unsigned long long)s)) ^ k);
+  const {ty} scale = ({ty})(1.0 / (1.0 - p));
+  for (long i = 0; i < n; i++)
+    mask[i] = (double)(mix64(key ^ (unsigned long long)i) >> 11) * 0x1p-53 >= p ? scale : ({ty})0;
+}}
 
 typedef struct {{
   char magic[8];
@@ -87,7 +142,7 @@ static unsigned long long fnv1a(unsigned long long h, const void *p, size_t n) {
 /* The carried state lives in the step's carried inputs; gather/scatter it as one payload. */
 static void carried_copy({ty} *const *inputs, {ty} *flat, int to_flat) {{
   static const long elems[SWTUNE_N_INPUTS] = {{ {in_elems} }};
-  for (int i = SWTUNE_N_DATA; i < SWTUNE_N_INPUTS; i++) {{
+  for (int i = SWTUNE_CARRIED_FROM; i < SWTUNE_N_INPUTS; i++) {{
     if (to_flat) memcpy(flat, inputs[i], sizeof({ty}) * elems[i]);
     else memcpy(inputs[i], flat, sizeof({ty}) * elems[i]);
     flat += elems[i];
@@ -203,6 +258,7 @@ int main(int argc, char **argv) {{
       memcpy(inputs[i], batch, sizeof({ty}) * in_elems[i]);
       batch += in_elems[i];
     }}
+{draw}
     const unsigned long t0 = sw_cycles();
     swtune_run(inputs, W, slots);
     cycles += sw_cycles() - t0;

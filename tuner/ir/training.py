@@ -25,11 +25,7 @@ import numpy as np
 
 from tuner.ir.graph import AotError
 from tuner.ir.optimizers import UPDATE_PREFIX, Optimizer
-
-
-class Loss(StrEnum):
-    CROSS_ENTROPY = "cross-entropy"  # mean over the batch of -sum(target * log_softmax(output))
-    MSE = "mse"  # mean squared error over every element
+from tuner.ir.train_modules import Dropout, Loss, prepare
 
 
 class Phase(StrEnum):
@@ -44,8 +40,10 @@ class TrainingStep:
 
     module: Any  # tvm.IRModule whose main is the step
     inputs: list[tuple[str, tuple[int, ...]]]  # the model's inputs, then the loss target
+    dropouts: list[Dropout]  # a mask input each, after the target (drawn by the program)
     params: list[tuple[str, np.ndarray]]  # torch names (``layer.0.weight``), initial values
     state: list[tuple[str, np.ndarray]]  # the optimizer's, initial values
+    buffers: list[tuple[str, np.ndarray]]  # batch-norm running statistics (``bn.running_mean``, ...)
     loss: Loss
     optimizer: Optimizer
     dtype: str
@@ -53,28 +51,8 @@ class TrainingStep:
 
     @property
     def carried(self) -> list[tuple[str, np.ndarray]]:
-        """What one step hands the next: the parameters, then the optimizer state."""
-        return [*self.params, *self.state]
-
-
-def loss_module(model: Any, loss: Loss) -> Any:
-    """``model`` followed by ``loss``: a torch module ``(*inputs, target) -> scalar`` (also the
-    reference the checks run in torch)."""
-    import torch
-
-    class WithLoss(torch.nn.Module):
-        def __init__(self) -> None:
-            super().__init__()
-            self.model = model
-
-        def forward(self, *args: Any) -> Any:
-            *inputs, target = args
-            out = self.model(*inputs)
-            if loss == Loss.CROSS_ENTROPY:
-                return -(target * torch.log_softmax(out, -1)).sum() / out.shape[0]
-            return ((out - target) ** 2).mean()
-
-    return WithLoss()
+        """What one step hands the next: the parameters, the optimizer state, the running statistics."""
+        return [*self.params, *self.state, *self.buffers]
 
 
 def target_shape(model: Any, inputs: Sequence[Any], loss: Loss) -> tuple[int, ...]:
@@ -92,6 +70,31 @@ def target_shape(model: Any, inputs: Sequence[Any], loss: Loss) -> tuple[int, ..
     return tuple(out.shape)
 
 
+def _tuple_return(mod: Any) -> Any:
+    """``mod`` whose main returns a tuple literal of output variables (``Gradient``'s ``target_index``
+    needs one; the torch importer binds the tuple to one variable and returns that)."""
+    from tvm import relax
+
+    fn = mod["main"]
+    if len(fn.body.blocks) != 1:
+        raise AotError("the exported step has several binding blocks; one dataflow block was expected")
+    bindings, outs = [], []
+    for b in fn.body.blocks[0].bindings:
+        if b.var.same_as(fn.body.body) and isinstance(b.value, relax.Tuple):
+            for i, field in enumerate(b.value.fields):
+                out = relax.Var(f"{b.var.name}_{i}", field.ty)
+                bindings.append(relax.VarBinding(out, field))
+                outs.append(out)
+        else:
+            bindings.append(b)
+    if not outs:
+        raise AotError("the exported step does not return a tuple (loss, running statistics...)")
+    body = relax.SeqExpr([relax.DataflowBlock(bindings)], relax.Tuple(outs))
+    out_mod = mod.clone()
+    out_mod["main"] = relax.Function(fn.params, body, relax.TupleType([o.ty for o in outs]), True, fn.attrs)
+    return relax.transform.Normalize()(out_mod)
+
+
 def training_step(model: Any, inputs: Sequence[Any], loss: Loss, optimizer: Optimizer) -> TrainingStep:
     """The training step of ``model`` (a torch module, its current weights the initial ones) at the
     shapes of ``inputs``."""
@@ -106,46 +109,60 @@ def training_step(model: Any, inputs: Sequence[Any], loss: Loss, optimizer: Opti
 
     register()
     dtype = str(inputs[0].dtype).removeprefix("torch.")
-    target = torch.zeros(target_shape(model, inputs, loss), dtype=inputs[0].dtype)
-    exported = torch.export.export(loss_module(model, loss).train(), (*inputs, target))
+    tdtype = inputs[0].dtype
+    target = torch.zeros(target_shape(model, inputs, loss), dtype=tdtype)
+    prepared = prepare(model, inputs, loss)
+    masks = [torch.ones(d.shape, dtype=tdtype) for d in prepared.dropouts]
+    norms = {n: model.get_submodule(n.name) for n in prepared.norms}
+    buffers = [(f"{n.name}.{what}", np.array(getattr(bn, what).detach().numpy(), dtype=dtype))
+               for n, bn in norms.items() for what in ("running_mean", "running_var")]
+    stats = [torch.from_numpy(v) for _, v in buffers]
+    exported = torch.export.export(prepared.module.train(), (*inputs, target, *masks, *stats))
     mod = from_exported_program(exported, keep_params_as_input=True, unwrap_unit_return_tuple=True)
     fn = mod["main"]
     n_in = int(fn.attrs["num_input"])
+    n_data = n_in - len(stats)  # the model's inputs, the target and the masks
     values = [np.array(v.numpy()) for v in fn.attrs["params"]] if "params" in fn.attrs else []
     names = [n.removeprefix("model.") for n in exported.graph_signature.parameters]
     if len(names) != len(values) or len(fn.params) != n_in + len(values):
         raise AotError(f"the exported model has {len(fn.params) - n_in} weight inputs for {len(names)} "
-                       "parameters: buffers that are inputs are not supported yet")
+                       "parameters: buffers other than batch-norm statistics are not supported")
     if any(v.dtype != np.dtype(dtype) for v in values):
         raise AotError(f"every parameter must be {dtype}, the inputs' type")
     params = list(zip(names, values))
     state = optimizer.state(params)
-    # batch norm in training mode: batch statistics, as mean/variance operators Gradient differentiates
-    mod = relax.transform.DecomposeOpsForTraining("main")(mod)
+    if stats:
+        mod = _tuple_return(mod)
+    mod = relax.transform.DecomposeOpsForTraining("main")(mod)  # any batch norm left: batch statistics
     with derived_conv2d_gradient():  # conv gradients as derived expression operators: tuning tasks
-        mod = relax.transform.Gradient("main", require_grads=list(fn.params[n_in:]))(mod)
+        mod = relax.transform.Gradient("main", require_grads=list(fn.params[n_in:]), target_index=0)(mod)
     adjoint = mod["main_adjoint"].without_attr("params").without_attr("global_symbol")
 
     # the step's builder starts from the PrimFuncs the gradients call (derived operators)
     bb = relax.BlockBuilder(tvm.IRModule({gv: f for gv, f in mod.functions_items()
                                           if not isinstance(f, relax.Function)}))
     adjoint_var = bb.add_func(adjoint, "adjoint")  # private: inlined below
-    args = [relax.Var(p.name, p.ty) for p in fn.params]
+    data = [relax.Var(p.name, p.ty) for p in fn.params[:n_data]]
+    stat_vars = [relax.Var(p.name, p.ty) for p in fn.params[n_data:n_in]]
+    param_vars = [relax.Var(p.name, p.ty) for p in fn.params[n_in:]]
     state_vars = [relax.Var(f"s_{name.replace('.', '_')}", relax.TensorType(v.shape, dtype)) for name, v in state]
-    with bb.function("main", [*args, *state_vars]):
+    with bb.function("main", [*data, *param_vars, *state_vars, *stat_vars]):
         with bb.dataflow():
-            result = bb.emit(relax.Call(adjoint_var, args))
-            loss_value = bb.emit(relax.TupleGetItem(result, 0))
+            result = bb.emit(relax.Call(adjoint_var, [*data, *stat_vars, *param_vars]))
+            forward = bb.emit(relax.TupleGetItem(result, 0))
+            loss_value = bb.emit(relax.TupleGetItem(forward, 0)) if stats else forward
+            new_stats = [bb.emit(relax.TupleGetItem(forward, 1 + i)) for i in range(len(stats))]
             grads_tuple = bb.emit(relax.TupleGetItem(result, 1))
             grads = [bb.emit(relax.TupleGetItem(grads_tuple, i)) for i in range(len(params))]
-            new_params, new_state = optimizer.emit(bb, args[n_in:], grads, state_vars, dtype)
-            out = bb.emit_output(relax.Tuple([loss_value, *new_params, *new_state]))
+            new_params, new_state = optimizer.emit(bb, param_vars, grads, state_vars, dtype)
+            out = bb.emit_output(relax.Tuple([loss_value, *new_params, *new_state, *new_stats]))
         bb.emit_func_output(out)
     step = relax.transform.InlinePrivateFunctions()(bb.get())
     step = relax.transform.DeadCodeElimination(["main"])(step)
     step = unique_binding_names(step)
-    shapes = [(p.name, tuple(int(d) for d in p.ty.shape)) for p in fn.params[:n_in]]
-    return TrainingStep(step, shapes, params, state, loss, optimizer, dtype, binding_phases(step))
+    shapes = [(p.name, tuple(int(d) for d in p.ty.shape)) for p in fn.params[:n_data - len(masks)]]
+    return TrainingStep(step, shapes, prepared.dropouts, params, state, buffers, loss, optimizer, dtype,
+                        binding_phases(step))
 
 
 def binding_phases(step: Any) -> dict[str, Phase]:

@@ -2,7 +2,7 @@
 name beside the inference zoo (tuner.models.torch_models), whose models it also trains.
 
 Each returns a classifier over ``classes`` outputs, sized so a few emulated steps take seconds: an MLP,
-a CNN with batch norm, a ResNet-18 at reduced width on 32x32 images, and a transformer encoder layer
+a CNN with batch norm and dropout, a ResNet-18 at reduced width on 32x32 images, and a transformer encoder layer
 (BERT's, at reduced width) with a mean-pooled classification head.
 """
 
@@ -20,15 +20,15 @@ def mlp(width: float = 1.0, features: int = 32, hidden: int = 64, classes: int =
 
 
 def cnn(width: float = 1.0, classes: int = 10) -> Any:
-    """conv-BN-ReLU, max pool, strided conv-BN-ReLU, global average pool, linear (BN trains on batch
-    statistics; the convolutions before it have no bias, as usual)."""
+    """conv-BN-ReLU, max pool, strided conv-BN-ReLU, global average pool, dropout, linear (the
+    convolutions before batch norm have no bias, as usual)."""
     from torch import nn
 
     c1, c2 = max(2, int(8 * width)), max(2, int(16 * width))
     return nn.Sequential(
         nn.Conv2d(3, c1, 3, padding=1, bias=False), nn.BatchNorm2d(c1), nn.ReLU(), nn.MaxPool2d(2),
         nn.Conv2d(c1, c2, 3, stride=2, padding=1, bias=False), nn.BatchNorm2d(c2), nn.ReLU(),
-        nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(c2, classes))
+        nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Dropout(0.25), nn.Linear(c2, classes))
 
 
 def resnet18_small(width: float = 0.125, classes: int = 10) -> Any:

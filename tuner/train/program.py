@@ -43,15 +43,18 @@ class TrainingProgram:
 
 
 def compile_training(step: TrainingStep, target: Target | str, out_dir: str | Path, lookup: Lookup | None,
-                     name: str = "model") -> TrainingProgram:
+                     name: str = "model", dropout_seed: int = 0) -> TrainingProgram:
+    """The program of ``step``; its dropout masks are drawn from ``dropout_seed``."""
     out = Path(out_dir)
     result = compile_model(step.module, target, out, lookup, name=name,
-                           driver=training_main(name, len(step.inputs)))
+                           driver=training_main(name, len(step.inputs), step.dropouts, dropout_seed))
     np.concatenate([v.ravel() for _, v in step.carried] or [np.zeros(0)]).astype(step.dtype).tofile(out / "state.bin")
     (out / "training.json").write_text(json.dumps({
         "model": name, "dtype": step.dtype, "loss": step.loss.value,
         "optimizer": {"kind": step.optimizer.kind.value, "lr": step.optimizer.lr},
         "inputs": [{"name": n, "shape": list(s)} for n, s in step.inputs],
+        "dropouts": [{"name": d.name, "p": d.p, "shape": list(d.shape)} for d in step.dropouts],
+        "dropout_seed": dropout_seed,
         "carried": [{"name": n, "shape": list(v.shape)} for n, v in step.carried],
         "usage": "./model_emu weights.bin data.bin state.bin STEPS losses.bin final_state.bin "
                  "[checkpoint.bin EVERY]",
