@@ -87,7 +87,7 @@ def train(
                   f"({sum(v.size for _, v in step.params)} values), {loss_kind.value} loss, {opt_kind.value} "
                   f"(lr {lr:g}), batch {batch}; {len(batches)} batches of data")
     if trials:
-        _tune_step(step, name, tname, trials, workers, url, db)
+        tune_step(step, name, tname, trials, workers, url, db)
     lookup, close = db_lookup(url, tname)
     try:
         program = compile_training(step, tname, out, lookup, name, dropout_seed)
@@ -114,7 +114,7 @@ def train(
                   + f" (losses.txt; final parameters and optimizer state in final_state.bin, {len(state)} tensors)")
 
 
-def _tune_step(step: Any, name: str, target: str, trials: int, workers: int, url: str, db: str | None) -> None:
+def tune_step(step: Any, name: str, target: str, trials: int, workers: int, url: str, db: str | None) -> None:
     """Every task of the step as one submission to an embedded service writing the log at ``url``."""
     from cli.tuner_commands import tune_on_service
     from service.embedded import embedded_service

@@ -236,3 +236,25 @@ def sigmoid_torch(data, **_):
     import torch
 
     return torch.sigmoid(data)
+
+
+def gated_dense(m=8, n=16, k=32, dtype="float32"):
+    """A gated linear unit in one operator: y = (x W^T + b) * sigmoid(x G^T). Four stages (two
+    reductions, a gate, a product): its gradient takes the chain rule through all of them."""
+    x = te.placeholder((m, k), dtype, name="data")
+    weight = te.placeholder((n, k), dtype, name="weight")
+    bias = te.placeholder((n,), dtype, name="bias")
+    gate = te.placeholder((n, k), dtype, name="gate")
+    rk = te.reduce_axis((0, k), "rk")
+    value = te.compute((m, n), lambda i, j: te.sum(x[i, rk] * weight[j, rk], axis=rk), name="value")
+    rg = te.reduce_axis((0, k), "rg")
+    logit = te.compute((m, n), lambda i, j: te.sum(x[i, rg] * gate[j, rg], axis=rg), name="logit")
+    out = te.compute((m, n), lambda i, j: (value[i, j] + bias[j]) / (1.0 + te.exp(0.0 - logit[i, j])),
+                     name="gated_dense")
+    return [x, weight, bias, gate, out]
+
+
+def gated_dense_torch(data, weight, bias, gate, **_):
+    import torch
+
+    return (data @ weight.T + bias) * torch.sigmoid(data @ gate.T)

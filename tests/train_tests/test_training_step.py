@@ -182,3 +182,29 @@ def test_a_loss_that_cannot_apply_is_refused() -> None:
         target_shape(module, (torch.randn(2, 3, 8, 8),), Loss.CROSS_ENTROPY)
     with pytest.raises(ValueError, match="learning rate"):
         Optimizer(OptimizerKind.SGD, float("nan"))
+
+
+@pytest.mark.slow
+def test_a_model_with_an_expression_operator_trains_through_its_derived_gradient(tmp_path: Path) -> None:
+    from tuner.expr.workload import load_function
+
+    example = Path(__file__).resolve().parents[2] / "examples" / "train" / "gated_mlp.py"
+    module, inputs = load_function(f"{example}:model")(batch=4)
+    reference = copy.deepcopy(module)
+    opt = Optimizer(OptimizerKind.ADAM, 0.01)
+    shape = target_shape(module, inputs, Loss.CROSS_ENTROPY)
+    batches = train_data.synthetic(2, 2, 4, tuple(inputs[0].shape), shape, Loss.CROSS_ENTROPY)
+    step = training_step(module, inputs, Loss.CROSS_ENTROPY, opt)
+    program = compile_training(step, "sw26010", tmp_path, lambda w: None, "gated")
+    # the operator's forward and its derived gradient operators are steps of the program
+    sources = " ".join(str(n.attrs.get("function", "")) for n in program.result.graph.nodes)
+    kernels = " ".join(k.workload.key for k in program.result.kernels)
+    assert "gated_dense" in sources + kernels and "gated_dense_grad_" in sources + kernels
+    batches.tofile(tmp_path / "data.bin", step.dtype)
+    build_emulated(tmp_path)
+    run = run_emulated(tmp_path, tmp_path / "data.bin", STEPS, step.dtype)
+    ref = torch_steps(reference, batches, opt, Loss.CROSS_ENTROPY, STEPS)  # torch: the operator's twin
+    assert _rel(run.losses, np.array(ref.losses)) <= 1e-4
+    state = split_state(run.state, step)
+    assert {"2.weight", "2.bias", "2.gate"} <= set(state)
+    assert max(_rel(state[n], v) for n, v in ref.params.items()) <= 1e-4

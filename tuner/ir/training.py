@@ -103,7 +103,8 @@ def training_step(model: Any, inputs: Sequence[Any], loss: Loss, optimizer: Opti
     from tvm import relax
     from tvm.relax.frontend.torch import from_exported_program
 
-    from tuner.ir.expr_gradients import derived_conv2d_gradient
+    from tuner.ir.expr_gradients import derived_conv2d_gradient, strip_with_grad
+    from tuner.ir.expr_layer import converters
     from tuner.ir.gradients import register
     from tuner.ir.names import unique_binding_names
 
@@ -118,7 +119,8 @@ def training_step(model: Any, inputs: Sequence[Any], loss: Loss, optimizer: Opti
                for n, bn in norms.items() for what in ("running_mean", "running_var")]
     stats = [torch.from_numpy(v) for _, v in buffers]
     exported = torch.export.export(prepared.module.train(), (*inputs, target, *masks, *stats))
-    mod = from_exported_program(exported, keep_params_as_input=True, unwrap_unit_return_tuple=True)
+    mod = from_exported_program(exported, keep_params_as_input=True, unwrap_unit_return_tuple=True,
+                                custom_convert_map=converters())  # expression layers: tuner.ir.expr_layer
     fn = mod["main"]
     n_in = int(fn.attrs["num_input"])
     n_data = n_in - len(stats)  # the model's inputs, the target and the masks
@@ -136,6 +138,7 @@ def training_step(model: Any, inputs: Sequence[Any], loss: Loss, optimizer: Opti
     mod = relax.transform.DecomposeOpsForTraining("main")(mod)  # any batch norm left: batch statistics
     with derived_conv2d_gradient():  # conv gradients as derived expression operators: tuning tasks
         mod = relax.transform.Gradient("main", require_grads=list(fn.params[n_in:]), target_index=0)(mod)
+    mod = strip_with_grad(mod)  # an expression layer's forward: the plain call_tir
     adjoint = mod["main_adjoint"].without_attr("params").without_attr("global_symbol")
 
     # the step's builder starts from the PrimFuncs the gradients call (derived operators)

@@ -47,6 +47,9 @@ def transformer(width: float = 1.0, hidden: int = 64, heads: int = 4, classes: i
         def __init__(self) -> None:
             super().__init__()
             self.layer = bert_layer(width, hidden=hidden, heads=heads, ff=4 * hidden)
+            # the key projection's bias has a gradient of exactly zero (softmax ignores a shift shared by
+            # every key); Adam would turn the rounding noise there into full-size steps
+            self.layer.att.k.bias = None
             self.head = nn.Linear(self.layer.ln1.normalized_shape[0], classes)
 
         def forward(self, x: Any) -> Any:

@@ -121,6 +121,21 @@ def phase_seconds(timing: ModelTime, step: TrainingStep) -> dict[str, dict[str, 
     return out
 
 
+def tasks_by_phase(program: TrainingProgram) -> dict[str, int]:
+    """Distinct tuning tasks (GEMM-like and expression kernels, CPE kernel tasks) the program runs, by
+    the phase of their first step."""
+    seen: dict[str, str] = {}
+    for n in program.result.graph.nodes:
+        if n.op == "kernel":
+            key = n.attrs["kernel"].workload.key
+        elif n.op == "cpe" and getattr(n.attrs["cpe"], "workload", None) is not None:
+            key = n.attrs["cpe"].workload.key
+        else:
+            continue
+        seen.setdefault(key, program.step.phases.get(n.source, Phase.BACKWARD).value)
+    return {p.value: sum(1 for v in seen.values() if v == p.value) for p in Phase}
+
+
 def summary(program: TrainingProgram) -> dict[str, Any]:
     sm = program.timing.summary()
     return {**sm, "phases": phase_seconds(program.timing, program.step)}

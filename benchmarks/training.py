@@ -1,0 +1,171 @@
+"""Training on Sunway (issue: train a model on Sunway), measured end to end.
+
+For each model of the issue's list (an MLP; a CNN with batch norm and dropout; ResNet-18 at width 1/8
+on 32x32 images; a transformer encoder layer with a classification head; an MLP holding a new
+operator written as an expression, examples/train/gated_mlp.py) and each optimizer (SGD, momentum,
+Adam), the training step is built, compiled with the training driver, run for ``--steps`` steps on
+the emulator and compared with the same steps in torch (tuner.train.reference: torch.optim, torch's
+batch norm, the program's dropout masks):
+
+* ``loss_max_rel_err``: max over steps and optimizers of |loss - torch| / |torch|;
+* ``param_max_rel_err``: max over parameters, running statistics and optimizers of max|p - torch| /
+  max|torch| after the steps;
+* ``step_speedup_vs_baseline``, ``mpe_time_fraction``, ``phases_ms``: the simulated step (momentum)
+  after tuning every task of it once (``--trials`` per GEMM-like task, one submission to an embedded
+  service, simulator workers at the default noise); the other optimizers' steps compile against the
+  same tuning log (their update operators differ);
+* ``tasks``: distinct tuning tasks the tuned program runs, by phase (forward, backward, update).
+
+``checkpoint_resume_exact``: the MLP with Adam, killed (SIGKILL) after step 5 of 40 with a checkpoint
+every 2 steps and run again, gives the uninterrupted run's losses and state bit for bit.
+``overlap`` and ``mpi`` are null: not built yet (their issue items are open).
+
+Last line: one JSON object.
+"""
+
+from __future__ import annotations
+
+import argparse
+import copy
+import os
+import signal
+import subprocess
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from _common import ROOT, emit
+
+MODELS = ["mlp", "cnn", "resnet18_small", "transformer", f"{ROOT}/examples/train/gated_mlp.py:model"]
+LR = {"sgd": 0.05, "momentum": 0.02, "adam": 0.001}
+
+
+def _build(spec: str, batch: int) -> tuple[Any, tuple[Any, ...]]:
+    from tuner.expr.workload import load_function
+    from tuner.models.trainable import build_trainable
+
+    if ":" in spec:
+        module, inputs = load_function(spec)(batch=batch)
+        return module.train(), tuple(inputs)
+    return build_trainable(spec, batch)
+
+
+def _rel(a: np.ndarray, b: np.ndarray) -> float:
+    return float(np.abs(a - b).max() / max(float(np.abs(b).max()), 1e-6))
+
+
+def _one(spec: str, kind: str, batch: int, steps: int, work: Path, lookup: Any, trials: int, db: str) -> dict[str, Any]:
+    from cli.train_commands import tune_step
+    from tuner.ir.optimizers import Optimizer, OptimizerKind
+    from tuner.ir.training import Loss, target_shape, training_step
+    from tuner.train import data as train_data
+    from tuner.train.program import (
+        build_emulated,
+        compile_training,
+        phase_seconds,
+        run_emulated,
+        split_state,
+        tasks_by_phase,
+    )
+    from tuner.train.reference import torch_steps
+
+    module, inputs = _build(spec, batch)
+    reference = copy.deepcopy(module)
+    opt = Optimizer(OptimizerKind(kind), LR[kind])
+    shape = target_shape(module, inputs, Loss.CROSS_ENTROPY)
+    batches = train_data.synthetic(7, 3, batch, tuple(inputs[0].shape), shape, Loss.CROSS_ENTROPY)
+    step = training_step(module, inputs, Loss.CROSS_ENTROPY, opt)
+    name = Path(spec.split(":")[0]).stem
+    if trials:
+        tune_step(step, name, "sw26010", trials, 2, db, db)
+    out = work / f"{name}_{kind}"
+    program = compile_training(step, "sw26010", out, lookup(), name)
+    batches.tofile(out / "data.bin", step.dtype)
+    build_emulated(out)
+    start = time.monotonic()
+    run = run_emulated(out, out / "data.bin", steps, step.dtype)
+    emulated = time.monotonic() - start
+    ref = torch_steps(reference, batches, opt, Loss.CROSS_ENTROPY, steps)
+    state = split_state(run.state, step)
+    expected = {**ref.params, **ref.buffers}
+    sm = program.timing.summary()
+    return {
+        "loss_max_rel_err": _rel(run.losses, np.array(ref.losses)),
+        "param_max_rel_err": max(_rel(state[n], v) for n, v in expected.items()),
+        "worst_param": max(expected, key=lambda n: _rel(state[n], expected[n])),
+        "step_speedup_vs_baseline": sm["speedup_vs_baseline"], "mpe_time_fraction": sm["mpe_time_fraction"],
+        "step_ms": sm["tuned_ms"], "baseline_step_ms": sm["baseline_ms"],
+        "phases_ms": {p: round(v["tuned_s"] * 1e3, 4) for p, v in phase_seconds(program.timing, step).items()},
+        "tasks": tasks_by_phase(program), "emulated_seconds": round(emulated, 2),
+    }
+
+
+def _checkpoint_exact(work: Path) -> bool:
+    from tuner.ir.optimizers import Optimizer, OptimizerKind
+    from tuner.ir.training import Loss, target_shape, training_step
+    from tuner.train import data as train_data
+    from tuner.train.program import build_emulated, compile_training, run_emulated
+
+    module, inputs = _build("mlp", 8)
+    shape = target_shape(module, inputs, Loss.CROSS_ENTROPY)
+    batches = train_data.synthetic(3, 4, 8, tuple(inputs[0].shape), shape, Loss.CROSS_ENTROPY)
+    step = training_step(module, inputs, Loss.CROSS_ENTROPY, Optimizer(OptimizerKind.ADAM, 0.001))
+    out = work / "checkpoint"
+    compile_training(step, "sw26010", out, lambda w: None, "mlp")
+    batches.tofile(out / "data.bin", step.dtype)
+    build_emulated(out)
+    whole = run_emulated(out, out / "data.bin", 40, step.dtype)
+    ckpt = out / "ckpt.bin"
+    proc = subprocess.Popen(["./model_emu", "weights.bin", "data.bin", "state.bin", "40", "losses.bin",
+                             "final_state.bin", str(ckpt), "2"], cwd=out, stdout=subprocess.PIPE, text=True)
+    assert proc.stdout is not None
+    for line in proc.stdout:
+        if line.startswith("SWTUNE_LOSS 5 "):
+            os.kill(proc.pid, signal.SIGKILL)
+            break
+    proc.wait()
+    resumed = run_emulated(out, out / "data.bin", 40, step.dtype, checkpoint=ckpt, every=2)
+    return (proc.returncode == -signal.SIGKILL and resumed.resumed_from is not None
+            and resumed.losses.tobytes() == whole.losses.tobytes() and resumed.state.tobytes() == whole.state.tobytes())
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--trials", type=int, default=16, help="trials per GEMM-like task of each step (0: untuned)")
+    parser.add_argument("--steps", type=int, default=5)
+    parser.add_argument("--batch", type=int, default=8)
+    parser.add_argument("--models", nargs="*", default=MODELS)
+    args = parser.parse_args()
+    from cli.schedule_lookup import db_lookup
+
+    work = Path(tempfile.mkdtemp(prefix="swtune_training_"))
+    db = f"sqlite:///{work / 'log.db'}"
+
+    def lookup() -> Any:
+        found, _ = db_lookup(db, "sw26010")
+        return found
+
+    models: dict[str, Any] = {}
+    for spec in args.models:
+        per_opt = {}
+        for kind in ("momentum", "sgd", "adam"):  # momentum first: its step is the one tuned
+            per_opt[kind] = _one(spec, kind, args.batch, args.steps, work, lookup,
+                                 args.trials if kind == "momentum" else 0, db)
+            print(Path(spec.split(":")[0]).stem, kind, per_opt[kind], flush=True)
+        tuned = per_opt["momentum"]
+        models[Path(spec.split(":")[0]).stem] = {
+            "loss_max_rel_err": max(r["loss_max_rel_err"] for r in per_opt.values()),
+            "param_max_rel_err": max(r["param_max_rel_err"] for r in per_opt.values()),
+            **{k: tuned[k] for k in ("step_speedup_vs_baseline", "mpe_time_fraction", "step_ms",
+                                     "baseline_step_ms", "phases_ms", "tasks")},
+            "per_optimizer": {k: {"loss": r["loss_max_rel_err"], "param": r["param_max_rel_err"],
+                                  "worst": r["worst_param"]} for k, r in per_opt.items()},
+        }
+    emit({"models": models, "checkpoint_resume_exact": _checkpoint_exact(work), "overlap": None, "mpi": None,
+          "trials_per_task": args.trials, "steps": args.steps, "batch": args.batch})
+
+
+if __name__ == "__main__":
+    main()
