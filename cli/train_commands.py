@@ -56,6 +56,8 @@ def train(
     workers: Annotated[int, typer.Option(help="simulator workers of the embedded service")] = 2,
     db: Annotated[str | None, typer.Option(envvar="SWTUNE_DATABASE_URL", help=DB_HELP)] = None,
     checkpoint_every: Annotated[int, typer.Option(min=0, help="write a checkpoint every K steps (0: none)")] = 0,
+    ranks: Annotated[int, typer.Option(min=1, help="MPI ranks (one per core group), each a slice of the batch; "
+                                                   "the gradients are averaged with MPI_Allreduce")] = 1,
     run: Annotated[bool, typer.Option(help="build with `make emu` and run the steps on the emulator")] = True,
 ) -> None:
     """Train a model on Sunway: one compiled training step (forward, backward, update), tuned,
@@ -76,12 +78,15 @@ def train(
                            f"{[o.value for o in OptimizerKind]}") from None
     opt = Optimizer(opt_kind, lr)
     url = database_url(db)
+    if batch % ranks:
+        raise CommandError(f"--batch {batch} does not split over {ranks} ranks")
     module, inputs = _model(model, batch, width, image)
     out_shape = target_shape(module, inputs, loss_kind)
     in_shape = tuple(inputs[0].shape)
     batches = (train_data.from_npz(data, batch, in_shape, out_shape, loss_kind) if data is not None
                else train_data.synthetic(seed, synthetic_batches, batch, in_shape, out_shape, loss_kind))
-    step = training_step(module, inputs, loss_kind, opt)
+    local = tuple(x[:batch // ranks] for x in inputs)  # one rank's slice (the whole batch with one rank)
+    step = training_step(module, local, loss_kind, opt, data_parallel=ranks > 1)
     name = Path(model.split(":")[0]).stem
     console.print(f"[bold]{model}[/]: training step of {len(step.params)} parameters "
                   f"({sum(v.size for _, v in step.params)} values), {loss_kind.value} loss, {opt_kind.value} "
@@ -95,21 +100,22 @@ def train(
         close()
     whole_model_report(program.timing, f"{name} training step", tname)
     _phase_table(phase_seconds(program.timing, step))
+    _scaling_table(program.timing.tuned_s, step, ranks)
     if not run:
         console.print(f"program in {out}: `make emu` builds it; {program.out_dir / 'training.json'} says how to run it")
         return
     batches.tofile(out / "data.bin", step.dtype)
     from tuner.train.program import build_emulated
 
-    build_emulated(out)
+    build_emulated(out, mpi=ranks > 1)
     start = time.monotonic()
-    result = run_emulated(out, out / "data.bin", steps, step.dtype,
+    result = run_emulated(out, out / "data.bin", steps, step.dtype, ranks=ranks if ranks > 1 else 0,
                           checkpoint=out / "checkpoint.bin" if checkpoint_every else None, every=checkpoint_every)
     if result.resumed_from is not None:
         console.print(f"resumed from the checkpoint at step {result.resumed_from}")
     (out / "losses.txt").write_text("".join(f"{i} {v:.9e}\n" for i, v in enumerate(result.losses)))
     state = split_state(result.state, step)
-    console.print(f"ran {steps} steps on the emulator in {time.monotonic() - start:.1f} s: loss "
+    console.print(f"ran {steps} steps on the emulator{f' ({ranks} MPI ranks)' if ranks > 1 else ''} in {time.monotonic() - start:.1f} s: loss "
                   + " ".join(f"{v:.5f}" for v in result.losses)
                   + f" (losses.txt; final parameters and optimizer state in final_state.bin, {len(state)} tensors)")
 
@@ -135,4 +141,22 @@ def _phase_table(phases: dict[str, dict[str, float]]) -> None:
         table.add_column(col, justify="left" if col == "phase" else "right")
     for phase, p in phases.items():
         table.add_row(phase, f"{p['tuned_s'] * 1e3:.3f}", f"{p['tuned_s'] / total:.1%}", f"{p['baseline_s'] * 1e3:.3f}")
+    console.print(table)
+
+
+def _scaling_table(step_s: float, step: Any, ranks: int) -> None:
+    """Simulated data-parallel scaling of this step from one core group to 1024 nodes."""
+    import numpy as np
+
+    from tuner.train.scaling import scaling
+
+    grad_bytes = sum(v.size for _, v in step.params) * np.dtype(step.dtype).itemsize
+    # the step at one rank's batch; with --ranks it already includes a one-process allreduce (a copy)
+    table = Table(title=f"simulated data-parallel scaling ({grad_bytes / 1e6:.2f} MB of gradients per step; "
+                        "network figures in tuner/train/scaling.py)")
+    for col in ("core groups", "weak: step ms", "efficiency", "strong: step ms", "efficiency"):
+        table.add_column(col, justify="right")
+    for p in scaling(step_s, grad_bytes, [1, 4, 64, 256, 1024, 4096]):
+        table.add_row(str(p.cgs), f"{p.weak_step_s * 1e3:.3f}", f"{p.weak_efficiency:.1%}",
+                      f"{p.strong_step_s * 1e3:.4f}", f"{p.strong_efficiency:.1%}")
     console.print(table)

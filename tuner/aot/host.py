@@ -131,6 +131,9 @@ def host_file(graph: Graph, kernels: list[Kernel], plan: MemoryPlan, model: str,
 #include <string.h>
 #include <math.h>
 #include <athread.h>
+#ifdef SWTUNE_MPI
+#include <mpi.h>
+#endif
 #include "swtune_kernel.h"
 #include "model.h"
 

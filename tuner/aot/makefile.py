@@ -22,6 +22,7 @@ def makefile(target: str, emulator_dir: str | Path) -> str:
     return f"""# swtune AOT model for {target}.
 #   make {default}   build `model` with the Sunway toolchain (the default target)
 #   make emu     build `model_emu` for x86 against the athread emulator (SWEMU=<tuner/codegen/emulator>)
+#   make emu-mpi build `model_emu_mpi` (mpicc): a training program's ranks, `mpirun -np R ./model_emu_mpi ...`
 # run: ./model weights.bin input.bin output.bin      (SWTUNE_PROFILE=1 prints per-step seconds)
 SWEMU ?= {Path(emulator_dir).resolve()}
 HDRS = swtune_kernel.h swtune_slave_api.h model.h
@@ -50,7 +51,17 @@ model_emu: $(HDRS) host.c slave.c
 \tgcc -O2 -pthread -I$(SWEMU) -c $(SWEMU)/athread_emu.c -o athread_emu.o
 \tgcc -pthread host_emu.o slave_emu.o athread_emu.o -lm -o model_emu
 
+# the same with MPI (mpicc, -DSWTUNE_MPI): a training program's ranks average gradients with MPI_Allreduce
+emu-mpi: model_emu_mpi
+model_emu_mpi: $(HDRS) host.c slave.c
+\tmpicc -O2 -Wno-psabi -pthread -I$(SWEMU) -I. {emu_def} -DSWTUNE_MPI -D__sw_host__ -c host.c -o host_mpi.o
+\tgcc -O2 -Wno-psabi -pthread -I$(SWEMU) -I. {emu_def} -D__sw_slave__ -c slave.c -o slave_mpi.o
+\tnm -P -g --defined-only slave_mpi.o | awk '$$2=="T"||$$2=="W"{{print $$1" slave_"$$1}}' > slave_mpi.syms
+\tobjcopy --redefine-syms=slave_mpi.syms slave_mpi.o
+\tgcc -O2 -pthread -I$(SWEMU) -c $(SWEMU)/athread_emu.c -o athread_emu.o
+\tmpicc -pthread host_mpi.o slave_mpi.o athread_emu.o -lm -o model_emu_mpi
+
 clean:
-\trm -f *.o model model_emu slave.syms
-.PHONY: all sw5cc swgcc emu clean
+\trm -f *.o model model_emu model_emu_mpi slave.syms slave_mpi.syms
+.PHONY: all sw5cc swgcc emu emu-mpi clean
 """

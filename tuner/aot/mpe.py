@@ -152,8 +152,21 @@ def _tir(n: Node, ref: Ref, ty: str) -> list[str]:
     return [f"  {n.attrs['function']}({args});"]
 
 
+def _allreduce(n: Node, ref: Ref, ty: str) -> list[str]:
+    """The mean over the MPI ranks (a program built with -DSWTUNE_MPI); one process: a copy."""
+    X, Y, size = ref(n.inputs[0]), ref(n.output), n.output.size
+    mpi_type = "MPI_DOUBLE" if ty == "double" else "MPI_FLOAT"
+    return ["#ifdef SWTUNE_MPI",
+            "  { int ranks; MPI_Comm_size(MPI_COMM_WORLD, &ranks);",
+            f"    MPI_Allreduce({X}, {Y}, {size}, {mpi_type}, MPI_SUM, MPI_COMM_WORLD);",
+            f"    for (long i = 0; i < {size}L; i++) {Y}[i] /= ({ty})ranks; }}",
+            "#else",
+            f"  memmove({Y}, {X}, sizeof({ty}) * {size}L);",
+            "#endif"]
+
+
 EMITTERS: dict[str, Callable[[Node, Ref, str], list[str]]] = {
-    "tir": _tir, "channel_affine": _channel_affine, "pad_nchw": _pad_nchw, "unpitch": _unpitch,
+    "allreduce": _allreduce, "tir": _tir, "channel_affine": _channel_affine, "pad_nchw": _pad_nchw, "unpitch": _unpitch,
     "transpose": _transpose, "pack_b": _pack_b,
 }
 

@@ -5,6 +5,10 @@ optimizer state), and returns the loss, then the new carried state in the same o
 
     model weights.bin data.bin state.bin STEPS losses.bin final_state.bin [checkpoint.bin EVERY]
 
+(``mpirun -np R model_emu_mpi ...``, built by ``make emu-mpi``: R ranks, each taking its slice of
+every global batch: rows ``[r*b, (r+1)*b)`` of each batch input, ``b`` the step's batch; the step's
+``allreduce`` nodes average the gradients; rank 0 prints, checkpoints and writes the outputs.)
+
 * ``data.bin``: whole batches one after another, each the batch inputs in order (raw, the model's
   type); step ``s`` takes batch ``s mod (number of batches)``;
 * ``state.bin``: the initial carried state; ``final_state.bin`` receives it after the last step and
@@ -90,7 +94,8 @@ def training_main(model: str, n_data: int, dropouts: list[Dropout] | None = None
             f"    memmove(inputs[{n_data + n_masks + i}], {c_var(o)}, sizeof({ty}) * {o.size}L);"
             for i, o in enumerate(graph.outputs[1:]))
         draw = "\n".join(
-            f"    draw_mask(inputs[{n_data + k}], {graph.inputs[n_data + k].size}L, s, {k}, {d.p!r});"
+            f"    draw_mask(inputs[{n_data + k}], {graph.inputs[n_data + k].size}L, "
+            f"rank * {graph.inputs[n_data + k].size}L, s, {k}, {d.p!r});"
             for k, d in enumerate(dropouts))
         return _MAIN.format(
             ty=ty, hz=repr(hz), n_data=n_data, n_carried_from=n_data + n_masks, seed=seed & _M64, draw=draw,
@@ -118,12 +123,13 @@ static unsigned long long mix64(unsigned long long z) {{
   return z ^ (z >> 31);
 }}
 
-/* dropout mask k of step s: 0 or 1 / (1 - p) per element (tuner.aot.training_program.dropout_mask) */
-static void draw_mask({ty} *mask, long n, long s, unsigned long long k, double p) {{
+/* dropout mask k of step s: 0 or 1 / (1 - p) per element (tuner.aot.training_program.dropout_mask);
+   element i of this rank's slice is element first + i of the global batch's mask */
+static void draw_mask({ty} *mask, long n, long first, long s, unsigned long long k, double p) {{
   const unsigned long long key = mix64(mix64(SWTUNE_DROPOUT_SEED ^ mix64((unsigned long long)s)) ^ k);
   const {ty} scale = ({ty})(1.0 / (1.0 - p));
   for (long i = 0; i < n; i++)
-    mask[i] = (double)(mix64(key ^ (unsigned long long)i) >> 11) * 0x1p-53 >= p ? scale : ({ty})0;
+    mask[i] = (double)(mix64(key ^ (unsigned long long)(first + i)) >> 11) * 0x1p-53 >= p ? scale : ({ty})0;
 }}
 
 typedef struct {{
@@ -217,6 +223,12 @@ static void write_all(const char *path, const void *p, size_t bytes) {{
 }}
 
 int main(int argc, char **argv) {{
+  int rank = 0, ranks = 1;  /* data parallel over MPI: each rank a slice of every global batch */
+#ifdef SWTUNE_MPI
+  MPI_Init(&argc, &argv);
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  MPI_Comm_size(MPI_COMM_WORLD, &ranks);
+#endif
   if (argc != 7 && argc != 9) {{
     fprintf(stderr, "usage: %s weights.bin data.bin state.bin STEPS losses.bin final_state.bin "
                     "[checkpoint.bin EVERY]\n", argv[0]);
@@ -229,7 +241,7 @@ int main(int argc, char **argv) {{
   {ty} *W = sw_alloc(SWTUNE_WEIGHTS_BYTES);
   sw_read(argv[1], W, SWTUNE_WEIGHTS_BYTES);
   const long data_bytes = file_bytes(argv[2]);
-  const long batch_bytes = (long)sizeof({ty}) * SWTUNE_BATCH_ELEMS;
+  const long batch_bytes = (long)sizeof({ty}) * SWTUNE_BATCH_ELEMS * ranks;
   if (data_bytes <= 0 || data_bytes % batch_bytes != 0) {{
     fprintf(stderr, "%s: %ld bytes is not a whole number of batches of %ld bytes\n", argv[2], data_bytes, batch_bytes);
     return 2;
@@ -244,7 +256,7 @@ int main(int argc, char **argv) {{
   long first = 0;
   if (!(argc == 9 && read_checkpoint(argv[7], steps, &first, state, losses)))
     sw_read(argv[3], state, sizeof({ty}) * SWTUNE_STATE_ELEMS);
-  else
+  else if (rank == 0)
     printf("SWTUNE_RESUMED %ld\n", first);
   carried_copy(inputs, state, 0);
   {ty} *slots[SWTUNE_N_SLOTS];
@@ -253,25 +265,33 @@ int main(int argc, char **argv) {{
   athread_init();
   unsigned long cycles = 0;
   for (long s = first; s < steps; s++) {{
-    const {ty} *batch = data + (s % batches) * SWTUNE_BATCH_ELEMS;
-    for (int i = 0; i < SWTUNE_N_DATA; i++) {{
-      memcpy(inputs[i], batch, sizeof({ty}) * in_elems[i]);
-      batch += in_elems[i];
+    const {ty} *batch = data + (s % batches) * SWTUNE_BATCH_ELEMS * ranks;
+    for (int i = 0; i < SWTUNE_N_DATA; i++) {{  /* input i of the global batch, this rank's rows */
+      memcpy(inputs[i], batch + rank * in_elems[i], sizeof({ty}) * in_elems[i]);
+      batch += ranks * in_elems[i];
     }}
 {draw}
     const unsigned long t0 = sw_cycles();
     swtune_run(inputs, W, slots);
     cycles += sw_cycles() - t0;
     losses[s] = {loss}[0];
-    printf("SWTUNE_LOSS %ld %.9e\n", s, (double)losses[s]);
-    fflush(stdout);
+    if (rank == 0) {{
+      printf("SWTUNE_LOSS %ld %.9e\n", s, (double)losses[s]);
+      fflush(stdout);
+    }}
 {copy_back}
-    if (every && (s + 1) % every == 0) {{
+    if (rank == 0 && every && (s + 1) % every == 0) {{
       carried_copy(inputs, state, 1);
       if (!write_checkpoint(argv[7], s + 1, state, losses)) return 2;
     }}
   }}
   athread_halt();
+  if (rank != 0) {{
+#ifdef SWTUNE_MPI
+    MPI_Finalize();
+#endif
+    return 0;
+  }}
   if (steps > first) printf("SWTUNE_STEP_SECONDS=%.9e\n", (double)cycles / {hz} / (double)(steps - first));
   if (getenv("SWTUNE_PROFILE"))
     for (int i = 0; i < SWTUNE_N_STEPS; i++)
@@ -279,6 +299,9 @@ int main(int argc, char **argv) {{
   carried_copy(inputs, state, 1);
   write_all(argv[5], losses, sizeof({ty}) * steps);
   write_all(argv[6], state, sizeof({ty}) * SWTUNE_STATE_ELEMS);
+#ifdef SWTUNE_MPI
+  MPI_Finalize();
+#endif
   return 0;
 }}
 """

@@ -15,6 +15,10 @@ import numpy as np
 
 from tuner.errors import SwtuneError
 
+# the packed function a data-parallel training step calls to average a tensor over the MPI ranks
+# (tuner.ir.training emits it; the reader makes it an "allreduce" node; tuner.aot.mpe prints it)
+ALLREDUCE_MEAN = "swtune.allreduce_mean"
+
 
 class AotError(SwtuneError):
     """A model the ahead-of-time compiler cannot compile (the message names the operator)."""

@@ -34,7 +34,7 @@ from typing import Any
 import numpy as np
 
 from tuner.errors import InvalidWorkloadError
-from tuner.ir.graph import AotError, Graph, Node, Note, Tensor
+from tuner.ir.graph import ALLREDUCE_MEAN, AotError, Graph, Node, Note, Tensor
 from tuner.ir.relax_ops import (
     MatmulForm,
     Routing,
@@ -601,11 +601,23 @@ def _run_llvm(func: Any, inputs: list[np.ndarray], outs: list[tuple[tuple[int, .
     return [x.numpy() for x in res]
 
 
+def _call_packed(r: RelaxReader, call: Any, name: str, op: str) -> Value:
+    """The one packed function a compiled program runs: the ranks' mean of a tensor (MPI_Allreduce)."""
+    fn = str(getattr(call.args[0], "global_symbol", call.args[0]))
+    if fn != ALLREDUCE_MEAN:
+        raise AotError(f"{name} ({op}): packed function {fn} is not supported")
+    args = r.expr(call.args[1], name)
+    x = args[0] if isinstance(args, tuple) else args
+    if not isinstance(x, Tensor):
+        raise AotError(f"{name} ({op}): {fn} takes one tensor")
+    return r.node("allreduce", [x], x.shape, name, "allreduce (MPI)")
+
+
 _RULES: dict[str, Callable[[RelaxReader, Any, str, str], Value]] = {
     "nn.conv2d": _conv2d, "nn.conv1d": _conv1d, "matmul": _matmul, "nn.batch_norm": _batch_norm,
     "permute_dims": _permute,
     "call_tir": _call_tir, "shape_of": _shape_of, "tensor_to_shape": _tensor_to_shape, "nn.group_norm": _group_norm,
-    "nn.instance_norm": _group_norm, **{v: _view for v in _VIEWS},
+    "nn.instance_norm": _group_norm, "call_dps_packed": _call_packed, **{v: _view for v in _VIEWS},
 }
 
 

@@ -23,7 +23,7 @@ from typing import Any
 
 import numpy as np
 
-from tuner.ir.graph import AotError
+from tuner.ir.graph import ALLREDUCE_MEAN, AotError
 from tuner.ir.optimizers import UPDATE_PREFIX, Optimizer
 from tuner.ir.train_modules import Dropout, Loss, prepare
 
@@ -95,9 +95,13 @@ def _tuple_return(mod: Any) -> Any:
     return relax.transform.Normalize()(out_mod)
 
 
-def training_step(model: Any, inputs: Sequence[Any], loss: Loss, optimizer: Optimizer) -> TrainingStep:
+def training_step(model: Any, inputs: Sequence[Any], loss: Loss, optimizer: Optimizer,
+                  data_parallel: bool = False) -> TrainingStep:
     """The training step of ``model`` (a torch module, its current weights the initial ones) at the
-    shapes of ``inputs``."""
+    shapes of ``inputs``. ``data_parallel``: ``inputs`` are one rank's slice of the global batch, and
+    the gradients (and the loss reported) are averaged over the ranks before the update (an
+    ``ALLREDUCE_MEAN`` call each: MPI_Allreduce in the compiled program; batch statistics stay per
+    rank, as torch's DistributedDataParallel without SyncBatchNorm)."""
     import torch
     import tvm
     from tvm import relax
@@ -157,6 +161,11 @@ def training_step(model: Any, inputs: Sequence[Any], loss: Loss, optimizer: Opti
             new_stats = [bb.emit(relax.TupleGetItem(forward, 1 + i)) for i in range(len(stats))]
             grads_tuple = bb.emit(relax.TupleGetItem(result, 1))
             grads = [bb.emit(relax.TupleGetItem(grads_tuple, i)) for i in range(len(params))]
+            if data_parallel:
+                grads = [bb.emit(relax.call_dps_packed(ALLREDUCE_MEAN, relax.Tuple([g]), p.ty))
+                         for g, p in zip(grads, param_vars)]
+                loss_value = bb.emit(relax.call_dps_packed(ALLREDUCE_MEAN, relax.Tuple([loss_value]),
+                                                           relax.TensorType((), dtype)))
             new_params, new_state = optimizer.emit(bb, param_vars, grads, state_vars, dtype)
             out = bb.emit_output(relax.Tuple([loss_value, *new_params, *new_state, *new_stats]))
         bb.emit_func_output(out)

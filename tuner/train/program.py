@@ -71,17 +71,20 @@ class TrainingRun:
     stdout: str
 
 
-def build_emulated(out_dir: Path) -> None:
-    build = subprocess.run(["make", "-s", "emu"], cwd=out_dir, capture_output=True, text=True, timeout=600)
+def build_emulated(out_dir: Path, mpi: bool = False) -> None:
+    """``make emu`` (``make emu-mpi`` with ``mpi``: mpicc, the ranks' allreduce)."""
+    target = "emu-mpi" if mpi else "emu"
+    build = subprocess.run(["make", "-s", target], cwd=out_dir, capture_output=True, text=True, timeout=600)
     if build.returncode != 0:
-        raise TrainingRunError(f"make emu failed in {out_dir}:\n{build.stderr[-3000:]}")
+        raise TrainingRunError(f"make {target} failed in {out_dir}:\n{build.stderr[-3000:]}")
 
 
 def run_emulated(out_dir: Path, data: Path, steps: int, dtype: str, *, checkpoint: Path | None = None,
-                 every: int = 0, timeout: float = 3600.0, target: str = "sw26010") -> TrainingRun:
+                 every: int = 0, timeout: float = 3600.0, target: str = "sw26010", ranks: int = 0) -> TrainingRun:
     """Run the built program for ``steps`` steps over ``data`` (resuming from ``checkpoint`` when it
-    exists and writing it every ``every`` steps)."""
-    args = ["./model_emu", "weights.bin", str(Path(data).resolve()), "state.bin", str(steps), "losses.bin",
+    exists and writing it every ``every`` steps); ``ranks`` > 0: ``mpirun -np ranks`` of the MPI build."""
+    launcher = ["mpirun", "-np", str(ranks), "./model_emu_mpi"] if ranks else ["./model_emu"]
+    args = [*launcher, "weights.bin", str(Path(data).resolve()), "state.bin", str(steps), "losses.bin",
             "final_state.bin"]
     if checkpoint is not None:
         args += [str(Path(checkpoint).resolve()), str(every)]
