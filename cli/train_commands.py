@@ -115,7 +115,8 @@ def train(
         console.print(f"resumed from the checkpoint at step {result.resumed_from}")
     (out / "losses.txt").write_text("".join(f"{i} {v:.9e}\n" for i, v in enumerate(result.losses)))
     state = split_state(result.state, step)
-    console.print(f"ran {steps} steps on the emulator{f' ({ranks} MPI ranks)' if ranks > 1 else ''} in {time.monotonic() - start:.1f} s: loss "
+    where = f"the emulator ({ranks} MPI ranks)" if ranks > 1 else "the emulator"
+    console.print(f"ran {steps} steps on {where} in {time.monotonic() - start:.1f} s: loss "
                   + " ".join(f"{v:.5f}" for v in result.losses)
                   + f" (losses.txt; final parameters and optimizer state in final_state.bin, {len(state)} tensors)")
 
