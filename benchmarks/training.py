@@ -18,7 +18,12 @@ batch norm, the program's dropout masks):
 
 ``checkpoint_resume_exact``: the MLP with Adam, killed (SIGKILL) after step 5 of 40 with a checkpoint
 every 2 steps and run again, gives the uninterrupted run's losses and state bit for bit.
-``overlap`` and ``mpi`` are null: not built yet (their issue items are open).
+``mpi``: ``ranks`` 4 against 1 on the same global batch (the MLP with Adam, 5 steps, ``mpirun -np 4`` of
+the emulated program built with ``make emu-mpi``): ``max_rel_err_vs_1_rank`` over losses and the final
+state; and the simulated weak and strong scaling efficiency at 64 and 4096 core groups of ResNet-50
+training at width 1/8 (32x32 images, 8 per rank, untuned step: the tuning log of this run does not
+hold its tasks) from tuner/train/scaling.py's network model. ``overlap`` is null: not built yet.
+``--sections`` runs a subset (the JSON then holds those keys only).
 
 Last line: one JSON object.
 """
@@ -131,12 +136,56 @@ def _checkpoint_exact(work: Path) -> bool:
             and resumed.losses.tobytes() == whole.losses.tobytes() and resumed.state.tobytes() == whole.state.tobytes())
 
 
+def _mpi(work: Path) -> dict[str, Any]:
+    from tuner.aot.compiler import lower_model
+    from tuner.ir.optimizers import Optimizer, OptimizerKind
+    from tuner.ir.training import Loss, target_shape, training_step
+    from tuner.train import data as train_data
+    from tuner.train.program import build_emulated, compile_training, run_emulated
+    from tuner.train.scaling import scaling
+
+    module, inputs = _build("mlp", 8)
+    opt = Optimizer(OptimizerKind.ADAM, 0.001)
+    batches = train_data.synthetic(4, 3, 8, tuple(inputs[0].shape), target_shape(module, inputs, Loss.CROSS_ENTROPY),
+                                   Loss.CROSS_ENTROPY)
+    whole = training_step(module, inputs, Loss.CROSS_ENTROPY, opt)
+    sliced = training_step(module, (inputs[0][:2],), Loss.CROSS_ENTROPY, opt, data_parallel=True)
+    one, four = work / "mpi_one", work / "mpi_four"
+    compile_training(whole, "sw26010", one, lambda w: None, "mlp")
+    compile_training(sliced, "sw26010", four, lambda w: None, "mlp")
+    for out in (one, four):
+        batches.tofile(out / "data.bin", "float32")
+    build_emulated(one)
+    build_emulated(four, mpi=True)
+    a = run_emulated(one, one / "data.bin", 5, "float32")
+    b = run_emulated(four, four / "data.bin", 5, "float32", ranks=4)
+    err = max(_rel(b.losses, a.losses), _rel(b.state, a.state))
+
+    import torch
+
+    from tuner.models.torch_models import resnet50
+
+    torch.manual_seed(0)
+    net = resnet50(0.125, num_classes=10).train()
+    x = torch.randn(8, 3, 32, 32)
+    step = training_step(net, (x,), Loss.CROSS_ENTROPY, Optimizer(OptimizerKind.MOMENTUM, 0.01), data_parallel=True)
+    timing = lower_model(step.module, "sw26010", lambda w: None).timing()
+    grad_bytes = sum(v.size for _, v in step.params) * 4
+    points = {p.cgs: p for p in scaling(timing.tuned_s, grad_bytes, [64, 4096])}
+    return {"ranks": 4, "max_rel_err_vs_1_rank": err,
+            "resnet50": {"width": 0.125, "batch_per_rank": 8, "step_ms": timing.tuned_s * 1e3,
+                         "gradient_mb": grad_bytes / 1e6,
+                         "weak_efficiency": {str(k): p.weak_efficiency for k, p in points.items()},
+                         "strong_efficiency": {str(k): p.strong_efficiency for k, p in points.items()}}}
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--trials", type=int, default=16, help="trials per GEMM-like task of each step (0: untuned)")
     parser.add_argument("--steps", type=int, default=5)
     parser.add_argument("--batch", type=int, default=8)
     parser.add_argument("--models", nargs="*", default=MODELS)
+    parser.add_argument("--sections", default="models,checkpoint,mpi", help="comma-separated subset")
     args = parser.parse_args()
     from cli.schedule_lookup import db_lookup
 
@@ -147,8 +196,9 @@ def main() -> None:
         found, _ = db_lookup(db, "sw26010")
         return found
 
+    sections = set(args.sections.split(","))
     models: dict[str, Any] = {}
-    for spec in args.models:
+    for spec in args.models if "models" in sections else []:
         per_opt = {}
         for kind in ("momentum", "sgd", "adam"):  # momentum first: its step is the one tuned
             per_opt[kind] = _one(spec, kind, args.batch, args.steps, work, lookup,
@@ -163,8 +213,15 @@ def main() -> None:
             "per_optimizer": {k: {"loss": r["loss_max_rel_err"], "param": r["param_max_rel_err"],
                                   "worst": r["worst_param"]} for k, r in per_opt.items()},
         }
-    emit({"models": models, "checkpoint_resume_exact": _checkpoint_exact(work), "overlap": None, "mpi": None,
-          "trials_per_task": args.trials, "steps": args.steps, "batch": args.batch})
+    figures: dict[str, Any] = {"trials_per_task": args.trials, "steps": args.steps, "batch": args.batch}
+    if "models" in sections:
+        figures["models"] = models
+    if "checkpoint" in sections:
+        figures["checkpoint_resume_exact"] = _checkpoint_exact(work)
+    if "mpi" in sections:
+        figures["mpi"] = _mpi(work)
+    figures["overlap"] = None  # not built yet
+    emit(figures)
 
 
 if __name__ == "__main__":
