@@ -59,6 +59,10 @@ def train(
     ranks: Annotated[int, typer.Option(min=1, help="MPI ranks (one per core group), each a slice of the batch; "
                                                    "the gradients are averaged with MPI_Allreduce")] = 1,
     run: Annotated[bool, typer.Option(help="build with `make emu` and run the steps on the emulator")] = True,
+    overlap: Annotated[bool, typer.Option(help=(
+        "start training at once with the kernels the log holds while an embedded service tunes the step "
+        "(--trials per task); switch to a rebuilt program at a checkpoint (--checkpoint-every, default 2) "
+        "whenever the log's schedules make the step at least 5% faster"))] = False,
 ) -> None:
     """Train a model on Sunway: one compiled training step (forward, backward, update), tuned,
     checkpointed, run for --steps steps on the emulator."""
@@ -80,6 +84,8 @@ def train(
     url = database_url(db)
     if batch % ranks:
         raise CommandError(f"--batch {batch} does not split over {ranks} ranks")
+    if overlap and (not trials or ranks > 1 or not run):
+        raise CommandError("--overlap tunes while training: give --trials, one rank, and do not pass --no-run")
     module, inputs = _model(model, batch, width, image)
     out_shape = target_shape(module, inputs, loss_kind)
     in_shape = tuple(inputs[0].shape)
@@ -91,6 +97,11 @@ def train(
     console.print(f"[bold]{model}[/]: training step of {len(step.params)} parameters "
                   f"({sum(v.size for _, v in step.params)} values), {loss_kind.value} loss, {opt_kind.value} "
                   f"(lr {lr:g}), batch {batch}; {len(batches)} batches of data")
+    if overlap:
+        out.mkdir(parents=True, exist_ok=True)
+        batches.tofile(out / "data.bin", step.dtype)
+        return _overlapped(step, name, tname, out, steps, checkpoint_every or 2, trials, workers, url,
+                           dropout_seed)
     if trials:
         tune_step(step, name, tname, trials, workers, url, db)
     lookup, close = db_lookup(url, tname)
@@ -161,3 +172,44 @@ def _scaling_table(step_s: float, step: Any, ranks: int) -> None:
         table.add_row(str(p.cgs), f"{p.weak_step_s * 1e3:.3f}", f"{p.weak_efficiency:.1%}",
                       f"{p.strong_step_s * 1e3:.4f}", f"{p.strong_efficiency:.1%}")
     console.print(table)
+
+
+def _overlapped(step: Any, name: str, target: str, out: Path, steps: int, every: int, trials: int, workers: int,
+                url: str, dropout_seed: int) -> None:
+    """Train while an embedded service tunes the step's tasks (tuner.train.overlap), and report."""
+    from cli.schedule_lookup import db_lookup
+    from service.client import ServiceClient
+    from service.embedded import embedded_service
+    from tuner.bridge.extract import extract_relax, trial_budget
+    from tuner.train.overlap import plot, train_overlapped
+
+    layers = extract_relax(step.module).layers
+    with embedded_service(url, workers=workers, target=target) as service:
+        with ServiceClient(service.url, None) as client:
+            client.submit_model(f"{name}-train"[:128], [{"name": l.name, "workload": l.workload.to_json(),
+                                                          "calls": l.weight} for l in layers],
+                                target, trial_budget(layers, trials))
+        console.print(f"tuning {len(layers)} tasks of the step in the background (tuning log {url}); training "
+                      f"starts now, switching programs at checkpoints every {every} steps")
+        lookup, close = db_lookup(url, target)
+        try:
+            result = train_overlapped(
+                step, target, out, out / "data.bin", steps, every, lambda: lookup, name=name,
+                dropout_seed=dropout_seed,
+                on_chunk=lambda c: console.print(f"steps {c.steps[0]}-{c.steps[-1]} on program v{c.version} "
+                                                 f"(simulated step {c.simulated_step_s * 1e3:.3f} ms), "
+                                                 f"wall {c.wall_end_s:.1f} s") if c.steps else None)
+        finally:
+            close()
+    table = Table(title="training overlapped with tuning")
+    for col in ("steps", "program", "simulated step ms", "wall s"):
+        table.add_column(col, justify="right")
+    for c in result.chunks:
+        table.add_row(f"{c.steps[0]}-{c.steps[-1]}" if c.steps else "-", f"v{c.version}",
+                      f"{c.simulated_step_s * 1e3:.3f}", f"{c.wall_start_s:.1f}-{c.wall_end_s:.1f}")
+    console.print(table)
+    plot(result, out / "overlap.png", f"{name}: simulated step against wall-clock time")
+    assert result.losses is not None
+    (out / "losses.txt").write_text("".join(f"{i} {v:.9e}\n" for i, v in enumerate(result.losses)))
+    console.print(f"{steps} steps, {result.switches} program switches, {result.steps_lost(steps)} steps lost, "
+                  f"{result.steps_repeated()} repeated; losses.txt, overlap.png in {out}")
