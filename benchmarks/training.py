@@ -32,9 +32,7 @@ from __future__ import annotations
 
 import argparse
 import copy
-import os
 import signal
-import subprocess
 import tempfile
 import time
 from pathlib import Path
@@ -111,6 +109,7 @@ def _checkpoint_exact(work: Path) -> bool:
     from tuner.ir.optimizers import Optimizer, OptimizerKind
     from tuner.ir.training import Loss, target_shape, training_step
     from tuner.train import data as train_data
+    from tuner.train.checks import run_killed
     from tuner.train.program import build_emulated, compile_training, run_emulated
 
     module, inputs = _build("mlp", 8)
@@ -123,16 +122,9 @@ def _checkpoint_exact(work: Path) -> bool:
     build_emulated(out)
     whole = run_emulated(out, out / "data.bin", 40, step.dtype)
     ckpt = out / "ckpt.bin"
-    proc = subprocess.Popen(["./model_emu", "weights.bin", "data.bin", "state.bin", "40", "losses.bin",
-                             "final_state.bin", str(ckpt), "2"], cwd=out, stdout=subprocess.PIPE, text=True)
-    assert proc.stdout is not None
-    for line in proc.stdout:
-        if line.startswith("SWTUNE_LOSS 5 "):
-            os.kill(proc.pid, signal.SIGKILL)
-            break
-    proc.wait()
+    status = run_killed(out, out / "data.bin", 40, ckpt, 2, kill_after=5)
     resumed = run_emulated(out, out / "data.bin", 40, step.dtype, checkpoint=ckpt, every=2)
-    return (proc.returncode == -signal.SIGKILL and resumed.resumed_from is not None
+    return (status == -signal.SIGKILL and resumed.resumed_from is not None
             and resumed.losses.tobytes() == whole.losses.tobytes() and resumed.state.tobytes() == whole.state.tobytes())
 
 
@@ -141,24 +133,14 @@ def _mpi(work: Path) -> dict[str, Any]:
     from tuner.ir.optimizers import Optimizer, OptimizerKind
     from tuner.ir.training import Loss, target_shape, training_step
     from tuner.train import data as train_data
-    from tuner.train.program import build_emulated, compile_training, run_emulated
+    from tuner.train.checks import ranks_against_one
     from tuner.train.scaling import scaling
 
     module, inputs = _build("mlp", 8)
     opt = Optimizer(OptimizerKind.ADAM, 0.001)
     batches = train_data.synthetic(4, 3, 8, tuple(inputs[0].shape), target_shape(module, inputs, Loss.CROSS_ENTROPY),
                                    Loss.CROSS_ENTROPY)
-    whole = training_step(module, inputs, Loss.CROSS_ENTROPY, opt)
-    sliced = training_step(module, (inputs[0][:2],), Loss.CROSS_ENTROPY, opt, data_parallel=True)
-    one, four = work / "mpi_one", work / "mpi_four"
-    compile_training(whole, "sw26010", one, lambda w: None, "mlp")
-    compile_training(sliced, "sw26010", four, lambda w: None, "mlp")
-    for out in (one, four):
-        batches.tofile(out / "data.bin", "float32")
-    build_emulated(one)
-    build_emulated(four, mpi=True)
-    a = run_emulated(one, one / "data.bin", 5, "float32")
-    b = run_emulated(four, four / "data.bin", 5, "float32", ranks=4)
+    a, b = ranks_against_one(module, inputs, opt, Loss.CROSS_ENTROPY, batches, 4, work / "mpi", 5, "mlp")
     err = max(_rel(b.losses, a.losses), _rel(b.state, a.state))
 
     import torch

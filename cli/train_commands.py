@@ -178,29 +178,49 @@ def _overlapped(step: Any, name: str, target: str, out: Path, steps: int, every:
                 url: str, dropout_seed: int) -> None:
     """Train while an embedded service tunes the step's tasks (tuner.train.overlap), and report."""
     from cli.schedule_lookup import db_lookup
-    from service.client import ServiceClient
     from service.embedded import embedded_service
-    from tuner.bridge.extract import extract_relax, trial_budget
-    from tuner.train.overlap import plot, train_overlapped
+    from tuner.bridge.extract import extract_relax
 
     layers = extract_relax(step.module).layers
     with embedded_service(url, workers=workers, target=target) as service:
-        with ServiceClient(service.url, None) as client:
-            client.submit_model(f"{name}-train"[:128], [{"name": l.name, "workload": l.workload.to_json(),
-                                                          "calls": l.weight} for l in layers],
-                                target, trial_budget(layers, trials))
-        console.print(f"tuning {len(layers)} tasks of the step in the background (tuning log {url}); training "
-                      f"starts now, switching programs at checkpoints every {every} steps")
         lookup, close = db_lookup(url, target)
         try:
-            result = train_overlapped(
-                step, target, out, out / "data.bin", steps, every, lambda: lookup, name=name,
-                dropout_seed=dropout_seed,
-                on_chunk=lambda c: console.print(f"steps {c.steps[0]}-{c.steps[-1]} on program v{c.version} "
-                                                 f"(simulated step {c.simulated_step_s * 1e3:.3f} ms), "
-                                                 f"wall {c.wall_end_s:.1f} s") if c.steps else None)
+            result = _overlapped_run(step, name, target, out, steps, every, trials, layers, service.url, lookup,
+                                     dropout_seed)
         finally:
             close()
+    _overlap_report(result, name, out, steps)
+
+
+def _overlapped_run(step: Any, name: str, target: str, out: Path, steps: int, every: int, trials: int,
+                    layers: list[Any], service_url: str, lookup: Any, dropout_seed: int) -> Any:
+    from service.client import ServiceClient
+    from tuner.bridge.extract import trial_budget
+    from tuner.train.overlap import train_overlapped
+
+    def snapshot() -> Any:
+        """The log's schedules for the step's tasks now (a program is built from one moment's log)."""
+        found = {l.workload.key: lookup(l.workload) for l in layers}
+        return lambda w: found.get(w.key)
+
+    first = snapshot()  # before tuning starts: training starts with what the log already held
+    with ServiceClient(service_url, None) as client:
+        client.submit_model(f"{name}-train"[:128], [{"name": l.name, "workload": l.workload.to_json(),
+                                                      "calls": l.weight} for l in layers],
+                            target, trial_budget(layers, trials))
+    console.print(f"tuning {len(layers)} tasks of the step in the background; training starts now, switching "
+                  f"programs at checkpoints every {every} steps")
+    return train_overlapped(
+        step, target, out, out / "data.bin", steps, every, snapshot, name=name, dropout_seed=dropout_seed,
+        first_lookup=first,
+        on_chunk=lambda c: console.print(f"steps {c.steps[0]}-{c.steps[-1]} on program v{c.version} (simulated "
+                                         f"step {c.simulated_step_s * 1e3:.3f} ms), wall {c.wall_end_s:.1f} s")
+        if c.steps else None)
+
+
+def _overlap_report(result: Any, name: str, out: Path, steps: int) -> None:
+    from tuner.train.overlap import plot
+
     table = Table(title="training overlapped with tuning")
     for col in ("steps", "program", "simulated step ms", "wall s"):
         table.add_column(col, justify="right")

@@ -25,29 +25,21 @@ def test_four_ranks_match_one_rank_on_the_same_global_batch(tmp_path: Path) -> N
     pytest.importorskip("torch")
     _mpi_or_skip()
     from tuner.ir.optimizers import Optimizer, OptimizerKind
-    from tuner.ir.training import Loss, target_shape, training_step
+    from tuner.ir.training import Loss, target_shape
     from tuner.models.trainable import build_trainable
     from tuner.train import data as train_data
-    from tuner.train.program import build_emulated, compile_training, run_emulated
+    from tuner.train.checks import ranks_against_one
+    from tuner.train.program import run_emulated
 
     module, inputs = build_trainable("mlp", 8)
     opt = Optimizer(OptimizerKind.ADAM, 0.001)
     batches = train_data.synthetic(4, 3, 8, tuple(inputs[0].shape), target_shape(module, inputs, Loss.CROSS_ENTROPY),
                                    Loss.CROSS_ENTROPY)
-    whole = training_step(module, inputs, Loss.CROSS_ENTROPY, opt)
-    sliced = training_step(module, (inputs[0][:2],), Loss.CROSS_ENTROPY, opt, data_parallel=True)
-    one, four = tmp_path / "one", tmp_path / "four"
-    program = compile_training(sliced, "sw26010", four, lambda w: None, "mlp")
-    assert any(n.op == "allreduce" for n in program.result.graph.nodes)
-    compile_training(whole, "sw26010", one, lambda w: None, "mlp")
-    for out in (one, four):
-        batches.tofile(out / "data.bin", "float32")
-    build_emulated(one)
-    build_emulated(four, mpi=True)
-    a = run_emulated(one, one / "data.bin", 5, "float32")
-    b = run_emulated(four, four / "data.bin", 5, "float32", ranks=4)
+    a, b = ranks_against_one(module, inputs, opt, Loss.CROSS_ENTROPY, batches, 4, tmp_path, 5, "mlp")
     assert float(np.abs(a.losses - b.losses).max() / np.abs(a.losses).max()) <= 1e-5
     assert float(np.abs(a.state - b.state).max() / np.abs(a.state).max()) <= 1e-5
+    four = tmp_path / "4_ranks"
+    assert "allreduce" in (four / "host.c").read_text() and "MPI_Allreduce" in (four / "host.c").read_text()
     # each rank saw a different slice: a program run alone on one slice gives other losses
     alone = run_emulated(four, four / "data.bin", 5, "float32", ranks=1)
     assert float(np.abs(alone.losses - a.losses).max()) > 1e-4

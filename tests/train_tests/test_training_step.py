@@ -4,9 +4,7 @@ emulator, for SGD, momentum and Adam; the step's phases; the driver's checkpoint
 from __future__ import annotations
 
 import copy
-import os
 import signal
-import subprocess
 from pathlib import Path
 from typing import Any
 
@@ -19,6 +17,7 @@ from tuner.ir.optimizers import Optimizer, OptimizerKind  # noqa: E402
 from tuner.ir.training import Loss, Phase, target_shape, training_step  # noqa: E402
 from tuner.models.trainable import build_trainable  # noqa: E402
 from tuner.train import data as train_data  # noqa: E402
+from tuner.train.checks import run_killed  # noqa: E402
 from tuner.train.program import (  # noqa: E402
     TrainingRunError,
     build_emulated,
@@ -114,16 +113,7 @@ def test_a_killed_run_resumes_from_its_checkpoint_bit_for_bit(tmp_path: Path) ->
     steps, every = 60, 2
     whole = run_emulated(tmp_path, tmp_path / "data.bin", steps, step.dtype)
     ckpt = tmp_path / "ckpt.bin"
-    args = ["./model_emu", "weights.bin", "data.bin", "state.bin", str(steps), "losses.bin", "final_state.bin",
-            str(ckpt), str(every)]
-    proc = subprocess.Popen(args, cwd=tmp_path, stdout=subprocess.PIPE, text=True)
-    assert proc.stdout is not None
-    for line in proc.stdout:
-        if line.startswith("SWTUNE_LOSS 5 "):
-            os.kill(proc.pid, signal.SIGKILL)
-            break
-    proc.wait()
-    assert proc.returncode == -signal.SIGKILL
+    assert run_killed(tmp_path, tmp_path / "data.bin", steps, ckpt, every, kill_after=5) == -signal.SIGKILL
     assert ckpt.exists() and not (tmp_path / "ckpt.bin.tmp").exists()
     resumed = run_emulated(tmp_path, tmp_path / "data.bin", steps, step.dtype, checkpoint=ckpt, every=every)
     assert resumed.resumed_from is not None and 0 < resumed.resumed_from < steps

@@ -87,10 +87,12 @@ class _Builder:
 def train_overlapped(step: TrainingStep, target: Target | str, out_dir: Path, data: Path, steps: int, every: int,
                      lookup_now: Callable[[], Lookup], *, name: str = "model", dropout_seed: int = 0,
                      min_gain: float = 0.05, on_chunk: Callable[[Chunk], Any] | None = None,
-                     wait_for_build_s: float = 0.0) -> OverlapRun:
+                     wait_for_build_s: float = 0.0, first_lookup: Lookup | None = None) -> OverlapRun:
     """Train ``steps`` steps over ``data``, switching programs at checkpoints as the tuning log improves.
     ``wait_for_build_s``: at a checkpoint, wait up to this long for a build in progress (0, NeoFlow's
-    way: never; tests wait so that the switch lands at a known checkpoint)."""
+    way: never; tests wait so that the switch lands at a known checkpoint). ``first_lookup``: the
+    schedules of the first program (default ``lookup_now()``; a caller that starts tuning just before
+    passes the log as it was, so training starts with what was there)."""
     if every <= 0:
         raise ValueError("training overlapped with tuning switches programs at checkpoints: give every > 0")
     out_dir.mkdir(parents=True, exist_ok=True)
@@ -103,7 +105,7 @@ def train_overlapped(step: TrainingStep, target: Target | str, out_dir: Path, da
         build_emulated(where)
         return version, where, program.timing.tuned_s
 
-    version, current, current_s = build(0, lookup_now())
+    version, current, current_s = build(0, first_lookup if first_lookup is not None else lookup_now())
     result.versions.append(current_s)
     builder = _Builder()
     start = time.monotonic()
