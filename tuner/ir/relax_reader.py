@@ -605,7 +605,8 @@ def _call_packed(r: RelaxReader, call: Any, name: str, op: str) -> Value:
     """The one packed function a compiled program runs: the ranks' mean of a tensor (MPI_Allreduce)."""
     fn = str(getattr(call.args[0], "global_symbol", call.args[0]))
     if fn != ALLREDUCE_MEAN:
-        raise AotError(f"{name} ({op}): packed function {fn} is not supported")
+        raise AotError(f"operator relax.{op} (binding {name}) has no AOT implementation: {fn} is an extern "
+                       f"function, and the only one a compiled program runs is {ALLREDUCE_MEAN}")
     args = r.expr(call.args[1], name)
     x = args[0] if isinstance(args, tuple) else args
     if not isinstance(x, Tensor):
