@@ -3,10 +3,11 @@ holds, and switch to a rebuilt program whenever the log holds enough better sche
 
 The program runs in chunks of ``every`` steps, each ending with a checkpoint (tuner.aot.training_program:
 a program resumes from the checkpoint file and stops after a given step). At each chunk boundary the
-runner asks the tuning log (``lookup_now()``, the caller's: an embedded service or a server tuning the
-step's tasks meanwhile) what the step would take with its current schedules; when that is at least
-``min_gain`` faster than the running program's simulated step, it compiles and builds a new program
-in the background while training goes on, and the next chunk boundary after the build switches to it.
+runner takes the tuning log's schedules (``lookup_now()``, the caller's snapshot of an embedded
+service's or a server's log, tuning the step's tasks meanwhile) and, in a background thread while the
+next chunk trains, times the step with them; when that is at least ``min_gain`` faster than every
+program built so far, the thread compiles and builds a new program, and the first chunk boundary
+after it is ready switches to it.
 The new program resumes from the same checkpoint: its fingerprint hashes the carried state, not the
 kernels, so no step is lost or run twice (the runner counts each step's ``SWTUNE_LOSS`` line).
 """
@@ -69,7 +70,7 @@ class _Builder:
         self.ready: tuple[int, Path, float] | None = None
         self.error: BaseException | None = None
 
-    def start(self, build: Callable[[], tuple[int, Path, float]]) -> None:
+    def start(self, build: Callable[[], tuple[int, Path, float] | None]) -> None:
         def run() -> None:
             try:
                 self.ready = build()
@@ -107,22 +108,27 @@ def train_overlapped(step: TrainingStep, target: Target | str, out_dir: Path, da
 
     version, current, current_s = build(0, first_lookup if first_lookup is not None else lookup_now())
     result.versions.append(current_s)
+
+    def consider(lookup: Lookup) -> tuple[int, Path, float] | None:
+        """In the background: time the step with ``lookup``'s schedules; build it if it gains enough."""
+        candidate = lower_model(step.module, target, lookup).timing().tuned_s
+        if candidate > min(result.versions) * (1 - min_gain):  # not better than every program built so far
+            return None
+        result.versions.append(candidate)
+        return build(len(result.versions) - 1, lookup)
+
     builder = _Builder()
     start = time.monotonic()
     for first in range(0, steps, every):
-        if builder.error is not None:
-            raise TrainingRunError(f"rebuilding the program failed: {builder.error}") from builder.error
         if builder.busy and wait_for_build_s > 0 and builder.thread is not None:
             builder.thread.join(wait_for_build_s)
+        if builder.error is not None:
+            raise TrainingRunError(f"rebuilding the program failed: {builder.error}") from builder.error
         if builder.ready is not None:  # switch at this checkpoint
             version, current, current_s = builder.ready
             builder.ready = None
-        elif not builder.busy:
-            lookup = lookup_now()
-            candidate = lower_model(step.module, target, lookup).timing().tuned_s
-            if candidate <= min(result.versions) * (1 - min_gain):  # better than every program built so far
-                result.versions.append(candidate)
-                builder.start(functools.partial(build, len(result.versions) - 1, lookup))
+        elif first > 0 and not builder.busy:  # training never waits for this: it runs beside the chunk
+            builder.start(functools.partial(consider, lookup_now()))
         last = min(first + every, steps)
         t0 = time.monotonic() - start
         run = run_emulated(current, data, last, step.dtype, checkpoint=checkpoint, every=every)
@@ -132,9 +138,7 @@ def train_overlapped(step: TrainingStep, target: Target | str, out_dir: Path, da
         result.losses, result.state = run.losses, run.state
         if on_chunk is not None:
             on_chunk(chunk)
-    if builder.thread is not None:
-        builder.thread.join()
-    return result
+    return result  # a build still running is not waited for: training is done (its thread is a daemon)
 
 
 def plot(run: OverlapRun, path: Path, title: str) -> None:
