@@ -137,8 +137,3 @@ def tasks_by_phase(program: TrainingProgram) -> dict[str, int]:
             continue
         seen.setdefault(key, program.step.phases.get(n.source, Phase.BACKWARD).value)
     return {p.value: sum(1 for v in seen.values() if v == p.value) for p in Phase}
-
-
-def summary(program: TrainingProgram) -> dict[str, Any]:
-    sm = program.timing.summary()
-    return {**sm, "phases": phase_seconds(program.timing, program.step)}
