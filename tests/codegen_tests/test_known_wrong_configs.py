@@ -1,11 +1,12 @@
-"""Configs the emulator shows wrong, pinned until the generator is fixed (strict xfail: the test fails
-once they compute the right result, so the mark is removed with the fix).
+"""Configs the emulator once showed wrong, kept as regression tests.
 
 Found by ``benchmarks/training.py`` (session 12): ResNet-18 at width 1/8 on 32x32 images trained wrong
-after tuning; the culprit is layer4's stride-2 3x3 convolution on a 2x2 input (a 1x1 output) at the
-config below. The result is right with ``put_lines`` 0, with ``inner`` ow, with ``simd`` 1 or with
-``tile_k`` 1, so the suspect is the register-block micro-kernel's vector loads and stores of a
-line-padded output tile (its row pitch padded from 1 to 32 elements) along k.
+after tuning; the culprit was layer4's stride-2 3x3 convolution on a 2x2 input (a 1x1 output) at the
+config below. With ``put_lines`` the output tile's rows are padded to whole lines in LDM, so a
+one-column tile is strided along k (pitch 32), but the register-block micro-kernel took its trailing
+unit dimensions as absent and loaded and stored k-vectors as if contiguous. The printer now gives the
+vector loops the tile's LDM extents (``Printer.ldm_shape``) and the analysis charges the strided
+output (``tuner/space/analysis.py`` ``_lines_padded``).
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ import pytest
 
 from tuner.backends.emulator_backend import EmulatorBackend
 from tuner.measure.base import Status
+from tuner.space import space_for
 from tuner.workloads import Conv2d
 
 CONV = Conv2d(8, 32, 2, 2, 64, 3, 3, stride_h=2, stride_w=2, pad_h=1, pad_w=1)
@@ -23,13 +25,15 @@ WRONG = {"tile_n": 2, "tile_oh": 1, "tile_ow": 1, "tile_k": 32, "tile_c": 2, "gr
 
 
 @pytest.mark.slow
-@pytest.mark.xfail(strict=True, reason="line-padded output tile with a k-vector register block: wrong result")
-def test_line_padded_one_column_output_with_a_k_vector_register_block(tmp_path) -> None:
-    result = EmulatorBackend(workdir=tmp_path).measure(CONV, "sw26010", [WRONG])[0]
+@pytest.mark.parametrize("put_lines", [1, 0])
+def test_one_column_output_with_a_k_vector_register_block(tmp_path, put_lines: int) -> None:
+    result = EmulatorBackend(workdir=tmp_path).measure(CONV, "sw26010", [{**WRONG, "put_lines": put_lines}])[0]
     assert result.status == Status.OK, result.error
 
 
-@pytest.mark.slow
-def test_the_same_config_without_line_padding_is_right(tmp_path) -> None:
-    result = EmulatorBackend(workdir=tmp_path).measure(CONV, "sw26010", [{**WRONG, "put_lines": 0}])[0]
-    assert result.status == Status.OK, result.error
+def test_the_analysis_charges_the_line_padded_output_as_strided() -> None:
+    """The model agrees with the C: with padded rows the k-vector accumulators move lane by lane."""
+    space = space_for(CONV, "sw26010")
+    cycles = {pl: space.analyze(space.encode({**WRONG, "put_lines": pl})[None, :]).compute.cycles[0]
+              for pl in (0, 1)}
+    assert cycles[1] > cycles[0]

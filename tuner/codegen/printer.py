@@ -116,6 +116,15 @@ class SlavePrinter:
                           for d, i in enumerate(indices) if not _is_one(buf.shape[d])) or "0"
         return f"{role.upper()}_ldm[{slot}][{flat}]"
 
+    def ldm_shape(self, buf: Any) -> list[int]:
+        """The extents of ``buf``'s LDM tile as the vector loops see them. A line-padded output's rows
+        are whole lines (boxes.py box_c), never one element, so its last dimension is not a unit one
+        that the lanes could skip: along any other dimension the output tile is strided."""
+        shape = [const_int(e) for e in buf.shape]
+        if self.put_lines and self.roles.get(buf.name) == "c":
+            shape[-1] = self.line_elems
+        return shape
+
     def _pk_ref(self, e: Any, env: dict[str, str] | None = None) -> str:
         """An element of the packed copy of a gathered operand (its lanes' dimension innermost)."""
         role = self.roles[e.source.name]

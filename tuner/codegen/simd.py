@@ -22,13 +22,13 @@ def _vtype(ty: str, w: int) -> str:
     return f"{ty}v{w}"
 
 
-def _unit_stride(load_indices: list, var: str, shape: Any = None) -> bool:
+def _unit_stride(load_indices: list, var: str, shape: list[int] | None = None) -> bool:
     """The loop var appears only in the innermost index, with step 1. With the buffer's ``shape``,
     trailing dimensions of extent 1 (a 1x1 conv's r, s) do not count: the lanes are contiguous in
     LDM as they are for the analysis (tuner/space/ops.py inner_access), so no repacked copy is needed."""
     if shape is not None:
         n = len(load_indices)
-        while n > 1 and const_int(shape[n - 1]) == 1:
+        while n > 1 and shape[n - 1] == 1:
             n -= 1
         load_indices = list(load_indices[:n])
     if any(var in free_vars(i) for i in load_indices[:-1]):
@@ -63,7 +63,7 @@ def simd_loop(pr: Any, node: Any, ctx: Any, w: int) -> bool:
         if not any(var in free_vars(i) for i in idx):
             x = pr._load(load)
             return f"simd_set_{vt}({', '.join([x] * w)})"
-        if _unit_stride(idx, var, load.source.shape):
+        if _unit_stride(idx, var, pr.ldm_shape(load.source)):
             return f"SW_VLOADU({vt}, &{pr._load(load)})"
         if pr.roles.get(load.source.name) in pr.pack:  # the repacked copy: lanes contiguous
             return f"SW_VLOADU({vt}, &{pr._pk_ref(load)})"
@@ -84,7 +84,7 @@ def simd_loop(pr: Any, node: Any, ctx: Any, w: int) -> bool:
         ctx.emit(f"_acc = {vmad}(_va, _vb, _acc);")
     else:
         store = pr._ldm_ref(body.buffer, list(body.indices))
-        if _unit_stride(list(body.indices), var, body.buffer.shape):
+        if _unit_stride(list(body.indices), var, pr.ldm_shape(body.buffer)):
             ctx.emit(f"{vt} _vc = SW_VLOADU({vt}, &{store});", f"_vc = {vmad}(_va, _vb, _vc);",
                      f"simd_storeu(_vc, &{store});")
         else:
@@ -195,7 +195,7 @@ def gathered_dims(func_body: Any, roles: dict[str, str]) -> dict[str, int]:
             idx = list(load.indices)
             dims = [d for d, i in enumerate(idx) if var in free_vars(i)]
             role = roles.get(load.source.name)
-            if not dims or _unit_stride(idx, var, load.source.shape) or role is None:
+            if not dims or _unit_stride(idx, var, [const_int(e) for e in load.source.shape]) or role is None:
                 continue
             if len(dims) == 1 and _step(idx[dims[0]], var) == 1 and out.get(role, dims[0]) == dims[0]:
                 out[role] = dims[0]
@@ -284,7 +284,7 @@ def microkernel(pr: Any, node: Any, ctx: Any) -> bool:
     ctx.emit("{")
     ctx.depth += 1
     sidx = list(store.indices)
-    unit_out = _unit_stride(sidx, ivar, store.buffer.shape)
+    unit_out = _unit_stride(sidx, ivar, pr.ldm_shape(store.buffer))
 
     def out_ref(r: int, lane: int) -> str:
         return pr._ldm_ref(store.buffer, sidx, {ovar: str(r), ivar: str(lane)})
@@ -323,7 +323,7 @@ def microkernel(pr: Any, node: Any, ctx: Any) -> bool:
                     # rows of the packed copy start on a vector when its box is whole vectors (_pack_copy)
                     op = "simd_load" if rem == 0 and pr.pack_aligned(role) else "simd_loadu"
                     ctx.emit(f"{vt} {reg}; {op}({reg}, &{pr._pk_ref(load, env)});")
-                elif _unit_stride(idx, ivar, load.source.shape):
+                elif _unit_stride(idx, ivar, pr.ldm_shape(load.source)):
                     ctx.emit(f"{vt} {reg}; simd_loadu({reg}, &{pr._load(load, env)});")
                 else:  # strided and not packable: lane by lane
                     lanes = ", ".join(pr._load(load, {ovar: str(r), ivar: str(vv * w + i)}) for i in range(w))

@@ -60,7 +60,7 @@ class _Vectoriser:
         idx = list(e.indices)
         if not any(var in free_vars(i) for i in idx):
             return self.splat(pr._load(e))
-        if _unit_stride(idx, var, e.source.shape):
+        if _unit_stride(idx, var, pr.ldm_shape(e.source)):
             return f"SW_VLOADU({self.vt}, &{pr._load(e)})"
         return f"simd_set_{self.vt}({', '.join(pr._load(e, {var: ln}) for ln in self.lanes)})"
 
@@ -168,7 +168,7 @@ def expr_simd_loop(pr: Any, node: Any, ctx: Any, w: int) -> bool:
         ctx.emit(f"_acc = {step};")
     else:
         ref = pr._ldm_ref(store.buffer, list(store.indices))
-        if _unit_stride(list(store.indices), var, store.buffer.shape):
+        if _unit_stride(list(store.indices), var, pr.ldm_shape(store.buffer)):
             ctx.emit(f"simd_storeu({value}, &{ref});")
         else:  # an output strided along the lanes: stored lane by lane
             ctx.emit(f"{ty} _l[{w}] __attribute__((aligned(64)));", f"simd_storeu({value}, _l);")

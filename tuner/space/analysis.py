@@ -194,6 +194,15 @@ def _plan(dims: list[Dim], dtype_bytes: int, loads: np.ndarray, split: np.ndarra
     return plan, line_ok, limit_ok
 
 
+def _lines_padded(dims: list[Dim], dtype_bytes: int, put_lines: np.ndarray) -> list[Dim]:
+    """The output box as laid out in LDM: with ``put_lines`` its rows are padded to whole lines (as
+    :func:`_plan` charges and tuner/codegen/boxes.py lays out), which sets its stride along every
+    other dimension -- a one-column tile is not contiguous along k then."""
+    last = dims[-1]
+    padded = np.ceil(last.full * dtype_bytes / LINE) * LINE / dtype_bytes
+    return [*dims[:-1], Dim(np.where(put_lines.astype(bool), padded, last.full), last.mean, last.extent)]
+
+
 def packed_plan(plan: BufferPlan, dims: list[Dim], dtype_bytes: int, total_loads: np.ndarray,
                 use: np.ndarray) -> tuple[BufferPlan, np.ndarray]:
     """The plan of an operand stored pre-tiled (``pack``), where ``use``; plus whether it can be.
@@ -338,6 +347,7 @@ def analyze(space: ScheduleSpace, index: np.ndarray) -> Analysis:
                                      put_lines=v["put_lines"])
 
     # Inner loop: SIMD, register blocking (unroll), packing of strided operands.
+    out_ldm = _lines_padded(out_box, ds, v["put_lines"])
     w = v["simd"]
     inner_code = v["inner"].astype(np.int64)
     gather = {"a": np.zeros(n, dtype=bool), "b": np.zeros(n, dtype=bool)}
@@ -351,7 +361,7 @@ def analyze(space: ScheduleSpace, index: np.ndarray) -> Analysis:
         sel = inner_code == code
         if not sel.any():
             continue
-        acc = geo.inner_access(name, t, boxes, out_box, w)
+        acc = geo.inner_access(name, t, boxes, out_ldm, w)
         for i, op in enumerate(geo.operands):
             gather[op.group] = np.where(sel, gather[op.group] | acc.gather[i], gather[op.group])
             lane[i] = np.where(sel, acc.lane[i], lane[i])
