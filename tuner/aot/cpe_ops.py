@@ -98,6 +98,8 @@ def slave_text(op: CpeOp | PadOp | RowCopyOp | TransposeOp | RegionOp | Interlea
     item = f"sizeof({ty})"
 
     def off(p: ParamSlice, lead: str, j: str) -> str:
+        if not p.per_lead:  # broadcast along the leading axes: the block of index j for every one
+            return f"({j} * {op.block}L) * {p.inner}L"
         return f"({lead} * {p.ext}L + {j} * {op.block}L) * {p.inner}L"
 
     def gets(blk: str, buf: str) -> list[str]:

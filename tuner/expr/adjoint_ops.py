@@ -13,8 +13,15 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
+
 from tuner.expr.derivative import is_load, kind, load_parts, loads, rebuild, show, show_indices
 from tuner.expr.gather_form import Term, affine
+
+PAD_ATTR = "swtune_pad"  # a padding stage's widths, (low, high) per dimension
+INTERLEAVE_ATTR = "swtune_interleave"  # an assembly that interleaves its pieces: the steps per dimension
+INTERLEAVE_SOURCES_ATTR = "swtune_interleave_sources"  # its pieces' names, by residue (row-major)
+PAD_MODE_ATTR = "swtune_pad_mode"  # nn.pad's mode: "constant" (zeros) or "replicate" (the edge repeated)
 
 
 @dataclass(frozen=True)
@@ -232,7 +239,11 @@ def _padded(tensor: Any, pad: Padding) -> Any:
         clamped = [tirx.max(0, tirx.min(i, int(s) - 1)) for i, s in zip(inner, tensor.shape)]
         return tirx.if_then_else(inside, tensor(*clamped), tirx.const(0.0, tensor.dtype))
 
-    return te.compute(shape, fcompute, name=f"{tensor.op.name}_pad")
+    # marked so the Relax program can emit it as nn.pad (tuner.ir.expr_gradients): an operator the CPE
+    # cutter slices, where a call_tir of this body stays on the MPE
+    attrs = {PAD_ATTR: [v for lo, hi in zip(pad.low, pad.high) for v in (lo, hi)],
+             PAD_MODE_ATTR: "constant" if pad.zeros else "replicate"}
+    return te.compute(shape, fcompute, name=f"{tensor.op.name}_pad", attrs=attrs)
 
 
 # one part of a gradient in the program: (step, first, residue, radix, tensor) -- the tensor holds the
@@ -282,6 +293,8 @@ def assemble(target: Any, pieces: list[Piece], name: str) -> Any:
                 and [int(s) for s in tensor.shape] == shape:
             return tensor
 
+    attrs = _interleave_attrs(shape, pieces)
+
     def fcompute(*target_index: Any) -> Any:
         total = tirx.const(0.0, dtype)
         for step, first, residue, radix, tensor in pieces:
@@ -297,4 +310,28 @@ def assemble(target: Any, pieces: list[Piece], name: str) -> Any:
             total = total + tirx.if_then_else(tirx.all(*conds), tensor(*safe), tirx.const(0.0, dtype))
         return total
 
-    return te.compute(shape, fcompute, name=name)
+    return te.compute(shape, fcompute, name=name, attrs=attrs)
+
+
+def _interleave_attrs(shape: list[int], pieces: list[Piece]) -> dict[str, Any] | None:
+    """The attrs marking an assembly that only interleaves its pieces (a strided conv's data gradient
+    split by stride residue: piece r holds the points ``step * q + r``, the pieces tile the target
+    exactly), so the Relax program can emit it as a stack and a transpose (tuner.ir.expr_gradients):
+    operators the CPEs run. None for any other assembly."""
+    steps = pieces[0][0]
+    def plain_view(radix: tuple[tuple[int, ...], ...]) -> bool:  # the target viewed as itself
+        return not radix or all(tuple(r) == (n,) for r, n in zip(radix, shape))
+
+    if any(p[0] != steps or any(p[1]) or not plain_view(p[3]) for p in pieces) or len(pieces) != math.prod(steps):
+        return None
+    if any(n % st for n, st in zip(shape, steps)):
+        return None
+    part = [n // st for n, st in zip(shape, steps)]
+    residues = sorted(p[2] for p in pieces)
+    want = [tuple(r) for r in np.ndindex(*steps)]
+    if residues != want or any([int(s) for s in p[4].shape] != part for p in pieces):
+        return None
+    names = [str(p[4].op.name) for p in sorted(pieces, key=lambda p: p[2])]
+    if len(set(names)) != len(names):
+        return None
+    return {INTERLEAVE_ATTR: list(steps), INTERLEAVE_SOURCES_ATTR: names}

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from tuner.expr.adjoint_ops import PAD_ATTR, PAD_MODE_ATTR
+
 
 def conv2d(data: tuple[int, int, int, int], weight: tuple[int, int, int, int], strides: tuple[int, int],
            padding: tuple[int, int, int, int], dilation: tuple[int, int], groups: int, dtype: str) -> list[Any]:
@@ -25,7 +27,8 @@ def conv2d(data: tuple[int, int, int, int], weight: tuple[int, int, int, int], s
     if any(padding):
         xp = te.compute((n, c, hp, wp), lambda b, ch, y, z: tirx.if_then_else(
             tirx.all(y >= top, y < h + top, z >= left, z < w + left), x[b, ch, y - top, z - left],
-            tirx.const(0.0, dtype)), name="data_pad")
+            tirx.const(0.0, dtype)), name="data_pad",
+            attrs={PAD_ATTR: [0, 0, 0, 0, top, bottom, left, right], PAD_MODE_ATTR: "constant"})
     else:
         xp = x
     oh = (hp - dilation[0] * (r - 1) - 1) // strides[0] + 1

@@ -6,7 +6,10 @@ PrimFunc, and its ``te_grad_name`` names a hook that ``relax.transform.Gradient`
 backward: it emits the gradient program derived by tuner/expr/autodiff.py (every
 input's gradient) as one ``call_tir`` per stage: each derived operator a one-stage function of its own
 (a tuning task, as the compiler reads expressions), each memory pass (padding, compact copy,
-assembly) too; the pass hands each input its gradient.
+assembly) too; the pass hands each input its gradient. Two memory passes are Relax operators instead,
+so the CPE cutter runs them where a call_tir of their select-and-clamp bodies would stay on the MPE:
+a padding is ``nn.pad``, and an assembly that only interleaves its pieces (a strided conv's data
+gradient, split by stride residue) is a concat, a transpose and two reshapes.
 
 TVM 0.27 never lowers ``call_tir_with_grad`` itself (the forward function keeps it and the VM cannot
 emit it): :func:`strip_with_grad` rewrites each one into the plain ``call_tir`` it stands for, once
@@ -24,6 +27,7 @@ import tvm_ffi
 from tvm import relax, te
 from tvm.relax.op.base import register_gradient
 
+from tuner.expr.adjoint_ops import INTERLEAVE_ATTR, INTERLEAVE_SOURCES_ATTR, PAD_ATTR, PAD_MODE_ATTR
 from tuner.expr.autodiff import differentiate, program_stages
 from tuner.expr.layers import conv2d
 from tuner.expr.workload import script_hash
@@ -48,9 +52,46 @@ def emit_gradient(ctx: Any, tensors: Sequence[Any], name: str, inputs: Sequence[
         # assembly, a recomputed forward stage) are named ``<name>_pass_<stage>``, numbered when repeated
         base = str(t.op.name) if str(t.op.name) in operators else f"{name}_pass_{t.op.name}"
         names.append(base if base not in names else f"{base}_{sum(n.startswith(base) for n in names)}")
+        widths = t.op.attrs.get(PAD_ATTR) if t.op.attrs is not None else None
+        if widths is not None and len(sources) == 1:  # a padding: Relax's nn.pad, which the CPEs run
+            values[t.op] = ctx.emit(relax.op.nn.pad(values[sources[0].op], [int(v) for v in widths],
+                                                    str(t.op.attrs[PAD_MODE_ATTR]), 0.0))
+            continue
+        interleaved = _interleave(ctx, t, sources, values)
+        if interleaved is not None:
+            values[t.op] = interleaved
+            continue
         gv = ctx.add_func(te.create_prim_func(standalone).with_attr("global_symbol", names[-1]), names[-1])
         values[t.op] = ctx.emit(relax.call_tir(gv, [values[x.op] for x in sources], _tensor_type(t)))
     return [values[t.op] for t in gradient.outputs.values()]
+
+
+def _interleave(ctx: Any, t: Any, sources: list[Any], values: dict[Any, Any]) -> Any:
+    """An assembly that interleaves its pieces (tuner.expr.adjoint_ops marks it) as Relax operators the
+    CPEs run -- concatenate the pieces, view as [steps..., part...], transpose each step next to its part,
+    view as the target -- or None for any other stage."""
+    steps = t.op.attrs.get(INTERLEAVE_ATTR) if t.op.attrs is not None else None
+    if steps is None:
+        return None
+    by_name = {str(src.op.name): src for src in sources}
+    names = [str(n) for n in t.op.attrs[INTERLEAVE_SOURCES_ATTR]]
+    if len(by_name) != len(sources) or sorted(by_name) != sorted(names):
+        return None
+    steps = [int(x) for x in steps]
+    shape = [int(x) for x in t.shape]
+    part = [n // st for n, st in zip(shape, steps)]
+    strided = [d for d, st in enumerate(steps) if st > 1]
+    # concat along axis 0 is the stack, piece-major (a region copy the CPEs run: tuner.aot.cpe_region)
+    stacked = ctx.emit(relax.op.concat([values[by_name[n].op] for n in names], axis=0))
+    split = ctx.emit(relax.op.reshape(stacked, [steps[d] for d in strided] + part))
+    rank = len(shape)
+    order = []
+    for d in range(rank):
+        order.append(len(strided) + d)
+        if d in strided:
+            order.append(strided.index(d))
+    moved = ctx.emit(relax.op.permute_dims(split, order))
+    return ctx.emit(relax.op.reshape(moved, shape))
 
 
 def emit_expression(bb: Any, tensors: Sequence[Any], args: Sequence[Any], name: str | None = None) -> Any:

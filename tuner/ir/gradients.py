@@ -4,7 +4,8 @@
 ``FPrimalGradient``. TVM 0.27 registers 52 of its 230 operators (tvm/relax/op/_op_gradient.py); a model that
 uses any other one cannot be differentiated at all. ``register()`` adds the ones swtune's models need:
 
-- element-wise: ``erf``, ``nn.gelu``, ``nn.gelu_tanh``, ``clip`` (relu6, hardtanh), ``nn.leakyrelu``;
+- element-wise: ``nn.relu`` (overriding TVM's: torch's value at 0, no bool tensor), ``erf``, ``nn.gelu``,
+  ``nn.gelu_tanh``, ``clip`` (relu6, hardtanh), ``nn.leakyrelu``;
 - layout: ``squeeze``, ``strided_slice`` (any axes, steps, out-of-range bounds), ``nn.pad`` (constant mode);
 - ``nn.layer_norm`` (trailing axes), ``nn.group_norm``, ``gather_elements`` (torch's decomposed
   cross-entropy), ``nn.adaptive_avg_pool2d`` to an output size that divides the input, and ``image.resize2d``
@@ -39,6 +40,7 @@ from tvm.relax.op import (
     logical_and,
     multiply,
     reshape,
+    sign,
     slice_scatter,
     strided_slice,
     tanh,
@@ -107,6 +109,13 @@ def clip_grad(orig_var: Any, call: Any, dy: Any, ctx: Any) -> list[Any]:
     x, low, high = call.args
     inside = logical_and(greater_equal(x, _const(_number(low), x)), less_equal(x, _const(_number(high), x)))
     return [where(inside, dy, _const(0.0, x)), no_grad(low), no_grad(high)]
+
+
+def relu_grad(orig_var: Any, call: Any, dy: Any, ctx: Any) -> list[Any]:
+    """dy * sign(relu(x)): torch's rule (0 at x = 0, where TVM's ``where(x < 0, 0, dy)`` passes dy), and
+    two float element-wise operators the CPE cutter slices, where TVM's ``less`` makes a bool tensor
+    that stays on the MPE."""
+    return [multiply(dy, sign(orig_var))]
 
 
 def leakyrelu_grad(orig_var: Any, call: Any, dy: Any, ctx: Any) -> list[Any]:
@@ -332,6 +341,7 @@ GRADIENTS: dict[str, tuple[Gradient, int]] = {  # Relax operator -> (gradient, r
     "relax.nn.conv2d_transpose": (conv2d_transpose_grad, DEFAULT_LEVEL),
     "relax.nn.conv1d": (conv1d_grad, DEFAULT_LEVEL),
     "relax.nn.conv2d": (conv2d_grad, OVERRIDE_LEVEL),
+    "relax.nn.relu": (relu_grad, OVERRIDE_LEVEL),
 }
 
 

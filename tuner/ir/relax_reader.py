@@ -652,6 +652,7 @@ def source_calls(mod: Any) -> dict[str, Any]:
 def read_relax(mod: Any) -> Graph:
     """The Graph of a Relax IRModule's main function (legalized here)."""
     from tuner.ir.names import unique_binding_names
+    from tuner.ir.split_reductions import split_leading_reductions
 
-    mod = unique_binding_names(mod)
+    mod = unique_binding_names(split_leading_reductions(mod))
     return RelaxReader(legalize(mod), source_calls(mod)).read()

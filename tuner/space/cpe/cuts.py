@@ -34,6 +34,8 @@ from tuner.space.cpe.schedule import Window, dma_counts
 from tuner.targets import Target
 
 MAX_PARAMS = 16  # pointers in swtune_args.p
+# operators whose shape argument is their output's shape: a block's is the block's output shape
+SHAPE_ARG_OPS = ("relax.broadcast_to", "relax.collapse_sum_to")
 
 def _aligned(shape: tuple[int, ...], rank: int) -> tuple[int, ...]:
     """A broadcast operand's shape with leading 1s up to the output's rank (numpy's alignment)."""
@@ -44,9 +46,13 @@ def _sliced_shape(shape: tuple[int, ...], axis: int, b: int) -> tuple[int, ...]:
     return (1,) * axis + (b,) + tuple(shape[axis + 1:])
 
 
-def _legalize_sliced(call: Any, shapes: list[tuple[int, ...] | None], dtype: str) -> tuple[Any, list[int]] | None:
+def _legalize_sliced(call: Any, shapes: list[tuple[int, ...] | None], dtype: str,
+                     out_shape: tuple[int, ...] | None = None, shape_args: frozenset[int] = frozenset()
+                     ) -> tuple[Any, list[int]] | None:
     """(PrimFunc of ``call`` on operands of ``shapes`` (None: keep the argument), and for each
-    call_tir argument the index of the Relax argument it is) or None when it does not legalize so."""
+    call_tir argument the index of the Relax argument it is) or None when it does not legalize so.
+    The arguments ``shape_args`` (a ``broadcast_to``'s or ``collapse_sum_to``'s target shape) become
+    ``out_shape``."""
     from tvm import relax
 
     from tuner.ir.relax_reader import legalize
@@ -54,6 +60,9 @@ def _legalize_sliced(call: Any, shapes: list[tuple[int, ...] | None], dtype: str
     bb = relax.BlockBuilder()
     params, args, owners = [], [], {}
     for i, (arg, shape) in enumerate(zip(call.args, shapes)):
+        if i in shape_args:
+            args.append(relax.ShapeExpr(list(out_shape or ())))
+            continue
         if shape is None:
             args.append(arg)
             continue
@@ -120,8 +129,8 @@ def _same_meaning(full: Any, sliced: Any, n: Node, plan: list[ParamSlice], axis:
     ref = run_llvm(full, ins, outs, dtype)
     lead = prod(n.output.shape[:axis])
     for blk in sorted({0, lead * nj - 1, (lead * nj) // 2}):
-        args = [_block(x.reshape(_aligned(x.shape, len(n.output.shape))), axis, b, blk, nj) if p.sliced else x
-                for x, p in zip(ins, plan)]
+        args = [_block(x.reshape(_aligned(x.shape, len(n.output.shape))), axis, b, blk if p.per_lead else blk % nj,
+                       nj) if p.sliced else x for x, p in zip(ins, plan)]
         got = run_llvm(sliced, args, [_sliced_shape(s, axis, b) for s in outs], dtype)
         for g, r in zip(got, ref):
             if not np.allclose(g, _block(r, axis, b, blk, nj), rtol=1e-5, atol=1e-6, equal_nan=True):
@@ -151,10 +160,15 @@ def plans_for(n: Node, target: Target, dtype: str) -> list[KernelPlan]:
         plan = _plan_elementwise(n, dtype)
         return [plan] if plan is not None else []
     arg_shapes: list[tuple[int, ...] | None] = []
-    for arg in call.args:
+    shape_args = set()  # a target shape that is the output's (SHAPE_ARG_OPS): the block's output shape
+    for i, arg in enumerate(call.args):
         if type(arg).__name__ == "PrimValue" or (isinstance(arg, ir.Constant)
                                                   and getattr(arg.ty, "shape", None) is None):
             arg_shapes.append(None)  # a scalar (PrimValue, IntImm/FloatImm bound): kept as it is
+        elif (isinstance(arg, relax.ShapeExpr) and getattr(call.op, "name", "") in SHAPE_ARG_OPS
+              and tuple(int(v) for v in arg.values) == tuple(n.output.shape)):
+            arg_shapes.append(None)
+            shape_args.add(i)
         elif isinstance(arg, (relax.Var, ir.Constant)) and getattr(arg.ty, "shape", None) is not None:
             arg_shapes.append(tuple(int(d) for d in arg.ty.shape))
         else:
@@ -174,14 +188,17 @@ def plans_for(n: Node, target: Target, dtype: str) -> list[KernelPlan]:
                 sliced_arg.append(True)
             elif all(d == 1 for d in shape[:max(0, axis + 1 - (len(out) - len(shape)))]):
                 sliced_arg.append(False)  # does not vary along the leading axes: fetched whole
-            elif _aligned(shape, len(out))[:axis + 1] == out[:axis + 1]:
+            elif (_aligned(shape, len(out))[:axis + 1] == out[:axis + 1]
+                  or (_aligned(shape, len(out))[axis] == out[axis]
+                      and all(d == 1 for d in _aligned(shape, len(out))[:axis]))):
                 # a broadcast operand that varies along the cut (a per-channel scale [C, 1, 1] of an
-                # [1, C, H, W] output): sliced as its rank-aligned view [1, C, 1, 1]
+                # [N, C, H, W] output): sliced as its rank-aligned view [1, C, 1, 1], the same block
+                # for every leading index when it does not vary along the leading axes
                 sliced_arg.append(True)
             else:
                 break
         else:
-            got = _plan_axis(n, call, dtype, item, axis, arg_shapes, sliced_arg)
+            got = _plan_axis(n, call, dtype, item, axis, arg_shapes, sliced_arg, frozenset(shape_args))
             if got is not None:
                 candidates.append(got)
     if n.relax_op in POOLS:
@@ -246,7 +263,7 @@ def _plan_elementwise(n: Node, dtype: str) -> KernelPlan | None:
 
 
 def _plan_axis(n: Node, call: Any, dtype: str, item: int, axis: int, arg_shapes: list[tuple[int, ...] | None],
-               sliced_arg: list[bool | None]) -> KernelPlan | None:
+               sliced_arg: list[bool | None], shape_args: frozenset[int] = frozenset()) -> KernelPlan | None:
     """The node cut along ``axis``; None when the operator does not slice there."""
     from tvm import ir
 
@@ -265,7 +282,7 @@ def _plan_axis(n: Node, call: Any, dtype: str, item: int, axis: int, arg_shapes:
             shapes = [s if s is not None or arg_shapes[i] is None else arg_shapes[i]  # whole operands keep their shape
                       for i, s in enumerate(shapes)]
             shapes = [None if const[i] or arg_shapes[i] is None else s for i, s in enumerate(shapes)]
-            legal[b] = _legalize_sliced(call, shapes, dtype)
+            legal[b] = _legalize_sliced(call, shapes, dtype, _sliced_shape(out, axis, b), shape_args)
         return legal[b]
 
     # the parameter plan (which node input is which Relax argument) from one legalization
@@ -283,7 +300,8 @@ def _plan_axis(n: Node, call: Any, dtype: str, item: int, axis: int, arg_shapes:
         sl = bool(sliced_arg[src])
         shape = _aligned(t.shape, rank)
         inner = prod(shape[axis + 1:]) if sl else t.size
-        params.append(ParamSlice(sl, shape[axis] if sl else 0, inner, 1 if sl else t.size))
+        params.append(ParamSlice(sl, shape[axis] if sl else 0, inner, 1 if sl else t.size,
+                                 per_lead=not sl or prod(shape[:axis]) == lead))
     for t in n.outputs:
         params.append(ParamSlice(True, t.shape[axis], prod(t.shape[axis + 1:]), 1))
     funcs: dict[int, Any] = {}

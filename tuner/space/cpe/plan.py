@@ -35,6 +35,9 @@ class ParamSlice:
     ext: int  # extent along the block axis (sliced operands)
     inner: int  # elements after the block axis
     elems: int  # elements held in LDM
+    # a sliced operand whose block moves with the leading indices; False: the same block for every
+    # leading index (a per-channel [1, C, 1, 1] operand of an [N, C, H, W] output cut along C)
+    per_lead: bool = True
 
 
 def _operands(params: list[ParamSlice], n_inputs: int, window: Window | None) -> list[Operand]:
@@ -239,7 +242,7 @@ class KernelPlan:
             if p.sliced:
                 rows = int(self.window.rows(np.asarray(b))) if self.window is not None and k == 0 else b
                 elems = rows * p.inner
-            params.append(ParamSlice(p.sliced, p.ext, p.inner, elems))
+            params.append(ParamSlice(p.sliced, p.ext, p.inner, elems, p.per_lead))
         return CpeOp(body, self.axis, b, self.lead, self.ext // b, params, self.n_inputs, int(space.ldm_bytes[i]),
                      float(space.seconds[i]), db=bool(space.db[i]), active=int(space.active[i]), window=self.window,
                      fill=self.fill, configs=len(space), valid=int((space.why == "ok").sum()), lanes=lanes,
