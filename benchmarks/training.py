@@ -22,7 +22,10 @@ every 2 steps and run again, gives the uninterrupted run's losses and state bit 
 the emulated program built with ``make emu-mpi``): ``max_rel_err_vs_1_rank`` over losses and the final
 state; and the simulated weak and strong scaling efficiency at 64 and 4096 core groups of ResNet-50
 training at width 1/8 (32x32 images, 8 per rank, untuned step: the tuning log of this run does not
-hold its tasks) from tuner/train/scaling.py's network model. ``overlap`` is null: not built yet.
+hold its tasks) from tuner/train/scaling.py's network model. ``overlap``: ``swtune train mlp --overlap``
+(600 steps, a checkpoint every 20, an embedded service tuning the step's tasks while it trains):
+program ``switches``, ``steps_lost`` and ``steps_repeated`` (from the run's overlap.json), the
+simulated step of the first and last program and the steps where each switch landed.
 ``--sections`` runs a subset (the JSON then holds those keys only).
 
 Last line: one JSON object.
@@ -32,7 +35,10 @@ from __future__ import annotations
 
 import argparse
 import copy
+import json
 import signal
+import subprocess
+import sys
 import tempfile
 import time
 from pathlib import Path
@@ -161,13 +167,29 @@ def _mpi(work: Path) -> dict[str, Any]:
                          "strong_efficiency": {str(k): p.strong_efficiency for k, p in points.items()}}}
 
 
+def _overlap(work: Path, trials: int) -> dict[str, Any]:
+    """``swtune train mlp --overlap`` as a user runs it (an embedded service tuning while it trains)."""
+    out = work / "overlap"
+    cmd = [sys.executable, "-m", "cli", "train", "mlp", "-o", str(out), "--overlap", "--trials", str(max(trials, 4)),
+           "--steps", "600", "--checkpoint-every", "20", "--optimizer", "momentum", "--lr", "0.02"]
+    run = subprocess.run(cmd, cwd=work, capture_output=True, text=True, timeout=1800)
+    if run.returncode != 0:
+        return {"error": (run.stdout + run.stderr)[-1500:]}
+    report = json.loads((out / "overlap.json").read_text())
+    chunks = report["chunks"]
+    return {"steps": report["steps"], "switches": report["switches"], "steps_lost": report["steps_lost"],
+            "steps_repeated": report["steps_repeated"],
+            "simulated_step_ms_first_last": [chunks[0]["simulated_step_ms"], chunks[-1]["simulated_step_ms"]],
+            "switch_steps": [c["first_step"] for c in chunks[1:]], "wall_s": chunks[-1]["wall_s"][1]}
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--trials", type=int, default=16, help="trials per GEMM-like task of each step (0: untuned)")
     parser.add_argument("--steps", type=int, default=5)
     parser.add_argument("--batch", type=int, default=8)
     parser.add_argument("--models", nargs="*", default=MODELS)
-    parser.add_argument("--sections", default="models,checkpoint,mpi", help="comma-separated subset")
+    parser.add_argument("--sections", default="models,checkpoint,mpi,overlap", help="comma-separated subset")
     args = parser.parse_args()
     from cli.schedule_lookup import db_lookup
 
@@ -202,7 +224,8 @@ def main() -> None:
         figures["checkpoint_resume_exact"] = _checkpoint_exact(work)
     if "mpi" in sections:
         figures["mpi"] = _mpi(work)
-    figures["overlap"] = None  # not built yet
+    if "overlap" in sections:
+        figures["overlap"] = _overlap(work, args.trials)
     emit(figures)
 
 

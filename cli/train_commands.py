@@ -9,6 +9,7 @@ compiled ahead of time (host and slave C, Makefile for sw5cc/swgcc and ``make em
 
 from __future__ import annotations
 
+import json
 import time
 from pathlib import Path
 from typing import Annotated, Any
@@ -20,8 +21,9 @@ from cli.errors import CommandError
 from cli.output import console
 from cli.tuning_log import DB_HELP, database_url
 
-MODEL_HELP = ("mlp, cnn, resnet18_small, transformer, a zoo model (resnet18, mobilenet_v2, ...) or FILE.py:FUNC "
-              "returning (torch module, example inputs)")
+MODEL_HELP = ("mlp, cnn, resnet18_small, transformer, a zoo model (resnet18, mobilenet_v2, ...), FILE.py:FUNC "
+              "returning (torch module, example inputs), or FILE.onnx (its batch norms frozen)")
+DEFAULT_BATCH = 8
 
 
 def _model(spec: str, batch: int, width: float | None, image: int) -> tuple[Any, tuple[Any, ...]]:
@@ -35,13 +37,35 @@ def _model(spec: str, batch: int, width: float | None, image: int) -> tuple[Any,
     return build_trainable(spec, batch, width, image)
 
 
+def _onnx_step(path: Path, batch: int | None, ranks: int, loss: Any, opt: Any) -> tuple[Any, int]:
+    """The training step of an ONNX model (tuner.ir.onnx_training) and the global batch: the file's
+    batch is one rank's."""
+    from tuner.ir.graph import AotError
+    from tuner.ir.onnx_training import onnx_training_step
+
+    if not path.is_file():
+        raise CommandError(f"no ONNX file {path}")
+    try:
+        step = onnx_training_step(path, loss, opt, data_parallel=ranks > 1)
+    except AotError as exc:
+        raise CommandError(str(exc)) from None
+    if len(step.inputs) != 2:
+        raise CommandError(f"{path} has {len(step.inputs) - 1} inputs: training data holds one (x)")
+    local = step.inputs[0][1][0]
+    if batch is not None and batch != local * ranks:
+        raise CommandError(f"--batch {batch}: {path} takes batches of {local} per rank, so the batch is "
+                           f"{local * ranks} with {ranks} rank(s)")
+    return step, local * ranks
+
+
 def train(
     model: Annotated[str, typer.Argument(help=MODEL_HELP)],
     out: Annotated[Path, typer.Option("--out", "-o", help="the program's directory")],
     loss: Annotated[str, typer.Option(help="cross-entropy or mse")] = "cross-entropy",
     optimizer: Annotated[str, typer.Option(help="sgd, momentum or adam")] = "sgd",
     lr: Annotated[float, typer.Option(help="learning rate")] = 0.01,
-    batch: Annotated[int, typer.Option(min=1, help="batch size")] = 8,
+    batch: Annotated[int | None, typer.Option(min=1, help=f"batch size (default {DEFAULT_BATCH}; an ONNX model's "
+                                                           "is its file's, times --ranks)")] = None,
     steps: Annotated[int, typer.Option(min=1, help="training steps to run")] = 5,
     data: Annotated[Path | None, typer.Option(help="an .npz file with arrays x [N, ...] and y (labels [N] for "
                                                    "cross-entropy, targets for mse)")] = None,
@@ -82,17 +106,22 @@ def train(
                            f"{[o.value for o in OptimizerKind]}") from None
     opt = Optimizer(opt_kind, lr)
     url = database_url(db)
-    if batch % ranks:
-        raise CommandError(f"--batch {batch} does not split over {ranks} ranks")
     if overlap and (not trials or ranks > 1 or not run):
         raise CommandError("--overlap tunes while training: give --trials, one rank, and do not pass --no-run")
-    module, inputs = _model(model, batch, width, image)
-    out_shape = target_shape(module, inputs, loss_kind)
-    in_shape = tuple(inputs[0].shape)
+    if model.endswith(".onnx"):
+        step, batch = _onnx_step(Path(model), batch, ranks, loss_kind, opt)
+        in_shape, out_shape = ((batch, *shape[1:]) for shape in (step.inputs[0][1], step.inputs[-1][1]))
+    else:
+        batch = batch or DEFAULT_BATCH
+        if batch % ranks:
+            raise CommandError(f"--batch {batch} does not split over {ranks} ranks")
+        module, inputs = _model(model, batch, width, image)
+        out_shape = target_shape(module, inputs, loss_kind)
+        in_shape = tuple(inputs[0].shape)
+        local = tuple(x[:batch // ranks] for x in inputs)  # one rank's slice (the whole batch with one rank)
+        step = training_step(module, local, loss_kind, opt, data_parallel=ranks > 1)
     batches = (train_data.from_npz(data, batch, in_shape, out_shape, loss_kind) if data is not None
                else train_data.synthetic(seed, synthetic_batches, batch, in_shape, out_shape, loss_kind))
-    local = tuple(x[:batch // ranks] for x in inputs)  # one rank's slice (the whole batch with one rank)
-    step = training_step(module, local, loss_kind, opt, data_parallel=ranks > 1)
     name = Path(model.split(":")[0]).stem
     console.print(f"[bold]{model}[/]: training step of {len(step.params)} parameters "
                   f"({sum(v.size for _, v in step.params)} values), {loss_kind.value} loss, {opt_kind.value} "
@@ -231,5 +260,11 @@ def _overlap_report(result: Any, name: str, out: Path, steps: int) -> None:
     plot(result, out / "overlap.png", f"{name}: simulated step against wall-clock time")
     assert result.losses is not None
     (out / "losses.txt").write_text("".join(f"{i} {v:.9e}\n" for i, v in enumerate(result.losses)))
+    (out / "overlap.json").write_text(json.dumps({
+        "steps": steps, "switches": result.switches, "steps_lost": result.steps_lost(steps),
+        "steps_repeated": result.steps_repeated(),
+        "chunks": [{"program": c.version, "first_step": c.steps[0] if c.steps else None,
+                    "last_step": c.steps[-1] if c.steps else None, "simulated_step_ms": c.simulated_step_s * 1e3,
+                    "wall_s": [c.wall_start_s, c.wall_end_s]} for c in result.chunks]}, indent=1))
     console.print(f"{steps} steps, {result.switches} program switches, {result.steps_lost(steps)} steps lost, "
-                  f"{result.steps_repeated()} repeated; losses.txt, overlap.png in {out}")
+                  f"{result.steps_repeated()} repeated; losses.txt, overlap.png, overlap.json in {out}")

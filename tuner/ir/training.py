@@ -103,14 +103,11 @@ def training_step(model: Any, inputs: Sequence[Any], loss: Loss, optimizer: Opti
     ``ALLREDUCE_MEAN`` call each: MPI_Allreduce in the compiled program; batch statistics stay per
     rank, as torch's DistributedDataParallel without SyncBatchNorm)."""
     import torch
-    import tvm
     from tvm import relax
     from tvm.relax.frontend.torch import from_exported_program
 
-    from tuner.ir.expr_gradients import derived_conv2d_gradient, strip_with_grad
     from tuner.ir.expr_layer import converters
     from tuner.ir.gradients import register
-    from tuner.ir.names import unique_binding_names
 
     register()
     dtype = str(inputs[0].dtype).removeprefix("torch.")
@@ -136,10 +133,31 @@ def training_step(model: Any, inputs: Sequence[Any], loss: Loss, optimizer: Opti
     if any(v.dtype != np.dtype(dtype) for v in values):
         raise AotError(f"every parameter must be {dtype}, the inputs' type")
     params = list(zip(names, values))
-    state = optimizer.state(params)
     if stats:
         mod = _tuple_return(mod)
     mod = relax.transform.DecomposeOpsForTraining("main")(mod)  # any batch norm left: batch statistics
+    step, state = differentiate_and_update(mod, n_data, len(stats), params, optimizer, dtype, data_parallel)
+    shapes = [(p.name, tuple(int(d) for d in p.ty.shape)) for p in fn.params[:n_data - len(masks)]]
+    return TrainingStep(step, shapes, prepared.dropouts, params, state, buffers, loss, optimizer, dtype,
+                        binding_phases(step))
+
+
+def differentiate_and_update(mod: Any, n_data: int, n_stats: int, params: list[tuple[str, np.ndarray]],
+                             optimizer: Optimizer, dtype: str, data_parallel: bool = False
+                             ) -> tuple[Any, list[tuple[str, np.ndarray]]]:
+    """The step module and the optimizer's initial state, from a forward ``mod`` whose main is
+    ``main(*data, *stats, *params) -> loss`` (``(loss, *stats')`` with ``n_stats`` running statistics):
+    ``Gradient`` with respect to the parameters, then one function ``main(*data, *params, *state,
+    *stats) -> (loss, *params', *state', *stats')`` with the optimizer's update inlined."""
+    import tvm
+    from tvm import relax
+
+    from tuner.ir.expr_gradients import derived_conv2d_gradient, strip_with_grad
+    from tuner.ir.names import unique_binding_names
+
+    fn = mod["main"]
+    n_in = n_data + n_stats
+    state = optimizer.state(params)
     with derived_conv2d_gradient():  # conv gradients as derived expression operators: tuning tasks
         mod = relax.transform.Gradient("main", require_grads=list(fn.params[n_in:]), target_index=0)(mod)
     mod = strip_with_grad(mod)  # an expression layer's forward: the plain call_tir
@@ -157,8 +175,8 @@ def training_step(model: Any, inputs: Sequence[Any], loss: Loss, optimizer: Opti
         with bb.dataflow():
             result = bb.emit(relax.Call(adjoint_var, [*data, *stat_vars, *param_vars]))
             forward = bb.emit(relax.TupleGetItem(result, 0))
-            loss_value = bb.emit(relax.TupleGetItem(forward, 0)) if stats else forward
-            new_stats = [bb.emit(relax.TupleGetItem(forward, 1 + i)) for i in range(len(stats))]
+            loss_value = bb.emit(relax.TupleGetItem(forward, 0)) if n_stats else forward
+            new_stats = [bb.emit(relax.TupleGetItem(forward, 1 + i)) for i in range(n_stats)]
             grads_tuple = bb.emit(relax.TupleGetItem(result, 1))
             grads = [bb.emit(relax.TupleGetItem(grads_tuple, i)) for i in range(len(params))]
             if data_parallel:
@@ -171,10 +189,7 @@ def training_step(model: Any, inputs: Sequence[Any], loss: Loss, optimizer: Opti
         bb.emit_func_output(out)
     step = relax.transform.InlinePrivateFunctions()(bb.get())
     step = relax.transform.DeadCodeElimination(["main"])(step)
-    step = unique_binding_names(step)
-    shapes = [(p.name, tuple(int(d) for d in p.ty.shape)) for p in fn.params[:n_data - len(masks)]]
-    return TrainingStep(step, shapes, prepared.dropouts, params, state, buffers, loss, optimizer, dtype,
-                        binding_phases(step))
+    return unique_binding_names(step), state
 
 
 def binding_phases(step: Any) -> dict[str, Phase]:

@@ -29,11 +29,14 @@ class Reference:
 
 
 def torch_steps(model: Any, batches: Batches, optimizer: Optimizer, loss: Loss, steps: int,
-                dropout_seed: int = 0, first: int = 0) -> Reference:
-    """``steps`` steps of a copy of ``model`` (train mode), step ``s`` on batch ``s mod len(batches)``."""
+                dropout_seed: int = 0, first: int = 0, frozen: bool = False) -> Reference:
+    """``steps`` steps of a copy of ``model`` (train mode), step ``s`` on batch ``s mod len(batches)``.
+    ``frozen``: in eval mode instead (batch norms on their running statistics, no dropout): what an ONNX
+    model trains as (tuner.ir.onnx_training)."""
     import torch
 
-    model = copy.deepcopy(model).train()
+    model = copy.deepcopy(model)
+    model = model.eval() if frozen else model.train()
     dtype = str(next(model.parameters()).dtype).removeprefix("torch.")
     drops = [(n, m) for n, m in model.named_modules()
              if isinstance(m, torch.nn.modules.dropout._DropoutNd) and m.p > 0]
