@@ -410,18 +410,25 @@ def plan_transpose(shape: tuple[int, ...], axes: tuple[int, ...], target: Target
     outer = 1
     for e in ext[:-2]:
         outer *= e
-    op = TransposeOp(mode, tuple(ext[:-2]), tuple(st[:-2]), r, c, st[-2], int(min(fit, r, -(-r * outer // CPES))),
-                     item)
-    active = min(CPES, op.blocks)
-    if mode == "rows":
-        get = dma_time(target, "get", c * item, n_blocks=op.rows, gap_bytes=(op.r_stride - c) * item,
-                       active_cpes=active)
-        work = 0.0
-    else:
-        get = dma_time(target, "get", op.rows * item, n_blocks=c, gap_bytes=(r - op.rows) * item, active_cpes=active)
-        work = 2.0 * op.rows * c / target.clock_hz  # a load and a store per element, scalar
-    put = dma_time(target, "put", op.rows * c * item, active_cpes=active)
-    op.seconds = target.spawn_join_s + -(-op.blocks // CPES) * (get + work + put)
+    # block sizes from one block per CPE up: longer blocks make longer DMA pieces ("tile" gets pieces of
+    # ``rows`` elements) at the price of fewer active CPEs; the least simulated time wins
+    first = int(min(fit, r, -(-r * outer // CPES)))
+    op = None
+    for rows in sorted({min(first * 2 ** k, fit, r) for k in range(8)}):
+        cand = TransposeOp(mode, tuple(ext[:-2]), tuple(st[:-2]), r, c, st[-2], rows, item)
+        active = min(CPES, cand.blocks)
+        if mode == "rows":
+            get = dma_time(target, "get", c * item, n_blocks=rows, gap_bytes=(cand.r_stride - c) * item,
+                           active_cpes=active)
+            work = 0.0
+        else:
+            get = dma_time(target, "get", rows * item, n_blocks=c, gap_bytes=(r - rows) * item, active_cpes=active)
+            work = 2.0 * rows * c / target.clock_hz  # a load and a store per element, scalar
+        put = dma_time(target, "put", rows * c * item, active_cpes=active)
+        cand.seconds = target.spawn_join_s + -(-cand.blocks // CPES) * (get + work + put)
+        if op is None or cand.seconds < op.seconds:
+            op = cand
+    assert op is not None
     if len(ext) == 3 and st[2] == 1 and st[0] == ext[2] and st[1] == ext[0] * ext[2]:  # [R, O, C] -> [O, R, C]
         for alt in _vtiles(ext[0], ext[1], ext[2], target, item):
             if alt.seconds < op.seconds:
