@@ -161,6 +161,15 @@ def train(
                   + f" (losses.txt; final parameters and optimizer state in final_state.bin, {len(state)} tensors)")
 
 
+def per_round(trials: int) -> int:
+    """Trials a task of the step is granted at a time: half of ``trials``, so every task's warm-up takes
+    about half the budget and the server's task scheduler (service/budget.py) grants the other half by
+    the tasks' shares of the step time (call count x best time so far)."""
+    from service.budget import MIN_TRIALS_PER_TASK
+
+    return max(MIN_TRIALS_PER_TASK, trials // 2)
+
+
 def tune_step(step: Any, name: str, target: str, trials: int, workers: int, url: str, db: str | None) -> None:
     """Every task of the step as one submission to an embedded service writing the log at ``url``."""
     from cli.tuner_commands import tune_on_service
@@ -169,10 +178,11 @@ def tune_step(step: Any, name: str, target: str, trials: int, workers: int, url:
 
     layers = extract_relax(step.module).layers
     budget = trial_budget(layers, trials)
-    console.print(f"tuning {len(layers)} tasks of the step (forward and backward), one budget of {budget} trials; "
-                  f"tuning log {url}")
+    console.print(f"tuning {len(layers)} tasks of the step (forward and backward), one budget of {budget} trials "
+                  f"spread by each task's share of the step time; tuning log {url}")
     with embedded_service(url, workers=workers, target=target) as service:
-        tune_on_service(service.url, None, f"{name}-train", layers, target, budget, None, 3600.0)
+        tune_on_service(service.url, None, f"{name}-train", layers, target, budget, None, 3600.0,
+                        per_round=per_round(trials))
 
 
 def _phase_table(phases: dict[str, dict[str, float]]) -> None:
@@ -236,7 +246,7 @@ def _overlapped_run(step: Any, name: str, target: str, out: Path, steps: int, ev
     with ServiceClient(service_url, None) as client:
         client.submit_model(f"{name}-train"[:128], [{"name": l.name, "workload": l.workload.to_json(),
                                                       "calls": l.weight} for l in layers],
-                            target, trial_budget(layers, trials))
+                            target, trial_budget(layers, trials), per_round=per_round(trials))
     console.print(f"tuning {len(layers)} tasks of the step in the background; training starts now, switching "
                   f"programs at checkpoints every {every} steps")
     return train_overlapped(

@@ -270,17 +270,18 @@ def _follow(client: Any, submitted: dict[str, Any], names: list[str], deadline: 
 
 
 def tune_on_service(url: str, token: str | None, model: str, layers: list[Any], target: str, budget: int,
-             strategy: str | None, timeout: float) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+                    strategy: str | None, timeout: float, per_round: int = 16
+                    ) -> tuple[list[dict[str, Any]], dict[str, Any]]:
     """Submit the model to the service at ``url`` as one submission (one budget, spread by the
-    server's gradient task scheduler), follow it, and fetch the best schedules. The tasks come back
-    in ``layers`` order."""
+    server's gradient task scheduler; ``per_round`` trials a grant), follow it, and fetch the best
+    schedules. The tasks come back in ``layers`` order."""
     from service.client import ServiceClient
 
     with ServiceClient(url, token) as client:
         name = Path(model).stem if model.endswith(".onnx") else model
         created = client.submit_model(name[:128], [{"name": l.name, "workload": l.workload.to_json(),
                                                      "calls": l.weight} for l in layers],
-                                      target, budget, strategy=strategy)
+                                      target, budget, strategy=strategy, per_round=per_round)
         warn(created.get("warnings", []))
         # layers sharing a workload are one task on the server: follow the tasks, report per layer
         by_key = {t["workload_key"]: t["task_id"] for t in created["tasks"]}
