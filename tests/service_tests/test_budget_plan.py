@@ -83,3 +83,17 @@ def test_a_budget_smaller_than_a_round_per_task_still_warms_every_task_up() -> N
     sub = submission(*(task(i, weight=1e-4 * i) for i in range(1, 5)), budget=12, per_round=8)
     grants = plan(sub, {}, in_flight_cap=64).grants
     assert sorted(t for t, _ in grants) == [1, 2, 3, 4] and {n for _, n in grants} == {3}
+
+
+def test_a_training_step_s_budget_is_half_warm_up_and_half_by_share() -> None:
+    """swtune train grants half a task's trials at a time (cli.train_commands.per_round): after every
+    task's warm-up the rest of the budget goes to the task that weighs most in the step."""
+    from cli.train_commands import per_round
+
+    rounds = per_round(8)
+    assert rounds == 4
+    fresh = submission(task(1), task(2), budget=16, per_round=rounds)
+    assert plan(fresh, {}, in_flight_cap=32).grants == ((1, 4), (2, 4))  # warm-ups of half the share
+    warm = submission(task(1, granted=4, done=4), task(2, granted=4, done=4), budget=16, per_round=rounds)
+    heavy, light = [4e-4] * 3 + [3e-4], [1e-4] * 3 + [5e-5]
+    assert plan(warm, times(light, heavy), in_flight_cap=4).grants == ((2, 4),)
