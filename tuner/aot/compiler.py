@@ -123,15 +123,11 @@ def assign_cpe_kernels(graph: Graph, target: Target, first_index: int, mode: Cpe
     at their tuned configs where ``lookup`` has them; number the distinct CPE kernels after the
     GEMM-like ones."""
     from tuner.aot.cpe_ops import offload
-    from tuner.aot.launch_groups import runs
+    from tuner.aot.placement import place
 
     offload(graph, target, mode, lookup)
-    if mode == CpeMode.FASTER:  # offload counted on sharing a spawn: a lone slower one goes back to the MPE
-        for run in runs(graph):
-            n = run[0]
-            if len(run) == 1 and n.op == "cpe" and n.attrs["cpe"].seconds >= n.attrs["mpe_alt_s"]:
-                n.op = n.attrs["mpe_op"]
-                del n.attrs["cpe"]
+    if mode == CpeMode.FASTER:  # offload placed every one it could tentatively: keep the least-time placement
+        place(graph, target)
     ops: list[Any] = []
     for n in graph.nodes:
         op = n.attrs.get("cpe") if n.op == "cpe" else None
@@ -146,6 +142,7 @@ def untuned_seconds(graph: Graph, target: Target, mode: CpeMode) -> Callable[[No
     tuner.aot.cpe_ops.offload moves it there (``mode``), else plain C on the MPE. Planned on a copy of
     the node in a one-step graph, so the node itself is untouched; cached per function and operand kinds."""
     from tuner.aot.cpe_ops import offload
+    from tuner.aot.launch_groups import phase_seconds
     from tuner.aot.timing import mpe_seconds
 
     item = int(np.dtype(graph.dtype).itemsize)
@@ -159,8 +156,11 @@ def untuned_seconds(graph: Graph, target: Target, mode: CpeMode) -> Callable[[No
             probe = Node(n.op, list(n.inputs), n.output, dict(n.attrs), n.relax_op, n.source)
             one = Graph(graph.inputs, graph.outputs, [probe], graph.dtype, graph.last_id, graph.functions)
             offload(one, target, mode)
-            cache[key] = (probe.attrs["cpe"].seconds if probe.op == "cpe"
-                          else mpe_seconds(probe, one, target, item))
+            on_cpe = probe.op == "cpe" and (mode == CpeMode.ALL or probe.attrs["cpe"].seconds + phase_seconds(target)
+                                            < probe.attrs["mpe_alt_s"])  # as if it shared a spawn
+            if probe.op == "cpe" and not on_cpe:
+                probe.op = probe.attrs["mpe_op"]
+            cache[key] = probe.attrs["cpe"].seconds if on_cpe else mpe_seconds(probe, one, target, item)
         return cache[key]
 
     return seconds

@@ -4,8 +4,9 @@ generic node runs at, its slave C, and which nodes leave the MPE.
 The cuts and their analysis are the CPE kernel model's (tuner.space.cpe: cuts, plan, schedule). The
 configuration (cut, block size, double-buffered gets, active CPEs, SIMD lanes) is the tuning log's for
 the node's CPE kernel task (tuner.space.cpe.task) when the lookup has one, else the configuration of
-least simulated time of the vectorised analysis, counted on its own legalized body. A kernel replaces
-the MPE step only when its simulated time is lower (``CpeMode.FASTER``). Layout copies (pads,
+least simulated time of the vectorised analysis, counted on its own legalized body. With
+``CpeMode.FASTER`` every node with a kernel goes to the CPEs tentatively and tuner.aot.placement keeps
+the placement of least simulated time over the program (a run of CPE steps shares one spawn). Layout copies (pads,
 unpitching, transposes) get kernels of their own (tuner.aot.cpe_layout), and so do region copies
 (concat, split, strided_slice, tile: tuner.aot.cpe_region) and NCHW resizes (image.resize2d:
 tuner.aot.cpe_resize); of a node's implementations offload keeps the fastest.
@@ -36,7 +37,7 @@ log = logging.getLogger("tuner.aot")
 class CpeMode(str, Enum):
     """Which memory-bound operators become CPE kernels."""
 
-    FASTER = "faster"  # those whose simulated kernel time beats the MPE's
+    FASTER = "faster"  # where the program's simulated time is least (tuner.aot.placement)
     ALL = "all"  # every one that slices (tests: exercise the kernels on small tensors)
     NONE = "none"  # none: everything generic stays plain C on the MPE
 
@@ -187,7 +188,6 @@ def offload(graph: Graph, target: Target, mode: CpeMode = CpeMode.FASTER, lookup
     ``lookup`` has them); returns how many."""
     if mode == CpeMode.NONE:
         return 0
-    from tuner.aot.launch_groups import phase_seconds
     from tuner.aot.timing import mpe_seconds
 
     item = np.dtype(graph.dtype).itemsize
@@ -200,7 +200,7 @@ def offload(graph: Graph, target: Target, mode: CpeMode = CpeMode.FASTER, lookup
             alt = mpe_seconds(n, graph, target, item)
             rc = (plan_rowcopy(a["rows"], a["cols"], a["pitch"], target, item) if n.op == "unpitch"
                   else plan_transpose(n.inputs[0].shape, a["axes"], target, item))
-            if rc is not None and (mode == CpeMode.ALL or rc.seconds + phase_seconds(target) < alt):
+            if rc is not None:  # tentatively: tuner.aot.placement decides with its neighbours (FASTER)
                 n.attrs.update(cpe=rc, mpe_alt_s=alt, mpe_op=n.op)
                 n.op = "cpe"
                 count += 1
@@ -236,9 +236,9 @@ def offload(graph: Graph, target: Target, mode: CpeMode = CpeMode.FASTER, lookup
                 op = pad
         else:
             alt = mpe_seconds(n, graph, target, item)
-        # it will share a spawn with a neighbouring CPE step (tuner.aot.launch_groups; a lone one
-        # that turns out slower than the MPE goes back there in tuner.aot.compiler.assign_cpe_kernels)
-        if op is None or (mode == CpeMode.FASTER and op.seconds + phase_seconds(target) >= alt):
+        # tentatively on the CPEs: with mode FASTER, tuner.aot.placement then keeps the placement of
+        # least time over the whole program (a run of CPE steps shares one spawn: tuner.aot.launch_groups)
+        if op is None:
             if "pad_h" in n.attrs and mode != CpeMode.ALL:
                 n.op = "pad_nchw"  # the MPE's row-copy form of a conv input's padding
             continue
