@@ -22,8 +22,8 @@ every 2 steps and run again, gives the uninterrupted run's losses and state bit 
 the emulated program built with ``make emu-mpi``): ``max_rel_err_vs_1_rank`` over losses and the final
 state; and the simulated weak and strong scaling efficiency at 64 and 4096 core groups of ResNet-50
 training at width 1/8 (32x32 images, 8 per rank, untuned step: the tuning log of this run does not
-hold its tasks) from tuner/train/scaling.py's network model. ``overlap``: ``swtune train mlp --overlap``
-(600 steps, a checkpoint every 20, an embedded service tuning the step's tasks while it trains):
+hold its tasks) from tuner/train/scaling.py's network model. ``overlap``: ``swtune train cnn --overlap``
+(300 steps, a checkpoint every 10, an embedded service tuning the step's tasks while it trains):
 program ``switches``, ``steps_lost`` and ``steps_repeated`` (from the run's overlap.json), the
 simulated step of the first and last program and the steps where each switch landed.
 ``--sections`` runs a subset (the JSON then holds those keys only).
@@ -168,10 +168,10 @@ def _mpi(work: Path) -> dict[str, Any]:
 
 
 def _overlap(work: Path, trials: int) -> dict[str, Any]:
-    """``swtune train mlp --overlap`` as a user runs it (an embedded service tuning while it trains)."""
+    """``swtune train cnn --overlap`` as a user runs it (an embedded service tuning while it trains)."""
     out = work / "overlap"
-    cmd = [sys.executable, "-m", "cli", "train", "mlp", "-o", str(out), "--overlap", "--trials", str(max(trials, 4)),
-           "--steps", "600", "--checkpoint-every", "20", "--optimizer", "momentum", "--lr", "0.02"]
+    cmd = [sys.executable, "-m", "cli", "train", "cnn", "-o", str(out), "--overlap", "--trials", str(max(trials, 4)),
+           "--steps", "300", "--checkpoint-every", "10", "--optimizer", "momentum", "--lr", "0.02"]
     run = subprocess.run(cmd, cwd=work, capture_output=True, text=True, timeout=1800)
     if run.returncode != 0:
         return {"error": (run.stdout + run.stderr)[-1500:]}

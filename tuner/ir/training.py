@@ -188,6 +188,8 @@ def differentiate_and_update(mod: Any, n_data: int, n_stats: int, params: list[t
             out = bb.emit_output(relax.Tuple([loss_value, *new_params, *new_state, *new_stats]))
         bb.emit_func_output(out)
     step = relax.transform.InlinePrivateFunctions()(bb.get())
+    # the gradients' arithmetic on constants (a power's exponent - 1) computed once here, not every step
+    step = relax.transform.FoldConstant()(step)
     step = relax.transform.DeadCodeElimination(["main"])(step)
     return unique_binding_names(step), state
 

@@ -138,7 +138,11 @@ def train_overlapped(step: TrainingStep, target: Target | str, out_dir: Path, da
         result.losses, result.state = run.losses, run.state
         if on_chunk is not None:
             on_chunk(chunk)
-    return result  # a build still running is not waited for: training is done (its thread is a daemon)
+    # training is done; a build still running is waited for (not used): the process must not exit while
+    # the thread is inside TVM's C++ (its teardown would abort with std::terminate)
+    if builder.thread is not None:
+        builder.thread.join()
+    return result
 
 
 def plot(run: OverlapRun, path: Path, title: str) -> None:
