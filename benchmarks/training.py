@@ -180,7 +180,8 @@ def _overlap(work: Path, trials: int) -> dict[str, Any]:
     return {"steps": report["steps"], "switches": report["switches"], "steps_lost": report["steps_lost"],
             "steps_repeated": report["steps_repeated"],
             "simulated_step_ms_first_last": [chunks[0]["simulated_step_ms"], chunks[-1]["simulated_step_ms"]],
-            "switch_steps": [c["first_step"] for c in chunks[1:]], "wall_s": chunks[-1]["wall_s"][1]}
+            "switch_steps": [c["first_step"] for a, c in zip(chunks, chunks[1:]) if c["program"] != a["program"]],
+            "wall_s": chunks[-1]["wall_s"][1]}
 
 
 def main() -> None:
