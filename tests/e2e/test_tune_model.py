@@ -41,8 +41,10 @@ def test_tune_model_then_compile_embedded(tmp_path: Path) -> None:
     assert len({k["workload_key"] for k in kernels}) == 16 and all(k["status"] == "tuned" for k in kernels)
     assert len({k["workload_key"] for k in kernels if k["workload_key"].endswith("-ep_residual_add")}) == 7
     cpe = json.loads((out_dir / "manifest.json").read_text())["cpe_kernels"]
-    # the max pool runs on the CPEs at its tuned config; the 1x1 mean stays on the MPE (faster than a spawn)
-    assert [k["workload"]["name"] for k in cpe] == ["nn_max_pool2d"] and cpe[0]["status"] == "tuned", cpe
+    # the max pool and the 1x1 mean run on the CPEs at their tuned configs (the mean alone would be faster
+    # on the MPE, but it shares the spawn of the CPE steps around it: tuner.aot.placement)
+    assert sorted(k["workload"]["name"] for k in cpe) == ["mean", "nn_max_pool2d"], cpe
+    assert all(k["status"] == "tuned" for k in cpe), cpe
 
 
 def test_tune_model_names_an_operator_that_cannot_compile_before_tuning(tmp_path: Path, monkeypatch) -> None:
