@@ -33,17 +33,16 @@ def place(graph: Graph, target: Target) -> int:
     best = [0.0, inf]
     choices: list[tuple[tuple[int, int], tuple[int, int]]] = []
     for n in nodes:
-        on_cpe = (best[0] + 0.0, 0) if best[0] <= best[1] + share else (best[1] + share, 1)
+        # the cheapest way to reach this step: for an MPE step, and for a CPE step (sharing a spawn after one)
+        on_mpe = (best[0], 0) if best[0] <= best[1] else (best[1], 1)
+        on_cpe = (best[0], 0) if best[0] <= best[1] + share else (best[1] + share, 1)
         if n.op in CPE_OPS and not _movable(n):  # a GEMM-like kernel: on the CPEs
             best, pick = [inf, on_cpe[0]], ((0, 0), (on_cpe[1], 1))
         elif _movable(n):
-            cpe = n.attrs["cpe"].seconds
-            mpe = min(best) + n.attrs["mpe_alt_s"]
-            from_mpe = 0 if best[0] <= best[1] else 1
-            best, pick = [mpe, on_cpe[0] + cpe], ((from_mpe, 0), (on_cpe[1], 1))
+            best = [on_mpe[0] + n.attrs["mpe_alt_s"], on_cpe[0] + n.attrs["cpe"].seconds]
+            pick = ((on_mpe[1], 0), (on_cpe[1], 1))
         else:  # an MPE step (its time does not depend on the placement)
-            from_mpe = 0 if best[0] <= best[1] else 1
-            best, pick = [min(best), inf], ((from_mpe, 0), (0, 0))
+            best, pick = [on_mpe[0], inf], ((on_mpe[1], 0), (0, 0))
         choices.append(pick)
     state = 0 if best[0] <= best[1] else 1
     kept = 0

@@ -316,7 +316,7 @@ def assemble(target: Any, pieces: list[Piece], name: str) -> Any:
 def _interleave_attrs(shape: list[int], pieces: list[Piece]) -> dict[str, Any] | None:
     """The attrs marking an assembly that only interleaves its pieces (a strided conv's data gradient
     split by stride residue: piece r holds the points ``step * q + r``, the pieces tile the target
-    exactly), so the Relax program can emit it as a stack and a transpose (tuner.ir.expr_gradients):
+    exactly), so the Relax program can emit it as a concat and a transpose (tuner.ir.expr_gradients):
     operators the CPEs run. None for any other assembly."""
     steps = pieces[0][0]
     def plain_view(radix: tuple[tuple[int, ...], ...]) -> bool:  # the target viewed as itself

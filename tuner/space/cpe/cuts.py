@@ -188,9 +188,8 @@ def plans_for(n: Node, target: Target, dtype: str) -> list[KernelPlan]:
                 sliced_arg.append(True)
             elif all(d == 1 for d in shape[:max(0, axis + 1 - (len(out) - len(shape)))]):
                 sliced_arg.append(False)  # does not vary along the leading axes: fetched whole
-            elif (_aligned(shape, len(out))[:axis + 1] == out[:axis + 1]
-                  or (_aligned(shape, len(out))[axis] == out[axis]
-                      and all(d == 1 for d in _aligned(shape, len(out))[:axis]))):
+            elif (aligned := _aligned(shape, len(out)))[:axis + 1] == out[:axis + 1] \
+                    or (aligned[axis] == out[axis] and all(d == 1 for d in aligned[:axis])):
                 # a broadcast operand that varies along the cut (a per-channel scale [C, 1, 1] of an
                 # [N, C, H, W] output): sliced as its rank-aligned view [1, C, 1, 1], the same block
                 # for every leading index when it does not vary along the leading axes
