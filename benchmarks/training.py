@@ -10,6 +10,9 @@ batch norm, the program's dropout masks):
 * ``loss_max_rel_err``: max over steps and optimizers of |loss - torch| / |torch|;
 * ``param_max_rel_err``: max over parameters, running statistics and optimizers of max|p - torch| /
   max|torch| after the steps;
+* ``float64_floor``: max over optimizers of how far torch's own float32 steps end from its float64 steps
+  (tuner.train.reference.float64_floor): where it is above 1e-4, training amplified rounding (a
+  max-pool argmax or a ReLU sign switched) and no float32 program can be judged to 1e-4 on that run;
 * ``step_speedup_vs_baseline``, ``mpe_time_fraction``, ``phases_ms``: the simulated step (momentum)
   after tuning every task of it once (``--trials`` per GEMM-like task, one submission to an embedded
   service, simulator workers at the default noise); the other optimizers' steps compile against the
@@ -61,10 +64,6 @@ def _build(spec: str, batch: int) -> tuple[Any, tuple[Any, ...]]:
     return build_trainable(spec, batch)
 
 
-def _rel(a: np.ndarray, b: np.ndarray) -> float:
-    return float(np.abs(a - b).max() / max(float(np.abs(b).max()), 1e-6))
-
-
 def _one(spec: str, kind: str, batch: int, steps: int, work: Path, lookup: Any, trials: int, db: str) -> dict[str, Any]:
     from cli.train_commands import tune_step
     from tuner.ir.optimizers import Optimizer, OptimizerKind
@@ -78,7 +77,7 @@ def _one(spec: str, kind: str, batch: int, steps: int, work: Path, lookup: Any, 
         split_state,
         tasks_by_phase,
     )
-    from tuner.train.reference import torch_steps
+    from tuner.train.reference import float64_floor, relative_error, torch_steps
 
     module, inputs = _build(spec, batch)
     reference = copy.deepcopy(module)
@@ -101,9 +100,10 @@ def _one(spec: str, kind: str, batch: int, steps: int, work: Path, lookup: Any, 
     expected = {**ref.params, **ref.buffers}
     sm = program.timing.summary()
     return {
-        "loss_max_rel_err": _rel(run.losses, np.array(ref.losses)),
-        "param_max_rel_err": max(_rel(state[n], v) for n, v in expected.items()),
-        "worst_param": max(expected, key=lambda n: _rel(state[n], expected[n])),
+        "loss_max_rel_err": relative_error(run.losses, np.array(ref.losses)),
+        "param_max_rel_err": max(relative_error(state[n], v) for n, v in expected.items()),
+        "worst_param": max(expected, key=lambda n: relative_error(state[n], expected[n])),
+        "float64_floor": float64_floor(copy.deepcopy(reference), batches, opt, Loss.CROSS_ENTROPY, steps),
         "step_speedup_vs_baseline": sm["speedup_vs_baseline"], "mpe_time_fraction": sm["mpe_time_fraction"],
         "step_ms": sm["tuned_ms"], "baseline_step_ms": sm["baseline_ms"],
         "phases_ms": {p: round(v["tuned_s"] * 1e3, 4) for p, v in phase_seconds(program.timing, step).items()},
@@ -140,6 +140,7 @@ def _mpi(work: Path) -> dict[str, Any]:
     from tuner.ir.training import Loss, target_shape, training_step
     from tuner.train import data as train_data
     from tuner.train.checks import ranks_against_one
+    from tuner.train.reference import relative_error
     from tuner.train.scaling import scaling
 
     module, inputs = _build("mlp", 8)
@@ -147,7 +148,7 @@ def _mpi(work: Path) -> dict[str, Any]:
     batches = train_data.synthetic(4, 3, 8, tuple(inputs[0].shape), target_shape(module, inputs, Loss.CROSS_ENTROPY),
                                    Loss.CROSS_ENTROPY)
     a, b = ranks_against_one(module, inputs, opt, Loss.CROSS_ENTROPY, batches, 4, work / "mpi", 5, "mlp")
-    err = max(_rel(b.losses, a.losses), _rel(b.state, a.state))
+    err = max(relative_error(b.losses, a.losses), relative_error(b.state, a.state))
 
     import torch
 
@@ -215,8 +216,10 @@ def main() -> None:
             "param_max_rel_err": max(r["param_max_rel_err"] for r in per_opt.values()),
             **{k: tuned[k] for k in ("step_speedup_vs_baseline", "mpe_time_fraction", "step_ms",
                                      "baseline_step_ms", "phases_ms", "tasks")},
+            "float64_floor": max(r["float64_floor"] for r in per_opt.values()),
             "per_optimizer": {k: {"loss": r["loss_max_rel_err"], "param": r["param_max_rel_err"],
-                                  "worst": r["worst_param"]} for k, r in per_opt.items()},
+                                  "worst": r["worst_param"], "float64_floor": r["float64_floor"]}
+                              for k, r in per_opt.items()},
         }
     figures: dict[str, Any] = {"trials_per_task": args.trials, "steps": args.steps, "batch": args.batch}
     if "models" in sections:
