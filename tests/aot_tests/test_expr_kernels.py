@@ -132,8 +132,9 @@ def _einsum(runtime_b: bool) -> tuple[Any, list[np.ndarray], np.ndarray]:
     return bb.get(), [x, w] if runtime_b else [x], np.einsum("ik,kj,k->ij", x, w, s)
 
 
-@pytest.mark.parametrize("runtime_b", [False, True], ids=["constant", "runtime"])
-def test_three_operand_einsum_with_packed_b(tmp_path: Path, runtime_b: bool) -> None:
+@pytest.mark.parametrize(("runtime_b", "cpe_mode"), [(False, "faster"), (True, "none"), (True, "all")],
+                         ids=["constant", "runtime-mpe-pack", "runtime-cpe-pack"])
+def test_three_operand_einsum_with_packed_b(tmp_path: Path, runtime_b: bool, cpe_mode: str) -> None:
     from tuner.bridge.extract import extract_relax
 
     mod, inputs, ref = _einsum(runtime_b)
@@ -141,12 +142,15 @@ def test_three_operand_einsum_with_packed_b(tmp_path: Path, runtime_b: bool) -> 
     space = space_for(layer.workload, get_target(TARGET), {"pack": ["b"]})
     config = space.decode(space.sample(1, rng=3)[0])
     result = compile_model(mod, TARGET, tmp_path / "e", lambda w: config if w.key == layer.workload.key else None,
-                           name="einsum")
+                           name="einsum", cpe_mode=cpe_mode)
     (k,) = result.kernels
     assert k.tuned and len(k.roles) == 3 and k.packs
     header = (result.out_dir / "swtune_kernel.h").read_text()
     assert all(f"*{r};" in header or f"*{r}," in header for r in k.roles)
-    # a constant b is packed at compile time; a model input by an MPE step before each call
-    assert sum(n.op == "pack_b" for n in result.graph.nodes) == (1 if runtime_b else 0)
+    # a constant b is packed at compile time; a model input by a step before each call: the MPE's loop
+    # nest, or (cpe_mode all) the CPE transpose of b split into tiles
+    packs = [n for n in result.graph.nodes if n.op == "pack_b" or n.attrs.get("mpe_op") == "pack_b"]
+    assert len(packs) == (1 if runtime_b else 0)
+    assert all(n.op == ("cpe" if cpe_mode == "all" else "pack_b") for n in packs)
     got = run_model(result.out_dir, list(inputs), TARGET).output
     np.testing.assert_allclose(got, ref.ravel(), rtol=1e-3, atol=1e-5)

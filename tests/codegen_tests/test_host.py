@@ -72,7 +72,7 @@ def test_the_compiled_model_packs_in_the_measured_hosts_order(workload):
     (role,) = packed_roles(s)
     kernel = _generate(workload, get_target("sw26010"), cfg, 0, "tuned")
     shape, full = pack_tiles(s, role)
-    order = kernel.packs[s.roles.index(role)]
+    order = kernel.packs[s.roles.index(role)].order
     np.testing.assert_array_equal(order, _tile_order(shape, full))
     assert sorted(order) == list(range(int(np.prod(shape))))  # whole tiles: a permutation
     # the C loop's arithmetic on every element

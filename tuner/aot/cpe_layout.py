@@ -255,8 +255,9 @@ class TransposeOp:
     After dropping unit axes and merging output axes that stay adjacent in the input, the output is
     ``outer`` x [R, C]. "rows": its last axis is the input's contiguous one, so a block (one outer
     index, ``rows`` consecutive R) is one strided get (C elements every ``r_stride``) and one put.
-    "tile": its last two axes are the input's last two swapped (a batched 2-D transpose); a block is
-    ``rows`` input columns: one strided get of [C x rows], a transpose in LDM, one put of [rows x C].
+    "tile": its last two axes are the input's last two swapped (a batched 2-D transpose, rows of the
+    input possibly apart: a tile of a larger matrix); a block is ``rows`` input columns: one strided
+    get of [C x rows], a transpose in LDM, one put of [rows x C].
     "vtile": [R, O, C] -> [O, R, C] (the attention head split and merge); a block is ``rows`` values
     of R (``by_outer`` False: one contiguous get, a strided put of O pieces) or of O (True: a strided
     get of R pieces, one contiguous put), reordered in LDM: longer DMA blocks than "rows" gives."""
@@ -270,6 +271,7 @@ class TransposeOp:
     rows: int  # output rows per block
     item: int
     by_outer: bool = False  # "vtile": blocks along O (else along R)
+    c_stride: int = 0  # "tile": input stride of the output's last axis (the input's row length, or more)
     seconds: float = 0.0
     index: int = -1
     axis: int = 0
@@ -368,7 +370,7 @@ class TransposeOp:
                       f"    SW_PUT(X_ldm, {dst}, n * {self.c}L * {item}, 0, 0, &g_reply[0]); n_rep++;"]
         else:  # the input holds [C rows x R columns]: take columns r0..r0+n of every row
             lines += [f"    SW_GET(_arg->p[0] + base + r0, X_ldm, {self.c}L * n * {item}, n * {item}, "
-                      f"({self.r}L - n) * {item}, &g_reply[0]); n_rep++;",
+                      f"({self.c_stride}L - n) * {item}, &g_reply[0]); n_rep++;",
                       "    SW_WAIT(&g_reply[0], n_rep);",
                       f"    for (long x = 0; x < n; x++) for (long y = 0; y < {self.c}L; y++) "
                       f"Y_ldm[x * {self.c}L + y] = X_ldm[y * n + x];",
@@ -400,7 +402,7 @@ def plan_transpose(shape: tuple[int, ...], axes: tuple[int, ...], target: Target
     if st[-1] == 1:
         mode, r, c = "rows", ext[-2], ext[-1]
         fit = target.ldm_budget_bytes // (c * item)
-    elif st[-2] == 1 and st[-1] == ext[-2]:
+    elif st[-2] == 1 and st[-1] >= ext[-2]:
         mode, r, c = "tile", ext[-2], ext[-1]
         fit = target.ldm_budget_bytes // (2 * c * item)
     else:
@@ -415,14 +417,15 @@ def plan_transpose(shape: tuple[int, ...], axes: tuple[int, ...], target: Target
     first = int(min(fit, r, -(-r * outer // CPES)))
     op = None
     for rows in sorted({min(first * 2 ** k, fit, r) for k in range(8)}):
-        cand = TransposeOp(mode, tuple(ext[:-2]), tuple(st[:-2]), r, c, st[-2], rows, item)
+        cand = TransposeOp(mode, tuple(ext[:-2]), tuple(st[:-2]), r, c, st[-2], rows, item, c_stride=st[-1])
         active = min(CPES, cand.blocks)
         if mode == "rows":
             get = dma_time(target, "get", c * item, n_blocks=rows, gap_bytes=(cand.r_stride - c) * item,
                            active_cpes=active)
             work = 0.0
         else:
-            get = dma_time(target, "get", rows * item, n_blocks=c, gap_bytes=(r - rows) * item, active_cpes=active)
+            get = dma_time(target, "get", rows * item, n_blocks=c, gap_bytes=(st[-1] - rows) * item,
+                           active_cpes=active)
             work = 2.0 * rows * c / target.clock_hz  # a load and a store per element, scalar
         put = dma_time(target, "put", rows * c * item, active_cpes=active)
         cand.seconds = target.spawn_join_s + -(-cand.blocks // CPES) * (get + work + put)

@@ -195,11 +195,12 @@ def offload(graph: Graph, target: Target, mode: CpeMode = CpeMode.FASTER, lookup
     pads: dict[tuple[tuple[int, ...], int, int], PadOp | None] = {}
     count = 0
     for n in graph.nodes:
-        if n.op in ("unpitch", "transpose"):  # layout copies: kernels of their own (tuner.aot.cpe_layout)
+        if n.op in ("unpitch", "transpose", "pack_b"):  # layout copies: kernels of their own (tuner.aot.cpe_layout)
             a = n.attrs
             alt = mpe_seconds(n, graph, target, item)
+            # a pack is a transpose of its operand seen with each axis split into (tiles, tile)
             rc = (plan_rowcopy(a["rows"], a["cols"], a["pitch"], target, item) if n.op == "unpitch"
-                  else plan_transpose(n.inputs[0].shape, a["axes"], target, item))
+                  else plan_transpose(a.get("shape", n.inputs[0].shape), a["axes"], target, item))
             if rc is not None:  # tentatively: tuner.aot.placement decides with its neighbours (FASTER)
                 n.attrs.update(cpe=rc, mpe_alt_s=alt, mpe_op=n.op)
                 n.op = "cpe"

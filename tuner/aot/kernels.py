@@ -24,7 +24,7 @@ import numpy as np
 
 from tuner.aot.fusion import apply_epilogue, channel_axis
 from tuner.aot.lookup import Lookup
-from tuner.ir.graph import AotError, Graph, Node, Tensor, slave_symbol
+from tuner.ir.graph import AotError, Graph, Node, Note, Tensor, slave_symbol
 from tuner.space.space import Config
 from tuner.targets import Target
 from tuner.task_kind import kind_of
@@ -37,6 +37,27 @@ UntunedSeconds = Callable[[Node], float]  # simulated seconds of a generic node 
 _DECL = re.compile(r"^__thread_local\s+((?:volatile\s+)?(?:SW_REPLY_T|float|double|long|int))\s+(.*);\s*$")
 _NAME = re.compile(r"\s*([A-Za-z_]\w*)")  # the identifier a declarator starts with
 _KERNEL_SIG = "void swtune_kernel(swtune_args *_arg) {"
+
+
+@dataclass(frozen=True)
+class TilePack:
+    """An operand stored tile after tile for a kernel with the pack knob: a tensor of shape ``ext``
+    (row-major) cut into whole tiles of shape ``full``, tiles in row-major order, each tile row-major."""
+
+    ext: tuple[int, ...]
+    full: tuple[int, ...]
+
+    @property
+    def order(self) -> np.ndarray:
+        """Where each element (row-major) of the tensor goes in the packed copy."""
+        return _tile_order(list(self.ext), list(self.full))
+
+    def as_transpose(self) -> tuple[tuple[int, ...], tuple[int, ...]]:
+        """(shape, axes) of the same permutation as a transpose: each axis split into (tiles, tile),
+        then every tiles axis before every tile axis (so a CPE transpose kernel can pack)."""
+        shape = tuple(d for e, f in zip(self.ext, self.full) for d in (e // f, f))
+        rank = len(self.ext)
+        return shape, tuple(range(0, 2 * rank, 2)) + tuple(range(1, 2 * rank, 2))
 
 
 @dataclass
@@ -53,9 +74,9 @@ class Kernel:
     c_pitch: int
     calls: int = 0
     epilogue: Any = None  # tuner.aot.fusion.Epilogue applied to each output tile, or None
-    # with the pack knob: input position -> where each element of that operand goes in the
-    # tile-after-tile copy the kernel reads (a built-in's b; an expression's b operands)
-    packs: dict[int, np.ndarray] = field(default_factory=dict)
+    # with the pack knob: input position -> the tile-after-tile copy of that operand the kernel reads
+    # (a built-in's b; an expression's b operands)
+    packs: dict[int, TilePack] = field(default_factory=dict)
     roles: tuple[str, ...] = ("a", "b")  # the kernel's input operands (swtune_args members), in order
 
     @property
@@ -103,7 +124,7 @@ def _generate(workload: Workload, target: Target, config: Config, index: int, st
         slave = apply_epilogue(slave, epilogue, ctype(getattr(workload, "dtype", "float32")), tuple(c),
                                c_pitch(s), channel_axis(workload))
     # the permutation of each packed operand: the same as the measured host's pack (tuner.codegen.host)
-    packs = {s.roles.index(r): _tile_order(*pack_tiles(s, r)) for r in packed_roles(s)}
+    packs = {s.roles.index(r): TilePack(*(tuple(v) for v in pack_tiles(s, r))) for r in packed_roles(s)}
     return Kernel(index, workload, config, status, slave, rows, c[-1], c_pitch(s), epilogue=epilogue,
                   packs=packs, roles=tuple(s.roles))
 
@@ -125,24 +146,51 @@ def _tile_order(ext: list[int], full: list[int]) -> np.ndarray:
     return tile * int(np.prod(full)) + off
 
 
-def _packed_b(graph: Graph, step: Node, k: Kernel, cache: dict[tuple[int, int], Any]) -> list[Any]:
+def _compose_transpose(steps: list[Any], graph: Graph, b: Tensor, shape: tuple[int, ...],
+                       axes: tuple[int, ...]) -> tuple[Tensor, tuple[int, ...], tuple[int, ...]]:
+    """A pack of the output of a runtime transpose that nothing else reads (a dense kernel's
+    weight^T in training) as one permutation of the transpose's input: (input, shape, axes). The
+    transpose leaves ``steps`` (one copy per step instead of two)."""
+    p = next((s for s in reversed(steps) if isinstance(s, Node) and s.output is b.root), None)
+    if p is None or p.op != "transpose" or b.shape != b.root.shape or len(shape) != 2 * len(b.shape) \
+            or any(t.root is b.root for t in graph.outputs) \
+            or sum(t.root is b.root for n in graph.nodes for t in n.inputs) != 1:
+        return b, shape, axes
+    t_axes = p.attrs["axes"]
+    x = p.inputs[0]
+    # split axis 2j + e of the transpose's output is split axis 2 * t_axes[j] + e of its input
+    x_shape = [0] * len(shape)
+    for j, a in enumerate(t_axes):
+        x_shape[2 * a], x_shape[2 * a + 1] = shape[2 * j], shape[2 * j + 1]
+    steps[steps.index(p)] = Note(p.source, p.relax_op, "removed (unused)",
+                                 "transpose composed into the pack that follows")
+    return x, tuple(x_shape), tuple(2 * t_axes[q // 2] + q % 2 for q in axes)
+
+
+def _packed_b(graph: Graph, step: Node, k: Kernel, cache: dict[tuple[int, int], Any],
+              steps: list[Any]) -> list[Any]:
     """Give a kernel with the pack knob its packed operands: a constant is packed now (once per
-    kernel and tensor); any other gets an MPE step that packs it before each call (as the measured
-    host does)."""
+    kernel and tensor); any other (a weight that training updates) gets a ``pack_b`` step before each
+    call, as the measured host does (on the MPE; tuner.aot.cpe_ops.offload may put it on the CPEs as
+    the transpose ``TilePack.as_transpose`` gives)."""
     pre: list[Any] = []
-    for i, order in sorted(k.packs.items()):
+    for i, pack in sorted(k.packs.items()):
         b = step.inputs[i]
         if b.root.kind == "const" and b.root.data is not None and b.root.size == b.size:
             key = (b.root.id, k.index)
             if key not in cache:
                 flat = np.empty(b.size, dtype=b.root.data.dtype)
-                flat[order] = b.root.data.reshape(-1)
+                flat[pack.order] = b.root.data.reshape(-1)
                 cache[key] = graph.new_const(flat, f"{b.name}.packed{k.index}")
             step.inputs[i] = cache[key]
             continue
+        src, shape, axes = _compose_transpose(steps, graph, b, *pack.as_transpose())
+        if [a for a in axes if shape[a] > 1] == sorted(a for a in axes if shape[a] > 1):
+            step.inputs[i] = src  # the permutation moves nothing: the kernel reads src as it is
+            continue
         packed = graph.new_temp((b.size,), f"{b.name}.packed{k.index}")
         step.inputs[i] = packed
-        pre.append(Node("pack_b", [b], packed, {"order": order}, step.relax_op, step.source))
+        pre.append(Node("pack_b", [src], packed, {"shape": shape, "axes": axes}, step.relax_op, step.source))
     return pre
 
 
@@ -190,7 +238,7 @@ def resolve_kernels(graph: Graph, target: Target, lookup: Lookup | None,
         k.calls += 1
         step.attrs["kernel"] = k
         if k.packs:
-            steps += _packed_b(graph, step, k, packed)
+            steps += _packed_b(graph, step, k, packed, steps)
         if k.c_pitch == k.c_cols:
             steps.append(step)
             continue

@@ -138,12 +138,13 @@ def _transpose(n: Node, ref: Ref, ty: str) -> list[str]:
 
 
 def _pack_b(n: Node, ref: Ref, ty: str) -> list[str]:
-    """A non-constant b stored tile after tile for a kernel with the pack knob (tuner.aot.kernels)."""
-    order = n.attrs["order"]
+    """A non-constant b stored tile after tile for a kernel with the pack knob (tuner.aot.kernels): the
+    transpose of b seen as ``shape`` (each axis split into tiles and tile) by ``axes``."""
+    shape, axes = n.attrs["shape"], n.attrs["axes"]
+    xs = _strides(shape)
+    out = [shape[a] for a in axes]
     X, Y = ref(n.inputs[0]), ref(n.output)
-    # the permutation (tuner.aot.kernels from tuner.codegen.host.pack_tiles) as a table: one index per element of b
-    return [f"  {{ static const long order[{len(order)}] = {{ {', '.join(f'{int(v)}L' for v in order)} }};",
-            f"    for (long e = 0; e < {len(order)}L; e++) {Y}[order[e]] = {X}[e]; }}"]
+    return _nest(out, [_strides(out), [xs[a] for a in axes]], lambda i: [f"{Y}[{i[0]}] = {X}[{i[1]}];"])
 
 
 def _tir(n: Node, ref: Ref, ty: str) -> list[str]:
