@@ -1,8 +1,9 @@
 """Training on Sunway (issue: train a model on Sunway), measured end to end.
 
 For each model of the issue's list (an MLP; a CNN with batch norm and dropout; ResNet-18 at width 1/8
-on 32x32 images; a transformer encoder layer with a classification head; an MLP holding a new
-operator written as an expression, examples/train/gated_mlp.py) and each optimizer (SGD, momentum,
+on 32x32 images, at learning rates where float32 can be judged (``LR_OF``); a transformer encoder
+layer with a classification head; an MLP holding a new operator written as an expression,
+examples/train/gated_mlp.py) and each optimizer (SGD, momentum,
 Adam), the training step is built, compiled with the training driver, run for ``--steps`` steps on
 the emulator and compared with the same steps in torch (tuner.train.reference: torch.optim, torch's
 batch norm, the program's dropout masks):
@@ -52,6 +53,11 @@ from _common import ROOT, emit
 
 MODELS = ["mlp", "cnn", "resnet18_small", "transformer", f"{ROOT}/examples/train/gated_mlp.py:model"]
 LR = {"sgd": 0.05, "momentum": 0.02, "adam": 0.001}
+# ResNet-18 at width 1/8 on 32x32 images amplifies float32 rounding at those rates: torch's own float32
+# run ends 0.57 (SGD), 3e-4 (momentum) off its float64 run after 5 steps, and TVM's LLVM build of the
+# same step 0.04 off torch (a max-pool argmax or a ReLU sign switches). At these rates torch float32 and
+# float64 agree to 2e-5, so a program can be judged to 1e-4 (float64_floor reports it for every run).
+LR_OF = {"resnet18_small": {"sgd": 0.001, "momentum": 0.001, "adam": 0.0003}}
 
 
 def _build(spec: str, batch: int) -> tuple[Any, tuple[Any, ...]]:
@@ -81,7 +87,7 @@ def _one(spec: str, kind: str, batch: int, steps: int, work: Path, lookup: Any, 
 
     module, inputs = _build(spec, batch)
     reference = copy.deepcopy(module)
-    opt = Optimizer(OptimizerKind(kind), LR[kind])
+    opt = Optimizer(OptimizerKind(kind), LR_OF.get(spec, LR)[kind])
     shape = target_shape(module, inputs, Loss.CROSS_ENTROPY)
     batches = train_data.synthetic(7, 3, batch, tuple(inputs[0].shape), shape, Loss.CROSS_ENTROPY)
     step = training_step(module, inputs, Loss.CROSS_ENTROPY, opt)
