@@ -6,9 +6,10 @@ once. The CPE cutter (tuner.space.cpe.cuts) cuts an operator into blocks along o
 each block's input one contiguous range, which such a reduction does not have: the channel j of every
 sample is a separate range. Reducing the trailing axes first ([N, C, H, W] -> [N, C, 1, 1], a
 reduction over trailing axes the cutter slices along C) leaves a tensor of N * C elements for the
-second reduction: the memory-bound pass runs on the CPEs and the MPE sums a few numbers. A reduction
-over leading axes only (a bias's gradient, [B, T, F] -> [F]) becomes a transpose (a CPE layout kernel)
-and a reduction over trailing axes.
+second reduction, over leading axes only, like a bias's gradient ([B, T, F] -> [F]): that becomes a
+transpose (a CPE layout kernel) and a reduction over trailing axes, however small, so every step of a
+batch norm's arithmetic has a CPE form and tuner.aot.placement can keep the chain in one launch
+(left as it is, it would run on the MPE and split the launch group around it).
 
 Exact in real arithmetic (a mean of means of equal-sized groups is the mean); in floating point only
 the order of the additions changes. Applied by tuner.ir.relax_reader.read_relax, so every reader of a
@@ -17,22 +18,19 @@ module (compiler, task extraction, CPE kernel rebuild) sees the same operators.
 
 from __future__ import annotations
 
-import math
 from typing import Any
 
 _REDUCTIONS = ("relax.sum", "relax.mean")
-# a reduction over leading axes only is transposed first from this many elements on; below it the MPE
-# sums them sooner than a CPE kernel starts (a spawn is ~30 us: tuner.targets)
-MOVE_LEADING_FROM = 4096
 
 
-def _trailing(axes: list[int], rank: int) -> list[int]:
-    """The reduced axes that are a suffix of the tensor's axes (the run ending at the last one)."""
+def _trailing(axes: list[int], src: tuple[int, ...]) -> list[int]:
+    """The reduced axes that end the tensor, unit axes between them and the end skipped."""
     out = []
-    for a in range(rank - 1, -1, -1):
-        if a not in axes:
+    for a in range(len(src) - 1, -1, -1):
+        if a in axes:
+            out.append(a)
+        elif src[a] != 1:
             break
-        out.append(a)
     return sorted(out)
 
 
@@ -43,8 +41,9 @@ def _collapsed_axes(src: tuple[int, ...], dst: tuple[int, ...]) -> list[int]:
 
 
 def split_leading_reductions(mod: Any) -> Any:
-    """``mod`` with every sum/mean/collapse_sum_to that reduces trailing axes and others besides
-    rewritten as a keepdims reduction of the trailing axes followed by the original reduction."""
+    """``mod`` with every sum/mean/collapse_sum_to that reduces more than trailing axes rewritten as a
+    keepdims reduction of the trailing axes (if any), then a transpose moving the other reduced axes
+    last and their reduction, reshaped to the original result."""
     from tvm import relax
 
     @relax.expr_functor.mutator
@@ -71,19 +70,18 @@ def split_leading_reductions(mod: Any) -> Any:
                 else:
                     axes = sorted({int(a) % rank for a in call.attrs.axis})
             op = relax.op.mean if name == "relax.mean" else relax.op.sum
-            tail = _trailing(axes, rank)
-            if not tail and axes and math.prod(src) >= MOVE_LEADING_FROM:
-                # leading axes only (a bias gradient): move them last, then reduce trailing axes
-                kept = [a for a in range(rank) if a not in axes]
-                moved = self.builder_.emit(relax.op.permute_dims(x, kept + axes))
-                reduced = self.builder_.emit(op(moved, axis=list(range(len(kept), rank)), keepdims=False))
-                return relax.op.reshape(reduced, call.ty.shape)
-            if not tail or len(tail) == len(axes) or all(src[a] == 1 for a in tail):
-                return call
-            inner = self.builder_.emit(op(x, axis=tail, keepdims=True))
-            if name == "relax.collapse_sum_to":
-                return relax.op.collapse_sum_to(inner, call.args[1])
-            return op(inner, axis=axes, keepdims=bool(call.attrs.keepdims))
+            moved = [a for a in axes if src[a] != 1]  # unit axes reduce nothing
+            tail = _trailing(moved, src)
+            if not moved or len(tail) == len(moved):
+                return call  # nothing to reduce, or trailing axes only: the cutter slices it as it is
+            if tail:  # the trailing axes first, keepdims: [N, C, H, W] -> [N, C, 1, 1]
+                x = self.builder_.emit(op(x, axis=tail, keepdims=True))
+                moved = [a for a in moved if a not in tail]
+            # then the leading ones (a bias gradient; a batch statistic's N): moved last, reduced as trailing
+            kept = [a for a in range(rank) if a not in moved]
+            last = self.builder_.emit(relax.op.permute_dims(x, kept + moved))
+            reduced = self.builder_.emit(op(last, axis=list(range(len(kept), rank)), keepdims=False))
+            return relax.op.reshape(reduced, call.ty.shape)
 
     out = mod.clone()  # the caller's module stays as it was
     for gv, func in mod.functions.items():
