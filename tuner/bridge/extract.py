@@ -107,8 +107,13 @@ def extract_relax(mod: Any, reductions: bool = False, fused: bool = True) -> Ext
     are still taken from the Relax calls, like the GEMM-like operators."""
     from tvm import relax
 
+    from tuner.ir.names import unique_binding_names
+    from tuner.ir.split_reductions import split_leading_reductions
     from tuner.space.cpe.task import has_kernel_task
 
+    # the bindings the compiler reads (tuner.ir.relax_reader.read_relax rewrites reductions the same
+    # way), so each binding below finds the tasks the compiled graph routed to it by name
+    mod = unique_binding_names(split_leading_reductions(mod))
     legal = _Legalized(mod)
     graph = _compiled_graph(mod, fused)
     # memory-bound operators as the compiler builds them: binding name -> their expression or CPE kernel tasks
