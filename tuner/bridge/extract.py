@@ -107,13 +107,12 @@ def extract_relax(mod: Any, reductions: bool = False, fused: bool = True) -> Ext
     are still taken from the Relax calls, like the GEMM-like operators."""
     from tvm import relax
 
-    from tuner.ir.names import unique_binding_names
-    from tuner.ir.split_reductions import split_leading_reductions
+    from tuner.ir.relax_reader import reader_form
     from tuner.space.cpe.task import has_kernel_task
 
-    # the bindings the compiler reads (tuner.ir.relax_reader.read_relax rewrites reductions the same
-    # way), so each binding below finds the tasks the compiled graph routed to it by name
-    mod = unique_binding_names(split_leading_reductions(mod))
+    # the bindings the compiler reads, so each binding below finds the tasks the compiled graph routed
+    # to it by name
+    mod = reader_form(mod)
     legal = _Legalized(mod)
     graph = _compiled_graph(mod, fused)
     # memory-bound operators as the compiler builds them: binding name -> their expression or CPE kernel tasks

@@ -649,10 +649,16 @@ def source_calls(mod: Any) -> dict[str, Any]:
     return out
 
 
-def read_relax(mod: Any) -> Graph:
-    """The Graph of a Relax IRModule's main function (legalized here)."""
+def reader_form(mod: Any) -> Any:
+    """``mod`` as the reader reads it: reductions split so the CPEs can run them, every binding name
+    unique (task extraction walks the same bindings, so names match the graph's)."""
     from tuner.ir.names import unique_binding_names
     from tuner.ir.split_reductions import split_leading_reductions
 
-    mod = unique_binding_names(split_leading_reductions(mod))
+    return unique_binding_names(split_leading_reductions(mod))
+
+
+def read_relax(mod: Any) -> Graph:
+    """The Graph of a Relax IRModule's main function (legalized here)."""
+    mod = reader_form(mod)
     return RelaxReader(legalize(mod), source_calls(mod)).read()
