@@ -16,6 +16,10 @@ from urllib.parse import quote
 import httpx
 
 RETRY_STATUSES = frozenset({429, 502, 503, 504})
+# A submission is validated whole on the server (every workload's space is built: 13 s for a CNN
+# training step's 112 tasks on a loaded 2-core machine) and cannot be retried safely, so it gets a
+# longer timeout than the client's default rather than failing on a slow, correct answer.
+SUBMIT_TIMEOUT_S = 300.0
 
 
 class ServiceError(Exception):
@@ -89,7 +93,8 @@ class ServiceClient:
         body = {"workloads": workloads, "target": target, "trials": trials, "strategy": strategy,
                 "labels": labels, "seed": seed}
         # not retried: a submit whose answer was lost would create the tasks twice
-        return self.request("POST", "/api/v1/tasks", json=body, retry=False).json()
+        return self.request("POST", "/api/v1/tasks", json=body, retry=False,
+                            timeout=max(self.timeout, SUBMIT_TIMEOUT_S)).json()
 
     def task(self, task_id: int) -> dict[str, Any]:
         return self.request("GET", f"/api/v1/tasks/{task_id}").json()
@@ -111,7 +116,8 @@ class ServiceClient:
         body = {"model": model, "layers": layers, "target": target, "budget": budget, "per_round": per_round,
                 "early_stop": early_stop, "strategy": strategy, "seed": seed}
         # not retried: a submit whose answer was lost would create the submission twice
-        return self.request("POST", "/api/v1/submissions", json=body, retry=False).json()
+        return self.request("POST", "/api/v1/submissions", json=body, retry=False,
+                            timeout=max(self.timeout, SUBMIT_TIMEOUT_S)).json()
 
     def submission(self, submission_id: str) -> dict[str, Any]:
         """A submission's report: per-layer table with call counts, end-to-end estimate, speedup."""
