@@ -85,7 +85,7 @@ def main() -> None:
             raise RuntimeError(f"{layer.workload.key}: no valid config found")
         space = space_for(layer.workload, tgt)
         t, pre = kernel_seconds(space, [r.best_config])
-        tuned, base = float(t[0] + pre[0]), untuned(node)
+        tuned, base = float(t[0] + pre[0]), untuned(node).seconds
         rows.append({"operator": node.relax_op, "key": layer.workload.key, "untuned_us": base * 1e6,
                      "tuned_us": tuned * 1e6, "openacc_us": (r.baseline_time or 0.0) * 1e6,
                      "runs": "tuned" if tuned < base else "untuned", "trials": r.trials})

@@ -198,3 +198,25 @@ def test_a_model_with_an_expression_operator_trains_through_its_derived_gradient
     state = split_state(run.state, step)
     assert {"2.weight", "2.bias", "2.gate"} <= set(state)
     assert max(_rel(state[n], v) for n, v in ref.params.items()) <= 1e-4
+
+
+def test_a_forward_of_several_stages_runs_stage_by_stage_and_once() -> None:
+    """gated_dense is two reductions and a gate: no one expression operator, so its forward becomes one
+    call per stage (each a tuning task the CPEs run, not plain C on the MPE), and the backward reads
+    the forward's value and logit instead of computing them again."""
+    from tvm import relax
+
+    from tuner.expr.workload import load_function
+
+    example = Path(__file__).resolve().parents[2] / "examples" / "train" / "gated_mlp.py"
+    module, inputs = load_function(f"{example}:model")(batch=4)
+    step = training_step(module, inputs, Loss.CROSS_ENTROPY, Optimizer(OptimizerKind.MOMENTUM, 0.01))
+    called: list[str] = []
+    for block in step.module["main"].body.blocks:
+        for b in block.bindings:
+            if isinstance(b.value, relax.Call) and getattr(b.value.op, "name", "") == "relax.call_tir":
+                called.append(str(b.value.args[0].name_hint))
+    for stage in ("value", "logit", "gated_dense"):  # forward stages, each called once
+        assert called.count(f"gated_dense_pass_{stage}") == 1, called
+    assert "gated_dense" not in called  # the whole four-stage function is gone
+    assert any(n.startswith("gated_dense_grad_") for n in called)

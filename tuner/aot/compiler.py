@@ -8,7 +8,7 @@ This package never imports service or db.
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -17,7 +17,7 @@ import numpy as np
 
 from tuner.aot.cpe_ops import CpeMode
 from tuner.aot.host import Driver, host_file, model_header
-from tuner.aot.kernels import Kernel, Lookup, kernel_header, resolve_kernels, slave_file
+from tuner.aot.kernels import Kernel, Lookup, Untuned, UntunedSeconds, kernel_header, resolve_kernels, slave_file
 from tuner.aot.launch_groups import assign_groups
 from tuner.aot.makefile import makefile
 from tuner.aot.memory import MemoryPlan, plan_memory
@@ -137,18 +137,19 @@ def assign_cpe_kernels(graph: Graph, target: Target, first_index: int, mode: Cpe
     return ops
 
 
-def untuned_seconds(graph: Graph, target: Target, mode: CpeMode) -> Callable[[Node], float]:
-    """Simulated seconds of a generic node as the program runs it untuned: its CPE kernel when
-    tuner.aot.cpe_ops.offload moves it there (``mode``), else plain C on the MPE. Planned on a copy of
-    the node in a one-step graph, so the node itself is untouched; cached per function and operand kinds."""
+def untuned_seconds(graph: Graph, target: Target, mode: CpeMode) -> UntunedSeconds:
+    """How a generic node runs untuned (simulated seconds, and whether on the CPEs): its CPE kernel
+    when tuner.aot.cpe_ops.offload moves it there (``mode``), else plain C on the MPE. Planned on a
+    copy of the node in a one-step graph, so the node itself is untouched; cached per function and
+    operand kinds."""
     from tuner.aot.cpe_ops import offload
     from tuner.aot.launch_groups import phase_seconds
     from tuner.aot.timing import mpe_seconds
 
     item = int(np.dtype(graph.dtype).itemsize)
-    cache: dict[str, float] = {}
+    cache: dict[str, Untuned] = {}
 
-    def seconds(n: Node) -> float:
+    def seconds(n: Node) -> Untuned:
         what = n.attrs.get("function") or (f"{n.op}:{[t.shape for t in n.inputs]}:{n.attrs.get('axes')}:"
                                             f"{n.attrs.get('pitch')}")
         key = f"{what}:{''.join('c' if t.kind == 'const' else 't' for t in n.inputs)}"
@@ -160,7 +161,8 @@ def untuned_seconds(graph: Graph, target: Target, mode: CpeMode) -> Callable[[No
                                             < probe.attrs["mpe_alt_s"])  # as if it shared a spawn
             if probe.op == "cpe" and not on_cpe:
                 probe.op = probe.attrs["mpe_op"]
-            cache[key] = probe.attrs["cpe"].seconds if on_cpe else mpe_seconds(probe, one, target, item)
+            cache[key] = Untuned(probe.attrs["cpe"].seconds if on_cpe else mpe_seconds(probe, one, target, item),
+                                 on_cpe)
         return cache[key]
 
     return seconds

@@ -18,11 +18,12 @@ import logging
 import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
 from tuner.aot.fusion import apply_epilogue, channel_axis
+from tuner.aot.launch_groups import phase_seconds
 from tuner.aot.lookup import Lookup
 from tuner.ir.graph import AotError, Graph, Node, Note, Tensor, slave_symbol
 from tuner.space.space import Config
@@ -32,7 +33,17 @@ from tuner.workloads import Workload
 
 log = logging.getLogger("tuner.aot")
 
-UntunedSeconds = Callable[[Node], float]  # simulated seconds of a generic node run as it is untuned
+
+
+class Untuned(NamedTuple):
+    """How a generic node runs untuned: its simulated seconds (a CPE kernel's with its own spawn and
+    join), and whether that is on the CPEs."""
+
+    seconds: float
+    on_cpe: bool
+
+
+UntunedSeconds = Callable[[Node], Untuned]  # a generic node as it runs untuned
 
 _DECL = re.compile(r"^__thread_local\s+((?:volatile\s+)?(?:SW_REPLY_T|float|double|long|int))\s+(.*);\s*$")
 _NAME = re.compile(r"\s*([A-Za-z_]\w*)")  # the identifier a declarator starts with
@@ -285,9 +296,13 @@ def _tuned_expression(step: Node, target: Target, lookup: Lookup | None,
             if kernel.c_pitch != kernel.c_cols:  # and the copy that strips its line padding
                 raw = Tensor(-1, (kernel.c_rows, kernel.c_pitch), step.output.dtype, "temp", "probe")
                 tuned_s += untuned_seconds(Node("unpitch", [raw], step.output, {
-                    "rows": kernel.c_rows, "cols": kernel.c_cols, "pitch": kernel.c_pitch}))
-            untuned_s = untuned_seconds(step)
-            if untuned_s <= tuned_s:
+                    "rows": kernel.c_rows, "cols": kernel.c_cols, "pitch": kernel.c_pitch})).seconds
+            untuned = untuned_seconds(step)
+            untuned_s = untuned.seconds
+            # like with like: a CPE kernel, tuned or not, as if it shared a spawn with its neighbours
+            # (tuner.aot.placement then groups the run); the MPE's C pays no spawn
+            shared = phase_seconds(target)
+            if untuned_s + (shared if untuned.on_cpe else 0.0) <= tuned_s + shared:
                 log.info("expression operator %s (binding %s): its untuned lowering (%.3g s) is not slower than "
                          "the tuned kernel (%.3g s); kept", w.key, step.source, untuned_s, tuned_s)
                 return
@@ -297,7 +312,8 @@ def _tuned_expression(step: Node, target: Target, lookup: Lookup | None,
                     "lowering", w.key, step.source, target.name, exc)
         return
     step.op = "kernel"
-    step.attrs = {"workload": w} if untuned_s is None else {"workload": w, "untuned_s": untuned_s}
+    step.attrs = ({"workload": w} if untuned_s is None
+                  else {"workload": w, "untuned_s": untuned_s, "untuned_on_cpe": untuned.on_cpe})
 
 
 def _namespaced(k: Kernel, helper: str) -> tuple[str, str]:

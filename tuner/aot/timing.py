@@ -192,7 +192,8 @@ def model_time(graph: Graph, target: Target | str, config_of: Callable[[Any], di
         if n_steps >= 0:
             s = steps[n_steps]
             s.tuned_s += grouped
-            s.baseline_s += grouped
+            if n.attrs.get("untuned_on_cpe", True):  # the baseline runs it on the CPEs too, sharing the spawn
+                s.baseline_s += grouped
             s.detail += f" (phase {n.attrs['phase']} of {n.attrs['group'].name})"
             s.spawned = False
     return ModelTime(steps, tgt.spawn_join_s)

@@ -13,7 +13,11 @@ gradient, split by stride residue) is a concat, a transpose and two reshapes.
 
 TVM 0.27 never lowers ``call_tir_with_grad`` itself (the forward function keeps it and the VM cannot
 emit it): :func:`strip_with_grad` rewrites each one into the plain ``call_tir`` it stands for, once
-the gradient has been taken.
+the gradient has been taken. A forward of several stages that is no expression operator as a whole
+(gated_dense: two reductions and a gate) becomes one ``call_tir`` per stage instead, named as the
+gradient program names its recomputed forward stages (``<name>_pass_<stage>``):
+each stage is then a tuning task the CPEs run (the same tasks as the backward's recomputed stages),
+where the whole function would run as plain C on the MPE.
 """
 
 from __future__ import annotations
@@ -33,6 +37,8 @@ from tuner.expr.layers import conv2d
 from tuner.expr.workload import script_hash
 
 HOOK_PREFIX = "tvm.relax.te_grad._register."
+# te_grad_name -> (the operator's tensors, inputs then output; its name): what strip_with_grad splits
+_FORWARDS: dict[str, tuple[list[Any], str]] = {}
 
 
 def _tensor_type(t: Any) -> Any:
@@ -106,6 +112,7 @@ def emit_expression(bb: Any, tensors: Sequence[Any], args: Sequence[Any], name: 
         return ctx.emit(relax.Tuple(emit_gradient(ctx, tensors, name, list(call.args[1]), output_grad)))
 
     tvm_ffi.register_global_func(HOOK_PREFIX + grad_name, hook, override=True)
+    _FORWARDS[grad_name] = (tensors, name)
     gv = bb.add_func(forward, name)
     return bb.emit(relax.op.call_tir_with_grad(gv, list(args), _tensor_type(tensors[-1]), te_grad_name=grad_name))
 
@@ -151,19 +158,73 @@ def derived_conv2d_gradient() -> Iterator[None]:
             tvm.ir.register_op_attr("relax.nn.conv2d", "FPrimalGradient", previous, level=DERIVED_LEVEL - 1)
 
 
+def _one_operator(func: Any, name: str) -> bool:
+    """Whether the compiler reads the PrimFunc ``func`` as one expression operator (a tuning task)."""
+    from tuner.errors import InvalidWorkloadError
+    from tuner.ir.relax_ops import Routing, expression_workload
+
+    try:
+        expression_workload(func, name, Routing.MEMORY_BOUND)
+    except InvalidWorkloadError:
+        return False
+    return True
+
+
+@relax.expr_functor.visitor
+class _ForwardCalls(relax.PyExprVisitor):
+    """The PrimFuncs called by ``call_tir_with_grad``: GlobalVar -> the operator's tensors and name
+    (``Gradient`` calls the same PrimFunc with a plain ``call_tir`` in the adjoint function)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.found: dict[Any, tuple[list[Any], str]] = {}
+
+    def visit_call_(self, call: Any) -> None:  # noqa: N802 -- the visitor's name
+        super().visit_call_(call)
+        if isinstance(call.op, tvm.ir.Op) and call.op.name == "relax.call_tir_with_grad":
+            forward = _FORWARDS.get(str(call.attrs.te_grad_name))
+            if forward is not None:
+                self.found[call.args[0]] = forward
+
+
 @relax.expr_functor.mutator
 class _StripWithGrad(relax.PyExprMutator):
+    def __init__(self, mod: Any) -> None:
+        super().__init__(mod)
+        self.mod_ = mod
+        calls = _ForwardCalls()
+        for func in mod.functions.values():
+            if isinstance(func, relax.Function):
+                calls.visit_expr(func)
+        # forwards of several stages that are no one expression operator: split into their stages
+        self.split = {gv: fw for gv, fw in calls.found.items() if not _one_operator(mod[gv], fw[1])}
+
     def visit_call_(self, call: Any) -> Any:  # noqa: N802 -- the mutator's visitor name
         call = self.visit_expr_post_order(call)
-        if isinstance(call.op, tvm.ir.Op) and call.op.name == "relax.call_tir_with_grad":
+        if not isinstance(call.op, tvm.ir.Op) or call.op.name not in ("relax.call_tir_with_grad", "relax.call_tir"):
+            return call
+        if call.args[0] not in self.split:
+            if call.op.name == "relax.call_tir":
+                return call
             return relax.call_tir(call.args[0], call.args[1], call.ty_args[0])
-        return call
+        tensors, name = self.split[call.args[0]]
+        values = {x.op: arg for x, arg in zip(tensors[:-1], call.args[1])}
+        stages = program_stages([tensors[-1]])
+        for i, (t, sources, standalone) in enumerate(stages):
+            stage = f"{name}_pass_{t.op.name}"  # as the gradient program names a recomputed forward stage
+            gv = self.builder_.add_func(te.create_prim_func(standalone).with_attr("global_symbol", stage), stage)
+            value = relax.call_tir(gv, [values[x.op] for x in sources], _tensor_type(t))
+            values[t.op] = value if i == len(stages) - 1 else self.builder_.emit(value)
+        return values[tensors[-1].op]
+
+    def transform(self) -> Any:
+        for gv, func in list(self.mod_.functions_items()):
+            if isinstance(func, relax.Function):
+                self.builder_.update_func(gv, self.visit_expr(func))
+        return self.builder_.get()
 
 
 def strip_with_grad(mod: Any) -> Any:
-    """``mod`` with every ``call_tir_with_grad`` a plain ``call_tir`` (what 0.27 cannot lower)."""
-    mutator = _StripWithGrad()
-    for gv, func in list(mod.functions.items()):
-        if isinstance(func, relax.Function):
-            mod[gv] = mutator.visit_expr(func)
-    return mod
+    """``mod`` with every ``call_tir_with_grad`` a plain ``call_tir`` (what 0.27 cannot lower), or one
+    per stage when its forward is several stages and no one expression operator."""
+    return _StripWithGrad(mod).transform()

@@ -190,6 +190,9 @@ def differentiate_and_update(mod: Any, n_data: int, n_stats: int, params: list[t
     step = relax.transform.InlinePrivateFunctions()(bb.get())
     # the gradients' arithmetic on constants (a power's exponent - 1) computed once here, not every step
     step = relax.transform.FoldConstant()(step)
+    # what the backward recomputes of the forward (an expression operator's stages, a transposed
+    # weight) is computed once: the backward reads the forward's value
+    step = relax.transform.EliminateCommonSubexpr()(step)
     step = relax.transform.DeadCodeElimination(["main"])(step)
     return unique_binding_names(step), state
 
