@@ -34,7 +34,6 @@ from tuner.workloads import Workload
 log = logging.getLogger("tuner.aot")
 
 
-
 class Untuned(NamedTuple):
     """How a generic node runs untuned: its simulated seconds (a CPE kernel's with its own spawn and
     join), and whether that is on the CPEs."""

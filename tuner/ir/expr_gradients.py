@@ -41,6 +41,13 @@ HOOK_PREFIX = "tvm.relax.te_grad._register."
 _FORWARDS: dict[str, tuple[list[Any], str]] = {}
 
 
+def _stage_name(name: str, stage: Any) -> str:
+    """The function name of a forward stage of operator ``name`` run on its own (a memory pass of its
+    gradient program, or a stage of a forward split by strip_with_grad): both use this one name, so the
+    same stage is the same function and the step's CSE computes it once."""
+    return f"{name}_pass_{stage.op.name}"
+
+
 def _tensor_type(t: Any) -> Any:
     return relax.TensorType([int(s) for s in t.shape], str(t.dtype))
 
@@ -56,7 +63,7 @@ def emit_gradient(ctx: Any, tensors: Sequence[Any], name: str, inputs: Sequence[
     for t, sources, standalone in program_stages(list(gradient.outputs.values())):
         # a derived operator keeps its name; the memory passes around them (padding, compact copies,
         # assembly, a recomputed forward stage) are named ``<name>_pass_<stage>``, numbered when repeated
-        base = str(t.op.name) if str(t.op.name) in operators else f"{name}_pass_{t.op.name}"
+        base = str(t.op.name) if str(t.op.name) in operators else _stage_name(name, t)
         names.append(base if base not in names else f"{base}_{sum(n.startswith(base) for n in names)}")
         widths = t.op.attrs.get(PAD_ATTR) if t.op.attrs is not None else None
         if widths is not None and len(sources) == 1:  # a padding: Relax's nn.pad, which the CPEs run
@@ -196,8 +203,10 @@ class _StripWithGrad(relax.PyExprMutator):
         for func in mod.functions.values():
             if isinstance(func, relax.Function):
                 calls.visit_expr(func)
-        # forwards of several stages that are no one expression operator: split into their stages
-        self.split = {gv: fw for gv, fw in calls.found.items() if not _one_operator(mod[gv], fw[1])}
+        # forwards of several stages that are no one expression operator: their stages, made once
+        # (the forward is called in main and again in main_adjoint)
+        self.split = {gv: (tensors, program_stages([tensors[-1]]), name) for gv, (tensors, name) in calls.found.items()
+                      if not _one_operator(mod[gv], name)}
 
     def visit_call_(self, call: Any) -> Any:  # noqa: N802 -- the mutator's visitor name
         call = self.visit_expr_post_order(call)
@@ -207,11 +216,10 @@ class _StripWithGrad(relax.PyExprMutator):
             if call.op.name == "relax.call_tir":
                 return call
             return relax.call_tir(call.args[0], call.args[1], call.ty_args[0])
-        tensors, name = self.split[call.args[0]]
+        tensors, stages, name = self.split[call.args[0]]
         values = {x.op: arg for x, arg in zip(tensors[:-1], call.args[1])}
-        stages = program_stages([tensors[-1]])
         for i, (t, sources, standalone) in enumerate(stages):
-            stage = f"{name}_pass_{t.op.name}"  # as the gradient program names a recomputed forward stage
+            stage = _stage_name(name, t)
             gv = self.builder_.add_func(te.create_prim_func(standalone).with_attr("global_symbol", stage), stage)
             value = relax.call_tir(gv, [values[x.op] for x in sources], _tensor_type(t))
             values[t.op] = value if i == len(stages) - 1 else self.builder_.emit(value)
