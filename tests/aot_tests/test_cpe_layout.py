@@ -38,7 +38,8 @@ class _Net(torch.nn.Module):
         t = z.flatten(2).transpose(1, 2)  # [1, 25, 8]: a 2-D transpose
         r = y.reshape(1, 8, 5, 20).permute(0, 2, 1, 3)  # [1, 5, 8, 20]: [R, O, C] -> [O, R, C]
         q = y.reshape(1, 2, 4, 5, 20).permute(0, 3, 2, 1, 4)  # [1, 5, 4, 2, 20]: rows of 20 kept
-        return t * 2, r + 1, q - 1
+        v = y.reshape(2, 4, 10, 10).permute(0, 2, 1, 3)  # [2, 10, 4, 10]: [R, O, C] -> [O, R, C] twice
+        return t * 2, r + 1, q - 1, v * 3
 
 
 def _run(out: Path, x: np.ndarray) -> tuple[np.ndarray, dict[str, int]]:
@@ -96,6 +97,7 @@ def test_layout_copies_and_pools_on_the_cpes_match_torch_and_their_dma_plans(tmp
     transposes = [op for op in ops if isinstance(op, TransposeOp)]
     assert {op.mode for op in transposes} == {"rows", "tile", "vtile"}
     assert {op.by_outer for op in transposes if op.mode == "vtile"} == {by_outer}
+    assert sorted(op.batch for op in transposes if op.mode == "vtile") == [1, 2]
     pools = {n.relax_op for n in on_cpe.graph.nodes if n.op == "cpe" and isinstance(n.attrs["cpe"], CpeOp)}
     assert {"nn.max_pool2d", "nn.avg_pool2d"} <= pools
     assert not [n for n in on_cpe.graph.nodes if n.op not in ("kernel", "cpe")]  # nothing left on the MPE

@@ -101,9 +101,10 @@ def _rows(graph: Graph) -> list[OpRow]:
             op = s.attrs["cpe"]
             how = ("tuned" if getattr(op, "tuned", False) else "untuned") + \
                 (f", simd {op.lanes}" if getattr(op, "lanes", 1) > 1 else "")
-            rows.append(OpRow(s.source, s.relax_op, "CPE (memory-bound)",
-                              f"{op.name}: {op.blocks} blocks of {op.block} along axis {op.axis}, "
-                              f"{op.ldm_bytes} B LDM ({how})"))
+            detail = f"{op.name}: {op.blocks} blocks of {op.block} along axis {op.axis}, {op.ldm_bytes} B LDM ({how})"
+            members = s.attrs.get("members", [s])  # a fused kernel: a row per operator it runs
+            fused = f"fused, {len(members)} operators in one kernel: " if len(members) > 1 else ""
+            rows += [OpRow(m.source, m.relax_op, "CPE (memory-bound)", fused + detail) for m in members]
         elif isinstance(s, Node) and s.op == "kernel":
             k: Kernel = s.attrs["kernel"]
             where = "tuned kernel" if k.tuned else "fallback kernel"
@@ -118,14 +119,17 @@ def _rows(graph: Graph) -> list[OpRow]:
 
 
 def assign_cpe_kernels(graph: Graph, target: Target, first_index: int, mode: CpeMode = CpeMode.FASTER,
-                       lookup: Lookup | None = None) -> list[Any]:
+                       lookup: Lookup | None = None, fuse: bool = True) -> list[Any]:
     """Move memory-bound operators to the CPEs (tuner.aot.cpe_ops; by default where that is faster),
-    at their tuned configs where ``lookup`` has them; number the distinct CPE kernels after the
-    GEMM-like ones."""
+    at their tuned configs where ``lookup`` has them, consecutive ones of one cut fused into one kernel
+    (``fuse``: tuner.aot.cpe_fusion); number the distinct CPE kernels after the GEMM-like ones."""
+    from tuner.aot.cpe_fusion import fuse_runs
     from tuner.aot.cpe_ops import offload
     from tuner.aot.placement import place
 
     offload(graph, target, mode, lookup)
+    if fuse:
+        fuse_runs(graph, target)
     if mode == CpeMode.FASTER:  # offload placed every one it could tentatively: keep the least-time placement
         place(graph, target)
     ops: list[Any] = []
@@ -143,7 +147,6 @@ def untuned_seconds(graph: Graph, target: Target, mode: CpeMode) -> UntunedSecon
     copy of the node in a one-step graph, so the node itself is untouched; cached per function and
     operand kinds."""
     from tuner.aot.cpe_ops import offload
-    from tuner.aot.launch_groups import phase_seconds
     from tuner.aot.timing import mpe_seconds
 
     item = int(np.dtype(graph.dtype).itemsize)
@@ -157,8 +160,8 @@ def untuned_seconds(graph: Graph, target: Target, mode: CpeMode) -> UntunedSecon
             probe = Node(n.op, list(n.inputs), n.output, dict(n.attrs), n.relax_op, n.source)
             one = Graph(graph.inputs, graph.outputs, [probe], graph.dtype, graph.last_id, graph.functions)
             offload(one, target, mode)
-            on_cpe = probe.op == "cpe" and (mode == CpeMode.ALL or probe.attrs["cpe"].seconds + phase_seconds(target)
-                                            < probe.attrs["mpe_alt_s"])  # as if it shared a spawn
+            on_cpe = probe.op == "cpe" and (mode == CpeMode.ALL or Untuned(probe.attrs["cpe"].seconds, True).in_a_run(
+                target) < probe.attrs["mpe_alt_s"])
             if probe.op == "cpe" and not on_cpe:
                 probe.op = probe.attrs["mpe_op"]
             cache[key] = Untuned(probe.attrs["cpe"].seconds if on_cpe else mpe_seconds(probe, one, target, item),
@@ -186,9 +189,10 @@ class LoweredModel:
 
 
 def lower_model(mod: Any, target: Target | str, lookup: Lookup | None, *, cpe_mode: CpeMode | str = "faster",
-                fuse: bool = True, group_launches: bool = True) -> LoweredModel:
+                fuse: bool = True, group_launches: bool = True, fuse_cpe: bool = True) -> LoweredModel:
     """Read a Relax module and decide everything compile_model emits: fused epilogues, each kernel's
-    config (``lookup``; None: the current ``apply_best`` block), CPE kernels and launch groups.
+    config (``lookup``; None: the current ``apply_best`` block), CPE kernels (``fuse_cpe``: runs of
+    one cut fused) and launch groups.
     ``swtune compile`` writes the program from it; ``swtune tune-model`` times it."""
     from tuner.ir.relax_reader import read_relax
     from tuner.ir.tir import ctype
@@ -204,7 +208,7 @@ def lower_model(mod: Any, target: Target | str, lookup: Lookup | None, *, cpe_mo
 
         fuse_epilogues(graph, ctype(graph.dtype))
     kernels = resolve_kernels(graph, tgt, lookup, untuned_seconds(graph, tgt, CpeMode(cpe_mode)))
-    cpe_ops = assign_cpe_kernels(graph, tgt, len(kernels), CpeMode(cpe_mode), lookup)
+    cpe_ops = assign_cpe_kernels(graph, tgt, len(kernels), CpeMode(cpe_mode), lookup, fuse_cpe)
     groups = assign_groups(graph) if group_launches else []
     return LoweredModel(graph, tgt, kernels, cpe_ops, groups)
 
@@ -212,16 +216,17 @@ def lower_model(mod: Any, target: Target | str, lookup: Lookup | None, *, cpe_mo
 def compile_model(model: Any, target: Target | str, out_dir: str | Path, lookup: Lookup | None, *,
                   example_inputs: Sequence[Any] | None = None, name: str = "model",
                   cpe_mode: CpeMode | str = "faster", fuse: bool = True, group_launches: bool = True,
-                  driver: Driver | None = None) -> AotResult:
+                  driver: Driver | None = None, fuse_cpe: bool = True) -> AotResult:
     """Compile ``model`` ahead of time for ``target`` into ``out_dir`` (created if needed);
     ``driver`` writes the program's main (default: one inference, tuner.aot.host.inference_main);
     ``cpe_mode`` says which memory-bound operators become CPE kernels (tuner.aot.cpe_ops.CpeMode);
-    ``group_launches``: consecutive CPE steps share one spawn (tuner.aot.launch_groups)."""
+    ``group_launches``: consecutive CPE steps share one spawn (tuner.aot.launch_groups); ``fuse_cpe``:
+    consecutive memory-bound CPE steps of one cut run as one kernel (tuner.aot.cpe_fusion)."""
     from tuner.codegen.host import SLAVE_API
     from tuner.ir.tir import ctype
 
     low = lower_model(to_relax(model, example_inputs), target, lookup, cpe_mode=cpe_mode, fuse=fuse,
-                      group_launches=group_launches)
+                      group_launches=group_launches, fuse_cpe=fuse_cpe)
     graph, tgt, kernels = low.graph, low.target, low.kernels
     ty = ctype(graph.dtype)
     plan = plan_memory(graph)

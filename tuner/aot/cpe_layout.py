@@ -258,9 +258,11 @@ class TransposeOp:
     "tile": its last two axes are the input's last two swapped (a batched 2-D transpose, rows of the
     input possibly apart: a tile of a larger matrix); a block is ``rows`` input columns: one strided
     get of [C x rows], a transpose in LDM, one put of [rows x C].
-    "vtile": [R, O, C] -> [O, R, C] (the attention head split and merge); a block is ``rows`` values
-    of R (``by_outer`` False: one contiguous get, a strided put of O pieces) or of O (True: a strided
-    get of R pieces, one contiguous put), reordered in LDM: longer DMA blocks than "rows" gives."""
+    "vtile": [R, O, C] -> [O, R, C] (the attention head split and merge), ``batch`` times over
+    consecutive [R, O, C] (a conv weight's runtime pack: [O/16][16][I][KH*KW] -> [O/16][I][16][KH*KW]);
+    a block is ``rows`` values of R (``by_outer`` False: one contiguous get, a strided put of O pieces)
+    or of O (True: a strided get of R pieces, one contiguous put) of one batch index, reordered in LDM:
+    longer DMA blocks than "rows" gives."""
 
     mode: str  # "rows" | "tile" | "vtile"
     outer_ext: tuple[int, ...]
@@ -272,6 +274,7 @@ class TransposeOp:
     item: int
     by_outer: bool = False  # "vtile": blocks along O (else along R)
     c_stride: int = 0  # "tile": input stride of the output's last axis (the input's row length, or more)
+    batch: int = 1  # "vtile": consecutive [R, O, C] inputs, each transposed alike
     seconds: float = 0.0
     index: int = -1
     axis: int = 0
@@ -290,8 +293,13 @@ class TransposeOp:
     @property
     def blocks(self) -> int:
         if self.mode == "vtile":
-            return -(-(self.outer if self.by_outer else self.r) // self.rows)
+            return self.batch * self.per_batch
         return self.outer * self.per_outer
+
+    @property
+    def per_batch(self) -> int:
+        """"vtile": blocks of one batch index."""
+        return -(-(self.outer if self.by_outer else self.r) // self.rows)
 
     @property
     def block(self) -> int:
@@ -308,7 +316,7 @@ class TransposeOp:
         return slave_symbol(self.index)
 
     def dma_plan(self) -> dict[str, int]:
-        nbytes = self.outer * self.r * self.c * self.item
+        nbytes = self.batch * self.outer * self.r * self.c * self.item
         return {"get_reqs": self.blocks, "get_bytes": nbytes, "put_reqs": self.blocks, "put_bytes": nbytes}
 
     def _vtile_text(self, ty: str) -> str:
@@ -321,25 +329,27 @@ class TransposeOp:
                  "  int n_rep = 0;",
                  "  g_reply[0] = 0;",
                  f"  for (long blk = _MYID; blk < {self.blocks}L; blk += {CPES}) {{",
-                 f"    const long s0 = blk * {self.rows}L, lim = {o_ if self.by_outer else r_}L;",
-                 f"    const long n = lim - s0 < {self.rows}L ? lim - s0 : {self.rows}L;"]
+                 f"    const long s0 = (blk % {self.per_batch}L) * {self.rows}L, lim = {o_ if self.by_outer else r_}L;",
+                 f"    const long n = lim - s0 < {self.rows}L ? lim - s0 : {self.rows}L;",
+                 f"    {ty} *const src = _arg->p[0] + (blk / {self.per_batch}L) * {o_ * r_ * c_}L;",
+                 f"    {ty} *const dst = _arg->p[1] + (blk / {self.per_batch}L) * {o_ * r_ * c_}L;"]
         if self.by_outer:  # O values s0..s0+n of every R: [R][n][C] in, [n][R][C] out
-            lines += [f"    SW_GET(_arg->p[0] + s0 * {c_}L, X_ldm, {r_}L * n * {c_}L * {item}, n * {c_}L * {item}, "
+            lines += [f"    SW_GET(src + s0 * {c_}L, X_ldm, {r_}L * n * {c_}L * {item}, n * {c_}L * {item}, "
                       f"({o_}L - n) * {c_}L * {item}, &g_reply[0]); n_rep++;",
                       "    SW_WAIT(&g_reply[0], n_rep);",
                       f"    for (long q = 0; q < n; q++) for (long r = 0; r < {r_}L; r++) "
                       f"for (long c = 0; c < {c_}L; c++) "
                       f"Y_ldm[(q * {r_}L + r) * {c_}L + c] = X_ldm[(r * n + q) * {c_}L + c];",
-                      f"    SW_PUT(Y_ldm, _arg->p[1] + s0 * {r_ * c_}L, n * {r_ * c_}L * {item}, 0, 0, &g_reply[0]); "
+                      f"    SW_PUT(Y_ldm, dst + s0 * {r_ * c_}L, n * {r_ * c_}L * {item}, 0, 0, &g_reply[0]); "
                       "n_rep++;"]
         else:  # R values s0..s0+n: [n][O][C] in, [O][n][C] out
-            lines += [f"    SW_GET(_arg->p[0] + s0 * {o_ * c_}L, X_ldm, n * {o_ * c_}L * {item}, 0, 0, &g_reply[0]); "
+            lines += [f"    SW_GET(src + s0 * {o_ * c_}L, X_ldm, n * {o_ * c_}L * {item}, 0, 0, &g_reply[0]); "
                       "n_rep++;",
                       "    SW_WAIT(&g_reply[0], n_rep);",
                       f"    for (long o = 0; o < {o_}L; o++) for (long q = 0; q < n; q++) "
                       f"for (long c = 0; c < {c_}L; c++) "
                       f"Y_ldm[(o * n + q) * {c_}L + c] = X_ldm[(q * {o_}L + o) * {c_}L + c];",
-                      f"    SW_PUT(Y_ldm, _arg->p[1] + s0 * {c_}L, {o_}L * n * {c_}L * {item}, n * {c_}L * {item}, "
+                      f"    SW_PUT(Y_ldm, dst + s0 * {c_}L, {o_}L * n * {c_}L * {item}, n * {c_}L * {item}, "
                       f"({r_}L - n) * {c_}L * {item}, &g_reply[0]); n_rep++;"]
         lines += ["    SW_WAIT(&g_reply[0], n_rep);", "  }", "}"]
         return "\n".join(lines) + "\n"
@@ -432,24 +442,27 @@ def plan_transpose(shape: tuple[int, ...], axes: tuple[int, ...], target: Target
         if op is None or cand.seconds < op.seconds:
             op = cand
     assert op is not None
-    if len(ext) == 3 and st[2] == 1 and st[0] == ext[2] and st[1] == ext[0] * ext[2]:  # [R, O, C] -> [O, R, C]
-        for alt in _vtiles(ext[0], ext[1], ext[2], target, item):
+    o, r, c = ext[-3:] if len(ext) >= 3 else (0, 0, 0)
+    batch = ext[0] if len(ext) == 4 and st[0] == o * r * c else 1  # consecutive [R, O, C] inputs
+    if len(ext) in (3, 4) and len(ext) - 3 == (batch > 1) and st[-1] == 1 and st[-3] == c and st[-2] == o * c:
+        for alt in _vtiles(o, r, c, target, item, batch):  # [R, O, C] -> [O, R, C], batch times
             if alt.seconds < op.seconds:
                 op = alt
     return op
 
 
-def _vtiles(o: int, r: int, c: int, target: Target, item: int) -> list[TransposeOp]:
-    """The "vtile" forms of [R, O, C] -> [O, R, C]: blocks along R or O, a few block sizes each."""
+def _vtiles(o: int, r: int, c: int, target: Target, item: int, batch: int = 1) -> list[TransposeOp]:
+    """The "vtile" forms of [R, O, C] -> [O, R, C] (``batch`` times): blocks along R or O, a few block
+    sizes each."""
     from tuner.measure.simulator import dma_time
 
     out = []
     for by_outer, along, other in ((False, r, o), (True, o, r)):
-        first = -(-along // CPES)
+        first = min(along, -(-along * batch // CPES))  # one block per CPE over every batch index, and up
         for rows in sorted({first, 2 * first, 4 * first, 8 * first}):
             if rows > along or 2 * rows * other * c * item > target.ldm_budget_bytes:
                 continue
-            op = TransposeOp("vtile", (o,), (c,), r, c, o * c, rows, item, by_outer)
+            op = TransposeOp("vtile", (o,), (c,), r, c, o * c, rows, item, by_outer, batch=batch)
             active = min(CPES, op.blocks)
             piece, gap = rows * c * item, (along - rows) * c * item
             if by_outer:

@@ -15,6 +15,7 @@ tuner.aot.cpe_resize); of a node's implementations offload keeps the fastest.
 from __future__ import annotations
 
 import logging
+import re
 from collections.abc import Callable
 from enum import Enum
 
@@ -94,7 +95,8 @@ def slave_text(op: CpeOp | PadOp | RowCopyOp | TransposeOp | RegionOp | Interlea
             lines.append(f"__thread_local {ty} P{k}_ldm[{n}]{align};")
     lines.append("__thread_local volatile SW_REPLY_T g_reply[4];")
     lines += op.body.ldm_decls
-    body = op.body.code.replace("static void body(", f"static void {op.name}_body(", 1)
+    # the body, and a fused kernel's member bodies (tuner.space.cpe.fused), named after the kernel
+    body = re.sub(r"\bbody(_m\d+)?\(", rf"{op.name}_body\1(", op.body.code)
     lines.append(body)
     item = f"sizeof({ty})"
 

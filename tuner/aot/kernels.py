@@ -41,6 +41,11 @@ class Untuned(NamedTuple):
     seconds: float
     on_cpe: bool
 
+    def in_a_run(self, target: Target) -> float:
+        """Its seconds as one step of a run of CPE steps: a CPE kernel shares the run's spawn
+        (tuner.aot.placement groups such runs); the MPE's C pays no spawn."""
+        return self.seconds + (phase_seconds(target) if self.on_cpe else 0.0)
+
 
 UntunedSeconds = Callable[[Node], Untuned]  # a generic node as it runs untuned
 
@@ -298,10 +303,7 @@ def _tuned_expression(step: Node, target: Target, lookup: Lookup | None,
                     "rows": kernel.c_rows, "cols": kernel.c_cols, "pitch": kernel.c_pitch})).seconds
             untuned = untuned_seconds(step)
             untuned_s = untuned.seconds
-            # like with like: a CPE kernel, tuned or not, as if it shared a spawn with its neighbours
-            # (tuner.aot.placement then groups the run); the MPE's C pays no spawn
-            shared = phase_seconds(target)
-            if untuned_s + (shared if untuned.on_cpe else 0.0) <= tuned_s + shared:
+            if untuned.in_a_run(target) <= Untuned(tuned_s, True).in_a_run(target):  # like with like
                 log.info("expression operator %s (binding %s): its untuned lowering (%.3g s) is not slower than "
                          "the tuned kernel (%.3g s); kept", w.key, step.source, untuned_s, tuned_s)
                 return

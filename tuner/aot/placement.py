@@ -7,11 +7,13 @@ that follows another CPE step shares its spawn (tuner.aot.launch_groups) and cos
 small element-wise operators (an optimizer's update, a batch norm's arithmetic) is worth one spawn,
 while each alone is faster on the MPE. A dynamic program over the steps in order (state: whether the
 step before ran on the CPEs) finds the placement of least total time; GEMM-like kernels stay on the
-CPEs, every other MPE step stays on the MPE.
+CPEs, every other MPE step stays on the MPE. A fused kernel (tuner.aot.cpe_fusion) moves as one step
+(its MPE time the sum of its members'); sent to the MPE, it becomes its members again.
 """
 
 from __future__ import annotations
 
+from tuner.aot.cpe_fusion import unfuse
 from tuner.aot.launch_groups import CPE_OPS, phase_seconds
 from tuner.ir.graph import Graph, Node
 from tuner.targets import Target
@@ -49,7 +51,9 @@ def place(graph: Graph, target: Target) -> int:
     for n, pick in zip(reversed(nodes), reversed(choices)):
         before, where = pick[state]
         if _movable(n):
-            if where == 0:
+            if where == 0 and "members" in n.attrs:  # a fused kernel: its members, each on the MPE
+                unfuse(graph, n)
+            elif where == 0:
                 n.op = n.attrs["mpe_op"]
                 del n.attrs["cpe"]
             else:

@@ -77,9 +77,12 @@ class Optimizer:
 
         if self.kind == OptimizerKind.SGD:
             return [emit(op.subtract(p, scaled(g, self.lr))) for p, g in zip(params, grads)], []
-        if self.kind == OptimizerKind.MOMENTUM:
-            bufs = [emit(op.add(scaled(b, self.momentum), g)) for b, g in zip(state, grads)]
-            return [emit(op.subtract(p, scaled(b, self.lr))) for p, b in zip(params, bufs)], bufs
+        if self.kind == OptimizerKind.MOMENTUM:  # one parameter's operators together: they fuse into
+            new_p, bufs = [], []  # one CPE kernel (tuner.aot.cpe_fusion)
+            for p, g, b in zip(params, grads, state):
+                bufs.append(emit(op.add(scaled(b, self.momentum), g)))
+                new_p.append(emit(op.subtract(p, scaled(bufs[-1], self.lr))))
+            return new_p, bufs
         n = len(params)
         ms, vs, b1t, b2t = state[:n], state[n:2 * n], state[2 * n], state[2 * n + 1]
         b1t, b2t = scaled(b1t, self.beta1), scaled(b2t, self.beta2)

@@ -69,6 +69,7 @@ class CpeOp:
     tuned: bool = False  # its configuration came from the tuning log
     workload: Any = None  # its task (tuner.space.cpe.workload.CpeKernelWorkload), when it has one
     cut: str = ""  # the plan's cut (KernelPlan.cut)
+    plan: Any = None  # the KernelPlan it was built from (tuner.aot.cpe_fusion fuses plans of one cut)
 
     @property
     def config(self) -> dict[str, Any]:
@@ -246,4 +247,4 @@ class KernelPlan:
         return CpeOp(body, self.axis, b, self.lead, self.ext // b, params, self.n_inputs, int(space.ldm_bytes[i]),
                      float(space.seconds[i]), db=bool(space.db[i]), active=int(space.active[i]), window=self.window,
                      fill=self.fill, configs=len(space), valid=int((space.why == "ok").sum()), lanes=lanes,
-                     cut=self.cut)
+                     cut=self.cut, plan=self)
