@@ -116,8 +116,7 @@ def test_kernel_dma_matches_its_plan(tmp_path: Path, name: str) -> None:
     model = _Ops([name]).eval()
     result = compile_model(torch_to_relax(model, (x,)), TARGET, tmp_path / name, lambda w: None, cpe_mode="all")
     ops = [n.attrs["cpe"] for n in result.graph.nodes if n.op == "cpe"]
-    # the affine's multiply and add run as one fused kernel (tuner.aot.cpe_fusion), the product in LDM
-    assert len(ops) == (1 if name in ("cumsum", "per_channel_affine") else 2)
+    assert len(ops) == (1 if name == "cumsum" else 2)
     run = run_model(result.out_dir, [x.numpy()], TARGET)
     plans = [dma_plan(op, 4) for op in ops]
     expected = {k: sum(p[k] for p in plans) for k in plans[0]}
