@@ -31,9 +31,9 @@ log = logging.getLogger("tuner.aot")
 def _fusable(n: Node) -> bool:
     """A tentative CPE step (tuner.aot.placement can still move it) of an element-wise kernel: every
     operand it slices per leading index is sliced like its output (a per-channel operand the same
-    for every leading index, or one fetched whole, aside). Operators that change the block's shape
-    (pads, reductions, broadcasts) are left out: ResNet-18's training step trained wrong with a
-    fused nn.pad (tests/train_tests/test_resnet_training.py), a cause not yet found."""
+    for every leading index, or one fetched whole, aside). Operators whose block has another shape
+    than their operand's (pads, reductions over trailing axes) are left out: ResNet-18's training step
+    trained wrong with a fused nn.pad (tests/train_tests/test_resnet_training.py), a cause not yet found."""
     op = n.attrs.get("cpe") if n.op == "cpe" else None
     if not (isinstance(op, CpeOp) and op.plan is not None and op.window is None and "mpe_alt_s" in n.attrs
             and "members" not in n.attrs and len(op.plan.params) == len(n.inputs) + len(n.outputs)):
