@@ -2,7 +2,10 @@
 
 Flags are those of FACTS.md section 3 and of the per-kernel Makefile (tuner/codegen/host.py):
 sw5cc slave files at -O1 (swGEMM's advice), swgcc with -faddress_align, and the emulator build in
-two stages with the ``slave_`` renaming sw5cc does.
+two stages with the ``slave_`` renaming sw5cc does. The emulated slave file is built with
+``-fno-strict-aliasing``: at -O2 gcc's type-based alias analysis miscompiled a fused CPE kernel whose
+LDM intermediate lives in the kernels' LDM union (a ResNet-18 training step trained wrong; the same
+file at -O0 or with this flag is right).
 """
 
 from __future__ import annotations
@@ -45,7 +48,7 @@ swgcc: $(HDRS) host.c slave.c
 emu: model_emu
 model_emu: $(HDRS) host.c slave.c
 \tgcc -O2 -Wno-psabi -pthread -I$(SWEMU) -I. {emu_def} -D__sw_host__ -c host.c -o host_emu.o
-\tgcc -O2 -Wno-psabi -pthread -I$(SWEMU) -I. {emu_def} -D__sw_slave__ -c slave.c -o slave_emu.o
+\tgcc -O2 -fno-strict-aliasing -Wno-psabi -pthread -I$(SWEMU) -I. {emu_def} -D__sw_slave__ -c slave.c -o slave_emu.o
 \tnm -P -g --defined-only slave_emu.o | awk '$$2=="T"||$$2=="W"{{print $$1" slave_"$$1}}' > slave.syms
 \tobjcopy --redefine-syms=slave.syms slave_emu.o
 \tgcc -O2 -pthread -I$(SWEMU) -c $(SWEMU)/athread_emu.c -o athread_emu.o
@@ -55,7 +58,7 @@ model_emu: $(HDRS) host.c slave.c
 emu-mpi: model_emu_mpi
 model_emu_mpi: $(HDRS) host.c slave.c
 \tmpicc -O2 -Wno-psabi -pthread -I$(SWEMU) -I. {emu_def} -DSWTUNE_MPI -D__sw_host__ -c host.c -o host_mpi.o
-\tgcc -O2 -Wno-psabi -pthread -I$(SWEMU) -I. {emu_def} -D__sw_slave__ -c slave.c -o slave_mpi.o
+\tgcc -O2 -fno-strict-aliasing -Wno-psabi -pthread -I$(SWEMU) -I. {emu_def} -D__sw_slave__ -c slave.c -o slave_mpi.o
 \tnm -P -g --defined-only slave_mpi.o | awk '$$2=="T"||$$2=="W"{{print $$1" slave_"$$1}}' > slave_mpi.syms
 \tobjcopy --redefine-syms=slave_mpi.syms slave_mpi.o
 \tgcc -O2 -pthread -I$(SWEMU) -c $(SWEMU)/athread_emu.c -o athread_emu.o
