@@ -16,7 +16,7 @@ from __future__ import annotations
 import logging
 
 from tuner.aot import cpe_ops
-from tuner.aot.fusion import _readers
+from tuner.aot.fusion import readers_by_root
 from tuner.aot.launch_groups import phase_seconds
 from tuner.ir.graph import Graph, Node, Tensor
 from tuner.ir.tir import ctype
@@ -46,7 +46,7 @@ class _Run:
     """A candidate fused kernel: members in program order, what they read from outside and what they write."""
 
     def __init__(self, graph: Graph) -> None:
-        self.readers = _readers(graph)
+        self.readers = readers_by_root(graph)
         self.model_outputs = {t.root.id for t in graph.outputs}
         self.nodes: list[Node] = []
 
@@ -123,7 +123,7 @@ def _fused(graph: Graph, run: _Run, nodes: list[Node], target: Target, seen: dic
         if not _meaning_kept(m, op.block, op, target, graph.dtype, seen):
             log.info("%s: fusing %d steps changes a result at blocks of %d", nodes[0].source, len(nodes), op.block)
             return None
-    attrs = {"cpe": op, "mpe_alt_s": sum(m.attrs["mpe_alt_s"] for m in nodes), "mpe_op": "fused",
+    attrs = {"cpe": op, "mpe_alt_s": sum(m.attrs["mpe_alt_s"] for m in nodes),  # on the MPE: unfuse
              "members": nodes, "extra_outputs": outs[1:]}
     return Node("cpe", ins, outs[0], attrs, f"fused({', '.join(m.relax_op for m in nodes)})", nodes[0].source)
 

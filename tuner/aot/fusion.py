@@ -139,7 +139,8 @@ def _residual_stage(graph: Graph, k: Node, u: Node, stage: int, src: str, prev: 
     return [f"const SWTUNE_EPT _e{stage}_0 = ({src} + _res[_q]);"], f"_e{stage}_0", Work(0, 0, 0, 0), other
 
 
-def _readers(graph: Graph) -> dict[int, list[Node]]:
+def readers_by_root(graph: Graph) -> dict[int, list[Node]]:
+    """The nodes that read each tensor (by its root: a view's reader reads its base), in program order."""
     out: dict[int, list[Node]] = {}
     for n in graph.nodes:
         for t in n.inputs:
@@ -149,7 +150,7 @@ def _readers(graph: Graph) -> dict[int, list[Node]]:
 
 def fuse_epilogues(graph: Graph, ctype: str) -> int:
     """Fuse every fusable element-wise consumer into its kernel; returns how many were fused."""
-    readers = _readers(graph)
+    readers = readers_by_root(graph)
     outputs = {t.root.id for t in graph.outputs}
     fused = 0
     removed: set[int] = set()
@@ -212,7 +213,7 @@ def fuse_epilogues(graph: Graph, ctype: str) -> int:
             k.output = u.output  # the kernel now writes the consumer's tensor (same size, flat)
             k.attrs["fused"] = [*k.attrs.get("fused", []), u.source]
             fused += 1
-            readers = _readers(Graph(graph.inputs, graph.outputs,
+            readers = readers_by_root(Graph(graph.inputs, graph.outputs,
                                      [s for s in graph.steps if not (isinstance(s, Node) and id(s) in removed)],
                                      graph.dtype))
     steps: list[Node | Note] = []
