@@ -27,6 +27,20 @@ def test_the_makefile_follows_the_toolchain_field_not_the_name():
     assert "all: sw5cc" in makefile("sw26010", "/tmp")
 
 
+def test_every_slave_compile_with_type_based_alias_analysis_turns_it_off():
+    """A fused CPE kernel's LDM intermediate lives in the kernels' LDM union; gcc's strict aliasing
+    at -O2 and above miscompiled one (tuner/aot/makefile.py), so each slave rule at those levels says
+    -fno-strict-aliasing."""
+    from tuner.aot.makefile import makefile
+
+    for target in ("sw26010", "sw26010-pro"):
+        rules = [line for line in makefile(target, "/tmp").splitlines() if "-c slave.c" in line]
+        assert len(rules) == 4  # sw5cc, swgcc, emu, emu-mpi
+        for rule in rules:
+            if any(f" -O{level} " in rule for level in (2, 3)):
+                assert "-fno-strict-aliasing" in rule, rule
+
+
 def test_every_figure_of_the_presets_has_a_source_tag():
     source = inspect.getsource(targets_module)
     body = source[source.index("SW26010 = Target("):source.index("TARGETS: dict")]

@@ -2,8 +2,8 @@
 
 Flags are those of FACTS.md section 3 and of the per-kernel Makefile (tuner/codegen/host.py):
 sw5cc slave files at -O1 (swGEMM's advice), swgcc with -faddress_align, and the emulator build in
-two stages with the ``slave_`` renaming sw5cc does. The emulated slave file is built with
-``-fno-strict-aliasing``: at -O2 gcc's type-based alias analysis miscompiled a fused CPE kernel whose
+two stages with the ``slave_`` renaming sw5cc does. Slave files built at -O2 or above (emulated, and
+swgcc's -O3) get ``-fno-strict-aliasing`` (sw5cc's -O1 does not turn the analysis on): at -O2 gcc's type-based alias analysis miscompiled a fused CPE kernel whose
 LDM intermediate lives in the kernels' LDM union (a ResNet-18 training step trained wrong; the same
 file at -O0 or with this flag is right).
 """
@@ -41,7 +41,7 @@ sw5cc: $(HDRS) host.c slave.c
 # SW26010-Pro, swgcc
 swgcc: $(HDRS) host.c slave.c
 \tswgcc -mhost -msimd -O3 -faddress_align=128 -DSWTUNE_PRO -c host.c -o host.o
-\tswgcc -mslave -msimd -O3 -faddress_align=64 -DSWTUNE_PRO -c slave.c -o slave.o
+\tswgcc -mslave -msimd -O3 -fno-strict-aliasing -faddress_align=64 -DSWTUNE_PRO -c slave.c -o slave.o
 \tswgcc -mhybrid host.o slave.o -lm_slave -lm -o model
 
 # x86 + swemu (functional emulation: one pthread per CPE, LDM limited, DMA counted)
