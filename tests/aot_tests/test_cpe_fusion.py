@@ -54,6 +54,18 @@ def test_a_chain_of_element_wise_operators_runs_as_one_kernel_and_matches_torch(
     np.testing.assert_allclose(got.output.reshape(16, 64), Update()(x, g).numpy(), rtol=1e-6, atol=1e-7)
 
 
+@needs_gcc
+def test_operators_whose_own_fastest_cuts_differ_fuse_on_a_cut_they_share(tmp_path: Path) -> None:
+    x, g = _inputs((10, 64))  # a classifier's weight: its multiplies cut rows, its adds columns
+    alone = lower_model(to_relax(Update(), (x, g)), "sw26010", lambda w: None, cpe_mode="all", fuse_cpe=False)
+    assert len({n.attrs["cpe"].plan.axis for n in alone.graph.nodes}) == 2
+    res = compile_model(Update(), "sw26010", tmp_path, lambda w: None, example_inputs=(x, g), cpe_mode="all")
+    (node,) = res.graph.nodes
+    assert node.relax_op == "fused(multiply, add, multiply, subtract, multiply)"
+    got = run_model(tmp_path, [x.numpy(), g.numpy()])
+    np.testing.assert_allclose(got.output.reshape(10, 64), Update()(x, g).numpy(), rtol=1e-6, atol=1e-7)
+
+
 def test_the_fused_kernel_is_faster_than_its_operators_as_phases_of_one_spawn() -> None:
     from tuner.aot.launch_groups import phase_seconds
     from tuner.targets import get_target

@@ -4,7 +4,8 @@ Runs after tuner.aot.cpe_ops.offload has put every operator with a CPE kernel on
 tentatively and before tuner.aot.placement decides where each runs. A run of consecutive tentative
 steps whose kernels cut one way (an optimizer's update of one parameter, a batch norm's arithmetic)
 becomes one ``cpe`` node when its fused kernel is faster than the steps as phases of one spawn; a
-value only later members read stays in LDM. The fused node keeps its members (``attrs["members"]``):
+value only later members read stays in LDM. A member whose own fastest cut differs from the run's
+joins on another of its cuts when it has the run's (``_Cuts``). The fused node keeps its members (``attrs["members"]``):
 when the placement sends it to the MPE, the members go back there one by one (``unfuse``).
 
 A fused kernel is no tuning task: its configuration is the analysis' best (tuner.space.cpe.plan),
@@ -20,54 +21,101 @@ from tuner.aot.fusion import readers_by_root
 from tuner.aot.launch_groups import phase_seconds
 from tuner.ir.graph import Graph, Node, Tensor
 from tuner.ir.tir import ctype
-from tuner.space.cpe.cuts import MAX_PARAMS, same_meaning
+from tuner.space.cpe.cuts import MAX_PARAMS, plans_for, same_meaning
 from tuner.space.cpe.fused import Member, fuse_plans
-from tuner.space.cpe.plan import CpeOp
+from tuner.space.cpe.plan import CpeOp, KernelPlan, ParamSlice
 from tuner.targets import Target
 
 log = logging.getLogger("tuner.aot")
 
 
 def _fusable(n: Node) -> bool:
-    """A tentative CPE step (tuner.aot.placement can still move it) of an element-wise kernel: every
-    operand it slices per leading index is sliced like its output (a per-channel operand the same
-    for every leading index, or one fetched whole, aside). Operators whose block has another shape
-    than their operand's (pads, reductions over trailing axes) are left out: ResNet-18's training step
-    trained wrong with a fused nn.pad (tests/train_tests/test_resnet_training.py), a cause not yet found."""
+    """A tentative CPE step (tuner.aot.placement can still move it) of an element-wise kernel
+    (``_element_wise``)."""
     op = n.attrs.get("cpe") if n.op == "cpe" else None
-    if not (isinstance(op, CpeOp) and op.plan is not None and op.window is None and "mpe_alt_s" in n.attrs
-            and "members" not in n.attrs and len(op.plan.params) == len(n.inputs) + len(n.outputs)):
+    return (isinstance(op, CpeOp) and op.plan is not None and op.window is None and "mpe_alt_s" in n.attrs
+            and "members" not in n.attrs and _element_wise(op.plan, n))
+
+
+def _element_wise(plan: KernelPlan, n: Node) -> bool:
+    """Every operand the plan slices per leading index is sliced like its output (a per-channel
+    operand the same for every leading index, or one fetched whole, aside). Operators whose block has
+    another shape than their operand's (pads, reductions over trailing axes) are left out: ResNet-18's
+    training step trained wrong with a fused nn.pad (tests/train_tests/test_resnet_training.py)."""
+    if plan.window is not None or len(plan.params) != len(n.inputs) + len(n.outputs):
         return False
-    out = op.plan.params[op.plan.n_inputs]
-    return all((p.ext, p.inner) == (out.ext, out.inner) for p in op.plan.params if p.sliced and p.per_lead)
+    out = plan.params[plan.n_inputs]
+    return all((p.ext, p.inner) == (out.ext, out.inner) for p in plan.params if p.sliced and p.per_lead)
+
+
+def _cut(plan: KernelPlan) -> tuple[int, int, int]:
+    return plan.axis, plan.lead, plan.ext
+
+
+class _Cuts:
+    """Every element-wise plan of a node, one per cut, its own plan first: a run's members may take
+    another cut than their own fastest one to agree (a weight's momentum update whose multiply cuts
+    rows and whose add cuts columns). Plans are shared by the nodes of one function."""
+
+    def __init__(self, target: Target, dtype: str) -> None:
+        self.target, self.dtype = target, dtype
+        self._plans: dict[str, dict[tuple[int, int, int], KernelPlan]] = {}
+
+    def of(self, n: Node) -> dict[tuple[int, int, int], KernelPlan]:
+        own = n.attrs["cpe"].plan
+        key = n.attrs["function"] + ":" + "".join("c" if t.kind == "const" else "t" for t in n.inputs)
+        if key not in self._plans:
+            try:
+                plans = plans_for(n, self.target, self.dtype)
+            except Exception as exc:  # noqa: BLE001 - no other cut: the node keeps its own
+                log.info("%s (%s): no other cut (%s: %s)", n.source, n.relax_op, type(exc).__name__, exc)
+                plans = []
+            self._plans[key] = {}
+            for p in plans:
+                if _element_wise(p, n):
+                    self._plans[key].setdefault(_cut(p), p)
+        return {_cut(own): own, **{c: p for c, p in self._plans[key].items() if c != _cut(own)}}
 
 
 class _Run:
-    """A candidate fused kernel: members in program order, what they read from outside and what they write."""
+    """A candidate fused kernel: members in program order with the plan each runs in it, what they
+    read from outside and what they write."""
 
-    def __init__(self, graph: Graph) -> None:
+    def __init__(self, graph: Graph, cuts: _Cuts) -> None:
         self.readers = readers_by_root(graph)
         self.model_outputs = {t.root.id for t in graph.outputs}
+        self.cuts = cuts
         self.nodes: list[Node] = []
+        self.plans: list[KernelPlan] = []
 
-    def _written(self) -> dict[int, Tensor]:
-        return {t.root.id: t for m in self.nodes for t in m.outputs}
+    def start(self, n: Node | None) -> None:
+        self.nodes, self.plans = ([n], [n.attrs["cpe"].plan]) if n is not None else ([], [])
 
-    def admits(self, n: Node) -> bool:
-        """``n`` may join: the same cut as the members, and what it reads of theirs it reads whole
-        (no view), sliced as they wrote it."""
+    def admit(self, n: Node) -> bool:
+        """Add ``n`` when all can cut one way (the run's cut first, else one of ``n``'s), and what it
+        reads of the members' it reads whole (no view), sliced as they wrote it."""
         if not self.nodes:
+            self.start(n)
             return True
-        a, b = self.nodes[0].attrs["cpe"].plan, n.attrs["cpe"].plan
-        if (a.axis, a.lead, a.ext) != (b.axis, b.lead, b.ext):
-            return False
-        written = self._written()
-        slices = {t.id: p for m in self.nodes for t, p in zip([*m.inputs, *m.outputs], m.attrs["cpe"].plan.params)}
-        for t, p in zip([*n.inputs, *n.outputs], b.params):
-            w = written.get(t.root.id)
-            if (w is not None and w is not t) or slices.get(t.id, p) != p:
-                return False  # a view of a member's output, or a tensor sliced another way than by a member
-        ins, outs = self.operands([*self.nodes, n])
+        nodes = [*self.nodes, n]
+        options = [self.cuts.of(m) for m in nodes]
+        for cut in dict.fromkeys([_cut(self.plans[0]), *options[-1]]):
+            plans = [o.get(cut) for o in options]
+            if all(p is not None for p in plans) and self._consistent(nodes, plans):  # type: ignore[arg-type]
+                self.nodes, self.plans = nodes, plans  # type: ignore[assignment]
+                return True
+        return False
+
+    def _consistent(self, nodes: list[Node], plans: list[KernelPlan]) -> bool:
+        written: dict[int, Tensor] = {}
+        slices: dict[int, ParamSlice] = {}
+        for m, plan in zip(nodes, plans):
+            for t, p in zip([*m.inputs, *m.outputs], plan.params):
+                w = written.get(t.root.id)
+                if (w is not None and w is not t) or slices.setdefault(t.id, p) != p:
+                    return False  # a view of a member's output, or a tensor sliced another way than by a member
+            written.update((t.root.id, t) for t in m.outputs)
+        ins, outs = self.operands(nodes)
         return len(ins) + len(outs) <= MAX_PARAMS
 
     def operands(self, nodes: list[Node]) -> tuple[list[Tensor], list[Tensor]]:
@@ -87,15 +135,15 @@ class _Run:
         return list(ins.values()), outs
 
 
-def _meaning_kept(m: Node, block: int, op: CpeOp, target: Target, dtype: str, seen: dict[tuple[int, int], bool]
-                  ) -> bool:
-    """Member ``m``'s slicing keeps its meaning on blocks of ``block``. Offload checked its kernel on
-    its own blocks; where those cut the axis (more than one block along it) the same cut at another
-    block size is trusted (a plan whose sliced legalization is wrong fails at every size that cuts:
-    a reduction, a flip or a scan along the axis). Else it is checked here, once per plan and block
-    size (nodes of one function share their plan)."""
-    plan, own_op = m.attrs["cpe"].plan, m.attrs["cpe"]
-    if own_op.block == block or own_op.nj > 1:
+def _meaning_kept(m: Node, plan: KernelPlan, block: int, op: CpeOp, target: Target, dtype: str,
+                  seen: dict[tuple[int, int], bool]) -> bool:
+    """Member ``m``'s slicing by ``plan`` keeps its meaning on blocks of ``block``. Offload checked its
+    own kernel on its own blocks; where those cut the axis (more than one block along it) the same cut
+    at another block size is trusted (a plan whose sliced legalization is wrong fails at every size
+    that cuts: a reduction, a flip or a scan along the axis). Else, and for another cut than its own,
+    it is checked here, once per plan and block size (nodes of one function share their plans)."""
+    own_op = m.attrs["cpe"]
+    if plan is own_op.plan and (own_op.block == block or own_op.nj > 1):
         return True
     key = (id(plan), block)
     if key not in seen:
@@ -104,13 +152,14 @@ def _meaning_kept(m: Node, block: int, op: CpeOp, target: Target, dtype: str, se
     return seen[key]
 
 
-def _fused(graph: Graph, run: _Run, nodes: list[Node], target: Target, seen: dict[tuple[int, int], bool]
-           ) -> Node | None:
-    """The fused node of ``nodes``, or None when fusing does not pay or cannot keep their meaning."""
+def _fused(graph: Graph, run: _Run, nodes: list[Node], plans: list[KernelPlan], target: Target,
+           seen: dict[tuple[int, int], bool]) -> Node | None:
+    """The fused node of ``nodes`` cut by ``plans``, or None when fusing does not pay or cannot keep
+    their meaning."""
     ins, outs = run.operands(nodes)
     if not outs:
         return None
-    members = [Member(m.attrs["cpe"].plan, tuple(t.id for t in [*m.inputs, *m.outputs])) for m in nodes]
+    members = [Member(p, tuple(t.id for t in [*m.inputs, *m.outputs])) for m, p in zip(nodes, plans)]
     plan = fuse_plans(members, [t.id for t in ins], [t.id for t in outs], ctype(graph.dtype))
     op = plan.best(target, cpe_ops.choose) if plan is not None else None  # as a lone kernel's is chosen
     if op is None:
@@ -119,8 +168,8 @@ def _fused(graph: Graph, run: _Run, nodes: list[Node], target: Target, seen: dic
     as_phases = sum(m.attrs["cpe"].seconds + phase for m in nodes) - phase
     if op.seconds >= as_phases:
         return None
-    for m in nodes:  # each member's slicing keeps its meaning at the fused block size
-        if not _meaning_kept(m, op.block, op, target, graph.dtype, seen):
+    for m, p in zip(nodes, plans):  # each member's slicing keeps its meaning at the fused block size
+        if not _meaning_kept(m, p, op.block, op, target, graph.dtype, seen):
             log.info("%s: fusing %d steps changes a result at blocks of %d", nodes[0].source, len(nodes), op.block)
             return None
     attrs = {"cpe": op, "mpe_alt_s": sum(m.attrs["mpe_alt_s"] for m in nodes),  # on the MPE: unfuse
@@ -130,21 +179,20 @@ def _fused(graph: Graph, run: _Run, nodes: list[Node], target: Target, seen: dic
 
 def fuse_runs(graph: Graph, target: Target) -> int:
     """Fuse the runs of consecutive tentative CPE steps that cut one way; returns the fused nodes made."""
-    groups: list[list[Node]] = []
-    run = _Run(graph)
+    groups: list[tuple[list[Node], list[KernelPlan]]] = []
+    run = _Run(graph, _Cuts(target, graph.dtype))
     for s in graph.steps:
         if not isinstance(s, Node):
             continue  # a note runs nothing: it does not break a run
-        if _fusable(s) and run.admits(s):
-            run.nodes.append(s)
+        if _fusable(s) and run.admit(s):
             continue
-        groups.append(run.nodes)
-        run.nodes = [s] if _fusable(s) else []
-    groups.append(run.nodes)
+        groups.append((run.nodes, run.plans))
+        run.start(s if _fusable(s) else None)
+    groups.append((run.nodes, run.plans))
     made = 0
     seen: dict[tuple[int, int], bool] = {}
-    for nodes in groups:
-        fused = _fused(graph, run, nodes, target, seen) if len(nodes) > 1 else None
+    for nodes, plans in groups:
+        fused = _fused(graph, run, nodes, plans, target, seen) if len(nodes) > 1 else None
         if fused is None:
             continue
         at = _position(graph, nodes[-1])  # where its last member ran: everything it reads is ready

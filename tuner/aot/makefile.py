@@ -2,10 +2,11 @@
 
 Flags are those of FACTS.md section 3 and of the per-kernel Makefile (tuner/codegen/host.py):
 sw5cc slave files at -O1 (swGEMM's advice), swgcc with -faddress_align, and the emulator build in
-two stages with the ``slave_`` renaming sw5cc does. Slave files built at -O2 or above (emulated, and
-swgcc's -O3) get ``-fno-strict-aliasing`` (sw5cc's -O1 does not turn the analysis on): at -O2 gcc's type-based alias analysis miscompiled a fused CPE kernel whose
-LDM intermediate lives in the kernels' LDM union (a ResNet-18 training step trained wrong; the same
-file at -O0 or with this flag is right).
+two stages with the ``slave_`` renaming sw5cc does. Slave files built at -O2 or above (emulated,
+and swgcc's -O3) get ``-fno-strict-aliasing`` (sw5cc's -O1 does not turn the analysis on): at -O2
+gcc's type-based alias analysis miscompiled a fused CPE kernel whose LDM intermediate lives in the
+kernels' LDM union (a ResNet-18 training step trained wrong; the same file at -O0 or with this flag
+is right).
 """
 
 from __future__ import annotations
