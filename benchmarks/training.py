@@ -27,9 +27,10 @@ the emulated program built with ``make emu-mpi``): ``max_rel_err_vs_1_rank`` ove
 state; and the simulated weak and strong scaling efficiency at 64 and 4096 core groups of ResNet-50
 training at width 1/8 (32x32 images, 8 per rank, untuned step: the tuning log of this run does not
 hold its tasks) from tuner/train/scaling.py's network model. ``overlap``: ``swtune train cnn --overlap``
-(2000 steps, a checkpoint every 20, an embedded service tuning the step's 112 tasks while it trains;
-a rebuilt program takes 1-2 minutes to time, compile and ``make emu`` on 2 loaded cores, so a run of
-300 steps, 2 minutes, ended before the first one was ready):
+(4000 steps, a checkpoint every 20, an embedded service tuning the step's 112 tasks while it trains;
+the untuned program runs ~13 steps a second on the emulator, and the first rebuilt program was ready
+after ~240 s, at step ~3000, in a run on this 2-core machine: 2000 steps, 151 s, ended before it;
+the rebuilt program emulates ~1.3 steps a second, its CPE kernels being 64 threads):
 program ``switches``, ``steps_lost`` and ``steps_repeated`` (from the run's overlap.json), the
 simulated step of the first and last program and the steps where each switch landed.
 ``--sections`` runs a subset (the JSON then holds those keys only).
@@ -180,7 +181,7 @@ def _overlap(work: Path, trials: int) -> dict[str, Any]:
     """``swtune train cnn --overlap`` as a user runs it (an embedded service tuning while it trains)."""
     out = work / "overlap"
     cmd = [sys.executable, "-m", "cli", "train", "cnn", "-o", str(out), "--overlap", "--trials", str(max(trials, 4)),
-           "--steps", "2000", "--checkpoint-every", "20", "--optimizer", "momentum", "--lr", "0.02"]
+           "--steps", "4000", "--checkpoint-every", "20", "--optimizer", "momentum", "--lr", "0.02"]
     run = subprocess.run(cmd, cwd=work, capture_output=True, text=True, timeout=3600)
     if run.returncode != 0:
         return {"error": (run.stdout + run.stderr)[-1500:]}
