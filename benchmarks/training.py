@@ -34,6 +34,8 @@ the rebuilt program emulates ~1.3 steps a second, its CPE kernels being 64 threa
 program ``switches``, ``steps_lost`` and ``steps_repeated`` (from the run's overlap.json), the
 simulated step of the first and last program and the steps where each switch landed.
 ``--sections`` runs a subset (the JSON then holds those keys only).
+``--log URL`` compiles the models' steps with an earlier run's tuning log instead of tuning them again
+(``tuning_log_reused`` says so in the JSON).
 
 Last line: one JSON object.
 """
@@ -201,11 +203,13 @@ def main() -> None:
     parser.add_argument("--batch", type=int, default=8)
     parser.add_argument("--models", nargs="*", default=MODELS)
     parser.add_argument("--sections", default="models,checkpoint,mpi,overlap", help="comma-separated subset")
+    parser.add_argument("--log", default=None,
+                        help="an earlier run's tuning log (URL): the steps compile with its schedules, untuned again")
     args = parser.parse_args()
     from cli.schedule_lookup import db_lookup
 
     work = Path(tempfile.mkdtemp(prefix="swtune_training_"))
-    db = f"sqlite:///{work / 'log.db'}"
+    db = args.log or f"sqlite:///{work / 'log.db'}"
 
     def lookup() -> Any:
         found, _ = db_lookup(db, "sw26010")
@@ -217,7 +221,7 @@ def main() -> None:
         per_opt = {}
         for kind in ("momentum", "sgd", "adam"):  # momentum first: its step is the one tuned
             per_opt[kind] = _one(spec, kind, args.batch, args.steps, work, lookup,
-                                 args.trials if kind == "momentum" else 0, db)
+                                 args.trials if kind == "momentum" and args.log is None else 0, db)
             print(Path(spec.split(":")[0]).stem, kind, per_opt[kind], flush=True)
         tuned = per_opt["momentum"]
         models[Path(spec.split(":")[0]).stem] = {
@@ -230,7 +234,8 @@ def main() -> None:
                                   "worst": r["worst_param"], "float64_floor": r["float64_floor"]}
                               for k, r in per_opt.items()},
         }
-    figures: dict[str, Any] = {"trials_per_task": args.trials, "steps": args.steps, "batch": args.batch}
+    figures: dict[str, Any] = {"trials_per_task": args.trials, "steps": args.steps, "batch": args.batch,
+                               "tuning_log_reused": args.log is not None}
     if "models" in sections:
         figures["models"] = models
     if "checkpoint" in sections:
