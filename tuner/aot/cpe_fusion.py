@@ -5,8 +5,9 @@ tentatively and before tuner.aot.placement decides where each runs. A run of con
 steps whose kernels cut one way (an optimizer's update of one parameter, a batch norm's arithmetic)
 becomes one ``cpe`` node when its fused kernel is faster than the steps as phases of one spawn; a
 value only later members read stays in LDM. A member whose own fastest cut differs from the run's
-joins on another of its cuts when it has the run's (``_Cuts``). The fused node keeps its members (``attrs["members"]``):
-when the placement sends it to the MPE, the members go back there one by one (``unfuse``).
+joins on another of its cuts when it has the run's (``_Cuts``). The fused node keeps its members
+(``attrs["members"]``): when the placement sends it to the MPE, the members go back there one by one
+(``unfuse``).
 
 A fused kernel is no tuning task: its configuration is the analysis' best (tuner.space.cpe.plan),
 scalar C, and each member's meaning on blocks of that size is checked like a lone kernel's.
@@ -63,7 +64,7 @@ class _Cuts:
 
     def of(self, n: Node) -> dict[tuple[int, int, int], KernelPlan]:
         own = n.attrs["cpe"].plan
-        key = n.attrs["function"] + ":" + "".join("c" if t.kind == "const" else "t" for t in n.inputs)
+        key = cpe_ops.kernel_key(n)
         if key not in self._plans:
             try:
                 plans = plans_for(n, self.target, self.dtype)
@@ -87,9 +88,11 @@ class _Run:
         self.cuts = cuts
         self.nodes: list[Node] = []
         self.plans: list[KernelPlan] = []
+        self.options: list[dict[tuple[int, int, int], KernelPlan]] = []  # each member's cuts
 
     def start(self, n: Node | None) -> None:
         self.nodes, self.plans = ([n], [n.attrs["cpe"].plan]) if n is not None else ([], [])
+        self.options = []  # looked up when a second node tries to join (plans_for legalizes)
 
     def admit(self, n: Node) -> bool:
         """Add ``n`` when all can cut one way (the run's cut first, else one of ``n``'s), and what it
@@ -98,11 +101,11 @@ class _Run:
             self.start(n)
             return True
         nodes = [*self.nodes, n]
-        options = [self.cuts.of(m) for m in nodes]
+        options = [*(self.options or [self.cuts.of(m) for m in self.nodes]), self.cuts.of(n)]
         for cut in dict.fromkeys([_cut(self.plans[0]), *options[-1]]):
             plans = [o.get(cut) for o in options]
             if all(p is not None for p in plans) and self._consistent(nodes, plans):  # type: ignore[arg-type]
-                self.nodes, self.plans = nodes, plans  # type: ignore[assignment]
+                self.nodes, self.plans, self.options = nodes, plans, options  # type: ignore[assignment]
                 return True
         return False
 

@@ -185,6 +185,12 @@ def kernel_for(n: Node, target: Target, dtype: str, lookup: Lookup | None = None
     return got[1]
 
 
+def kernel_key(n: Node) -> str:
+    """Nodes with one key share their CPE plans and kernel: the same PrimFunc, with constants in the same
+    places (it may read a constant in one place and an activation in another)."""
+    return n.attrs["function"] + ":" + "".join("c" if t.kind == "const" else "t" for t in n.inputs)
+
+
 def offload(graph: Graph, target: Target, mode: CpeMode = CpeMode.FASTER, lookup: Lookup | None = None) -> int:
     """Turn generic nodes into ``cpe`` nodes as ``mode`` says (kernels at their tuned configs where
     ``lookup`` has them); returns how many."""
@@ -210,8 +216,7 @@ def offload(graph: Graph, target: Target, mode: CpeMode = CpeMode.FASTER, lookup
             continue
         if n.op != "tir":
             continue
-        # the same PrimFunc may read a constant in one place and an activation in another
-        key = n.attrs["function"] + ":" + "".join("c" if t.kind == "const" else "t" for t in n.inputs)
+        key = kernel_key(n)
         if key not in cache:
             try:
                 cache[key] = kernel_for(n, target, graph.dtype, lookup)
