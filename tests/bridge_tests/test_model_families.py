@@ -42,3 +42,23 @@ def test_family_compiles_and_matches_torch_on_the_emulator(tmp_path: Path, name:
     with torch.no_grad():
         ref = module(x).numpy()
     np.testing.assert_allclose(got.reshape(ref.shape), ref, rtol=1e-3, atol=1e-5)
+
+
+def test_an_onnx_export_with_shape_arithmetic_imports_compiles_and_matches_torch(tmp_path: Path) -> None:
+    """The unrolled LSTM expands its zero state to ``x.shape[0]``: its ONNX export computes the batch
+    with Shape -> Gather, which TVM's ONNX importer alone cannot read (the import folds it first)."""
+    from tuner.aot import compile_model
+    from tuner.bridge.extract import onnx_to_relax
+    from tuner.models.torch_models import build
+
+    module, (x,) = build("lstm_unrolled", width=0.25, image=32)
+    path = tmp_path / "lstm.onnx"
+    with torch.no_grad():
+        torch.onnx.export(module, (x,), str(path), dynamo=False, opset_version=17)
+    onnx = pytest.importorskip("onnx")
+    assert "Shape" in {node.op_type for node in onnx.load(str(path)).graph.node}  # the precondition
+    result = compile_model(onnx_to_relax(path), "sw26010", tmp_path / "out", lambda w: None)
+    got = run_model(result.out_dir, [x.numpy()], "sw26010").output
+    with torch.no_grad():
+        ref = module(x).numpy()
+    np.testing.assert_allclose(got.reshape(ref.shape), ref, rtol=1e-3, atol=1e-5)

@@ -1,6 +1,12 @@
 """Models into Relax: a torch module (through torch.export) or an ONNX file, with TVM's frontends.
 
 torch and onnx are optional (``pip install 'swtune[models]'``): a missing one is a clear ValueError.
+
+An ONNX file's shape arithmetic is folded to constants (onnxslim's constant folding) before TVM imports
+it: torch's exporter writes ``x.shape[0]`` as Shape -> Gather, and TVM 0.27's importer fails on a
+Gather of a ``shape_of`` ("shape_of expects a tensor input"), e.g. on a zero state expanded to the batch
+(an unrolled LSTM). Only folding runs: onnxslim's fusions (conv+bn, gelu, ...) would change which Relax
+operators the model has, so they are skipped.
 """
 
 from __future__ import annotations
@@ -32,5 +38,15 @@ def onnx_to_relax(path: str | Path, shapes: dict[str, list[int]] | None = None) 
     onnx = require("onnx")
     from tvm.relax.frontend.onnx import from_onnx
 
-    model = onnx.load(str(path))
+    model = _fold_shape_arithmetic(onnx.load(str(path)), shapes)
     return from_onnx(model, shape_dict=shapes, keep_params_in_input=False)
+
+
+_ONLY_FOLDING = ["graph_fusion", "subexpression_elimination", "weight_tying"]
+
+
+def _fold_shape_arithmetic(model: Any, shapes: dict[str, list[int]] | None) -> Any:
+    """The model with every subgraph computable from constants and static shapes folded to constants."""
+    onnxslim = require("onnxslim")
+    given = [f"{name}:{','.join(map(str, dims))}" for name, dims in (shapes or {}).items()]
+    return onnxslim.slim(model, skip_optimizations=_ONLY_FOLDING, input_shapes=given or None)
