@@ -143,3 +143,34 @@ def test_a_group_larger_than_ldm_stays_correct_on_the_mpe(tmp_path: Path) -> Non
         ref = gn(x).numpy()
     got = run_model(result.out_dir, [x.numpy()], TARGET).output
     np.testing.assert_allclose(got.reshape(ref.shape), ref, rtol=1e-3, atol=1e-5)
+
+
+class _ConcatThenBatchNorm(torch.nn.Module):
+    """DenseNet's pre-activation: a batch norm (then relu) of a concat, which no kernel produces."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.conv = torch.nn.Conv2d(16, 8, 1)
+        self.bn = torch.nn.BatchNorm2d(24)
+        with torch.no_grad():  # running statistics that are not the identity
+            self.bn.running_mean.uniform_(-0.5, 0.5)
+            self.bn.running_var.uniform_(0.5, 2.0)
+            self.bn.weight.uniform_(0.5, 1.5)
+            self.bn.bias.uniform_(-0.5, 0.5)
+
+    def forward(self, x: Any) -> Any:
+        return F.relu(self.bn(torch.cat([x, self.conv(x)], 1)))
+
+
+def test_a_batch_norm_with_no_kernel_to_fuse_into_runs_on_the_cpes(tmp_path: Path) -> None:
+    from tuner.bridge.extract import torch_to_relax
+
+    x = torch.randn(1, 16, 8, 8)
+    model = _ConcatThenBatchNorm().eval()
+    result = compile_model(torch_to_relax(model, (x,)), TARGET, tmp_path / "out", lambda w: None)
+    bn = [r.where for r in result.rows if r.relax_op == "nn.batch_norm"]
+    assert bn and set(bn) == {"CPE (memory-bound)"}, result.rows
+    got = run_model(result.out_dir, [x.numpy()], TARGET).output
+    with torch.no_grad():
+        ref = model(x).numpy()
+    np.testing.assert_allclose(got.reshape(ref.shape), ref, rtol=1e-3, atol=1e-5)

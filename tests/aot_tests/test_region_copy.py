@@ -1,4 +1,5 @@
-"""Region copies on the CPEs (tuner.aot.cpe_region, issue #28): concat, split, strided_slice and tile,
+"""Region copies on the CPEs (tuner.aot.cpe_region, issue #28): concat, split, strided_slice, tile and
+a take of one constant index,
 each compiled from a tiny torch model, run on the athread emulator and checked against torch; each
 runs on the CPEs (its row in the report), and the emulator's DMA counts equal the kernel's plan."""
 
@@ -36,6 +37,9 @@ OPS: dict[str, tuple[str, Any]] = {
     "tile": ("tile", lambda x, y, z: (x.repeat(1, 2, 1, 3),)),
     "tile_new_axis": ("tile", lambda x, y, z: (x.repeat(2, 1, 1, 1, 1),)),
     "tile_last": ("tile", lambda x, y, z: (x.repeat(1, 1, 1, 3),)),
+    # a take of one constant index (attention's qkv[0]) is the slice [i, i + 1) viewed without the axis
+    "take_one_outer": ("take", lambda x, y, z: (x[1],)),
+    "take_one_inner": ("take", lambda x, y, z: (x[:, -2],)),
 }
 
 

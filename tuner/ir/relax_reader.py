@@ -8,8 +8,10 @@ kernels read (constant weights transposed to [N, K] here, at compile time). A ma
 dense or batch_matmul on views of its operands where that is free (``matmul_geometry``; a b that is
 ``x.swapaxes(-1, -2)`` is read through x, with no copy), and otherwise (an operand broadcast across
 batch dims) the legalized matmul as a GEMM-like expression operator; batch_norm is folded to a
-per-channel scale and shift; group_norm and instance_norm become a normalisation of the grouped view and a
-per-channel scale and shift (steps that slice into CPE blocks); reshape-like operators are views;
+per-channel scale and shift (one step a kernel can fuse as its epilogue, or, with no kernel to fuse
+into, a multiply and an add that run on the CPEs); group_norm and instance_norm become a
+normalisation of the grouped view and a per-channel scale and shift (steps that slice into CPE
+blocks); reshape-like operators are views;
 ``shape_of`` is a compile-time shape;
 permute_dims is a layout copy (or a compile-time transpose of a constant). Every other operator
 arrives as ``call_tir`` of a legalized PrimFunc and becomes a generic MPE node printed from its TIR
@@ -19,7 +21,8 @@ extraction maps to an expression operator (its own matcher, tuner.bridge.extract
 ``Routing.MEMORY_BOUND``: GEMM-like stages, element-wise operators, single-input reductions) carries
 that ``expr_workload``, and so does a runtime transpose (a layout copy, as TVM's topi.transpose):
 tuner.aot.kernels makes it a tuned kernel when the lookup has a config (for a memory-bound one, when
-that is faster than its untuned lowering). Region copies (concat, split, strided_slice, tile) and NCHW
+that is faster than its untuned lowering). Region copies (concat, split, strided_slice, tile, and a
+take of one constant index, read as a slice) and NCHW
 ``image.resize2d`` carry their static parameters (``attrs["region"]``, ``attrs["resize"]``) for
 their CPE kernels (tuner.aot.cpe_region, cpe_resize). An operator neither path can compile is an AotError naming
 it and its binding.
@@ -339,10 +342,37 @@ def _batch_norm(r: RelaxReader, call: Any, name: str, op: str) -> Value:
     scale = gamma / np.sqrt(var + float(a.epsilon))
     shift = beta - mean * scale
     axis = int(a.axis) % len(x.shape)
+    if not _made_by_kernel(r, x):
+        # nothing to fuse into (a concat's or a pool's output, a view of a kernel's): a per-channel
+        # multiply and add, which run on the CPEs as any broadcast operator (and fuse with their
+        # neighbours there); a channel_affine step is only ever fused or run on the MPE
+        from tvm import relax
+
+        channel = (len(scale),) + (1,) * (len(x.shape) - 1 - axis)
+        s = r.const(scale.astype(r.dtype).reshape(channel), name + ".scale")
+        b = r.const(shift.astype(r.dtype).reshape(channel), name + ".shift")
+        y = _legalized(r, [x, s], lambda vs: relax.op.multiply(vs[0], vs[1]), name, op, expression=False)
+        out = _legalized(r, [y, b], lambda vs: relax.op.add(vs[0], vs[1]), name, op, expression=False)
+        return (out, stats[2], stats[3])
     out = r.node("channel_affine", [x, r.const(scale.astype(r.dtype), name + ".scale"),
                                     r.const(shift.astype(r.dtype), name + ".shift")],
                  x.shape, name, op, axis=axis)
     return (out, stats[2], stats[3])  # Relax returns (y, moving_mean, moving_var)
+
+
+def _made_by_kernel(r: RelaxReader, x: Tensor) -> bool:
+    """Whether ``x`` is, as it is (not a view), the output of a GEMM-like kernel or of an element-wise
+    chain on one (a bias add): where a batch-norm's scale and shift can fuse as an epilogue
+    (tuner.aot.fusion)."""
+    producers = {id(s.output): s for s in r.steps if isinstance(s, Node)}
+    while x.root is x and (p := producers.get(id(x))) is not None:
+        if p.op == "kernel":
+            return True
+        activations = [t for t in p.inputs if t.root.kind != "const"]
+        if p.op != "tir" or len(activations) != 1 or activations[0].shape != x.shape:
+            return False
+        x = activations[0]
+    return False
 
 
 def _view(r: RelaxReader, call: Any, name: str, op: str) -> Value:
@@ -459,6 +489,9 @@ def _call_tir(r: RelaxReader, call: Any, name: str, op: str) -> Value:
         values = _run_llvm(func, [a.data for a in args], outs)
         consts = [r.const(v, name if len(values) == 1 else f"{name}.{i}") for i, v in enumerate(values)]
         return consts[0] if len(consts) == 1 else tuple(consts)
+    one = _one_index(relax_op, r.calls.get(name), list(args), outs)
+    if one is not None:
+        return _take_one(r, args[0], *one, outs[0][0], name)
     out = _generic_node(r, func, list(args), outs, name, relax_op, r.calls.get(name), f"tir_{gvar.name_hint}")
     step = r.steps[-1]
     if isinstance(step, Node) and step.op == "tir" and relax_op in REGION_OPS and step.output is _flatten(out)[0]:
@@ -475,6 +508,34 @@ def _call_tir(r: RelaxReader, call: Any, name: str, op: str) -> Value:
         if wl is not None:  # compiled as a tuned kernel when the lookup has a config (tuner.aot.kernels)
             step.attrs["expr_workload"] = wl
     return out
+
+
+def _one_index(op: str, call: Any, args: list[Tensor], outs: list[tuple[tuple[int, ...], str]]
+               ) -> tuple[int, int] | None:
+    """(axis, index) of a ``take`` of one constant index (attention's ``qkv[0]``), else None."""
+    if op != "take" or call is None or len(args) != 2 or len(outs) != 1:
+        return None
+    x, idx = args
+    if idx.kind != "const" or idx.data is None or idx.data.size != 1 or not x.shape:
+        return None
+    axis = int(call.attrs.axis) % len(x.shape) if call.attrs.axis is not None else None
+    if axis is None or prod(outs[0][0]) * x.shape[axis] != prod(x.shape):
+        return None
+    return axis, int(idx.data.reshape(-1)[0]) % x.shape[axis]
+
+
+def _take_one(r: RelaxReader, x: Tensor, axis: int, i: int, out_shape: tuple[int, ...], name: str) -> Value:
+    """A take of one index as the slice [i, i + 1) along ``axis``, viewed as the take's result: a
+    region copy on the CPEs (tuner.aot.cpe_region), where TVM's take reads an int64 index operand the
+    CPE cutter does not slice."""
+    from tvm import relax
+
+    sliced = _legalized(r, [x], lambda vs: relax.op.strided_slice(vs[0], [axis], [i], [i + 1]), name, "take",
+                        expression=False)
+    step = r.steps[-1]
+    if isinstance(step, Node) and step.op == "tir" and step.output is sliced:
+        step.attrs["region"] = ("strided_slice", (axis,), (i,), (i + 1,), (1,))
+    return r.view(_flatten(sliced)[0], out_shape, name)
 
 
 # copies of rectangular regions between tensors (tuner.aot.cpe_region plans their CPE kernel)
