@@ -91,6 +91,10 @@ class RelaxReader:
         self._ids += 1
         return Tensor(self._ids, tuple(shape), dtype, kind, name, **kw)
 
+    def producer(self, t: Tensor) -> Node | None:
+        """The step whose output ``t`` (itself, not a view of it) is, if a step made it."""
+        return next((s for s in reversed(self.steps) if isinstance(s, Node) and s.output is t), None)
+
     def const(self, data: np.ndarray, name: str) -> Tensor:
         data = np.ascontiguousarray(data)
         return self._new(data.shape, str(data.dtype), "const", name, data=data)
@@ -264,7 +268,7 @@ def _transposed(r: RelaxReader, t: Tensor, axes: tuple[int, ...], name: str, why
         return r.const(np.transpose(t.data, axes), f"{t.name}.T")
     # a runtime transpose undone here (x @ x^T: Relax transposes b, the kernel wants it back): use
     # the original; the first transpose is then unused and removed
-    p = next((s for s in reversed(r.steps) if isinstance(s, Node) and s.output is t.root), None)
+    p = r.producer(t.root)
     if p is not None and p.op == "transpose" and t.shape == p.output.shape \
             and all(p.attrs["axes"][a] == i for i, a in enumerate(axes)):
         return p.inputs[0]
@@ -316,7 +320,7 @@ def _untransposed(r: RelaxReader, b: Tensor, shape: tuple[int, ...]) -> Tensor |
     ``k.transpose(-2, -1)`` --, the transpose's own operand viewed as ``shape`` = [B, N, K]: the kernel
     reads it as it is and the copy goes unused (removed as dead code)."""
     root = b.root
-    p = next((s for s in reversed(r.steps) if isinstance(s, Node) and s.output is root), None)
+    p = r.producer(root)
     if p is None or p.op != "transpose" or root.shape[-2:] != b.shape[-2:]:
         return None
     axes = tuple(p.attrs["axes"])
@@ -346,13 +350,9 @@ def _batch_norm(r: RelaxReader, call: Any, name: str, op: str) -> Value:
         # nothing to fuse into (a concat's or a pool's output, a view of a kernel's): a per-channel
         # multiply and add, which run on the CPEs as any broadcast operator (and fuse with their
         # neighbours there); a channel_affine step is only ever fused or run on the MPE
-        from tvm import relax
-
         channel = (len(scale),) + (1,) * (len(x.shape) - 1 - axis)
-        s = r.const(scale.astype(r.dtype).reshape(channel), name + ".scale")
-        b = r.const(shift.astype(r.dtype).reshape(channel), name + ".shift")
-        y = _legalized(r, [x, s], lambda vs: relax.op.multiply(vs[0], vs[1]), name, op, expression=False)
-        out = _legalized(r, [y, b], lambda vs: relax.op.add(vs[0], vs[1]), name, op, expression=False)
+        out = _scale_shift(r, x, r.const(scale.astype(r.dtype).reshape(channel), name + ".scale"),
+                           r.const(shift.astype(r.dtype).reshape(channel), name + ".shift"), name, op)
         return (out, stats[2], stats[3])
     out = r.node("channel_affine", [x, r.const(scale.astype(r.dtype), name + ".scale"),
                                     r.const(shift.astype(r.dtype), name + ".shift")],
@@ -364,8 +364,7 @@ def _made_by_kernel(r: RelaxReader, x: Tensor) -> bool:
     """Whether ``x`` is, as it is (not a view), the output of a GEMM-like kernel or of an element-wise
     chain on one (a bias add): where a batch-norm's scale and shift can fuse as an epilogue
     (tuner.aot.fusion)."""
-    producers = {id(s.output): s for s in r.steps if isinstance(s, Node)}
-    while x.root is x and (p := producers.get(id(x))) is not None:
+    while x.root is x and (p := r.producer(x)) is not None:
         if p.op == "kernel":
             return True
         activations = [t for t in p.inputs if t.root.kind != "const"]
@@ -430,12 +429,20 @@ def _group_norm(r: RelaxReader, call: Any, name: str, op: str) -> Value:
                             name, op, expression=False)
     y = r.view(normed, x.shape, name + ".normed")
     channel = (c,) + (1,) * (rank - 2)  # gamma/beta broadcast along the channel axis
-    if bool(at.scale):
-        g = r.view(gamma, channel, name + ".gamma")
-        y = _legalized(r, [y, g], lambda vs: relax.op.multiply(vs[0], vs[1]), name, op, expression=False)
-    if bool(at.center):
-        b = r.view(beta, channel, name + ".beta")
-        y = _legalized(r, [y, b], lambda vs: relax.op.add(vs[0], vs[1]), name, op, expression=False)
+    return _scale_shift(r, y, r.view(gamma, channel, name + ".gamma") if bool(at.scale) else None,
+                        r.view(beta, channel, name + ".beta") if bool(at.center) else None, name, op)
+
+
+def _scale_shift(r: RelaxReader, y: Tensor, scale: Tensor | None, shift: Tensor | None, name: str,
+                 op: str) -> Tensor:
+    """``y * scale + shift`` as two broadcast operators (each slices into CPE blocks; None: left out),
+    ``scale`` and ``shift`` already shaped to broadcast along the channel axis."""
+    from tvm import relax
+
+    if scale is not None:
+        y = _legalized(r, [y, scale], lambda vs: relax.op.multiply(vs[0], vs[1]), name, op, expression=False)
+    if shift is not None:
+        y = _legalized(r, [y, shift], lambda vs: relax.op.add(vs[0], vs[1]), name, op, expression=False)
     return y
 
 
