@@ -6,7 +6,7 @@ tile in LDM just before its DMA put, when it is
     whatever TVM legalizes to perfect element-wise loop nests, checked on the TIR by
     tuner.ir.tir_c.scalar_epilogue), or
   * a per-output-channel constant: a bias add (add/subtract/multiply/divide by a constant that varies
-    only along the channel axis) or a batch-norm folded to scale and shift. Its vectors (at most
+    only along the channel axis), e.g. a batch-norm's scale and shift. Its vectors (at most
     VECTOR_BYTES together) are fetched into LDM once per CPE at the kernel's start; the channel of
     each element follows from its address in the output (the put's destination).
 Chains fuse link by link (bias add, then relu). A unary epilogue moves no data; channel vectors add
@@ -71,9 +71,19 @@ def _channel_vector(c: Tensor, out_shape: tuple[int, ...], axis: int, channels: 
     return np.broadcast_to(c.data.reshape(full).reshape(-1), (channels,)).copy()
 
 
+def _binary_op(u: Node) -> str | None:
+    """The arithmetic operator (a key of ``_BIN``) a step computes: its Relax operator's, or, for a
+    step of a larger one (a batch_norm's multiply and add), the operator of its own call."""
+    own = getattr(getattr(u.attrs.get("relax_call"), "op", None), "name", "")
+    for op in (u.relax_op, str(own).removeprefix("relax.")):
+        if op in _BIN:
+            return op
+    return None
+
+
 def _channel_stage(graph: Graph, k: Node, u: Node, stage: int, src: str, nvec: int
                    ) -> tuple[list[str], str, Work, list[Tensor]] | None:
-    """A per-channel constant epilogue stage (bias add / scale / batch-norm affine) of kernel ``k``."""
+    """A per-channel constant epilogue stage (bias add, a batch norm's scale or shift) of kernel ``k``."""
     out = k.output
     try:
         axis = channel_axis(k.attrs["workload"])  # the output dim the op's col axis indexes
@@ -86,27 +96,18 @@ def _channel_stage(graph: Graph, k: Node, u: Node, stage: int, src: str, nvec: i
         return None
     channels = shape[axis]
     res = f"_e{stage}_0"
-    if u.op == "channel_affine" and u.attrs["axis"] == axis and u.inputs[0].root is out.root:  # batch_norm
-        # batch_norm's scale and shift are per-axis vectors (not broadcast-aligned)
-        vecs = [t.data.reshape(-1) if t.kind == "const" and t.data is not None and t.size == channels else None
-                for t in u.inputs[1:]]
-        if any(v is None for v in vecs):
-            return None
-        expr = f"({src} * _ev{nvec}[_ch] + _ev{nvec + 1}[_ch])"
-        work = Work(0, 2, 2, 0)
-    elif u.op == "tir" and u.relax_op in _BIN and len(u.inputs) == 2:
-        which = 0 if u.inputs[0].root is out.root else 1
-        if u.inputs[which].root is not out.root or u.inputs[1 - which].root is out.root:
-            return None
-        vec = _channel_vector(u.inputs[1 - which], shape, axis, channels)
-        if vec is None:
-            return None
-        vecs = [vec]
-        expr = (_BIN if which == 0 else _BIN_REV)[u.relax_op].format(v=src, c=f"_ev{nvec}[_ch]")
-        work = Work(0, 1, 1, 1 if u.relax_op == "divide" else 0)
-    else:
+    op = _binary_op(u)
+    if u.op != "tir" or op is None or len(u.inputs) != 2:
         return None
-    tensors = [graph.new_const(v.astype(graph.dtype), f"{u.source}.channel") for v in vecs]  # type: ignore[union-attr]
+    which = 0 if u.inputs[0].root is out.root else 1
+    if u.inputs[which].root is not out.root or u.inputs[1 - which].root is out.root:
+        return None
+    vec = _channel_vector(u.inputs[1 - which], shape, axis, channels)
+    if vec is None:
+        return None
+    expr = (_BIN if which == 0 else _BIN_REV)[op].format(v=src, c=f"_ev{nvec}[_ch]")
+    work = Work(0, 1, 1, 1 if op == "divide" else 0)
+    tensors = [graph.new_const(vec.astype(graph.dtype), f"{u.source}.channel")]
     return [f"const SWTUNE_EPT {res} = {expr};"], res, work, tensors
 
 
@@ -206,7 +207,9 @@ def fuse_epilogues(graph: Graph, ctype: str) -> int:
                 k.inputs = [*k.inputs, residual]
                 k.attrs["workload"] = replace(k.attrs["workload"], epilogue="residual_add")
             lens = (*(prev.vectors if prev else ()), *(t.size for t in vectors))
-            name = u.relax_op if prev is None else f"{prev.name}+{u.relax_op}"
+            # the chain's operators by name, once for steps of one binding (a batch_norm's multiply and add)
+            same_binding = prev is not None and k.attrs["fused"][-1] == u.source
+            name = u.relax_op if prev is None else prev.name if same_binding else f"{prev.name}+{u.relax_op}"
             k.attrs["epilogue"] = Epilogue(name, tuple(s.replace("SWTUNE_EPT", ctype) for s in stmts), result,
                                            work, lens, has_res or residual is not None)
             removed.add(id(u))

@@ -3,8 +3,7 @@
 Operators of the model arrive as ``tir`` nodes: a call of the C function printed from their
 legalized PrimFunc (tuner.ir.tir_c). The other emitters are the compiler's own layout steps around
 the kernels: zero-padding a conv input that stays on the MPE, stripping the line padding of a
-kernel's output, a runtime
-transpose into the layout a kernel reads, and batch_norm folded to a per-channel scale and shift.
+kernel's output, and a runtime transpose into the layout a kernel reads.
 Each emitter gets the node, ``ref`` (tensor -> C pointer expression) and the C scalar type, and
 returns statements; adjacent dimensions every operand walks contiguously are merged into one loop.
 """
@@ -12,7 +11,6 @@ returns statements; adjacent dimensions every operand walks contiguously are mer
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from math import prod
 from typing import Any
 
 from tuner.ir.graph import AotError, Node, Tensor
@@ -93,19 +91,6 @@ def _fn(name: str, ty: str) -> str:
     return name + ("f" if ty == "float" else "")
 
 
-def _channel_affine(n: Node, ref: Ref, ty: str) -> list[str]:
-    x, scale, shift = n.inputs
-    ax = n.attrs["axis"]
-    outer, c, inner = prod(x.shape[:ax]), x.shape[ax], prod(x.shape[ax + 1:])
-    X, S, B, Y = ref(x), ref(scale), ref(shift), ref(n.output)
-    return [f"  for (long o = 0; o < {outer}L; o++)",
-            f"    for (long c = 0; c < {c}L; c++) {{",
-            f"      const {ty} s = {S}[c], b = {B}[c];",
-            f"      const {ty} *x = {X} + (o * {c}L + c) * {inner}L; {ty} *y = {Y} + (o * {c}L + c) * {inner}L;",
-            f"      for (long i = 0; i < {inner}L; i++) y[i] = x[i] * s + b;",
-            "    }"]
-
-
 def _pad_nchw(n: Node, ref: Ref, ty: str) -> list[str]:
     """A conv input's zero padding kept on the MPE: row copies (memset + memcpy), cheaper there than
     the legalized nn.pad's per-element select (tuner.aot.cpe_ops.offload picks this form)."""
@@ -167,7 +152,7 @@ def _allreduce(n: Node, ref: Ref, ty: str) -> list[str]:
 
 
 EMITTERS: dict[str, Callable[[Node, Ref, str], list[str]]] = {
-    "allreduce": _allreduce, "tir": _tir, "channel_affine": _channel_affine, "pad_nchw": _pad_nchw, "unpitch": _unpitch,
+    "allreduce": _allreduce, "tir": _tir, "pad_nchw": _pad_nchw, "unpitch": _unpitch,
     "transpose": _transpose, "pack_b": _pack_b,
 }
 
@@ -186,6 +171,4 @@ def describe(n: Node) -> str:
         return f"{a['function']} (legalized TIR) {list(n.output.shape)}"
     if n.op == "unpitch":
         return f"strip line padding of the kernel output ({a['pitch']} -> {a['cols']})"
-    if n.op == "channel_affine":
-        return f"batch_norm folded to scale+shift per channel {list(n.output.shape)}"
     return f"{n.op} {list(n.output.shape)}"

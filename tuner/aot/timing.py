@@ -116,8 +116,7 @@ def _mpe_step(n: Node, graph: Graph, target: Target, item: int) -> tuple[float, 
     moved = (sum(t.size for t in n.inputs) + size) * item
     if n.op == "pad_nchw":  # memset + row memcpy: streaming
         return (size * item + moved) / target.mpe_copy_Bps, "zero-pad (memset + row copies)"
-    per_elem = 2 if n.op == "channel_affine" else 1
-    return _mpe_seconds(target, target.mpe_cycles_per_op * per_elem * size, moved), n.op
+    return _mpe_seconds(target, target.mpe_cycles_per_op * size, moved), n.op
 
 
 def kernel_seconds(space: Any, configs: list[dict[str, Any]]) -> tuple[Any, Any]:

@@ -346,32 +346,13 @@ def _batch_norm(r: RelaxReader, call: Any, name: str, op: str) -> Value:
     scale = gamma / np.sqrt(var + float(a.epsilon))
     shift = beta - mean * scale
     axis = int(a.axis) % len(x.shape)
-    if not _made_by_kernel(r, x):
-        # nothing to fuse into (a concat's or a pool's output, a view of a kernel's): a per-channel
-        # multiply and add, which run on the CPEs as any broadcast operator (and fuse with their
-        # neighbours there); a channel_affine step is only ever fused or run on the MPE
-        channel = (len(scale),) + (1,) * (len(x.shape) - 1 - axis)
-        out = _scale_shift(r, x, r.const(scale.astype(r.dtype).reshape(channel), name + ".scale"),
-                           r.const(shift.astype(r.dtype).reshape(channel), name + ".shift"), name, op)
-        return (out, stats[2], stats[3])
-    out = r.node("channel_affine", [x, r.const(scale.astype(r.dtype), name + ".scale"),
-                                    r.const(shift.astype(r.dtype), name + ".shift")],
-                 x.shape, name, op, axis=axis)
+    # a per-channel multiply and add: fused into the kernel that made ``x`` as two epilogue stages
+    # (tuner.aot.fusion) where their vectors fit its LDM, else run on the CPEs as any broadcast
+    # operator (and fused with their neighbours there)
+    channel = (len(scale),) + (1,) * (len(x.shape) - 1 - axis)
+    out = _scale_shift(r, x, r.const(scale.astype(r.dtype).reshape(channel), name + ".scale"),
+                       r.const(shift.astype(r.dtype).reshape(channel), name + ".shift"), name, op)
     return (out, stats[2], stats[3])  # Relax returns (y, moving_mean, moving_var)
-
-
-def _made_by_kernel(r: RelaxReader, x: Tensor) -> bool:
-    """Whether ``x`` is, as it is (not a view), the output of a GEMM-like kernel or of an element-wise
-    chain on one (a bias add): where a batch-norm's scale and shift can fuse as an epilogue
-    (tuner.aot.fusion)."""
-    while x.root is x and (p := r.producer(x)) is not None:
-        if p.op == "kernel":
-            return True
-        activations = [t for t in p.inputs if t.root.kind != "const"]
-        if p.op != "tir" or len(activations) != 1 or activations[0].shape != x.shape:
-            return False
-        x = activations[0]
-    return False
 
 
 def _view(r: RelaxReader, call: Any, name: str, op: str) -> Value:
@@ -390,9 +371,10 @@ def _group_norm(r: RelaxReader, call: Any, name: str, op: str) -> Value:
     """group_norm and instance_norm (groups = channels) over the trailing axes of channels-first data,
     as steps that each slice into CPE blocks: a normalisation of the [N * G, 1, C/G * rest] view (over
     each group's contiguous elements; blocks along the groups), viewed back, then the per-channel
-    scale and shift as two broadcast operators (blocks along the channels). TVM's legalized form is one
-    PrimFunc with the per-channel gamma/beta inside a group's reduction, which does not slice. Any
-    other layout is legalized as it is (a generic step)."""
+    scale and shift as two broadcast operators (blocks along the channels); a group too large for LDM
+    in two passes (``_group_norm_in_two_passes``). TVM's legalized form is one PrimFunc with the
+    per-channel gamma/beta inside a group's reduction, which does not slice. Any other layout is
+    legalized as it is (a generic step)."""
     from tvm import relax
 
     x, gamma, beta = (r.tensor(a, name) for a in call.args[:3])
@@ -408,29 +390,74 @@ def _group_norm(r: RelaxReader, call: Any, name: str, op: str) -> Value:
     n, c = x.shape[0], x.shape[1]
     per_group = c // groups * prod(x.shape[2:])
     eps = float(at.epsilon)
-    if 2 * per_group * np.dtype(x.dtype).itemsize <= GROUP_IN_LDM_BYTES:
-        # each group one channel of its own: [N * G, 1, C/G * rest], normalised by a one-channel
-        # instance_norm (unit scale, zero shift of one element each): a CPE block holds its group
-        # and nothing else
-        grouped = r.view(x, (n * groups, 1, per_group), name + ".groups")
-        one = r.const(np.ones(1, dtype=x.dtype), name + ".one")
-        zero = r.const(np.zeros(1, dtype=x.dtype), name + ".zero")
-        normed = _legalized(r, [grouped, one, zero],
-                            lambda vs: relax.op.nn.instance_norm(vs[0], vs[1], vs[2], 1, [2], eps),
-                            name, op, expression=False)
-    else:
-        # a group too large for LDM stays on the MPE, where a layer_norm of the [N, G, C/G * rest] view
-        # costs about half of TVM's group_norm PrimFunc (fewer stores and transcendental calls)
-        grouped = r.view(x, (n, groups, per_group), name + ".groups")
-        ones = r.const(np.ones(per_group, dtype=x.dtype), name + ".ones")
-        zeros = r.const(np.zeros(per_group, dtype=x.dtype), name + ".zeros")
-        normed = _legalized(r, [grouped, ones, zeros],
-                            lambda vs: relax.op.nn.layer_norm(vs[0], vs[1], vs[2], [-1], eps),
-                            name, op, expression=False)
+    if 2 * per_group * np.dtype(x.dtype).itemsize > GROUP_IN_LDM_BYTES:
+        return _group_norm_in_two_passes(r, x, gamma if bool(at.scale) else None,
+                                         beta if bool(at.center) else None, groups, eps, name, op)
+    # each group one channel of its own: [N * G, 1, C/G * rest], normalised by a one-channel
+    # instance_norm (unit scale, zero shift of one element each): a CPE block holds its group and
+    # nothing else
+    grouped = r.view(x, (n * groups, 1, per_group), name + ".groups")
+    one = r.const(np.ones(1, dtype=x.dtype), name + ".one")
+    zero = r.const(np.zeros(1, dtype=x.dtype), name + ".zero")
+    normed = _legalized(r, [grouped, one, zero],
+                        lambda vs: relax.op.nn.instance_norm(vs[0], vs[1], vs[2], 1, [2], eps),
+                        name, op, expression=False)
     y = r.view(normed, x.shape, name + ".normed")
     channel = (c,) + (1,) * (rank - 2)  # gamma/beta broadcast along the channel axis
     return _scale_shift(r, y, r.view(gamma, channel, name + ".gamma") if bool(at.scale) else None,
                         r.view(beta, channel, name + ".beta") if bool(at.center) else None, name, op)
+
+
+def _group_norm_in_two_passes(r: RelaxReader, x: Tensor, gamma: Tensor | None, beta: Tensor | None,
+                              groups: int, eps: float, name: str, op: str) -> Tensor:
+    """A group too large to hold in LDM, in two passes over ``x`` that each slice into CPE blocks.
+
+    Pass one: each row's mean and variance, a row being a channel's elements or an equal part of them
+    that fits LDM. Between the passes, on [N, G, rows of a group] values (small): the group's mean and
+    variance by Chan et al.'s pairwise combination (the rows' variances plus the spread of their means:
+    no E[x^2] - E[x]^2 cancellation), then each channel's coefficients ``a = gamma / sqrt(var + eps)``
+    and ``b = beta - mean * a``. Pass two: ``x * a + b`` row by row."""
+    from tvm import relax
+
+    def step(args: list[Tensor], make: Callable[[list[Any]], Any]) -> Tensor:
+        t = _legalized(r, args, make, name, op, expression=False)
+        assert isinstance(t, Tensor)
+        return t
+
+    n, c = x.shape[0], x.shape[1]
+    spatial = prod(x.shape[2:])
+    itemsize = np.dtype(x.dtype).itemsize
+    # the variance's kernel holds a row three times in LDM: the row, its centred squares and its output
+    row = max(d for d in range(1, spatial + 1) if spatial % d == 0 and 3 * d * itemsize <= GROUP_IN_LDM_BYTES)
+    per_channel = spatial // row
+    rows = r.view(x, (n * c * per_channel, row), name + ".rows")
+    mean = step([rows], lambda vs: relax.op.mean(vs[0], [1], keepdims=True))
+    var = step([rows], lambda vs: relax.op.variance(vs[0], [1], keepdims=True))
+    per_group = (n, groups, c // groups * per_channel)
+    row_mean, row_var = r.view(mean, per_group, name + ".row_mean"), r.view(var, per_group, name + ".row_var")
+    group_mean = step([row_mean], lambda vs: relax.op.mean(vs[0], [2], keepdims=True))
+    spread = step([row_mean, group_mean], lambda vs: relax.op.subtract(vs[0], vs[1]))
+    spread = step([spread, spread], lambda vs: relax.op.multiply(vs[0], vs[1]))
+    group_var = step([step([row_var, spread], lambda vs: relax.op.add(vs[0], vs[1]))],
+                     lambda vs: relax.op.mean(vs[0], [2], keepdims=True))
+    eps_t = r.const(np.array(eps, dtype=x.dtype), name + ".eps")
+    rstd = step([step([group_var, eps_t], lambda vs: relax.op.add(vs[0], vs[1]))],
+                lambda vs: relax.op.rsqrt(vs[0]))
+    channels = (groups, c // groups)
+    gamma = r.view(gamma, channels, name + ".gamma") if gamma is not None else \
+        r.const(np.ones(channels, dtype=x.dtype), name + ".gamma")
+    beta = r.view(beta, channels, name + ".beta") if beta is not None else \
+        r.const(np.zeros(channels, dtype=x.dtype), name + ".beta")
+    scale = step([rstd, gamma], lambda vs: relax.op.multiply(vs[0], vs[1]))  # [N, G, C/G]
+    shift = step([beta, step([group_mean, scale], lambda vs: relax.op.multiply(vs[0], vs[1]))],
+                 lambda vs: relax.op.subtract(vs[0], vs[1]))
+    if per_channel > 1:  # one coefficient per row: each channel's repeated over its rows
+        scale, shift = (step([r.view(t, (n * c, 1), name + ".coef")],
+                             lambda vs: relax.op.broadcast_to(vs[0], (n * c, per_channel)))
+                        for t in (scale, shift))
+    y = _scale_shift(r, rows, r.view(scale, (rows.shape[0], 1), name + ".scale"),
+                     r.view(shift, (rows.shape[0], 1), name + ".shift"), name, op)
+    return r.view(y, x.shape, name + ".normed")
 
 
 def _scale_shift(r: RelaxReader, y: Tensor, scale: Tensor | None, shift: Tensor | None, name: str,

@@ -94,11 +94,14 @@ def _legalize_sliced(call: Any, shapes: list[tuple[int, ...] | None], dtype: str
     return mod[ct.args[0]], order
 
 
-def run_llvm(func: Any, arrays: list[np.ndarray], outs: list[tuple[int, ...]], dtype: str) -> list[np.ndarray]:
+def run_llvm(func: Any, arrays: list[np.ndarray], outs: list[tuple[int, ...]], dtype: str | list[str]
+             ) -> list[np.ndarray]:
+    """Run ``func`` with TVM's llvm build; ``dtype``: the outputs' (one for all, or one each)."""
     import tvm
 
     exe = tvm.compile(tvm.IRModule({"main": func.with_attr("global_symbol", "main")}), target="llvm")
-    res = [tvm.runtime.tensor(np.zeros(s, dtype=dtype)) for s in outs]
+    dtypes = [dtype] * len(outs) if isinstance(dtype, str) else dtype
+    res = [tvm.runtime.tensor(np.zeros(s, dtype=d)) for s, d in zip(outs, dtypes)]
     # each array in its parameter's own shape (a scalar is [1] in the graph, 0-d in the PrimFunc)
     shapes = [tuple(int(d) for d in p.shape) for p in func.params[:len(arrays)]]
     exe["main"](*[tvm.runtime.tensor(np.ascontiguousarray(a).reshape(s)) for a, s in zip(arrays, shapes)], *res)
@@ -126,12 +129,13 @@ def _same_meaning(full: Any, sliced: Any, n: Node, plan: list[ParamSlice], axis:
     rng = np.random.default_rng(0)
     ins = [_random(rng, t.shape, t.dtype) for t in n.inputs]
     outs = [t.shape for t in n.outputs]
-    ref = run_llvm(full, ins, outs, dtype)
+    out_dtypes = [t.dtype for t in n.outputs]
+    ref = run_llvm(full, ins, outs, out_dtypes)
     lead = prod(n.output.shape[:axis])
     for blk in sorted({0, lead * nj - 1, (lead * nj) // 2}):
         args = [_block(x.reshape(_aligned(x.shape, len(n.output.shape))), axis, b, blk if p.per_lead else blk % nj,
                        nj) if p.sliced else x for x, p in zip(ins, plan)]
-        got = run_llvm(sliced, args, [_sliced_shape(s, axis, b) for s in outs], dtype)
+        got = run_llvm(sliced, args, [_sliced_shape(s, axis, b) for s in outs], out_dtypes)
         for g, r in zip(got, ref):
             if not np.allclose(g, _block(r, axis, b, blk, nj), rtol=1e-5, atol=1e-6, equal_nan=True):
                 return False
@@ -152,9 +156,10 @@ def plans_for(n: Node, target: Target, dtype: str) -> list[KernelPlan]:
 
     call = n.attrs.get("relax_call")
     params = [*n.inputs, *n.outputs]
-    # a constant of another dtype (a bool mask) is stored in the model's dtype like every constant
-    # (tuner.aot.weights), so the body reads it as such; other tensors must be of the model's dtype
-    if len(params) > MAX_PARAMS or any(t.dtype != dtype and t.kind != "const" for t in params):
+    # a tensor of another dtype (a bool mask, an index) is stored in the model's dtype like every
+    # tensor the program keeps (tuner.ir.tir_c: exact for bool and small integers), so the body reads
+    # and writes it as such
+    if len(params) > MAX_PARAMS:
         return []
     if call is None or getattr(call.op, "name", "") == "relax.call_tir":  # no Relax operator to slice
         plan = _plan_elementwise(n, dtype)
