@@ -176,3 +176,39 @@ def test_a_batch_norm_with_no_kernel_to_fuse_into_runs_on_the_cpes(tmp_path: Pat
     with torch.no_grad():
         ref = model(x).numpy()
     np.testing.assert_allclose(got.reshape(ref.shape), ref, rtol=1e-3, atol=1e-5)
+
+
+class _GroupNormByHand(torch.nn.Module):
+    """Group norm as ONNX's GroupNormalization imports: mean, variance and the centring over a
+    [N, G, C/G * H * W] view, here with 32 KB groups."""
+
+    def forward(self, x: Any) -> Any:
+        v = x.reshape(x.shape[0], 8, -1)
+        mean = v.mean(-1, keepdim=True)
+        var = v.var(-1, keepdim=True, unbiased=False)
+        return ((v - mean) / torch.sqrt(var + 1e-5)).reshape(x.shape)
+
+
+def test_a_long_variance_and_a_per_row_operand_run_on_the_cpes(tmp_path: Path) -> None:
+    """A variance over rows too long for LDM is pooled from shorter rows' moments; the centring reads
+    a [N, G, 1] mean per block of the [N, G, L] rows cut along L (an operand that varies with the
+    leading indices only). Every step is a CPE kernel, the DMA counts equal the plans, and the result
+    is torch's on data off zero mean (not far off: the mean itself is TVM's sequential float32 sum of
+    8192 elements, which drifts from torch's pairwise one as the values grow)."""
+    from tuner.bridge.extract import torch_to_relax
+    from tuner.space.cpe.cuts import dma_plan
+
+    model = _GroupNormByHand().eval()
+    x = torch.randn(1, 64, 32, 32) * 0.5 + 3
+    result = compile_model(torch_to_relax(model, (x,)), TARGET, tmp_path / "gn", lambda w: None, cpe_mode="all",
+                           fuse_cpe=False)
+    steps = {r.relax_op: r.where for r in result.rows if r.where in ("MPE", "CPE (memory-bound)")}
+    assert set(steps.values()) == {"CPE (memory-bound)"} and "variance" in steps, result.rows
+    centring = [r.detail for r in result.rows if r.relax_op == "subtract"]
+    assert centring and all("along axis 2" in d for d in centring), centring
+    run = run_model(result.out_dir, [x.numpy()], TARGET)
+    plans = [dma_plan(n.attrs["cpe"], 4) for n in result.graph.nodes if n.op == "cpe"]
+    assert {k: run.report["totals"][k] for k in plans[0]} == {k: sum(p[k] for p in plans) for k in plans[0]}
+    with torch.no_grad():
+        ref = model(x).numpy()
+    np.testing.assert_allclose(run.output.reshape(ref.shape), ref, rtol=1e-3, atol=1e-4)

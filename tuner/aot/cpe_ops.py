@@ -103,6 +103,8 @@ def slave_text(op: CpeOp | PadOp | RowCopyOp | TransposeOp | RegionOp | Interlea
     def off(p: ParamSlice, lead: str, j: str) -> str:
         if not p.per_lead:  # broadcast along the leading axes: the block of index j for every one
             return f"({j} * {op.block}L) * {p.inner}L"
+        if not p.along:  # broadcast along the axis: the leading index's elements for every block
+            return f"{lead} * {p.inner}L"
         return f"({lead} * {p.ext}L + {j} * {op.block}L) * {p.inner}L"
 
     def gets(blk: str, buf: str) -> list[str]:

@@ -420,26 +420,16 @@ def _group_norm_in_two_passes(r: RelaxReader, x: Tensor, gamma: Tensor | None, b
     from tvm import relax
 
     def step(args: list[Tensor], make: Callable[[list[Any]], Any]) -> Tensor:
-        t = _legalized(r, args, make, name, op, expression=False)
-        assert isinstance(t, Tensor)
-        return t
+        return _step(r, args, make, name, op)
 
     n, c = x.shape[0], x.shape[1]
     spatial = prod(x.shape[2:])
     itemsize = np.dtype(x.dtype).itemsize
-    # the variance's kernel holds a row three times in LDM: the row, its centred squares and its output
-    row = max(d for d in range(1, spatial + 1) if spatial % d == 0 and 3 * d * itemsize <= GROUP_IN_LDM_BYTES)
+    row = _row_length(spatial, itemsize)
     per_channel = spatial // row
     rows = r.view(x, (n * c * per_channel, row), name + ".rows")
-    mean = step([rows], lambda vs: relax.op.mean(vs[0], [1], keepdims=True))
-    var = step([rows], lambda vs: relax.op.variance(vs[0], [1], keepdims=True))
-    per_group = (n, groups, c // groups * per_channel)
-    row_mean, row_var = r.view(mean, per_group, name + ".row_mean"), r.view(var, per_group, name + ".row_var")
-    group_mean = step([row_mean], lambda vs: relax.op.mean(vs[0], [2], keepdims=True))
-    spread = step([row_mean, group_mean], lambda vs: relax.op.subtract(vs[0], vs[1]))
-    spread = step([spread, spread], lambda vs: relax.op.multiply(vs[0], vs[1]))
-    group_var = step([step([row_var, spread], lambda vs: relax.op.add(vs[0], vs[1]))],
-                     lambda vs: relax.op.mean(vs[0], [2], keepdims=True))
+    group_mean, group_var = _pooled_moments(r, rows, n * groups, name, op)
+    group_mean, group_var = (r.view(t, (n, groups, 1), name + ".moment") for t in (group_mean, group_var))
     eps_t = r.const(np.array(eps, dtype=x.dtype), name + ".eps")
     rstd = step([step([group_var, eps_t], lambda vs: relax.op.add(vs[0], vs[1]))],
                 lambda vs: relax.op.rsqrt(vs[0]))
@@ -458,6 +448,60 @@ def _group_norm_in_two_passes(r: RelaxReader, x: Tensor, gamma: Tensor | None, b
     y = _scale_shift(r, rows, r.view(scale, (rows.shape[0], 1), name + ".scale"),
                      r.view(shift, (rows.shape[0], 1), name + ".shift"), name, op)
     return r.view(y, x.shape, name + ".normed")
+
+
+def _step(r: RelaxReader, args: list[Tensor], make: Callable[[list[Any]], Any], name: str, op: str) -> Tensor:
+    """One step of an operator the reader writes as several (``_legalized``, never an expression task)."""
+    t = _legalized(r, args, make, name, op, expression=False)
+    assert isinstance(t, Tensor)
+    return t
+
+
+def _row_length(size: int, itemsize: int) -> int:
+    """The longest row a CPE block reduces whole that divides ``size``: a variance's kernel holds its
+    row three times in LDM (the row, its centred squares and its output)."""
+    return max(d for d in range(1, size + 1) if size % d == 0 and 3 * d * itemsize <= GROUP_IN_LDM_BYTES)
+
+
+def _pooled_moments(r: RelaxReader, rows: Tensor, groups: int, name: str, op: str) -> tuple[Tensor, Tensor]:
+    """Mean and variance ([groups, 1]) of each of ``groups`` runs of consecutive rows of ``rows``
+    [R, L]: each row's mean and variance (a CPE block holds a row), then pooled per group by Chan et
+    al.'s formula, ``var = mean_k(v_k + (m_k - M)^2)`` (no E[x^2] - E[x]^2 cancellation), on
+    [groups, R / groups] values."""
+    from tvm import relax
+
+    def step(args: list[Tensor], make: Callable[[list[Any]], Any]) -> Tensor:
+        return _step(r, args, make, name, op)
+
+    per_group = (groups, rows.shape[0] // groups)
+    mean = step([rows], lambda vs: relax.op.mean(vs[0], [1], keepdims=True))
+    var = step([rows], lambda vs: relax.op.variance(vs[0], [1], keepdims=True))
+    row_mean, row_var = r.view(mean, per_group, name + ".row_mean"), r.view(var, per_group, name + ".row_var")
+    group_mean = step([row_mean], lambda vs: relax.op.mean(vs[0], [1], keepdims=True))
+    spread = step([row_mean, group_mean], lambda vs: relax.op.subtract(vs[0], vs[1]))
+    spread = step([spread, spread], lambda vs: relax.op.multiply(vs[0], vs[1]))
+    group_var = step([step([row_var, spread], lambda vs: relax.op.add(vs[0], vs[1]))],
+                     lambda vs: relax.op.mean(vs[0], [1], keepdims=True))
+    return group_mean, group_var
+
+
+def _long_variance(r: RelaxReader, call: Any, x: Tensor, out: tuple[int, ...], name: str, op: str
+                   ) -> Tensor | None:
+    """A variance over trailing axes too long for a CPE block to hold (an ONNX GroupNormalization's
+    [N, G, C/G * H * W]) as rows that fit, pooled (``_pooled_moments``); None for any other one."""
+    rank = len(x.shape)
+    if call is None or len(call.args) != 1:
+        return None
+    axes = sorted({int(a) % rank for a in call.attrs.axis}) if call.attrs.axis is not None else list(range(rank))
+    reduced = prod(x.shape[axes[0]:]) if axes else 1
+    itemsize = np.dtype(x.dtype).itemsize
+    if not axes or axes != list(range(axes[0], rank)) or 3 * reduced * itemsize <= GROUP_IN_LDM_BYTES:
+        return None
+    kept = prod(x.shape[:axes[0]])
+    row = _row_length(reduced, itemsize)
+    rows = r.view(x, (kept * reduced // row, row), name + ".rows")
+    _, var = _pooled_moments(r, rows, kept, name, op)
+    return r.view(var, out, name + ".var")
 
 
 def _scale_shift(r: RelaxReader, y: Tensor, scale: Tensor | None, shift: Tensor | None, name: str,
@@ -523,6 +567,10 @@ def _call_tir(r: RelaxReader, call: Any, name: str, op: str) -> Value:
         values = _run_llvm(func, [a.data for a in args], outs)
         consts = [r.const(v, name if len(values) == 1 else f"{name}.{i}") for i, v in enumerate(values)]
         return consts[0] if len(consts) == 1 else tuple(consts)
+    if relax_op == "variance" and len(args) == 1 and len(outs) == 1:
+        pooled = _long_variance(r, r.calls.get(name), args[0], outs[0][0], name, relax_op)
+        if pooled is not None:
+            return pooled
     one = _one_index(relax_op, r.calls.get(name), list(args), outs)
     if one is not None:
         return _take_one(r, args[0], *one, outs[0][0], name)
@@ -711,9 +759,9 @@ def _call_packed(r: RelaxReader, call: Any, name: str, op: str) -> Value:
 
 _RULES: dict[str, Callable[[RelaxReader, Any, str, str], Value]] = {
     "nn.conv2d": _conv2d, "nn.conv1d": _conv1d, "matmul": _matmul, "nn.batch_norm": _batch_norm,
-    "permute_dims": _permute,
-    "call_tir": _call_tir, "shape_of": _shape_of, "tensor_to_shape": _tensor_to_shape, "nn.group_norm": _group_norm,
-    "nn.instance_norm": _group_norm, "call_dps_packed": _call_packed, **{v: _view for v in _VIEWS},
+    "permute_dims": _permute, "call_tir": _call_tir, "shape_of": _shape_of, "tensor_to_shape": _tensor_to_shape,
+    "nn.group_norm": _group_norm, "nn.instance_norm": _group_norm,
+    "call_dps_packed": _call_packed, **{v: _view for v in _VIEWS},
 }
 
 

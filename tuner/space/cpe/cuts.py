@@ -8,7 +8,9 @@ consecutive indices along it (``b`` divides the extent), so every sliced operand
 contiguous range of memory; operands that do not vary along the leading axes (gamma/beta of a
 layer_norm) are fetched whole once per CPE; a broadcast operand that varies along the cut (a per-channel
 scale [C, 1, 1] of a [1, C, H, W] output, a constant as large as the output) is sliced as its
-rank-aligned view. A 2-D pool may also be cut along its output rows: a
+rank-aligned view; one of extent 1 along the axis that varies with the leading indices (a row's mean
+[N, G, 1] of an [N, G, L] output cut along L) is fetched per block as its leading index's elements.
+A 2-D pool may also be cut along its output rows: a
 block of ``b`` output rows of one plane reads its input rows with the window's halo (rows outside
 the plane are filled in LDM with the pool's padding value), so a plane too large for LDM (ResNet's
 first max pool, 112x112) still runs on the CPEs. The block's computation is the same Relax operator
@@ -128,13 +130,17 @@ def _same_meaning(full: Any, sliced: Any, n: Node, plan: list[ParamSlice], axis:
     """The sliced PrimFunc on a few blocks equals the full PrimFunc's result there (llvm, random data)."""
     rng = np.random.default_rng(0)
     ins = [_random(rng, t.shape, t.dtype) for t in n.inputs]
+
+    def _in_rank(x: np.ndarray) -> np.ndarray:
+        return x.reshape(_aligned(x.shape, len(n.output.shape)))
+
     outs = [t.shape for t in n.outputs]
     out_dtypes = [t.dtype for t in n.outputs]
     ref = run_llvm(full, ins, outs, out_dtypes)
     lead = prod(n.output.shape[:axis])
     for blk in sorted({0, lead * nj - 1, (lead * nj) // 2}):
-        args = [_block(x.reshape(_aligned(x.shape, len(n.output.shape))), axis, b, blk if p.per_lead else blk % nj,
-                       nj) if p.sliced else x for x, p in zip(ins, plan)]
+        args = [x if not p.sliced else _block(_in_rank(x), axis, 1, blk // nj, 1) if not p.along
+                else _block(_in_rank(x), axis, b, blk if p.per_lead else blk % nj, nj) for x, p in zip(ins, plan)]
         got = run_llvm(sliced, args, [_sliced_shape(s, axis, b) for s in outs], out_dtypes)
         for g, r in zip(got, ref):
             if not np.allclose(g, _block(r, axis, b, blk, nj), rtol=1e-5, atol=1e-6, equal_nan=True):
@@ -186,7 +192,8 @@ def plans_for(n: Node, target: Target, dtype: str) -> list[KernelPlan]:
                                  for o in n.outputs):
             continue
         sliced_arg: list[bool | None] = []
-        for shape in arg_shapes:
+        lead_args: set[int] = set()
+        for i, shape in enumerate(arg_shapes):
             if shape is None:
                 sliced_arg.append(None)
             elif len(shape) == len(out) and shape[:axis + 1] == out[:axis + 1]:
@@ -199,10 +206,16 @@ def plans_for(n: Node, target: Target, dtype: str) -> list[KernelPlan]:
                 # [N, C, H, W] output): sliced as its rank-aligned view [1, C, 1, 1], the same block
                 # for every leading index when it does not vary along the leading axes
                 sliced_arg.append(True)
+            elif (aligned := _aligned(shape, len(out)))[:axis] == out[:axis] and aligned[axis] == 1:
+                # varies with the leading indices only (a per-row mean [N, G, 1] of an [N, G, L] output
+                # cut along L): each leading index's elements, the same for every block along the axis
+                sliced_arg.append(True)
+                lead_args.add(i)
             else:
                 break
         else:
-            got = _plan_axis(n, call, dtype, item, axis, arg_shapes, sliced_arg, frozenset(shape_args))
+            got = _plan_axis(n, call, dtype, item, axis, arg_shapes, sliced_arg, frozenset(shape_args),
+                             frozenset(lead_args))
             if got is not None:
                 candidates.append(got)
     if n.relax_op in POOLS:
@@ -267,8 +280,10 @@ def _plan_elementwise(n: Node, dtype: str) -> KernelPlan | None:
 
 
 def _plan_axis(n: Node, call: Any, dtype: str, item: int, axis: int, arg_shapes: list[tuple[int, ...] | None],
-               sliced_arg: list[bool | None], shape_args: frozenset[int] = frozenset()) -> KernelPlan | None:
-    """The node cut along ``axis``; None when the operator does not slice there."""
+               sliced_arg: list[bool | None], shape_args: frozenset[int] = frozenset(),
+               lead_args: frozenset[int] = frozenset()) -> KernelPlan | None:
+    """The node cut along ``axis``; None when the operator does not slice there. ``lead_args``: sliced
+    arguments of extent 1 along the axis (one block per leading index, broadcast over the axis)."""
     from tvm import ir
 
     out = n.output.shape
@@ -281,8 +296,9 @@ def _plan_axis(n: Node, call: Any, dtype: str, item: int, axis: int, arg_shapes:
 
     def legalized(b: int) -> tuple[Any, list[int]] | None:
         if b not in legal:
-            shapes = [None if s is None or not sl else _sliced_shape(_aligned(s, rank), axis, b)
-                      for s, sl in zip(arg_shapes, sliced_arg)]
+            shapes = [None if s is None or not sl
+                      else _sliced_shape(_aligned(s, rank), axis, 1 if i in lead_args else b)
+                      for i, (s, sl) in enumerate(zip(arg_shapes, sliced_arg))]
             shapes = [s if s is not None or arg_shapes[i] is None else arg_shapes[i]  # whole operands keep their shape
                       for i, s in enumerate(shapes)]
             shapes = [None if const[i] or arg_shapes[i] is None else s for i, s in enumerate(shapes)]
@@ -304,6 +320,9 @@ def _plan_axis(n: Node, call: Any, dtype: str, item: int, axis: int, arg_shapes:
         sl = bool(sliced_arg[src])
         shape = _aligned(t.shape, rank)
         inner = prod(shape[axis + 1:]) if sl else t.size
+        if src in lead_args:
+            params.append(ParamSlice(True, 1, inner, inner, along=False))
+            continue
         params.append(ParamSlice(sl, shape[axis] if sl else 0, inner, 1 if sl else t.size,
                                  per_lead=not sl or prod(shape[:axis]) == lead))
     for t in n.outputs:

@@ -38,12 +38,15 @@ class ParamSlice:
     # a sliced operand whose block moves with the leading indices; False: the same block for every
     # leading index (a per-channel [1, C, 1, 1] operand of an [N, C, H, W] output cut along C)
     per_lead: bool = True
+    # False: extent 1 along the axis, broadcast over it: every block of one leading index reads the
+    # same ``inner`` elements (a per-row mean of a row cut into blocks)
+    along: bool = True
 
 
 def _operands(params: list[ParamSlice], n_inputs: int, window: Window | None) -> list[Operand]:
     """The analysis' view of a kernel's parameters (input 0 read through ``window`` when it has one)."""
     return [Operand(k < n_inputs, p.sliced, p.inner if p.sliced else p.elems,
-                    window if k == 0 and window is not None else None)
+                    window if k == 0 and window is not None else None, p.along)
             for k, p in enumerate(params)]
 
 
@@ -240,10 +243,10 @@ class KernelPlan:
         params = []
         for k, p in enumerate(self.params):
             elems = p.elems
-            if p.sliced:
+            if p.sliced and p.along:
                 rows = int(self.window.rows(np.asarray(b))) if self.window is not None and k == 0 else b
                 elems = rows * p.inner
-            params.append(ParamSlice(p.sliced, p.ext, p.inner, elems, p.per_lead))
+            params.append(ParamSlice(p.sliced, p.ext, p.inner, elems, p.per_lead, p.along))
         return CpeOp(body, self.axis, b, self.lead, self.ext // b, params, self.n_inputs, int(space.ldm_bytes[i]),
                      float(space.seconds[i]), db=bool(space.db[i]), active=int(space.active[i]), window=self.window,
                      fill=self.fill, configs=len(space), valid=int((space.why == "ok").sum()), lanes=lanes,

@@ -75,10 +75,13 @@ class Operand:
     sliced: bool
     inner: int  # elements per index along the axis (sliced); all its elements (whole)
     window: Window | None = None  # a sliced input read through a halo window
+    # False: a block of ``inner`` elements per leading index, the same for every block along the axis
+    # (a [N, G, 1] mean of an [N, G, L] output cut along L)
+    along: bool = True
 
     def elems(self, b: np.ndarray) -> np.ndarray:
         """Elements held in LDM for blocks of ``b`` (one copy)."""
-        if not self.sliced:
+        if not self.sliced or not self.along:
             return np.full(np.shape(b), self.inner)
         rows = self.window.rows(b) if self.window is not None else b
         return rows * self.inner
@@ -153,7 +156,7 @@ def dma_counts(lead: int, ext: int, operands: list[Operand], item: int, block: n
             get_bytes += rows_b * p.inner * item
         elif p.is_input:
             gets += blocks
-            get_bytes += blocks * block * p.inner * item
+            get_bytes += blocks * (block if p.along else 1) * p.inner * item
         else:
             puts += blocks
             put_bytes += blocks * block * p.inner * item
