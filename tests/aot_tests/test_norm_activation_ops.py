@@ -1,6 +1,7 @@
 """Per-channel affine, normalisation, activation and scan operators of issue #28 item 2, compiled from torch, run on the
 athread emulator and checked against torch: group_norm, instance_norm, layer_norm over several axes,
-hardswish, hardsigmoid, leaky_relu, elu, silu, mish, tanh-GELU, masked softmax, cumsum and argmax.
+hardswish, hardsigmoid, leaky_relu, elu, silu, mish, tanh-GELU, masked softmax, cumsum, argmax and
+constant, reflect and replicate pads.
 Where each runs is asserted too: every step of each runs as a CPE kernel when every operator that
 slices is offloaded (``cpe_mode="all"``), mish's bool intermediate and argmax's int64 result included
 (stored in the model's dtype, as on the MPE).
@@ -52,6 +53,10 @@ OPS: dict[str, Any] = {
     "masked_softmax": lambda x: torch.softmax(torch.where(CAUSAL, x, float("-inf")), dim=-1),
     "cumsum": lambda x: torch.cumsum(x, dim=-1),
     "argmax": lambda x: torch.argmax(x, dim=-1).to(x.dtype),
+    # pads that feed no conv (a conv input's pad is a step of the conv: "nn.pad (conv input)")
+    "pad_constant": lambda x: F.pad(x, (1, 2, 0, 1), value=0.5),
+    "pad_reflect": lambda x: F.pad(x, (2, 2, 1, 1), mode="reflect"),
+    "pad_replicate": lambda x: F.pad(x, (1, 1, 2, 2), mode="replicate"),
 }
 
 class _Ops(torch.nn.Module):
@@ -94,14 +99,15 @@ def test_where_each_operator_runs(tmp_path: Path, name: str) -> None:
 
 
 # name -> its CPE kernels when each runs alone
-KERNELS = {"per_channel_affine": 2, "cumsum": 1, "masked_softmax": 2, "mish": 7, "argmax": 2}
+KERNELS = {"per_channel_affine": 2, "cumsum": 1, "masked_softmax": 2, "mish": 7, "argmax": 2, "pad_reflect": 2}
 
 
 @pytest.mark.parametrize("name", sorted(KERNELS))
 def test_kernel_dma_matches_its_plan(tmp_path: Path, name: str) -> None:
     """The emulator's DMA counts of a kernel with a per-channel operand sliced along the channels, of the
-    scan, of a where reading a bool mask constant, of mish's comparison writing a bool tensor and of
-    argmax writing int64 (both stored in the model's dtype) equal the plan."""
+    scan, of a where reading a bool mask constant, of mish's comparison writing a bool tensor, of
+    argmax writing int64 (both stored in the model's dtype) and of a reflect pad (a take of constant
+    indices per padded axis) equal the plan."""
     from tuner.bridge.extract import torch_to_relax
     from tuner.space.cpe.cuts import dma_plan
 
