@@ -25,8 +25,9 @@ def run_model(out: Path, inputs: list[np.ndarray], target: str = "sw26010", dtyp
     build = subprocess.run(["make", "-s", "emu"], cwd=out, capture_output=True, text=True, timeout=300)
     assert build.returncode == 0, build.stderr[-3000:]
     names = []
-    for i, a in enumerate(inputs):
-        np.ascontiguousarray(a, dtype=dtype).tofile(out / f"in{i}.bin")
+    for i, a in enumerate(inputs):  # integer and bool inputs (token ids, masks) in their own dtype
+        a = np.asarray(a)
+        np.ascontiguousarray(a, dtype=a.dtype if a.dtype.kind in "iub" else dtype).tofile(out / f"in{i}.bin")
         names.append(f"in{i}.bin")
     env = {k: v for k, v in os.environ.items() if not k.startswith("SWEMU_")}
     env.update(SWEMU_TARGET=target, SWEMU_TIMEOUT="60", SWEMU_REPORT=str(out / "report.json"))

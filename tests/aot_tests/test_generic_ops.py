@@ -143,3 +143,30 @@ def test_memory_bound_kernel_dma_matches_its_plan(tmp_path: Path) -> None:
     with torch.no_grad():
         ref = model(x).numpy()
     _compare(np.fromfile(out / "output.bin", dtype=np.float32), [ref], ["layer_norm on the CPEs"])
+
+
+class _Embedding(torch.nn.Module):
+    """Token ids (int64, the first input) into an embedding, plus a gather by the same ids."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.emb = torch.nn.Embedding(100, 16)
+
+    def forward(self, ids: Any, x: Any) -> Any:
+        return self.emb(ids) * 2 + x, torch.gather(x, 2, ids.unsqueeze(-1).expand(2, 8, 4) % 16)
+
+
+def test_integer_inputs_are_read_in_their_own_dtype(tmp_path: Path) -> None:
+    """An int64 input (token ids) is read from its own dtype's file and kept in the model's dtype:
+    the model's dtype is its float input's, and the embedding and gather match torch exactly."""
+    from tuner.bridge.extract import torch_to_relax
+
+    torch.manual_seed(3)
+    model = _Embedding().eval()
+    ids, x = torch.randint(0, 100, (2, 8)), torch.randn(2, 8, 16)
+    result = compile_model(torch_to_relax(model, (ids, x)), TARGET, tmp_path / "emb", lambda w: None)
+    assert result.graph.dtype == "float32" and [t.dtype for t in result.graph.inputs] == ["int64", "float32"]
+    got = run_model(result.out_dir, [ids.numpy(), x.numpy()], TARGET).output
+    with torch.no_grad():
+        ref = np.concatenate([t.numpy().ravel() for t in model(ids, x)])
+    np.testing.assert_array_equal(got, ref)

@@ -16,7 +16,7 @@ from tuner.aot.mpe import Ref, describe, emit_mpe
 from tuner.aot.weights import WeightsLayout, weights_header_lines
 from tuner.codegen.host import HOST_HELPERS
 from tuner.ir.graph import Graph, Node, Tensor
-from tuner.ir.tir_c import PRELUDE
+from tuner.ir.tir_c import INPUT_FILE_TYPES, PRELUDE
 from tuner.targets import get_target
 
 Driver = Callable[[Graph, MemoryPlan, str, float], str]  # (graph, memory plan, C type, MPE Hz) -> main()
@@ -126,6 +126,7 @@ def host_file(graph: Graph, kernels: list[Kernel], plan: MemoryPlan, model: str,
     generic = [PRELUDE, *used] if used else []
     labels = ",\n".join(f'  "{step_label(n)}"' for n in nodes) or '  ""'
     return f"""/* swtune AOT host program: {model} on {target} ({graph.dtype}). */
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -162,6 +163,22 @@ static void swtune_run({ty} *const *inputs, {ty} *const W, {ty} *const *slots) {
 """
 
 
+def read_inputs(graph: Graph, ty: str) -> str:
+    """Each input file read into its buffer of the model's type: as it is, or element by element from
+    its own dtype (token ids, masks: ``INPUT_FILE_TYPES``)."""
+    lines = []
+    for i, t in enumerate(graph.inputs):
+        raw = INPUT_FILE_TYPES.get(t.dtype) if t.dtype != graph.dtype else None
+        if raw is None:
+            lines.append(f"  sw_read(argv[{2 + i}], inputs[{i}], sizeof({ty}) * in_elems[{i}]);")
+        else:
+            lines += [f"  {{ {raw} *raw = sw_alloc(sizeof({raw}) * in_elems[{i}]);  /* {t.dtype} {t.name} */",
+                      f"    sw_read(argv[{2 + i}], raw, sizeof({raw}) * in_elems[{i}]);",
+                      f"    for (long q = 0; q < in_elems[{i}]; q++) inputs[{i}][q] = ({ty})raw[q];",
+                      "    free(raw); }"]
+    return "\n".join(lines)
+
+
 def inference_main(graph: Graph, plan: MemoryPlan, ty: str, hz: float) -> str:
     """``model weights.bin input0.bin [input1.bin ...] output.bin``: one run of the model."""
     outputs = "\n".join(
@@ -180,10 +197,8 @@ def inference_main(graph: Graph, plan: MemoryPlan, ty: str, hz: float) -> str:
   {ty} *W = sw_alloc(SWTUNE_WEIGHTS_BYTES);
   sw_read(argv[1], W, SWTUNE_WEIGHTS_BYTES);
   {ty} *inputs[SWTUNE_N_INPUTS];
-  for (int i = 0; i < SWTUNE_N_INPUTS; i++) {{
-    inputs[i] = sw_alloc(sizeof({ty}) * in_elems[i]);
-    sw_read(argv[2 + i], inputs[i], sizeof({ty}) * in_elems[i]);
-  }}
+  for (int i = 0; i < SWTUNE_N_INPUTS; i++) inputs[i] = sw_alloc(sizeof({ty}) * in_elems[i]);
+{read_inputs(graph, ty)}
   {ty} *slots[SWTUNE_N_SLOTS];
   for (int i = 0; i < SWTUNE_N_SLOTS; i++) slots[i] = sw_alloc(sizeof({ty}) * slot_elems[i]);
   athread_init();

@@ -48,6 +48,7 @@ from tuner.ir.relax_ops import (
     matmul_workload,
     transpose_expression,
 )
+from tuner.ir.tir_c import INPUT_FILE_TYPES
 
 Value = Any  # Tensor | tuple[Value, ...] | int | float
 
@@ -173,12 +174,15 @@ class RelaxReader:
 
         fn = self.mod["main"]
         inputs = []
-        for i, p in enumerate(fn.params):
-            shape, dtype = _tensor_type(p.ty, f"parameter {p.name}")
-            if not self.dtype:
-                self.dtype = dtype
-            if dtype not in ("float32", "float64"):
-                raise AotError(f"parameter {p.name} has dtype {dtype}; only float32/float64 models are supported")
+        types = [_tensor_type(p.ty, f"parameter {p.name}") for p in fn.params]
+        floats = [dtype for _, dtype in types if dtype in ("float32", "float64")]
+        self.dtype = self.dtype or (floats[0] if floats else "float32")  # the model's dtype: its float inputs'
+        for i, (p, (shape, dtype)) in enumerate(zip(fn.params, types)):
+            # integer and bool inputs (token ids, masks) are kept in the model's dtype like every tensor
+            # (tuner.ir.tir_c), read from their own dtype's file by the program (tuner.aot.host)
+            if dtype != self.dtype and dtype not in INPUT_FILE_TYPES:
+                raise AotError(f"parameter {p.name} has dtype {dtype}; a model's inputs are of its float dtype "
+                               f"({self.dtype}) or one of {', '.join(INPUT_FILE_TYPES)}")
             t = self._new(shape, dtype, "input", p.name, index=i)
             self.env[p] = t
             inputs.append(t)

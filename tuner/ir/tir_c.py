@@ -43,6 +43,11 @@ static inline long sw_floormod(long a, long b) { long m = a % b; return (m != 0 
 """
 
 
+# integer and bool model inputs (token ids, masks): dtype -> the C type of an element of its input
+# file; the program converts them to the model's type as it reads them (tuner.aot.host)
+INPUT_FILE_TYPES = {"int64": "int64_t", "int32": "int32_t", "bool": "uint8_t"}
+
+
 def ctype_of(dtype: str) -> str:
     if dtype in ("float32", "float64"):
         return "float" if dtype == "float32" else "double"
