@@ -170,3 +170,32 @@ def test_integer_inputs_are_read_in_their_own_dtype(tmp_path: Path) -> None:
     with torch.no_grad():
         ref = np.concatenate([t.numpy().ravel() for t in model(ids, x)])
     np.testing.assert_array_equal(got, ref)
+
+
+class _Lookup(torch.nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.emb = torch.nn.Embedding(1000, 64)  # 256 KB: no CPE holds the table
+
+    def forward(self, ids: Any) -> Any:
+        return self.emb(ids)
+
+
+def test_an_embedding_lookup_gathers_table_rows_on_the_cpes(tmp_path: Path) -> None:
+    """A take of table rows by runtime ids runs as the gather kernel (tuner.aot.cpe_gather): the
+    result is torch's, exactly, and the emulator's DMA counts are its plan (a get of each block's ids,
+    one get per row, one put per block)."""
+    from tuner.aot.cpe_gather import GatherOp
+    from tuner.bridge.extract import torch_to_relax
+
+    torch.manual_seed(5)
+    model = _Lookup().eval()
+    ids = torch.randint(0, 1000, (3, 50))
+    result = compile_model(torch_to_relax(model, (ids,)), TARGET, tmp_path / "lookup", lambda w: None)
+    assert [r.where for r in result.rows if r.relax_op == "take"] == ["CPE (memory-bound)"], result.rows
+    (op,) = [n.attrs["cpe"] for n in result.graph.nodes if n.op == "cpe"]
+    assert isinstance(op, GatherOp) and (op.v, op.w, op.m) == (1000, 64, 150)
+    run = run_model(result.out_dir, [ids.numpy()], TARGET)
+    with torch.no_grad():
+        np.testing.assert_array_equal(run.output.reshape(3, 50, 64), model(ids).numpy())
+    assert {k: run.report["totals"][k] for k in op.dma_plan()} == op.dma_plan()

@@ -8,8 +8,9 @@ least simulated time of the vectorised analysis, counted on its own legalized bo
 ``CpeMode.FASTER`` every node with a kernel goes to the CPEs tentatively and tuner.aot.placement keeps
 the placement of least simulated time over the program (a run of CPE steps shares one spawn). Layout copies (pads,
 unpitching, transposes) get kernels of their own (tuner.aot.cpe_layout), and so do region copies
-(concat, split, strided_slice, tile: tuner.aot.cpe_region) and NCHW resizes (image.resize2d:
-tuner.aot.cpe_resize); of a node's implementations offload keeps the fastest.
+(concat, split, strided_slice, tile: tuner.aot.cpe_region), NCHW resizes (image.resize2d:
+tuner.aot.cpe_resize) and gathers of table rows (take along axis 0: tuner.aot.cpe_gather); of a node's
+implementations offload keeps the fastest.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from enum import Enum
 
 import numpy as np
 
+from tuner.aot.cpe_gather import GatherOp, plan_gather
 from tuner.aot.cpe_layout import PadOp, RowCopyOp, TransposeOp, plan_pad, plan_rowcopy, plan_transpose
 from tuner.aot.cpe_region import InterleaveOp, RegionOp, plan_copy
 from tuner.aot.cpe_resize import ResizeOp, plan_resize
@@ -69,12 +71,13 @@ def _c_literal(v: float, ty: str) -> str:
     return f"({v!r}{'f' if ty == 'float' else ''})" if np.isfinite(v) else "0"
 
 
-def slave_text(op: CpeOp | PadOp | RowCopyOp | TransposeOp | RegionOp | InterleaveOp | ResizeOp, ty: str) -> str:
+def slave_text(op: CpeOp | PadOp | RowCopyOp | TransposeOp | RegionOp | InterleaveOp | ResizeOp | GatherOp,
+               ty: str) -> str:
     """The CPE kernel in the form of a generated slave file (merged by tuner.aot.kernels): what its
     configuration says (block size, ``active`` CPEs taking blocks round-robin, and with ``db`` two
     copies of each sliced input, the next block's gets issued before this block is computed; reply
     counters: 0 the whole operands, 1 and 2 the two input copies, 3 the puts)."""
-    if isinstance(op, (PadOp, RowCopyOp, TransposeOp, RegionOp, InterleaveOp, ResizeOp)):
+    if isinstance(op, (PadOp, RowCopyOp, TransposeOp, RegionOp, InterleaveOp, ResizeOp, GatherOp)):
         return op.slave_text(ty)
     copies = 2 if op.db else 1
     how = ("from the tuning log" if op.tuned else
@@ -225,11 +228,15 @@ def offload(graph: Graph, target: Target, mode: CpeMode = CpeMode.FASTER, lookup
             except Exception as exc:  # noqa: BLE001 - a failed plan keeps the operator on the MPE
                 log.info("%s (%s): no CPE kernel (%s: %s)", n.source, n.relax_op, type(exc).__name__, exc)
                 cache[key] = None
-        op: CpeOp | PadOp | RegionOp | InterleaveOp | ResizeOp | None = cache[key]
+        op: CpeOp | PadOp | RegionOp | InterleaveOp | ResizeOp | GatherOp | None = cache[key]
         if "resize" in n.attrs:  # an NCHW resize: its row-block kernel, when faster than the sliced one
             rz = plan_resize(n.attrs["resize"], n.inputs[0].shape, n.output.shape, target, item)
             if rz is not None and (op is None or rz.seconds < op.seconds):
                 op = rz
+        if "gather" in n.attrs:  # a take of table rows (an embedding): one DMA get per row
+            ga = plan_gather(n.attrs["gather"], n.inputs[0].shape, n.inputs[1].shape, target, item)
+            if ga is not None and (op is None or ga.seconds < op.seconds):
+                op = ga
         if "region" in n.attrs:  # a region copy (concat, split, ...): the copy kernel, when faster than the sliced one
             rg = plan_copy(n.attrs["region"], [t.shape for t in n.inputs], [t.shape for t in n.outputs], target, item)
             if rg is not None and (op is None or rg.seconds < op.seconds):

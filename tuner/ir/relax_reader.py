@@ -489,6 +489,13 @@ def _pooled_moments(r: RelaxReader, rows: Tensor, groups: int, name: str, op: st
     return group_mean, group_var
 
 
+def _gather_mode(call: Any) -> str | None:
+    """A ``take`` along axis 0 (an embedding lookup): its out-of-range mode; None for another axis."""
+    if call is None or getattr(call.attrs, "axis", None) is None or int(call.attrs.axis) != 0:
+        return None
+    return str(call.attrs.mode)
+
+
 def _long_variance(r: RelaxReader, call: Any, x: Tensor, out: tuple[int, ...], name: str, op: str
                    ) -> Tensor | None:
     """A variance over trailing axes too long for a CPE block to hold (an ONNX GroupNormalization's
@@ -589,6 +596,11 @@ def _call_tir(r: RelaxReader, call: Any, name: str, op: str) -> Value:
         resize = _resize_spec(r.calls.get(name), len(step.inputs[0].shape))
         if resize is not None:  # an NCHW resize: a CPE kernel of its own (tuner.aot.cpe_resize)
             step.attrs["resize"] = resize
+    if isinstance(step, Node) and step.op == "tir" and relax_op == "take" and step.output is out \
+            and len(step.inputs) == 2:
+        mode = _gather_mode(r.calls.get(name))
+        if mode is not None:  # a gather of table rows: a CPE kernel of its own (tuner.aot.cpe_gather)
+            step.attrs["gather"] = mode
     if len(outs) == 1 and isinstance(step, Node) and step.op == "tir" and step.output is out:
         wl = _expression_of(r, func, str(gvar.name_hint))
         if wl is not None:  # compiled as a tuned kernel when the lookup has a config (tuner.aot.kernels)
