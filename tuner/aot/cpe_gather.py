@@ -9,6 +9,9 @@ tuner.ir.tir_c), then one get per id of its table row straight from main memory 
 then waited for together), and one contiguous put of the block. An id outside [0, V) is clamped, as
 TVM's ``clip`` mode does (``fast`` leaves it undefined), or wrapped in ``wrap`` mode. tuner.aot.cpe_ops
 keeps the kernel when it beats the other implementations (the MPE's legalized loop).
+
+A layout kernel, not a tuning task: its time is one DMA get per row, whatever the schedule; the one
+choice, the block size, is fixed so that every CPE has blocks and a block fits LDM.
 """
 
 from __future__ import annotations
