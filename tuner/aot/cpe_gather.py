@@ -21,9 +21,8 @@ from enum import Enum
 from math import prod
 
 from tuner.aot.cpe_blocks import RowBlocks
+from tuner.space.cpe.schedule import CPES
 from tuner.targets import Target
-
-CPES = 64
 
 
 class OutOfRange(str, Enum):

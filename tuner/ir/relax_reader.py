@@ -31,6 +31,7 @@ it and its binding.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from functools import partial
 from math import prod
 from typing import Any
 
@@ -423,9 +424,7 @@ def _group_norm_in_two_passes(r: RelaxReader, x: Tensor, gamma: Tensor | None, b
     and ``b = beta - mean * a``. Pass two: ``x * a + b`` row by row."""
     from tvm import relax
 
-    def step(args: list[Tensor], make: Callable[[list[Any]], Any]) -> Tensor:
-        return _step(r, args, make, name, op)
-
+    step = partial(_step, r, name=name, op=op)
     n, c = x.shape[0], x.shape[1]
     spatial = prod(x.shape[2:])
     itemsize = np.dtype(x.dtype).itemsize
@@ -474,9 +473,7 @@ def _pooled_moments(r: RelaxReader, rows: Tensor, groups: int, name: str, op: st
     [groups, R / groups] values."""
     from tvm import relax
 
-    def step(args: list[Tensor], make: Callable[[list[Any]], Any]) -> Tensor:
-        return _step(r, args, make, name, op)
-
+    step = partial(_step, r, name=name, op=op)
     per_group = (groups, rows.shape[0] // groups)
     mean = step([rows], lambda vs: relax.op.mean(vs[0], [1], keepdims=True))
     var = step([rows], lambda vs: relax.op.variance(vs[0], [1], keepdims=True))
