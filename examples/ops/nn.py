@@ -44,7 +44,8 @@ def conv2d_torch(data, weight, stride=1, padding=1, dilation=1, groups=1, **_):
 
 def max_pool2d(n=1, c=16, h=14, w=14, r=3, stride=2, padding=1, dtype="float32"):
     """Max pooling; the padding is -inf-free: the window only reads the padded copy's real elements
-    where they exist, as torch's max_pool2d (inputs here are positive)."""
+    where they exist, as torch's max_pool2d (inputs here are positive). Its gradient goes through the
+    forward's argmax (the first maximum of each window, as torch's)."""
     x = te.placeholder((n, c, h, w), dtype, name="data")
     xp = _pad(x, padding, "data_pad")
     oh, ow = (h + 2 * padding - r) // stride + 1, (w + 2 * padding - r) // stride + 1

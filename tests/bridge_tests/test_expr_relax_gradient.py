@@ -76,3 +76,16 @@ def test_tvm_cannot_build_call_tir_with_grad_without_the_rewrite():
     mod = relax.transform.LegalizeOps()(_adjoint(tensors, [(6, 4), (4, 5), (4,)], relax.op.tanh))
     with pytest.raises(Exception, match="call_tir_with_grad"):
         tvm.compile(mod, target="llvm")
+
+
+def test_a_max_pool_expression_routes_its_gradient_through_the_argmax_in_relax():
+    """The argmax and its positions (a stage with no inputs) are functions of the backward graph too;
+    on windows of tied values the gradient goes to the first maximum, as torch's."""
+    tensors = load_function(f"{EXAMPLES}/nn.py:max_pool2d")(n=1, c=2, h=8, w=8)
+    shape = (1, 2, 8, 8)
+    arrays = [np.random.default_rng(2).integers(1, 4, shape).astype("float32")]  # positive, many ties
+    mod = _adjoint(tensors, [shape], lambda y: relax.op.multiply(y, y))
+    functions = {gv.name_hint for gv in mod.get_global_vars()}
+    assert "max_pool2d_argmax" in functions
+    _close(_run(mod, arrays), _torch_grads(
+        lambda x: torch.nn.functional.max_pool2d(x, 3, 2, 1) ** 2, arrays))

@@ -133,7 +133,28 @@ def test_max_pool_gradient_goes_through_the_forward_argmax():
     pool = te.compute((2, 3, 4, 4), lambda b, c, y, z: te.max(x[b, c, 2 * y + ry, 2 * z + rx], axis=[ry, rx]),
                       name="pool")
     grad = check([x, pool], lambda t: torch.nn.functional.max_pool2d(t, 3, 2))
-    assert all("pool[" in op.formula for op in grad.operators)  # the forward result is an operand
+    (argmax,) = [op for op in grad.operators if op.name == "pool_argmax"]  # an operator of its own
+    assert "pool[" in argmax.formula and all("pool_argmax[" in op.formula for op in grad.operators if op != argmax)
+
+
+def test_max_pool_ties_give_the_gradient_to_the_first_maximum_as_torch_does():
+    """Windows of equal values (a ReLU's zeros, small integers): the equality with the forward result
+    holds at several points; the gradient goes to the first (row-major) only, exactly as torch's."""
+    from tuner.codegen.grad_check import derived_gradients
+
+    x = te.placeholder((2, 3, 9, 9), F64, name="X")
+    ry, rx = te.reduce_axis((0, 3), "ry"), te.reduce_axis((0, 3), "rx")
+    pool = te.compute((2, 3, 4, 4), lambda b, c, y, z: te.max(x[b, c, 2 * y + ry, 2 * z + rx], axis=[ry, rx]),
+                      name="pool")
+    rng = np.random.default_rng(0)
+    data = rng.integers(0, 3, (2, 3, 9, 9)).astype(F64)
+    data[0, 0] = 1.0  # whole windows tied
+    head = rng.standard_normal((2, 3, 4, 4))
+    got = derived_gradients([x, pool], [data], head)["X"]
+    t = torch.tensor(data, requires_grad=True)
+    (torch.nn.functional.max_pool2d(t, 3, 2) * torch.tensor(head)).sum().backward()
+    assert np.array_equal(got, t.grad.numpy())
+    assert (got[0, 0] != 0).sum() == 16  # one point per window, not all nine
 
 
 def test_multi_stage_operator_by_the_chain_rule():
@@ -259,3 +280,25 @@ def test_conv3d_weight_gradient_with_a_one_point_output_tile_runs_on_the_emulato
               "inner": "i2", "simd": 1, "unroll": 8, "acc": "reg", "pack": "none"}
     result = EmulatorBackend(workdir=tmp_path).measure_one(space_for(op.workload(), "sw26010"), config)
     assert result.status == "ok", result.error
+
+
+def test_argmax_operators_run_on_the_emulator_on_inputs_where_the_equality_holds():
+    """The argmax and the gradients routed to it compare operands for equality: on uniform random
+    inputs that never holds (every output the 'no point' value), so they are checked on small integers,
+    where it holds at some points and not at others -- and the emulator must agree with TVM's build."""
+    from tuner.backends.emulator_backend import random_inputs, reference
+    from tuner.backends.expr_check import emulator_check
+    from tuner.space import space_for
+
+    x = te.placeholder((1, 4, 9, 9), "float32", name="X")
+    ry, rx = te.reduce_axis((0, 3), "ry"), te.reduce_axis((0, 3), "rx")
+    pool = te.compute((1, 4, 4, 4), lambda b, c, y, z: te.max(x[b, c, 2 * y + ry, 2 * z + rx], axis=[ry, rx]),
+                      name="pool")
+    ops = differentiate([x, pool]).operators
+    assert all(op.compares for op in ops)
+    (argmax,) = [op for op in ops if op.name == "pool_argmax"]
+    found = reference(argmax.workload(), *random_inputs(argmax.workload(), np.random.default_rng(0), discrete=True))
+    assert 0 < (found < 9).mean() < 1  # some windows hold a point equal to the (random) result, some do not
+    for op in (argmax, ops[1]):
+        summary = emulator_check(space_for(op.workload(), "sw26010"), 3, discrete_inputs=True)
+        assert summary.configs_checked == 3 and summary.wrong_results == 0 and not summary.problems, summary.problems

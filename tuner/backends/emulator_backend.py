@@ -37,10 +37,18 @@ def reference(workload: Workload, *inputs: np.ndarray) -> np.ndarray:
     return tvm_reference(workload, inputs)
 
 
-def random_inputs(workload: Workload, rng: np.random.Generator) -> tuple[np.ndarray, ...]:
-    """The op's inputs in the order its host program reads them."""
+# inputs of a body that compares operands for equality (an argmax, a gradient routed to it): drawn from
+# this many small integers, so that the comparison holds at about one point in this many, not never
+DISCRETE_VALUES = 9
+
+
+def random_inputs(workload: Workload, rng: np.random.Generator, discrete: bool = False) -> tuple[np.ndarray, ...]:
+    """The op's inputs in the order its host program reads them: uniform in [-1, 1], or with
+    ``discrete`` the integers 0 .. DISCRETE_VALUES - 1."""
     from tuner.codegen.reference import input_shapes
 
+    if discrete:
+        return tuple(rng.integers(0, DISCRETE_VALUES, shape).astype(workload.dtype) for shape in input_shapes(workload))
     return tuple(rng.uniform(-1, 1, shape).astype(workload.dtype) for shape in input_shapes(workload))
 
 
@@ -51,11 +59,13 @@ class EmulatorBackend:
     chunk = 1  # each config is a gcc build and an emulator run: seconds each
 
     def __init__(self, workdir: str | os.PathLike | None = None, timeout_s: float = 60.0, seed: int = 0,
-                 keep: bool = False, cflags: Sequence[str] = ("-O2", "-Wno-psabi")) -> None:
+                 keep: bool = False, cflags: Sequence[str] = ("-O2", "-Wno-psabi"),
+                 discrete_inputs: bool = False) -> None:
         self._tmp = None if workdir else tempfile.TemporaryDirectory(prefix="swtune_emu_")
         self.workdir = Path(workdir or self._tmp.name)  # type: ignore[union-attr]
         self.workdir.mkdir(parents=True, exist_ok=True)
         self.timeout_s, self.seed, self.keep, self.cflags = timeout_s, seed, keep, tuple(cflags)
+        self.discrete_inputs = discrete_inputs  # see random_inputs
         self._emu_obj: Path | None = None
         self._count = 0
 
@@ -143,7 +153,7 @@ class EmulatorBackend:
             raise InfrastructureError(f"cannot build kernels here: {exc}") from exc
         t2 = time.perf_counter()
         rng = np.random.default_rng(self.seed)
-        inputs = random_inputs(workload, rng)
+        inputs = random_inputs(workload, rng, self.discrete_inputs)
         in_files = [d / f"in{i}.bin" for i in range(len(inputs))]
         for x, f in zip(inputs, in_files):
             x.tofile(f)

@@ -66,15 +66,17 @@ def check_config(space: Any, config: dict[str, Any], backend: Any, summary: Emul
 
 
 def emulator_check(space: Any, n_configs: int, seed: int = 0, workdir: str | None = None,
-                   timeout_s: float = 60.0) -> EmulatorSummary:
+                   timeout_s: float = 60.0, discrete_inputs: bool = False) -> EmulatorSummary:
     """Check ``n_configs`` random valid configs of ``space`` on the emulator (fewer only if the space
-    has fewer valid configs)."""
+    has fewer valid configs); ``discrete_inputs`` for a body that compares operands for equality
+    (tuner.backends.emulator_backend.random_inputs)."""
     from tuner.backends.emulator_backend import EmulatorBackend
 
     summary = EmulatorSummary()
     rows = space.sample(n_configs, np.random.default_rng(seed))
     with tempfile.TemporaryDirectory(prefix="swtune_check_") as tmp:
-        backend = EmulatorBackend(workdir=workdir or tmp, timeout_s=timeout_s, seed=seed)
+        backend = EmulatorBackend(workdir=workdir or tmp, timeout_s=timeout_s, seed=seed,
+                                  discrete_inputs=discrete_inputs)
         backend.emulator_object()  # built once, before the first config
         for row in rows:
             check_config(space, space.decode(row), backend, summary)

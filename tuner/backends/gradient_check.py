@@ -59,5 +59,6 @@ def check_gradient(tensors: Sequence[Any], target: str, configs: int, seed: int 
     check = GradientCheck(fd=fd_errors(tensors, seed),
                           autograd=autograd_errors(tensors, reference, seed) if reference is not None else None)
     for op in differentiate(tensors, name).operators:
-        check.operators.append((op, emulator_check(space_for(op.workload(), target), configs, seed=seed)))
+        check.operators.append((op, emulator_check(space_for(op.workload(), target), configs, seed=seed,
+                                                   discrete_inputs=op.compares)))
     return check

@@ -46,16 +46,23 @@ def _shape(t: Any) -> tuple[int, ...]:
 def gradients_float64(tensors: Sequence[Any], seed: int = 0) -> tuple[list[np.ndarray], np.ndarray,
                                                                       dict[str, np.ndarray], Any]:
     """(inputs, head, derived gradient per input, the float64 forward executable) at random points."""
-    from tuner.expr.autodiff import differentiate, with_dtype
+    from tuner.expr.autodiff import with_dtype
 
     t64 = with_dtype(tensors, "float64")
-    grad = differentiate(t64)
     rng = np.random.default_rng(seed)
     inputs = [rng.uniform(0.5, 1.5, _shape(t)) for t in t64[:-1]]
     head = rng.standard_normal(_shape(t64[-1]))
-    program = _compile(grad.program())
-    values = _run(program, [*inputs, head], [_shape(t) for t in grad.outputs.values()])
-    return inputs, head, dict(zip(grad.outputs, values)), _compile(t64)
+    return inputs, head, derived_gradients(t64, inputs, head), _compile(t64)
+
+
+def derived_gradients(tensors: Sequence[Any], inputs: Sequence[np.ndarray], head: np.ndarray) -> dict[str, np.ndarray]:
+    """Each input's derived gradient at ``inputs`` for the output gradient ``head``, run by llvm in
+    float64 (the operator rebuilt in float64 first)."""
+    from tuner.expr.autodiff import differentiate, with_dtype
+
+    grad = differentiate(with_dtype(tensors, "float64"))
+    values = _run(_compile(grad.program()), [*inputs, head], [_shape(t) for t in grad.outputs.values()])
+    return dict(zip(grad.outputs, values))
 
 
 def _converged(central: Callable[[float], float]) -> float:

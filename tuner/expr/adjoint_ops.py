@@ -15,8 +15,8 @@ from typing import Any
 
 import numpy as np
 
-from tuner.expr.derivative import is_load, kind, load_parts, loads, rebuild, show, show_indices
-from tuner.expr.gather_form import Term, affine
+from tuner.expr.derivative import is_load, kind, load_parts, loads, nodes, rebuild, show, show_indices
+from tuner.expr.gather_form import POSITIONS_ATTR, Stage, Term, affine
 
 PAD_ATTR = "swtune_pad"  # a padding stage's widths, (low, high) per dimension
 INTERLEAVE_ATTR = "swtune_interleave"  # an assembly that interleaves its pieces: the steps per dimension
@@ -74,6 +74,13 @@ class GradientOperator:
         from tuner.expr.workload import ExprWorkload
 
         return ExprWorkload.from_tensors(self.tensors, name=self.name)
+
+    @property
+    def compares(self) -> bool:
+        """Whether the body compares values for equality (an argmax, a gradient routed to one): checked
+        on inputs where the equality holds somewhere (tuner.backends.emulator_backend.random_inputs)."""
+        body = self.tensors[-1].op.body[0]
+        return any(kind(e) == "EQ" for e in nodes(body.source[0] if kind(body) == "Reduce" else body))
 
     @property
     def macs(self) -> int:
@@ -158,10 +165,9 @@ def build_operator(group: list[Term], name: str, wrt: Any, head: Any) -> tuple[G
                                       name=n + (paddings[n].name_suffix if n in gathered else ""))  # type: ignore
                     for n, t in tensors.items()}
     out = build(placeholders, name)
-    formula = _formula(out)
     op = GradientOperator(name=name, wrt=str(wrt.op.name), step=first.step, first=first.first,
                           residue=first.residue, radix=first.radix, tensors=[*placeholders.values(), out],
-                          operands=paddings, formula=formula)
+                          operands=paddings, formula=formula(out))
     return op, build
 
 
@@ -214,11 +220,65 @@ def prepare(tensor: Any, spec: Padding | Gather) -> Any:
                       name=f"{tensor.op.name}{spec.name_suffix}")
 
 
-def _formula(out: Any) -> str:
+def argmax_stage(tensor: Any, name: str) -> tuple[Any, Any]:
+    """(argmax, positions): the program stage that finds, per point of a max/min reduction ``tensor``,
+    the first reduction point (row-major over the reduction axes) whose body equals the result -- the
+    forward's argmax, in the operator's dtype (exact below 2**24 points) -- and the small stage it
+    reads the positions from (``positions[r...]`` = the row-major position of point r: a tensor, since
+    an expression body reads tensors, not loop indices). Its gradient goes to that point only, so a tie
+    is resolved as torch resolves it."""
+    from tvm import te, tirx
+
+    op = tensor.op
+    body = op.body[0]
+    extents = [int(r.dom.extent) for r in body.axis]
+    dtype = str(tensor.dtype)
+    none = float(math.prod(extents))  # past every point: no point equals
+
+    def position(*r: Any) -> Any:
+        flat = tirx.IntImm("int32", 0)
+        for v, ext in zip(r, extents):
+            flat = flat * tirx.IntImm("int32", ext) + v
+        return tirx.Cast(dtype, flat)
+
+    positions = te.compute(extents, position, name=f"{name}_positions", attrs={POSITIONS_ATTR: 1})
+    # a min whose identity is that finite value (te.min's, the dtype's largest, does not survive the
+    # TVMScript round trip in float64)
+    first = te.comm_reducer(lambda a, b: tirx.min(a, b), lambda t: tirx.FloatImm(t, none), name="first_point")
+
+    def fcompute(*index: Any) -> Any:
+        axes = [te.reduce_axis((0, e), name=str(r.var.name)) for r, e in zip(body.axis, extents)]
+        mapping = {iv.var: i for iv, i in zip(op.axis, index)}
+        mapping.update({r.var: a.var for r, a in zip(body.axis, axes)})
+        value = rebuild(body.source[0], mapping, lambda t, idx: t(*idx))
+        return first(tirx.Select(tirx.EQ(value, tensor(*index)), positions(*[a.var for a in axes]),
+                                 tirx.FloatImm(dtype, none)), axis=axes)
+
+    return te.compute(tensor.shape, fcompute, name=name), positions
+
+
+def reduction_position(stage: Stage, positions: Any) -> Any:
+    """``positions`` (of :func:`argmax_stage`) read at a point of ``stage``'s reduction, in the axes of
+    the stage as differentiated (an axis split into ``v_hi``/``v_lo`` recombined)."""
+    from tvm import tirx
+
+    index = []
+    for r in stage.tensor.op.body[0].axis:
+        var = r.var
+        if var in stage.extents:
+            index.append(var)
+            continue
+        hi, lo = (next(v for v in stage.extents if str(v.name) == f"{var.name}{part}") for part in ("_hi", "_lo"))
+        index.append(hi * tirx.IntImm("int32", stage.extents[lo]) + lo)
+    return positions(*index)
+
+
+def formula(out: Any) -> str:
+    """A one-stage operator's body as a user reads it."""
     body = out.op.body[0]
     if kind(body) == "Reduce":
         axes = ", ".join(f"{iv.var.name} < {int(iv.dom.extent)}" for iv in body.axis)
-        reducer = {"Add": "sum"}.get(kind(body.combiner.result[0]), "reduce")
+        reducer = {"Add": "sum", "Max": "max", "Min": "min"}.get(kind(body.combiner.result[0]), "reduce")
         return f"{reducer}[{axes}] {show(body.source[0])}"
     return show(body)
 

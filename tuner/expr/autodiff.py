@@ -12,7 +12,9 @@ How (after Urban & van der Smagt's tensor-algebra AD and Halide's scatter-to-gat
   differentiated: the conv reading ``pad(X)`` is differentiated straight for X.
 - **Element-wise rules** (tuner/expr/derivative.py): the body's derivative with respect to one group
   of loads (the same tensor at the same index). A max/min reduction routes through the forward
-  result: only points where the body equals the output (the argmax) carry the gradient.
+  argmax: the program first finds, per output point, the first reduction point (row-major) whose body
+  equals the output -- an operator of its own, :func:`tuner.expr.adjoint_ops.argmax_stage` -- and only
+  that point carries the gradient. A tie (a window of equal values) gives it to one point, as torch does.
 - **Gather form.** ``dX[a] = sum over (i, k) with J(i, k) = a of dOut[i] * d body/d X[J]``. Each index
   dimension of X is solved for one axis (its *pivot*: one in no other dimension, the output's axes
   first, then the largest). Every other axis becomes a reduction axis of the adjoint.
@@ -41,11 +43,14 @@ from tuner.expr.adjoint_ops import (
     GradientOperator,
     Padding,
     Piece,
+    argmax_stage,
     assemble,
     build_operator,
+    formula,
     merge_terms,
     passes_through,
     prepare,
+    reduction_position,
 )
 from tuner.expr.derivative import (
     NotDifferentiableError,
@@ -135,6 +140,7 @@ def differentiate(tensors: Sequence[Any], name: str | None = None) -> Gradient:
     adjoint: dict[Any, Any] = {out.op: head}  # program tensors
     standalone_head: dict[Any, Any] = {out.op: head}
     pieces: dict[Any, list[Piece]] = {}  # target -> the program tensors of its gradient's parts
+    made: dict[str, Any] = {}  # program tensors that are not forward tensors (argmax stages), by name
     operators: list[GradientOperator] = []
     for stage_tensor in reversed(stages):
         if stage_tensor.op not in adjoint:
@@ -146,6 +152,12 @@ def differentiate(tensors: Sequence[Any], name: str | None = None) -> Gradient:
                                                               name=f"grad_{stage_tensor.op.name}")
         stage = stage_of(stage_tensor)
         sa_head = standalone_head[stage_tensor.op]
+        argmax = positions = None
+        if stage.reducer in ("max", "min"):  # the gradient goes to the forward's argmax only
+            suffix = "" if stage_tensor.same_as(out) else f"_via_{stage_tensor.op.name}"
+            argmax, positions = argmax_stage(stage_tensor, f"{forward}_arg{stage.reducer}{suffix}")
+            made.update({str(t.op.name): t for t in (argmax, positions)})
+            operators.append(_stage_operator(argmax, wrt=str(stage_tensor.op.name)))
         groups: dict[tuple[Any, str], list[Any]] = {}
         for ld in loads(stage.value):
             tensor, idx = load_parts(ld)
@@ -161,9 +173,9 @@ def differentiate(tensors: Sequence[Any], name: str | None = None) -> Gradient:
             grad = derivative(stage.value, wrt)
             if grad is None:
                 continue
-            if stage.reducer in ("max", "min"):
-                result = stage.tensor(*stage.head)
-                grad = tirx.Select(tirx.EQ(stage.value, result), grad, tirx.FloatImm(dtype_of(grad), 0.0))
+            if argmax is not None:
+                grad = tirx.Select(tirx.EQ(reduction_position(stage, positions), argmax(*stage.head)), grad,
+                                   tirx.FloatImm(dtype_of(grad), 0.0))
             # compose through index-only stages down to a placeholder or a differentiated stage
             while not tensor.same_as(out) and index_map(tensor) is not None:
                 source, inner, guard = index_map(tensor)  # type: ignore[misc]
@@ -190,7 +202,7 @@ def differentiate(tensors: Sequence[Any], name: str | None = None) -> Gradient:
                 program_operands = {}
                 for operand_name, pad in gop.operands.items():
                     source = adjoint[stage_tensor.op] if operand_name == str(sa_head.op.name) else _by_name(
-                        operand_name, stage, inputs)
+                        operand_name, stage, inputs, made)
                     program_operands[operand_name] = prepare(source, pad)
                 pieces.setdefault(target.op, []).append((gop.step, gop.first, gop.residue, gop.radix,
                                                          build(program_operands, op_name)))
@@ -205,8 +217,22 @@ def differentiate(tensors: Sequence[Any], name: str | None = None) -> Gradient:
     return Gradient(forward=forward, head=head, inputs=inputs, outputs=outputs, operators=operators)
 
 
-def _by_name(name: str, stage: Stage, inputs: list[Any]) -> Any:
-    """The program tensor an operand name stands for: a forward input or stage output."""
+def _stage_operator(t: Any, wrt: str) -> GradientOperator:
+    """A program stage that is an operator of its own (an argmax), over the whole of its output."""
+    from tvm import te
+
+    holders = {src.op: te.placeholder(src.shape, dtype=src.dtype, name=str(src.op.name)) for src in t.op.input_tensors}
+    whole = tuple(0 for _ in t.shape)
+    return GradientOperator(name=str(t.op.name), wrt=wrt, step=tuple(1 for _ in t.shape), first=whole, residue=whole,
+                            radix=tuple((int(s),) for s in t.shape),
+                            tensors=[*holders.values(), _recompute(t, holders)], operands={}, formula=formula(t))
+
+
+def _by_name(name: str, stage: Stage, inputs: list[Any], made: dict[str, Any]) -> Any:
+    """The program tensor an operand name stands for: a forward input or stage output, or a tensor the
+    program made (an argmax)."""
+    if name in made:
+        return made[name]
     for t in [*inputs, stage.tensor, *_all_tensors(stage.tensor)]:
         if str(t.op.name) == name:
             return t
@@ -247,10 +273,23 @@ def _recompute(t: Any, sources: dict[Any, Any], dtype: str | None = None) -> Any
         raxes = [te.reduce_axis((0, int(iv.dom.extent)), name=str(iv.var.name)) for iv in body.axis]
         mapping.update({iv.var: r.var for iv, r in zip(body.axis, raxes)})
         value = rebuild(body.source[0], mapping, load, dtype)
-        reducer = {"Add": te.sum, "Max": te.max, "Min": te.min}[kind(body.combiner.result[0])]
-        return reducer(value, axis=raxes)
+        return _reducer(body.combiner)(value, axis=raxes)
 
     return te.compute(t.shape, fcompute, name=str(stage.name))
+
+
+def _reducer(combiner: Any) -> Any:
+    """The te reducer of a reduction's combiner: sum, max or min, with its own identity when that is a
+    finite value (an argmax stage's) rather than the dtype's extreme."""
+    from tvm import te, tirx
+
+    name = kind(combiner.result[0])
+    identity = combiner.identity_element[0]
+    if name == "Add" or abs(float(identity.value)) > 1e30:
+        return {"Add": te.sum, "Max": te.max, "Min": te.min}[name]
+    fold = {"Max": tirx.max, "Min": tirx.min}[name]
+    return te.comm_reducer(lambda a, b: fold(a, b), lambda t: tirx.FloatImm(t, float(identity.value)),
+                           name=f"{name.lower()}_from_{float(identity.value):g}")
 
 
 def with_dtype(tensors: Sequence[Any], dtype: str) -> list[Any]:

@@ -17,6 +17,13 @@ from typing import Any
 
 from tuner.expr.derivative import NotDifferentiableError, dtype_of, is_load, kind, load_parts, nodes, rebuild, show
 
+POSITIONS_ATTR = "swtune_positions"  # marks a stage holding the row-major positions of a reduction's points
+
+
+def _is_positions(tensor: Any) -> bool:
+    attrs = getattr(tensor.op, "attrs", None)
+    return attrs is not None and POSITIONS_ATTR in attrs
+
 
 @dataclass
 class Stage:
@@ -232,7 +239,14 @@ def gather_terms(stage: Stage, index: list[Any], grad: Any, target: Any, head: A
             analyzer.bind(v, ir.Range(0, e))
 
         def load(tensor: Any, idx: list[Any], analyzer: Any = analyzer) -> Any:
-            return tensor(*[analyzer.simplify(i) for i in idx])
+            idx = [analyzer.simplify(i) for i in idx]
+            if _is_positions(tensor) and all(kind(i) == "IntImm" for i in idx):
+                # one fixed point of a reduction: its position is a constant, not an operand
+                flat = 0
+                for i, ext in zip(idx, tensor.shape):
+                    flat = flat * int(ext) + int(i.value)
+                return tirx.FloatImm(str(tensor.dtype), float(flat))
+            return tensor(*idx)
 
         def simplify_guards(e: Any, analyzer: Any = analyzer) -> Any:
             if kind(e) == "Select":
