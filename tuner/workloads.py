@@ -44,9 +44,11 @@ def _check_dtype(dtype: Any) -> None:
 
 
 # Element-wise work fused into the kernel that changes what it reads or moves (tuner/space/epilogue.py):
-# "residual_add" adds a second operand of the output's shape, fetched by DMA tile by tile. It is part
-# of the workload (a distinct key and tuning log entry); "none" keeps the keys and JSON of before.
-EPILOGUES = ("none", "residual_add")
+# "residual_add" adds a second operand of the output's shape, fetched by DMA tile by tile (a ResNet
+# shortcut); "residual_multiply" multiplies by one (a backward pass's derivative: relu's mask, tanh's
+# 1 - y^2). It is part of the workload (a distinct key and tuning log entry); "none" keeps the keys
+# and JSON of before.
+EPILOGUES = ("none", "residual_add", "residual_multiply")
 
 
 def _check_epilogue(epilogue: Any) -> None:

@@ -160,3 +160,49 @@ def test_residual_add_fuses_with_its_operand_dma_in_the_analysis(tmp_path: Path)
 
     base = ScheduleSpace(plain.kernels[0].workload, get_target(TARGET))
     assert simulate(space, space.encode(k.config)[None, :])[0] > simulate(base, base.encode(k.config)[None, :])[0]
+
+
+class _BackwardLikeNet(torch.nn.Module):
+    """A GEMM whose result is multiplied by a derivative of other values computed after it, as in a
+    backward pass (d = dy @ W times tanh's 1 - t*t): the derivative's nodes move before the kernel."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.fc = torch.nn.Linear(48, 40, bias=False)
+
+    def forward(self, dy: Any, h: Any) -> Any:
+        g = self.fc(dy)
+        t = torch.tanh(h)
+        return g * (1.0 - t * t)
+
+
+def test_residual_multiply_fuses_a_derivative_computed_after_the_gemm(tmp_path: Path) -> None:
+    from tuner.bridge.extract import extract_relax, torch_to_relax
+    from tuner.space.space import ScheduleSpace
+    from tuner.targets import get_target
+
+    torch.manual_seed(7)
+    model, dy, h = _BackwardLikeNet().eval(), torch.randn(6, 48), torch.randn(6, 40)
+    mod = torch_to_relax(model, (dy, h))
+    fused = compile_model(mod, TARGET, tmp_path / "fused", lambda w: None, cpe_mode="none", group_launches=False)
+    (k,) = fused.kernels
+    same = lambda w: k.config if getattr(w, "op", "") == "dense" else None  # noqa: E731 (its schedule, no epilogue)
+    plain = compile_model(mod, TARGET, tmp_path / "plain", same, cpe_mode="none", group_launches=False, fuse=False)
+    assert k.epilogue is not None and k.epilogue.residual and k.epilogue.name == "multiply"
+    assert k.workload.epilogue == "residual_multiply" and k.workload.key.endswith("-ep_residual_multiply")
+    layers = [layer.workload.key for layer in extract_relax(mod).layers]
+    assert [key for key in layers if key.startswith("dense")] == [k.workload.key]  # tuned in the form built
+    # the derivative (tanh, t * t, 1 - t*t) now runs before the kernel that reads it
+    order = [s.source for s in fused.graph.nodes]
+    kernel_at = next(i for i, n in enumerate(fused.graph.nodes) if n.op == "kernel")
+    assert len(order[:kernel_at]) >= 3
+    run = run_model(fused.out_dir, [dy.numpy(), h.numpy()], TARGET)
+    base = run_model(plain.out_dir, [dy.numpy(), h.numpy()], TARGET)
+    with torch.no_grad():
+        np.testing.assert_allclose(run.output, model(dy, h).numpy().ravel(), rtol=1e-4, atol=1e-6)
+    space = ScheduleSpace(k.workload, get_target(TARGET))
+    a = space.analyze(space.encode(k.config)[None, :])
+    res_reqs, res_bytes = int(a.epilogue.get.total_requests[0]), int(a.epilogue.get.total_bytes[0])
+    kernel_gets = base.report["totals"]["get_reqs"] + res_reqs
+    assert run.report["totals"]["get_reqs"] == kernel_gets
+    assert run.report["totals"]["get_bytes"] == base.report["totals"]["get_bytes"] + res_bytes

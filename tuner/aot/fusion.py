@@ -15,12 +15,15 @@ so it overlaps the kernel's compute (both checked against the emulator's counts)
 tuned schedule valid, so the tuning-log key stays the GEMM's workload key; the generated kernel (and
 its dedup key in slave.c) carries the epilogue.
 
-A residual add (``add`` of the kernel's output and another activation of the same shape, computed
-before the kernel runs) changes what the kernel moves: each output tile's operand tile is fetched by
-a DMA get that mirrors the put (same length, blocks and gap) into an LDM buffer of one tile, then
-added. That is part of the workload (``epilogue="residual_add"``: its own key in the tuning log; its
-DMA, LDM and per-element work are in the analysis and simulator, tuner/space/epilogue.py). The
-operand is passed to the kernel as ``p[RESIDUAL_SLOT]``.
+A residual add or multiply (``add``/``multiply`` of the kernel's output and another activation of
+the same shape) changes what the kernel moves: each output tile's operand tile is fetched by a DMA get
+that mirrors the put (same length, blocks and gap) into an LDM buffer of one tile, then added or
+multiplied. That is part of the workload (``epilogue="residual_add"`` / ``"residual_multiply"``: its
+own key in the tuning log; its DMA, LDM and per-element work are in the analysis and simulator,
+tuner/space/epilogue.py). The operand is passed to the kernel as ``p[RESIDUAL_SLOT]``. It must exist
+before the kernel runs: in a backward pass the derivative a GEMM's result is multiplied by (relu's
+mask ``sign(y)``, tanh's ``1 - y^2``) is computed from forward values after the GEMM; such a producer
+moves to just before the kernel when everything it reads is ready there.
 """
 
 from __future__ import annotations
@@ -33,6 +36,7 @@ import numpy as np
 
 from tuner.ir.graph import Graph, Node, Note, Tensor
 from tuner.ir.tir_c import Work, scalar_epilogue
+from tuner.space.epilogue import RESIDUAL_ADD, RESIDUAL_EPILOGUES
 from tuner.space.ops import geometry_for
 from tuner.workloads import Workload
 
@@ -112,13 +116,15 @@ def _channel_stage(graph: Graph, k: Node, u: Node, stage: int, src: str, nvec: i
 
 
 def _residual_stage(graph: Graph, k: Node, u: Node, stage: int, src: str, prev: Epilogue | None
-                    ) -> tuple[list[str], str, Work, Tensor] | None:
-    """A residual add of kernel ``k``'s output: (statements, result, work, the other operand)."""
+                    ) -> tuple[list[str], str, Work, Tensor, str] | None:
+    """A residual add or multiply of kernel ``k``'s output: (statements, result, work, the other
+    operand, the workload's epilogue)."""
     from dataclasses import replace
 
     w = k.attrs["workload"]
     out = k.output.root
-    if (u.op != "tir" or u.relax_op != "add" or len(u.inputs) != 2 or (prev is not None and prev.residual)
+    epilogue = RESIDUAL_EPILOGUES.get(_binary_op(u) or "")
+    if (u.op != "tir" or epilogue is None or len(u.inputs) != 2 or (prev is not None and prev.residual)
             or getattr(w, "epilogue", "none") != "none" or w.op not in ("conv2d", "dense", "batch_matmul")):
         return None
     a, b = u.inputs
@@ -127,17 +133,55 @@ def _residual_stage(graph: Graph, k: Node, u: Node, stage: int, src: str, prev: 
     other = b if a.root is out else a
     if other.root.kind == "const":
         return None
-    if other.root.kind == "temp":  # its producer must have run before the kernel
-        order = {id(n): i for i, n in enumerate(graph.nodes)}
-        producer = next((n for n in graph.nodes if any(t.root is other.root for t in n.outputs)), None)
-        if producer is None or order[id(producer)] >= order[id(k)]:
-            return None
     try:
-        replace(w, epilogue="residual_add")
+        replace(w, epilogue=epilogue)
     except (TypeError, ValueError):
         return None
+    if other.root.kind == "temp" and not _ready_before(graph, other, k):
+        return None
+    sign = "+" if epilogue == RESIDUAL_ADD else "*"
     # its work and DMA are the workload's (tuner/space/epilogue.py): nothing to add in tuner.aot.timing
-    return [f"const SWTUNE_EPT _e{stage}_0 = ({src} + _res[_q]);"], f"_e{stage}_0", Work(0, 0, 0, 0), other
+    return ([f"const SWTUNE_EPT _e{stage}_0 = ({src} {sign} _res[_q]);"], f"_e{stage}_0", Work(0, 0, 0, 0), other,
+            epilogue)
+
+
+def _ready_before(graph: Graph, t: Tensor, k: Node) -> bool:
+    """Whether temp ``t`` is computed before kernel ``k`` runs, moving the nodes that compute it to just
+    before ``k`` (in their order) when they run later but read only what is ready there -- a backward
+    pass's derivative of forward values, e.g. tanh's 1 - y*y, two nodes -- and nothing else in
+    between writes what they read. Only element-wise (``tir``) nodes move: a GEMM computed later (a
+    ResNet's downsample conv) keeps its place and takes the residual add itself."""
+    nodes = graph.nodes
+    at = next(i for i, n in enumerate(nodes) if n is k)
+    later = nodes[at:]  # the kernel and what follows it
+    writer = {o.root.id: n for n in later for o in n.outputs}
+    needed: list[Node] = []
+    pending = [t.root.id]
+    while pending:
+        root = pending.pop()
+        n = writer.get(root)
+        if n is None:
+            continue  # ready before the kernel
+        if n is k or n.op != "tir":
+            return False  # it depends on the kernel's own result, or on another kernel (left in place)
+        if any(m is n for m in needed):
+            continue
+        needed.append(n)
+        pending += [i.root.id for i in n.inputs]
+    if not needed:
+        return True
+    chain = [n for n in later if any(m is n for m in needed)]  # program order
+    others = [n for n in later[:later.index(chain[-1])] if not any(m is n for m in chain)]
+    written = {o.root.id for n in others for o in n.outputs}
+    touched = written | {i.root.id for n in others for i in n.inputs}
+    if any(i.root.id in written for n in chain for i in n.inputs) or any(
+            o.root.id in touched for n in chain for o in n.outputs):
+        return False
+    for n in chain:
+        graph.steps.remove(n)
+    place = graph.steps.index(k)
+    graph.steps[place:place] = chain
+    return True
 
 
 def readers_by_root(graph: Graph) -> dict[int, list[Node]]:
@@ -179,10 +223,11 @@ def fuse_epilogues(graph: Graph, ctype: str) -> int:
             if u.op == "tir" and len(operand) == 1 and len(u.inputs) == 1 + len(scalars):
                 got = scalar_epilogue(u.attrs["prim_func"], u.attrs["function"], ctype, src, f"_e{stage}_",
                                       operand[0], scalars)
+            residual_epilogue = "none"
             if got is None:
                 res = _residual_stage(graph, k, u, stage, src, prev)
                 if res is not None:
-                    *got, residual = res  # type: ignore[assignment]
+                    *got, residual, residual_epilogue = res  # type: ignore[assignment]
             if got is None:
                 channel = _channel_stage(graph, k, u, stage, src, nvec)
                 if channel is None:
@@ -205,7 +250,7 @@ def fuse_epilogues(graph: Graph, ctype: str) -> int:
                 from dataclasses import replace
 
                 k.inputs = [*k.inputs, residual]
-                k.attrs["workload"] = replace(k.attrs["workload"], epilogue="residual_add")
+                k.attrs["workload"] = replace(k.attrs["workload"], epilogue=residual_epilogue)
             lens = (*(prev.vectors if prev else ()), *(t.size for t in vectors))
             # the chain's operators by name, once for steps of one binding (a batch_norm's multiply and add)
             same_binding = prev is not None and k.attrs["fused"][-1] == u.source

@@ -1,14 +1,15 @@
 """The cost of an epilogue that is part of the workload (``Workload.epilogue``, tuner/workloads.py).
 
-``residual_add``: the kernel adds a second operand of the output's shape to each output tile in LDM
-before its put (a ResNet shortcut). The generated code (tuner.aot.fusion.apply_epilogue) fetches the
+``residual_add`` / ``residual_multiply``: the kernel adds a second operand of the output's shape to
+each output tile in LDM before its put (a ResNet shortcut), or multiplies by one (a backward pass's
+element-wise derivative: relu's mask, tanh's 1 - y^2). The generated code (tuner.aot.fusion.apply_epilogue) fetches the
 operand's tile with a DMA get that mirrors the put, same length, block size and gap, into one more
-LDM buffer the size of one output tile copy, waits for it, adds element by element, then puts. So:
+LDM buffer the size of one output tile copy, waits for it, adds element by element, then puts. So, for either operation:
 
 * DMA: one get per put, the same blocks and bytes as the output's plan (``BufferPlan`` of c), and not
   overlapped with anything (the tile is needed at once);
 * LDM: one output tile more (one copy, also with ``db_c``: the get is waited on before the add);
-* compute: per output element two LDM loads and a store on P1 and an add on P0, scalar C
+* compute: per output element two LDM loads and a store on P1 and an add (multiply) on P0, scalar C
   (RESIDUAL_CYCLES_PER_ELEMENT, an assumption [A]);
 * rows padded to whole lines (``put_lines``) are refused: the operand is dense, the output pitched.
 
@@ -26,7 +27,8 @@ import numpy as np
 if TYPE_CHECKING:
     from tuner.space.analysis import BufferPlan
 
-NONE, RESIDUAL_ADD = "none", "residual_add"
+NONE, RESIDUAL_ADD, RESIDUAL_MULTIPLY = "none", "residual_add", "residual_multiply"
+RESIDUAL_EPILOGUES = {"add": RESIDUAL_ADD, "multiply": RESIDUAL_MULTIPLY}  # the operation -> its epilogue
 RESIDUAL_CYCLES_PER_ELEMENT = 3.0  # [A] two LDM loads and a store (P1) per element, the add beside them on P0
 
 
@@ -43,7 +45,7 @@ class EpiloguePlan:
 def plan_epilogue(workload: object, plan_c: BufferPlan, dtype_bytes: int, put_lines: np.ndarray
                   ) -> EpiloguePlan | None:
     """The plan of ``workload``'s epilogue given the output's DMA plan; None for ``none``."""
-    if getattr(workload, "epilogue", NONE) != RESIDUAL_ADD:
+    if getattr(workload, "epilogue", NONE) not in RESIDUAL_EPILOGUES.values():
         return None
     return EpiloguePlan(get=replace(plan_c), elements=plan_c.bytes / dtype_bytes,
                         ldm_bytes=np.asarray(plan_c.ldm_bytes, dtype=float), invalid=put_lines.astype(bool))
