@@ -89,3 +89,26 @@ def test_a_max_pool_expression_routes_its_gradient_through_the_argmax_in_relax()
     assert "max_pool2d_argmax" in functions
     _close(_run(mod, arrays), _torch_grads(
         lambda x: torch.nn.functional.max_pool2d(x, 3, 2, 1) ** 2, arrays))
+
+
+def test_the_max_pool_expression_gradient_compiles_ahead_of_time_and_matches_torch(tmp_path):
+    """The same backward graph (argmax, positions -- a function of no inputs --, the gradient operators)
+    compiled for Sunway and run on the emulator: on tied inputs, exactly torch's gradient."""
+    import shutil
+
+    if shutil.which("gcc") is None or shutil.which("make") is None:
+        pytest.skip("needs gcc and make")
+    from emulator_helpers import run_model
+
+    from tuner.aot import compile_model
+
+    tensors = load_function(f"{EXAMPLES}/nn.py:max_pool2d")(n=1, c=2, h=8, w=8)
+    shape = (1, 2, 8, 8)
+    mod = strip_with_grad(_adjoint(tensors, [shape], lambda y: relax.op.multiply(y, y)))
+    funcs = {gv: mod[gv] for gv in mod.get_global_vars() if gv.name_hint not in ("main", "main_adjoint")}
+    funcs[tvm.ir.GlobalVar("main")] = mod["main_adjoint"]  # the program computes the loss and the gradient
+    compile_model(tvm.IRModule(funcs), "sw26010", tmp_path, lambda w: None)
+    x = np.random.default_rng(2).integers(1, 4, shape).astype("float32")  # many ties
+    (want,) = _torch_grads(lambda t: torch.nn.functional.max_pool2d(t, 3, 2, 1) ** 2, [x])
+    got = run_model(tmp_path, [x], "sw26010").output.ravel()
+    assert np.array_equal(got[-want.size:], want.ravel())

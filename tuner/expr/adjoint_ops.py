@@ -226,7 +226,7 @@ def argmax_stage(tensor: Any, name: str) -> tuple[Any, Any]:
     forward's argmax, in the operator's dtype (exact below 2**24 points) -- and the small stage it
     reads the positions from (``positions[r...]`` = the row-major position of point r: a tensor, since
     an expression body reads tensors, not loop indices). Its gradient goes to that point only, so a tie
-    is resolved as torch resolves it."""
+    is resolved as torch's max_pool2d and max(dim) resolve it (torch.amax would split it evenly)."""
     from tvm import te, tirx
 
     op = tensor.op

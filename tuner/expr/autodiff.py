@@ -14,7 +14,8 @@ How (after Urban & van der Smagt's tensor-algebra AD and Halide's scatter-to-gat
   of loads (the same tensor at the same index). A max/min reduction routes through the forward
   argmax: the program first finds, per output point, the first reduction point (row-major) whose body
   equals the output -- an operator of its own, :func:`tuner.expr.adjoint_ops.argmax_stage` -- and only
-  that point carries the gradient. A tie (a window of equal values) gives it to one point, as torch does.
+  that point carries the gradient. A tie (a window of equal values) gives it to one point, as torch's
+  max_pool2d does.
 - **Gather form.** ``dX[a] = sum over (i, k) with J(i, k) = a of dOut[i] * d body/d X[J]``. Each index
   dimension of X is solved for one axis (its *pivot*: one in no other dimension, the output's axes
   first, then the largest). Every other axis becomes a reduction axis of the adjoint.
