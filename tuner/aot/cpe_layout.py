@@ -256,8 +256,10 @@ class TransposeOp:
     ``outer`` x [R, C]. "rows": its last axis is the input's contiguous one, so a block (one outer
     index, ``rows`` consecutive R) is one strided get (C elements every ``r_stride``) and one put.
     "tile": its last two axes are the input's last two swapped (a batched 2-D transpose, rows of the
-    input possibly apart: a tile of a larger matrix); a block is ``rows`` input columns: one strided
-    get of [C x rows], a transpose in LDM, one put of [rows x C].
+    input possibly apart: a tile of a larger matrix); a block is ``rows`` x ``cols`` of the output
+    (``cols`` 0: whole rows of C): one strided get of [cols x rows] (pieces of ``rows`` elements), a
+    transpose in LDM, one put of [rows x cols] (pieces of ``cols``, contiguous when whole rows). Whole
+    rows of a long C leave room for few rows, so short get pieces; square tiles keep both sides long.
     "vtile": [R, O, C] -> [O, R, C] (the attention head split and merge), ``batch`` times over
     consecutive [R, O, C] (a conv weight's runtime pack: [O/16][16][I][KH*KW] -> [O/16][I][16][KH*KW]);
     a block is ``rows`` values of R (``by_outer`` False: one contiguous get, a strided put of O pieces)
@@ -274,6 +276,7 @@ class TransposeOp:
     item: int
     by_outer: bool = False  # "vtile": blocks along O (else along R)
     c_stride: int = 0  # "tile": input stride of the output's last axis (the input's row length, or more)
+    cols: int = 0  # "tile": output columns per block (0: all C)
     batch: int = 1  # "vtile": consecutive [R, O, C] inputs, each transposed alike
     seconds: float = 0.0
     index: int = -1
@@ -287,8 +290,12 @@ class TransposeOp:
         return out
 
     @property
+    def col_tile(self) -> int:
+        return self.cols or self.c
+
+    @property
     def per_outer(self) -> int:
-        return -(-self.r // self.rows)
+        return -(-self.r // self.rows) * -(-self.c // self.col_tile)
 
     @property
     def blocks(self) -> int:
@@ -309,7 +316,7 @@ class TransposeOp:
     def ldm_bytes(self) -> int:
         if self.mode == "vtile":
             return 2 * self.rows * (self.r if self.by_outer else self.outer) * self.c * self.item
-        return (2 if self.mode == "tile" else 1) * self.rows * self.c * self.item
+        return (2 * self.rows * self.col_tile if self.mode == "tile" else self.rows * self.c) * self.item
 
     @property
     def name(self) -> str:
@@ -361,15 +368,22 @@ class TransposeOp:
         off = [f"    long q = blk / {self.per_outer}L, base = 0;"]
         for e, s in zip(reversed(self.outer_ext), reversed(self.outer_stride)):
             off.append(f"    base += (q % {e}L) * {s}L; q /= {e}L;")
-        lines = [f"__thread_local {ty} X_ldm[{self.rows * self.c}];"]
+        lines = [f"__thread_local {ty} X_ldm[{self.rows * self.col_tile}];"]
         if self.mode == "tile":
-            lines.append(f"__thread_local {ty} Y_ldm[{self.rows * self.c}];")
+            lines.append(f"__thread_local {ty} Y_ldm[{self.rows * self.col_tile}];")
+        if self.cols:  # blocks of rows x cols: the row block varies fastest
+            per_r = -(-self.r // self.rows)
+            where = [f"    const long o = blk / {self.per_outer}L, rt = blk % {self.per_outer}L;",
+                     f"    const long r0 = (rt % {per_r}L) * {self.rows}L, c0 = (rt / {per_r}L) * {self.cols}L;",
+                     f"    const long m = {self.c}L - c0 < {self.cols}L ? {self.c}L - c0 : {self.cols}L;"]
+        else:
+            where = [f"    const long o = blk / {self.per_outer}L, r0 = (blk % {self.per_outer}L) * {self.rows}L;"]
         lines += ["__thread_local volatile SW_REPLY_T g_reply[1];",
                   "void swtune_kernel(swtune_args *_arg) {",
                   "  int n_rep = 0;",
                   "  g_reply[0] = 0;",
                   f"  for (long blk = _MYID; blk < {self.blocks}L; blk += {CPES}) {{",
-                  f"    const long o = blk / {self.per_outer}L, r0 = (blk % {self.per_outer}L) * {self.rows}L;",
+                  *where,
                   f"    const long n = {self.r}L - r0 < {self.rows}L ? {self.r}L - r0 : {self.rows}L;",
                   *off]
         dst = f"_arg->p[1] + (o * {self.r}L + r0) * {self.c}L"
@@ -378,13 +392,21 @@ class TransposeOp:
                       f"{self.c}L * {item}, ({self.r_stride}L - {self.c}L) * {item}, &g_reply[0]); n_rep++;",
                       "    SW_WAIT(&g_reply[0], n_rep);",
                       f"    SW_PUT(X_ldm, {dst}, n * {self.c}L * {item}, 0, 0, &g_reply[0]); n_rep++;"]
-        else:  # the input holds [C rows x R columns]: take columns r0..r0+n of every row
+        elif not self.cols:  # the input holds [C rows x R columns]: take columns r0..r0+n of every row
             lines += [f"    SW_GET(_arg->p[0] + base + r0, X_ldm, {self.c}L * n * {item}, n * {item}, "
                       f"({self.c_stride}L - n) * {item}, &g_reply[0]); n_rep++;",
                       "    SW_WAIT(&g_reply[0], n_rep);",
                       f"    for (long x = 0; x < n; x++) for (long y = 0; y < {self.c}L; y++) "
                       f"Y_ldm[x * {self.c}L + y] = X_ldm[y * n + x];",
                       f"    SW_PUT(Y_ldm, {dst}, n * {self.c}L * {item}, 0, 0, &g_reply[0]); n_rep++;"]
+        else:  # a tile: columns r0..r0+n of input rows c0..c0+m, put as m of the output row's columns
+            lines += [f"    SW_GET(_arg->p[0] + base + c0 * {self.c_stride}L + r0, X_ldm, m * n * {item}, n * {item}, "
+                      f"({self.c_stride}L - n) * {item}, &g_reply[0]); n_rep++;",
+                      "    SW_WAIT(&g_reply[0], n_rep);",
+                      "    for (long x = 0; x < n; x++) for (long y = 0; y < m; y++) "
+                      "Y_ldm[x * m + y] = X_ldm[y * n + x];",
+                      f"    SW_PUT(Y_ldm, {dst} + c0, n * m * {item}, m * {item}, ({self.c}L - m) * {item}, "
+                      "&g_reply[0]); n_rep++;"]
         lines += ["    SW_WAIT(&g_reply[0], n_rep);", "  }", "}"]
         return "\n".join(lines) + "\n"
 
@@ -423,21 +445,34 @@ def plan_transpose(shape: tuple[int, ...], axes: tuple[int, ...], target: Target
     for e in ext[:-2]:
         outer *= e
     # block sizes from one block per CPE up: longer blocks make longer DMA pieces ("tile" gets pieces of
-    # ``rows`` elements) at the price of fewer active CPEs; the least simulated time wins
+    # ``rows`` elements) at the price of fewer active CPEs; "tile" also tries blocks of fewer columns
+    # (square-ish tiles: long pieces both ways); the least simulated time wins
     first = int(min(fit, r, -(-r * outer // CPES)))
+    shapes = [(rows, 0) for rows in sorted({min(first * 2 ** k, fit, r) for k in range(8)})]
+    if mode == "tile":
+        for cols in (16, 32, 64, 128, 256):
+            tall = target.ldm_budget_bytes // (2 * cols * item)
+            if cols < c and tall >= 1:
+                shapes += [(rows, cols) for rows in sorted({min(16 * 2 ** k, tall, r) for k in range(6)})]
     op = None
-    for rows in sorted({min(first * 2 ** k, fit, r) for k in range(8)}):
-        cand = TransposeOp(mode, tuple(ext[:-2]), tuple(st[:-2]), r, c, st[-2], rows, item, c_stride=st[-1])
+    for rows, cols in shapes:
+        cand = TransposeOp(mode, tuple(ext[:-2]), tuple(st[:-2]), r, c, st[-2], rows, item, c_stride=st[-1],
+                           cols=cols)
         active = min(CPES, cand.blocks)
+        width = cand.col_tile
         if mode == "rows":
             get = dma_time(target, "get", c * item, n_blocks=rows, gap_bytes=(cand.r_stride - c) * item,
                            active_cpes=active)
             work = 0.0
         else:
-            get = dma_time(target, "get", rows * item, n_blocks=c, gap_bytes=(st[-1] - rows) * item,
+            get = dma_time(target, "get", rows * item, n_blocks=width, gap_bytes=(st[-1] - rows) * item,
                            active_cpes=active)
-            work = 2.0 * rows * c / target.clock_hz  # a load and a store per element, scalar
-        put = dma_time(target, "put", rows * c * item, active_cpes=active)
+            work = 2.0 * rows * width / target.clock_hz  # a load and a store per element, scalar
+        if cols:  # pieces of a row's columns
+            put = dma_time(target, "put", width * item, n_blocks=rows, gap_bytes=(c - width) * item,
+                           active_cpes=active)
+        else:
+            put = dma_time(target, "put", rows * c * item, active_cpes=active)
         cand.seconds = target.spawn_join_s + -(-cand.blocks // CPES) * (get + work + put)
         if op is None or cand.seconds < op.seconds:
             op = cand
