@@ -143,30 +143,29 @@ def test_consecutive_cpe_steps_share_one_spawn(tmp_path: Path) -> None:
 
 
 class _Transpose(torch.nn.Module):
-    """A tall 2-D transpose (a weight gradient's [512, 64] -> [64, 512] in a transformer's step)."""
+    """The last two axes swapped (a weight gradient's [512, 64] -> [64, 512] in a transformer's step)."""
 
     def forward(self, x: Any) -> Any:
-        return x.t()
+        return x.transpose(-1, -2)
 
 
-def test_a_large_2d_transpose_runs_in_square_tiles(tmp_path: Path) -> None:
+@pytest.mark.parametrize("shape", [(512, 64), (700, 300), (2, 520, 100)], ids=["even", "ragged", "batched"])
+def test_large_2d_transposes_run_in_square_tiles(tmp_path: Path, shape: tuple[int, ...]) -> None:
     """Whole output rows of 512 leave LDM room for 14 rows (56-B get pieces); 64 x 64 tiles get and put
-    256-B pieces: the planner takes the tiles, they match torch exactly, and the emulator's DMA counts
-    are the plan's."""
-    from tuner.aot.cpe_layout import TransposeOp, plan_transpose
+    256-B pieces: the planner takes tiles -- even, ragged in both dimensions (300 rows in blocks of 112,
+    700 columns in tiles of 64), batched --, they match torch exactly, and the emulator's DMA counts are
+    the plan's."""
+    from tuner.aot.cpe_layout import TransposeOp
     from tuner.bridge.extract import torch_to_relax
-    from tuner.targets import get_target
 
-    planned = plan_transpose((512, 64), (1, 0), get_target(TARGET), 4)
-    assert planned is not None and planned.mode == "tile" and planned.cols > 0 and planned.rows >= 32
-    x = torch.randn(512, 64)
+    x = torch.randn(*shape)
     mod = torch_to_relax(_Transpose().eval(), (x,))
     on_cpe = compile_model(mod, TARGET, tmp_path / "cpe", lambda w: None, cpe_mode="all")
     on_mpe = compile_model(mod, TARGET, tmp_path / "mpe", lambda w: None, cpe_mode="none", group_launches=False)
     (op,) = [n.attrs["cpe"] for n in on_cpe.graph.nodes if n.op == "cpe"]
-    assert isinstance(op, TransposeOp) and op.cols > 0
+    assert isinstance(op, TransposeOp) and op.mode == "tile" and op.cols > 0 and op.rows >= 32
     got, dma_cpe = _run(on_cpe.out_dir, x.numpy())
     _, dma_mpe = _run(on_mpe.out_dir, x.numpy())
-    np.testing.assert_array_equal(got, x.t().numpy().ravel())
+    np.testing.assert_array_equal(got, x.transpose(-1, -2).numpy().ravel())
     plan = op.dma_plan()
     assert {k: dma_cpe[k] - dma_mpe[k] for k in plan} == plan
