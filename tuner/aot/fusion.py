@@ -155,23 +155,21 @@ def _ready_before(graph: Graph, t: Tensor, k: Node) -> bool:
     at = next(i for i, n in enumerate(nodes) if n is k)
     later = nodes[at:]  # the kernel and what follows it
     writer = {o.root.id: n for n in later for o in n.outputs}
-    needed: list[Node] = []
+    needed: set[int] = set()  # ids of the nodes that compute it
     pending = [t.root.id]
     while pending:
-        root = pending.pop()
-        n = writer.get(root)
+        n = writer.get(pending.pop())
         if n is None:
             continue  # ready before the kernel
         if n is k or n.op != "tir":
             return False  # it depends on the kernel's own result, or on another kernel (left in place)
-        if any(m is n for m in needed):
-            continue
-        needed.append(n)
-        pending += [i.root.id for i in n.inputs]
+        if id(n) not in needed:
+            needed.add(id(n))
+            pending += [i.root.id for i in n.inputs]
     if not needed:
         return True
-    chain = [n for n in later if any(m is n for m in needed)]  # program order
-    others = [n for n in later[:later.index(chain[-1])] if not any(m is n for m in chain)]
+    chain = [n for n in later if id(n) in needed]  # program order
+    others = [n for n in later[:later.index(chain[-1])] if id(n) not in needed]
     written = {o.root.id for n in others for o in n.outputs}
     touched = written | {i.root.id for n in others for i in n.inputs}
     if any(i.root.id in written for n in chain for i in n.inputs) or any(

@@ -16,7 +16,7 @@ from typing import Any
 import numpy as np
 
 from tuner.expr.derivative import is_load, kind, load_parts, loads, nodes, rebuild, show, show_indices
-from tuner.expr.gather_form import POSITIONS_ATTR, Stage, Term, affine
+from tuner.expr.gather_form import POSITIONS_ATTR, Stage, Term, affine, row_major
 
 PAD_ATTR = "swtune_pad"  # a padding stage's widths, (low, high) per dimension
 INTERLEAVE_ATTR = "swtune_interleave"  # an assembly that interleaves its pieces: the steps per dimension
@@ -236,10 +236,7 @@ def argmax_stage(tensor: Any, name: str) -> tuple[Any, Any]:
     none = float(math.prod(extents))  # past every point: no point equals
 
     def position(*r: Any) -> Any:
-        flat = tirx.IntImm("int32", 0)
-        for v, ext in zip(r, extents):
-            flat = flat * tirx.IntImm("int32", ext) + v
-        return tirx.Cast(dtype, flat)
+        return tirx.Cast(dtype, row_major(r, extents))
 
     positions = te.compute(extents, position, name=f"{name}_positions", attrs={POSITIONS_ATTR: 1})
     # a min whose identity is that finite value (te.min's, the dtype's largest, does not survive the

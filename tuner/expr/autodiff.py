@@ -220,13 +220,18 @@ def differentiate(tensors: Sequence[Any], name: str | None = None) -> Gradient:
 
 def _stage_operator(t: Any, wrt: str) -> GradientOperator:
     """A program stage that is an operator of its own (an argmax), over the whole of its output."""
+    whole = tuple(0 for _ in t.shape)
+    return GradientOperator(name=str(t.op.name), wrt=wrt, step=tuple(1 for _ in t.shape), first=whole, residue=whole,
+                            radix=tuple((int(s),) for s in t.shape), tensors=_standalone(t), operands={},
+                            formula=formula(t))
+
+
+def _standalone(t: Any) -> list[Any]:
+    """Stage ``t`` on its own: a placeholder per input (named as the input), then its compute."""
     from tvm import te
 
     holders = {src.op: te.placeholder(src.shape, dtype=src.dtype, name=str(src.op.name)) for src in t.op.input_tensors}
-    whole = tuple(0 for _ in t.shape)
-    return GradientOperator(name=str(t.op.name), wrt=wrt, step=tuple(1 for _ in t.shape), first=whole, residue=whole,
-                            radix=tuple((int(s),) for s in t.shape),
-                            tensors=[*holders.values(), _recompute(t, holders)], operands={}, formula=formula(t))
+    return [*holders.values(), _recompute(t, holders)]
 
 
 def _by_name(name: str, stage: Stage, inputs: list[Any], made: dict[str, Any]) -> Any:
@@ -319,8 +324,6 @@ def program_stages(outputs: Sequence[Any]) -> list[tuple[Any, list[Any], list[An
     program, its input tensors in the program, the standalone stage -- placeholders named as its
     inputs, then its output -- for ``te.create_prim_func``). Each derived operator is one of them,
     and so is each memory pass (a padding, a compact copy, an assembly)."""
-    from tvm import te
-
     order: list[Any] = []
     seen: set[Any] = set()
     for out in outputs:
@@ -328,9 +331,4 @@ def program_stages(outputs: Sequence[Any]) -> list[tuple[Any, list[Any], list[An
             if t.op not in seen:
                 seen.add(t.op)
                 order.append(t)
-    stages = []
-    for t in order:
-        inputs = list(t.op.input_tensors)
-        holders = {src.op: te.placeholder(src.shape, dtype=src.dtype, name=str(src.op.name)) for src in inputs}
-        stages.append((t, inputs, [*holders.values(), _recompute(t, holders)]))
-    return stages
+    return [(t, list(t.op.input_tensors), _standalone(t)) for t in order]

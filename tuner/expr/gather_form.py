@@ -20,6 +20,14 @@ from tuner.expr.derivative import NotDifferentiableError, dtype_of, is_load, kin
 POSITIONS_ATTR = "swtune_positions"  # marks a stage holding the row-major positions of a reduction's points
 
 
+def row_major(index: Any, extents: Any) -> Any:
+    """The row-major position of ``index`` in a box of ``extents`` (ints, or TIR expressions)."""
+    flat = 0
+    for i, ext in zip(index, extents):
+        flat = flat * ext + i
+    return flat
+
+
 def _is_positions(tensor: Any) -> bool:
     attrs = getattr(tensor.op, "attrs", None)
     return attrs is not None and POSITIONS_ATTR in attrs
@@ -242,9 +250,7 @@ def gather_terms(stage: Stage, index: list[Any], grad: Any, target: Any, head: A
             idx = [analyzer.simplify(i) for i in idx]
             if _is_positions(tensor) and all(kind(i) == "IntImm" for i in idx):
                 # one fixed point of a reduction: its position is a constant, not an operand
-                flat = 0
-                for i, ext in zip(idx, tensor.shape):
-                    flat = flat * int(ext) + int(i.value)
+                flat = row_major([int(i.value) for i in idx], [int(e) for e in tensor.shape])
                 return tirx.FloatImm(str(tensor.dtype), float(flat))
             return tensor(*idx)
 
