@@ -13,7 +13,7 @@ URLs and lookups. Layouts follow TVM's topi defaults: conv2d NCHW data with OIHW
 from __future__ import annotations
 
 import json
-from dataclasses import MISSING, asdict, dataclass, fields
+from dataclasses import MISSING, asdict, dataclass, fields, replace
 from typing import Any, ClassVar
 
 from tuner.errors import InvalidWorkloadError
@@ -51,9 +51,16 @@ def _check_dtype(dtype: Any) -> None:
 EPILOGUES = ("none", "residual_add", "residual_multiply")
 
 
-def _check_epilogue(epilogue: Any) -> None:
+def check_epilogue(epilogue: Any) -> None:
     if epilogue not in EPILOGUES:
         raise InvalidWorkloadError(f"unsupported epilogue {epilogue!r}; expected one of {list(EPILOGUES)}")
+
+
+def with_epilogue(workload: Workload, epilogue: str) -> Workload:
+    """``workload`` with another epilogue (see EPILOGUES); TypeError for a kind that takes none."""
+    if not any(f.name == "epilogue" for f in fields(workload)):
+        raise TypeError(f"{workload.op} workloads take no epilogue")
+    return replace(workload, epilogue=epilogue)  # type: ignore[call-arg]
 
 
 def _check_flops(workload: Workload) -> None:
@@ -131,7 +138,7 @@ class Conv2d(Workload):
     epilogue: str = "none"  # see EPILOGUES
 
     def __post_init__(self) -> None:
-        _check_epilogue(self.epilogue)
+        check_epilogue(self.epilogue)
         for name in ("n", "c", "h", "w", "k", "r", "s", "stride_h", "stride_w", "dil_h", "dil_w", "groups"):
             _positive(name, getattr(self, name))
         for name in ("pad_h", "pad_w"):
@@ -187,7 +194,7 @@ class Dense(Workload):
     epilogue: str = "none"  # see EPILOGUES
 
     def __post_init__(self) -> None:
-        _check_epilogue(self.epilogue)
+        check_epilogue(self.epilogue)
         for name in ("m", "n", "k"):
             _positive(name, getattr(self, name))
         _check_dtype(self.dtype)
@@ -211,7 +218,7 @@ class BatchMatmul(Workload):
     epilogue: str = "none"  # see EPILOGUES
 
     def __post_init__(self) -> None:
-        _check_epilogue(self.epilogue)
+        check_epilogue(self.epilogue)
         for name in ("b", "m", "n", "k"):
             _positive(name, getattr(self, name))
         _check_dtype(self.dtype)

@@ -223,3 +223,49 @@ def test_a_forward_of_several_stages_runs_stage_by_stage_and_once() -> None:
         assert called.count(f"gated_dense_pass_{stage}") == 1, called
     assert "gated_dense" not in called  # the whole four-stage function is gone
     assert any(n.startswith("gated_dense_grad_") for n in called)
+
+
+class _TwoConvNet(torch.nn.Module):
+    """conv -> relu -> conv -> relu -> linear: the second conv's data gradient is multiplied by the
+    first relu's mask, an epilogue of the derived (expression) operator when its fused form is tuned."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.c1 = torch.nn.Conv2d(3, 4, 3, padding=1)
+        self.c2 = torch.nn.Conv2d(4, 4, 3, padding=1)
+        self.fc = torch.nn.Linear(4 * 6 * 6, 5)
+
+    def forward(self, x: Any) -> Any:
+        return self.fc(torch.relu(self.c2(torch.relu(self.c1(x)))).flatten(1))
+
+
+def test_a_derived_data_gradient_takes_the_relu_mask_as_its_epilogue(tmp_path: Path) -> None:
+    from tuner.bridge.extract import extract_relax, memory_bound
+    from tuner.space.factory import space_for
+    from tuner.targets import get_target
+
+    torch.manual_seed(3)
+    module, x = _TwoConvNet().train(), torch.randn(2, 3, 6, 6)
+    reference = copy.deepcopy(module)
+    opt = Optimizer(OptimizerKind.SGD, 0.05)
+    step = training_step(module, (x,), Loss.CROSS_ENTROPY, opt)
+    layers = [layer.workload for layer in extract_relax(step.module).layers if not memory_bound(layer.workload)]
+    fused = [w for w in layers if "grad_data" in w.key]
+    assert [w.epilogue for w in fused] == ["residual_multiply"]  # tuned in the form the compiler builds
+    tgt = get_target("sw26010")
+    configs = {}
+    for w in layers:  # every GEMM-like task "tuned" (a valid config from its space)
+        space = space_for(w, tgt)
+        configs[w.key] = space.decode(space.sample(1, rng=1)[0])
+    program = compile_training(step, "sw26010", tmp_path, lambda w: configs.get(w.key), "twoconv")
+    (k,) = [k for k in program.result.kernels if k.workload.key == fused[0].key]
+    assert k.status == "tuned" and k.epilogue is not None and k.epilogue.residual
+    shape = target_shape(module, (x,), Loss.CROSS_ENTROPY)
+    batches = train_data.synthetic(4, 2, 2, tuple(x.shape), shape, Loss.CROSS_ENTROPY)
+    batches.tofile(tmp_path / "data.bin", step.dtype)
+    build_emulated(tmp_path)
+    run = run_emulated(tmp_path, tmp_path / "data.bin", 2, step.dtype)
+    ref = torch_steps(reference, batches, opt, Loss.CROSS_ENTROPY, 2)
+    assert _rel(run.losses, np.array(ref.losses)) <= 1e-4
+    state = split_state(run.state, step)
+    assert max(_rel(state[n], v) for n, v in ref.params.items()) <= 1e-4

@@ -24,6 +24,11 @@ tuner/space/epilogue.py). The operand is passed to the kernel as ``p[RESIDUAL_SL
 before the kernel runs: in a backward pass the derivative a GEMM's result is multiplied by (relu's
 mask ``sign(y)``, tanh's ``1 - y^2``) is computed from forward values after the GEMM; such a producer
 moves to just before the kernel when everything it reads is ready there.
+
+A GEMM-like expression operator (a derived conv data gradient, tuner.expr.autodiff) is a generic node
+until the compiler finds it tuned (tuner.aot.kernels). It takes a residual stage only -- a backward
+pass's relu mask multiplied into the data gradient -- under its own key (``ExprWorkload.epilogue``);
+where that fused form is not tuned the compiler undoes the fusion (``unfuse``).
 """
 
 from __future__ import annotations
@@ -34,12 +39,15 @@ from math import prod
 
 import numpy as np
 
+from tuner.expr.expr import Reducer
+from tuner.expr.workload import OP as EXPR_OP
 from tuner.ir.graph import Graph, Node, Note, Tensor
 from tuner.ir.tir_c import Work, scalar_epilogue
 from tuner.space.epilogue import RESIDUAL_ADD, RESIDUAL_EPILOGUES
 from tuner.space.ops import geometry_for
-from tuner.workloads import Workload
+from tuner.workloads import Workload, with_epilogue
 
+_RESIDUAL_PRODUCERS = ("conv2d", "dense", "batch_matmul", EXPR_OP)  # kernels a residual epilogue fuses into
 RESIDUAL_SLOT = 15  # swtune_args.p index of a residual operand (per-channel vectors count up from 0)
 VECTOR_BYTES = 4096  # LDM for per-channel vectors: what the tuned kernels' budget leaves (64 KB - 56 KB)
 _BIN = {"add": "({v} + {c})", "subtract": "({v} - {c})", "multiply": "({v} * {c})", "divide": "({v} / {c})"}
@@ -119,13 +127,11 @@ def _residual_stage(graph: Graph, k: Node, u: Node, stage: int, src: str, prev: 
                     ) -> tuple[list[str], str, Work, Tensor, str] | None:
     """A residual add or multiply of kernel ``k``'s output: (statements, result, work, the other
     operand, the workload's epilogue)."""
-    from dataclasses import replace
-
-    w = k.attrs["workload"]
+    w = producer_workload(k)
     out = k.output.root
     epilogue = RESIDUAL_EPILOGUES.get(_binary_op(u) or "")
     if (u.op != "tir" or epilogue is None or len(u.inputs) != 2 or (prev is not None and prev.residual)
-            or getattr(w, "epilogue", "none") != "none" or w.op not in ("conv2d", "dense", "batch_matmul")):
+            or getattr(w, "epilogue", "none") != "none" or w.op not in _RESIDUAL_PRODUCERS):
         return None
     a, b = u.inputs
     if not (a.shape == b.shape == u.output.shape) or (a.root is out) == (b.root is out):
@@ -134,7 +140,7 @@ def _residual_stage(graph: Graph, k: Node, u: Node, stage: int, src: str, prev: 
     if other.root.kind == "const":
         return None
     try:
-        replace(w, epilogue=epilogue)
+        with_epilogue(w, epilogue)
     except (TypeError, ValueError):
         return None
     if other.root.kind == "temp" and not _ready_before(graph, other, k):
@@ -150,7 +156,7 @@ def _ready_before(graph: Graph, t: Tensor, k: Node) -> bool:
     before ``k`` (in their order) when they run later but read only what is ready there -- a backward
     pass's derivative of forward values, e.g. tanh's 1 - y*y, two nodes -- and nothing else in
     between writes what they read. Only element-wise (``tir``) nodes move: a GEMM computed later (a
-    ResNet's downsample conv) keeps its place and takes the residual add itself."""
+    ResNet's downsample conv, a derived data gradient) keeps its place and takes the residual add itself."""
     nodes = graph.nodes
     at = next(i for i, n in enumerate(nodes) if n is k)
     later = nodes[at:]  # the kernel and what follows it
@@ -161,7 +167,7 @@ def _ready_before(graph: Graph, t: Tensor, k: Node) -> bool:
         n = writer.get(pending.pop())
         if n is None:
             continue  # ready before the kernel
-        if n is k or n.op != "tir":
+        if n is k or n.op != "tir" or gemm_expression(n):
             return False  # it depends on the kernel's own result, or on another kernel (left in place)
         if id(n) not in needed:
             needed.add(id(n))
@@ -182,6 +188,42 @@ def _ready_before(graph: Graph, t: Tensor, k: Node) -> bool:
     return True
 
 
+@dataclass
+class Unfused:
+    """What fusing a residual stage into an expression operator changed, to undo it where its fused
+    form is not tuned (tuner.aot.kernels: a generic node cannot run the epilogue): the node's inputs,
+    output and workload before, the consumer it took in, and the note standing in the consumer's place."""
+
+    inputs: list[Tensor]
+    output: Tensor
+    workload: Workload
+    consumer: Node
+    note: Note | None = None
+
+
+def gemm_expression(n: Node) -> bool:
+    """Whether ``n`` is a generic node that becomes a GEMM-like expression kernel when tuned (a
+    derived conv gradient, a matmul of any rank): a sum reduction, so its output tile is put once."""
+    w = n.attrs.get("expr_workload")
+    return n.op == "tir" and w is not None and w.expr.gemm_like and w.expr.reducer == Reducer.SUM
+
+
+def producer_workload(k: Node) -> Workload:
+    """The workload of a kernel node, or of a GEMM-like expression node (``gemm_expression``)."""
+    return k.attrs["workload"] if k.op == "kernel" else k.attrs["expr_workload"]
+
+
+def unfuse(k: Node) -> Node:
+    """Undo the fusion of expression node ``k`` (its fused form has no tuned config); returns the
+    consumer, to run right after it (its other operand is ready before ``k``: ``_ready_before``)."""
+    un: Unfused = k.attrs.pop("unfused")
+    k.inputs, k.output = un.inputs, un.output
+    k.attrs["expr_workload"] = un.workload
+    for fused_attr in ("epilogue", "fused"):
+        k.attrs.pop(fused_attr, None)
+    return un.consumer
+
+
 def readers_by_root(graph: Graph) -> dict[int, list[Node]]:
     """The nodes that read each tensor (by its root: a view's reader reads its base), in program order."""
     out: dict[int, list[Node]] = {}
@@ -192,13 +234,16 @@ def readers_by_root(graph: Graph) -> dict[int, list[Node]]:
 
 
 def fuse_epilogues(graph: Graph, ctype: str) -> int:
-    """Fuse every fusable element-wise consumer into its kernel; returns how many were fused."""
+    """Fuse every fusable element-wise consumer into its kernel; returns how many were fused. A
+    GEMM-like expression operator (``gemm_expression``) takes a residual add or multiply only (one
+    stage, recorded in ``Unfused`` so the compiler can undo it: it is a kernel only when tuned)."""
     readers = readers_by_root(graph)
     outputs = {t.root.id for t in graph.outputs}
     fused = 0
-    removed: set[int] = set()
+    removed: dict[int, Unfused | None] = {}
     for k in graph.nodes:
-        if k.op != "kernel":
+        expression = k.op != "kernel" and gemm_expression(k)
+        if k.op != "kernel" and not expression:
             continue
         while True:  # a chain (e.g. scale then gelu) fuses one link at a time
             out = k.output.root
@@ -218,7 +263,7 @@ def fuse_epilogues(graph: Graph, ctype: str) -> int:
                        if t.kind == "const" and t.data is not None and t.size == 1}
             operand = [i for i, t in enumerate(u.inputs) if t.root is out]
             residual: Tensor | None = None
-            if u.op == "tir" and len(operand) == 1 and len(u.inputs) == 1 + len(scalars):
+            if u.op == "tir" and len(operand) == 1 and len(u.inputs) == 1 + len(scalars) and not expression:
                 got = scalar_epilogue(u.attrs["prim_func"], u.attrs["function"], ctype, src, f"_e{stage}_",
                                       operand[0], scalars)
             residual_epilogue = "none"
@@ -227,7 +272,7 @@ def fuse_epilogues(graph: Graph, ctype: str) -> int:
                 if res is not None:
                     *got, residual, residual_epilogue = res  # type: ignore[assignment]
             if got is None:
-                channel = _channel_stage(graph, k, u, stage, src, nvec)
+                channel = None if expression else _channel_stage(graph, k, u, stage, src, nvec)
                 if channel is None:
                     break
                 *got, vectors = channel  # type: ignore[assignment]
@@ -235,6 +280,7 @@ def fuse_epilogues(graph: Graph, ctype: str) -> int:
                 if ((sum(prev.vectors) if prev else 0) + sum(t.size for t in vectors)) * item > VECTOR_BYTES:
                     break
             stmts, result, work = got  # type: ignore[misc]
+            before = Unfused(list(k.inputs), k.output, producer_workload(k), u)
             if prev is not None:  # a chain: this stage reads the previous stage's result
                 stmts = [*prev.stmts, "/* stage */", *stmts]
                 work = Work(0, prev.work.loads + work.loads, prev.work.arith + work.arith,
@@ -245,27 +291,34 @@ def fuse_epilogues(graph: Graph, ctype: str) -> int:
             else:
                 k.inputs = [*k.inputs, *vectors]
             if residual is not None:
-                from dataclasses import replace
-
                 k.inputs = [*k.inputs, residual]
-                k.attrs["workload"] = replace(k.attrs["workload"], epilogue=residual_epilogue)
+                k.attrs["expr_workload" if expression else "workload"] = with_epilogue(producer_workload(k),
+                                                                                       residual_epilogue)
+                if expression:
+                    k.attrs["unfused"] = before
             lens = (*(prev.vectors if prev else ()), *(t.size for t in vectors))
             # the chain's operators by name, once for steps of one binding (a batch_norm's multiply and add)
             same_binding = prev is not None and k.attrs["fused"][-1] == u.source
             name = u.relax_op if prev is None else prev.name if same_binding else f"{prev.name}+{u.relax_op}"
             k.attrs["epilogue"] = Epilogue(name, tuple(s.replace("SWTUNE_EPT", ctype) for s in stmts), result,
                                            work, lens, has_res or residual is not None)
-            removed.add(id(u))
+            removed[id(u)] = before if expression else None
             k.output = u.output  # the kernel now writes the consumer's tensor (same size, flat)
             k.attrs["fused"] = [*k.attrs.get("fused", []), u.source]
             fused += 1
             readers = readers_by_root(Graph(graph.inputs, graph.outputs,
                                      [s for s in graph.steps if not (isinstance(s, Node) and id(s) in removed)],
                                      graph.dtype))
+            if expression:
+                break  # one stage: what Unfused restores
     steps: list[Node | Note] = []
     for s in graph.steps:
         if isinstance(s, Node) and id(s) in removed:
-            steps.append(Note(s.source, s.relax_op, "fused epilogue", "applied to the kernel's output tile in LDM"))
+            note = Note(s.source, s.relax_op, "fused epilogue", "applied to the kernel's output tile in LDM")
+            undo = removed[id(s)]
+            if undo is not None:
+                undo.note = note
+            steps.append(note)
         else:
             steps.append(s)
     graph.steps = steps

@@ -22,7 +22,7 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-from tuner.aot.fusion import apply_epilogue, channel_axis
+from tuner.aot.fusion import apply_epilogue, channel_axis, unfuse
 from tuner.aot.launch_groups import phase_seconds
 from tuner.aot.lookup import Lookup
 from tuner.ir.graph import AotError, Graph, Node, Note, Tensor, slave_symbol
@@ -137,7 +137,7 @@ def _generate(workload: Workload, target: Target, config: Config, index: int, st
     slave = src.files["slave.c"]
     if epilogue is not None:
         slave = apply_epilogue(slave, epilogue, ctype(getattr(workload, "dtype", "float32")), tuple(c),
-                               c_pitch(s), channel_axis(workload))
+                               c_pitch(s), channel_axis(workload) if epilogue.vectors else -1)
     # the permutation of each packed operand: the same as the measured host's pack (tuner.codegen.host)
     packs = {s.roles.index(r): TilePack(*(tuple(v) for v in pack_tiles(s, r))) for r in packed_roles(s)}
     return Kernel(index, workload, config, status, slave, rows, c[-1], c_pitch(s), epilogue=epilogue,
@@ -221,9 +221,18 @@ def resolve_kernels(graph: Graph, target: Target, lookup: Lookup | None,
     packed: dict[tuple[int, int], Any] = {}
     steps: list[Any] = []
     warned: set[str] = set()
-    for step in graph.steps:
+    restored: set[int] = set()  # the notes of consumers that a fused expression gave back (unfuse)
+    queue = list(graph.steps)
+    while queue:
+        step = queue.pop(0)
+        if isinstance(step, Note) and id(step) in restored:
+            continue
         if isinstance(step, Node) and step.op in ("tir", "transpose") and "expr_workload" in step.attrs:
             _tuned_expression(step, target, lookup, by_key, untuned_seconds, warned)
+            if step.op != "kernel" and "unfused" in step.attrs:  # the fused form is not tuned: the plain one?
+                restored.add(id(step.attrs["unfused"].note))
+                queue.insert(0, unfuse(step))  # the consumer runs next, as a step of its own
+                _tuned_expression(step, target, lookup, by_key, untuned_seconds, warned)
         if not isinstance(step, Node) or step.op != "kernel":
             steps.append(step)
             continue
@@ -274,12 +283,17 @@ def _tuned_expression(step: Node, target: Target, lookup: Lookup | None,
     a kernel node running its tuned config; without one, or when the config is not valid or cannot be
     generated, it keeps the generic lowering (MPE C or CPE blocks) with a warning naming it (once per
     workload). A memory-bound operator also keeps it, with a note in the log, when its untuned lowering
-    simulates faster than the tuned kernel (a tuning budget too small to beat the rule-picked block)."""
+    simulates faster than the tuned kernel (a tuning budget too small to beat the rule-picked block).
+    A fused residual epilogue (tuner.aot.fusion) stays the kernel's; an untuned fused form is left to
+    the caller, which undoes the fusion and tries the plain form."""
 
     w: Workload = step.attrs["expr_workload"]
     config = lookup(w) if lookup is not None else None
     if config is None:
-        if w.key not in warned:
+        if "unfused" in step.attrs:
+            log.info("fused form %s (binding %s) is not tuned: the epilogue runs as a step of its own", w.key,
+                     step.source)
+        elif w.key not in warned:
             warned.add(w.key)
             log.warning("untuned expression operator %s (%s, binding %s) on %s: generic lowering", w.key,
                         step.relax_op, step.source, target.name)
@@ -287,11 +301,12 @@ def _tuned_expression(step: Node, target: Target, lookup: Lookup | None,
     from tuner.space.factory import space_for
 
     untuned_s = None
-    key = (w.key, repr(sorted(dict(config).items())), "")
+    ep = step.attrs.get("epilogue")
+    key = (w.key, repr(sorted(dict(config).items())), ep.key if ep is not None else "")
     try:
         space = space_for(w, target)
         space.check(dict(config))
-        kernel = by_key.get(key) or _generate(w, target, dict(config), len(by_key), "tuned")
+        kernel = by_key.get(key) or _generate(w, target, dict(config), len(by_key), "tuned", ep)
         if kind_of(w).memory_bound(w) and untuned_seconds is not None:
             from tuner.aot.timing import kernel_seconds
 
@@ -313,7 +328,8 @@ def _tuned_expression(step: Node, target: Target, lookup: Lookup | None,
                     "lowering", w.key, step.source, target.name, exc)
         return
     step.op = "kernel"
-    step.attrs = ({"workload": w} if untuned_s is None
+    fused: dict[str, Any] = {a: step.attrs[a] for a in ("epilogue", "fused") if a in step.attrs}
+    step.attrs = ({"workload": w, **fused} if untuned_s is None
                   else {"workload": w, "untuned_s": untuned_s, "untuned_on_cpe": untuned.on_cpe})
 
 

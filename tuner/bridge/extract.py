@@ -25,7 +25,7 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -36,7 +36,7 @@ from tuner.ir.importers import torch_to_relax as torch_to_relax
 from tuner.ir.relax_ops import READERS, Routing, expression_workload
 from tuner.models.zoo import Layer
 from tuner.task_kind import kind_of
-from tuner.workloads import Workload
+from tuner.workloads import Workload, with_epilogue
 
 # Relax ops that are bookkeeping, not computation worth listing as "untuned".
 _FREE_OPS = {"relax.reshape", "relax.permute_dims", "relax.flatten", "relax.squeeze", "relax.expand_dims",
@@ -210,14 +210,16 @@ def _fused_forms(graph: Any, layers: list[Layer]) -> list[Layer]:
     """Split each layer by the form the ahead-of-time compiler builds it in: where an epilogue that is
     part of the workload (a residual add, tuner/space/epilogue.py) fuses into some of its calls, those
     calls are a task of their own under the fused workload's key, so `compile` finds them tuned."""
+    from tuner.aot.fusion import producer_workload
+
     built: Counter[str] = Counter()
     fused: dict[str, list[Workload]] = {}
     for n in graph.nodes:
-        if n.op == "kernel":
-            w = n.attrs["workload"]
+        if n.op == "kernel" or "unfused" in n.attrs:  # a kernel, or an expression that took an epilogue
+            w = producer_workload(n)
             built[w.key] += 1
             if getattr(w, "epilogue", "none") != "none":
-                fused.setdefault(replace(w, epilogue="none").key, []).append(w)
+                fused.setdefault(with_epilogue(w, "none").key, []).append(w)
     out: list[Layer] = []
     for layer in layers:
         forms = fused.get(layer.workload.key, [])

@@ -5,7 +5,8 @@ is ``expr-<name>-<sha256 of that text, 16 hex>``. Shapes and dtype are part of t
 instances of one operator at different sizes get different keys, and the same expression written
 twice (same names, same structure) gets the same key in any process. A worker rebuilds the operator
 from the text alone (:meth:`ExprWorkload.from_json`); its geometry is always derived from the
-rebuilt PrimFunc, so the submitter's and the worker's views cannot drift apart.
+rebuilt PrimFunc, so the submitter's and the worker's views cannot drift apart. A residual epilogue
+fused into the kernel (tuner.aot.fusion) appends ``-ep_<epilogue>`` to the key and ``epilogue`` to the JSON.
 """
 
 from __future__ import annotations
@@ -14,13 +15,13 @@ import hashlib
 import importlib.util
 import json
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, ClassVar
 
 from tuner.errors import InvalidWorkloadError
 from tuner.expr.expr import Expr
-from tuner.workloads import DTYPE_BYTES, MAX_FLOPS, Workload
+from tuner.workloads import DTYPE_BYTES, MAX_FLOPS, Workload, check_epilogue
 
 OP = "expr"  # the op of an operator written as a tensor expression (tuner.kinds.expr)
 
@@ -37,9 +38,13 @@ class ExprWorkload(Workload):
     name: str
     script: str
     dtype: str = "float32"
+    # a residual add or multiply fused into the kernel (tuner.workloads.EPILOGUES): a task of its own,
+    # as for the built-in GEMMs (tuner.aot.fusion)
+    epilogue: str = "none"
     expr: Expr = field(default=None, compare=False, repr=False)  # type: ignore[assignment]
 
     def __post_init__(self) -> None:
+        check_epilogue(self.epilogue)
         if self.expr is None:
             from tuner.expr.parse import describe, prim_func_from_script
 
@@ -71,18 +76,23 @@ class ExprWorkload(Workload):
 
     @property
     def key(self) -> str:
-        return f"{OP}-{self.name}-{script_hash(self.script)}"
+        plain = f"{OP}-{self.name}-{script_hash(self.script)}"
+        return plain if self.epilogue == "none" else f"{plain}-ep_{self.epilogue}"
 
     def to_json(self) -> dict[str, Any]:
-        return {"op": OP, "name": self.name, "script": self.script, "dtype": self.dtype}
+        out = {"op": OP, "name": self.name, "script": self.script, "dtype": self.dtype}
+        return out if self.epilogue == "none" else {**out, "epilogue": self.epilogue}
 
     @classmethod
     def from_json(cls, spec: dict[str, Any]) -> ExprWorkload:
-        unknown = set(spec) - {"op", "name", "script", "dtype"}
+        unknown = set(spec) - {"op", "name", "script", "dtype", "epilogue"}
         if unknown or not isinstance(spec.get("script"), str):
-            raise InvalidWorkloadError(f"an expr workload has a string 'script' and optional 'name', 'dtype'; "
-                                       f"unknown fields {sorted(unknown)}")
+            raise InvalidWorkloadError(f"an expr workload has a string 'script' and optional 'name', 'dtype', "
+                                       f"'epilogue'; unknown fields {sorted(unknown)}")
+        check_epilogue(spec.get("epilogue", "none"))
         wl = cls.from_script(spec["script"], spec.get("name"))
+        if spec.get("epilogue", "none") != "none":
+            wl = replace(wl, epilogue=spec["epilogue"])
         if "dtype" in spec and spec["dtype"] != wl.dtype:
             raise InvalidWorkloadError(f"dtype {spec['dtype']!r} does not match the expression's {wl.dtype!r}")
         return wl
