@@ -39,15 +39,13 @@ from math import prod
 
 import numpy as np
 
-from tuner.expr.expr import Reducer
-from tuner.expr.workload import OP as EXPR_OP
 from tuner.ir.graph import Graph, Node, Note, Tensor
 from tuner.ir.tir_c import Work, scalar_epilogue
 from tuner.space.epilogue import RESIDUAL_ADD, RESIDUAL_EPILOGUES
 from tuner.space.ops import geometry_for
+from tuner.task_kind import kind_of
 from tuner.workloads import Workload, with_epilogue
 
-_RESIDUAL_PRODUCERS = ("conv2d", "dense", "batch_matmul", EXPR_OP)  # kernels a residual epilogue fuses into
 RESIDUAL_SLOT = 15  # swtune_args.p index of a residual operand (per-channel vectors count up from 0)
 VECTOR_BYTES = 4096  # LDM for per-channel vectors: what the tuned kernels' budget leaves (64 KB - 56 KB)
 _BIN = {"add": "({v} + {c})", "subtract": "({v} - {c})", "multiply": "({v} * {c})", "divide": "({v} / {c})"}
@@ -65,7 +63,7 @@ class Epilogue:
     result: str
     work: Work  # per element
     vectors: tuple[int, ...] = field(default=())  # lengths of the per-channel vectors (_ev0, _ev1, ...)
-    residual: bool = False  # a stage reads ``_res[_q]``: the residual operand's tile (the kernel's last input)
+    residual: bool = False  # a stage reads ``_res[_ro + _q]``: the residual operand's tile (the kernel's last input)
 
     @property
     def key(self) -> str:
@@ -131,7 +129,7 @@ def _residual_stage(graph: Graph, k: Node, u: Node, stage: int, src: str, prev: 
     out = k.output.root
     epilogue = RESIDUAL_EPILOGUES.get(_binary_op(u) or "")
     if (u.op != "tir" or epilogue is None or len(u.inputs) != 2 or (prev is not None and prev.residual)
-            or getattr(w, "epilogue", "none") != "none" or w.op not in _RESIDUAL_PRODUCERS):
+            or getattr(w, "epilogue", "none") != "none" or kind_of(w).memory_bound(w)):
         return None
     a, b = u.inputs
     if not (a.shape == b.shape == u.output.shape) or (a.root is out) == (b.root is out):
@@ -147,8 +145,8 @@ def _residual_stage(graph: Graph, k: Node, u: Node, stage: int, src: str, prev: 
         return None
     sign = "+" if epilogue == RESIDUAL_ADD else "*"
     # its work and DMA are the workload's (tuner/space/epilogue.py): nothing to add in tuner.aot.timing
-    return ([f"const SWTUNE_EPT _e{stage}_0 = ({src} {sign} _res[_q]);"], f"_e{stage}_0", Work(0, 0, 0, 0), other,
-            epilogue)
+    return ([f"const SWTUNE_EPT _e{stage}_0 = ({src} {sign} _res[_ro + _q]);"], f"_e{stage}_0", Work(0, 0, 0, 0),
+            other, epilogue)
 
 
 def _ready_before(graph: Graph, t: Tensor, k: Node) -> bool:
@@ -203,9 +201,9 @@ class Unfused:
 
 def gemm_expression(n: Node) -> bool:
     """Whether ``n`` is a generic node that becomes a GEMM-like expression kernel when tuned (a
-    derived conv gradient, a matmul of any rank): a sum reduction, so its output tile is put once."""
+    derived conv gradient, a matmul of any rank)."""
     w = n.attrs.get("expr_workload")
-    return n.op == "tir" and w is not None and w.expr.gemm_like and w.expr.reducer == Reducer.SUM
+    return n.op == "tir" and w is not None and not kind_of(w).memory_bound(w)
 
 
 def producer_workload(k: Node) -> Workload:
@@ -325,6 +323,41 @@ def fuse_epilogues(graph: Graph, ctype: str) -> int:
     return fused
 
 
+def _block_end(lines: list[str], start: int) -> int:
+    """The index of the line closing the ``{`` block that line ``start`` opens (by indentation)."""
+    indent = len(lines[start]) - len(lines[start].lstrip())
+    return next(i for i in range(start + 1, len(lines))
+                if lines[i].strip() == "}" and len(lines[i]) - len(lines[i].lstrip()) == indent)
+
+
+def _prefetch_residual(slave: str) -> str:
+    """Issue the gets of a tile's residual operand when the tile starts -- right after its output box
+    (``c_ok[0]``) is known, under the same guard as the put -- into ``_res`` laid out as the output tile,
+    so they run under the tile's compute; ``apply_epilogue`` waits for them at the put. The printer
+    emits one output box and one put block per kernel (SlavePrinter.put); anything else is refused."""
+    lines = slave.splitlines()
+    box = [i for i, ln in enumerate(lines) if ln.strip().startswith("c_ok[0] =")]
+    blocks = [i for i, ln in enumerate(lines) if ln.strip() == "if (c_ok[0]) {"]
+    if len(box) != 1 or len(blocks) != 1 or blocks[0] < box[0]:
+        raise ValueError("a residual epilogue needs one output box and one put block in the kernel")
+    start, end = blocks[0], _block_end(lines, blocks[0])
+    guard = lines[start - 1].strip()
+    guarded = guard.startswith("if (") and guard.endswith("{") and "c_ok" not in guard
+    if guarded:
+        start, end = start - 1, _block_end(lines, start - 1)
+    gets = []
+    for ln in lines[start:end + 1]:
+        m = _PUT.match(ln)
+        if ln.strip().startswith("SW_WAIT(&c_reply"):
+            continue
+        if m is not None:
+            a = [x.strip() for x in ln[ln.index("SW_PUT(") + 7:].split(",")]
+            ln = (f"{m.group('indent')}SW_GET(_arg->p[{RESIDUAL_SLOT}] + (({a[1]}) - _arg_c), &_res[{m.group('lo')}], "
+                  f"{a[2]}, {a[3]}, {a[4]}, &_res_reply[0]); _res_n++;  /* the residual operand's tile */")
+        gets.append(ln)
+    return "\n".join([*lines[:box[0] + 1], *gets, *lines[box[0] + 1:]]) + ("\n" if slave.endswith("\n") else "")
+
+
 def channel_axis(workload: Workload) -> int:
     """The output dimension a fused per-channel vector (bias, scale) runs along: the one the op's
     col axis indexes (the weights' output channel: a conv's k, a GEMM's n; tuner/space/ops.py)."""
@@ -346,6 +379,8 @@ def apply_epilogue(slave: str, ep: Epilogue, ctype: str, c_shape: tuple[int, ...
     else:
         inner = pitch * prod(c_shape[axis + 1:last])
         channel = f"(_d / {inner}L) % {c_shape[axis]}L"
+    if ep.residual:
+        slave = _prefetch_residual(slave)
     lines, count = [], 0
     decls = [f"__thread_local {ctype} _ev{j}[{n}];" for j, n in enumerate(ep.vectors)]
     if ep.vectors:
@@ -375,10 +410,9 @@ def apply_epilogue(slave: str, ep: Epilogue, ctype: str, c_shape: tuple[int, ...
                        f"const long _d = (long)(({dst}) - _arg_c) + (_bsE ? (_q / _bsE) * _stE + _q % _bsE : _q); "
                        f"const long _ch = {channel}; if (_ch >= {c_shape[axis]}L) continue; ")
                 lines.append(f"{ind}if (!_ev_ready) {{ SW_WAIT(&_ev_reply[0], {len(ep.vectors)}); _ev_ready = 1; }}")
-            if ep.residual:  # the operand's tile: the put's blocks, read from the residual tensor
-                a = [x.strip() for x in line[line.index("SW_PUT(") + 7:].split(",")]
-                lines.append(f"{ind}SW_GET(_arg->p[{RESIDUAL_SLOT}] + (({a[1]}) - _arg_c), _res, {a[2]}, {a[3]}, "
-                             f"{a[4]}, &_res_reply[0]); SW_WAIT(&_res_reply[0], ++_res_n);")
+            if ep.residual:  # the operand's tile, fetched when the tile started (_prefetch_residual)
+                lines.append(f"{ind}SW_WAIT(&_res_reply[0], _res_n);")
+                pos = f"const long _ro = {m.group('lo')}; " + pos
             lines.append(f"{ind}for (long _q = 0; _q < (long)(({m.group('len')}) / sizeof({ctype})); _q++) "
                          f"{{ {ctype} *const _p = &C_ldm[0][{m.group('lo')}] + _q; {pos}const {ctype} v = *_p; "
                          f"{body} *_p = {ep.result}; }}  /* fused epilogue: {ep.name} */")

@@ -59,8 +59,9 @@ def _transfer_cycles(target: Target, op: str, plan: BufferPlan, active: np.ndarr
 
 
 def epilogue_cycles(target: Target, a: Analysis) -> tuple[np.ndarray, np.ndarray]:
-    """(DMA cycles, compute cycles) the epilogue adds to the busiest CPE: zeros without one. The get
-    is waited on before the add, so nothing hides it."""
+    """(DMA cycles, compute cycles) the epilogue adds to the busiest CPE: zeros without one. The gets
+    of a tile's operand are issued when the tile starts and waited on at its put (tuner.aot.fusion), so
+    ``kernel_cycles`` overlaps them with the tile's compute like a double-buffered fetch."""
     ep = a.epilogue
     if ep is None:
         z = np.zeros(len(a.valid))
@@ -91,8 +92,11 @@ def kernel_cycles(target: Target, a: Analysis) -> dict[str, np.ndarray]:
     n_tiles = np.maximum(a.tiles_per_cpe, 1.0)
     put_tail = np.where(db_c, put_c / n_tiles, put_c)
     put_hidden_step = np.where(db_c, put_c - put_tail, 0.0) / steps
+    # a fused residual operand (tuner/space/epilogue.py): fetched under its tile's steps, on the same lane
+    ep_dma, ep_work = epilogue_cycles(target, a)
+    ep_step = ep_dma / steps
     overlapped = (np.where(a.double_buffer_a, dma_a_step, 0.0) + np.where(a.double_buffer_b, dma_b_step, 0.0)
-                  + put_hidden_step)
+                  + put_hidden_step + ep_step)
     exposed = np.where(a.double_buffer_a, 0.0, dma_a_step) + np.where(a.double_buffer_b, 0.0, dma_b_step)
     compute = a.compute_cycles_per_step + a.share_cycles_per_step
     # Only the profile's fraction ``dma_overlap`` of the double-buffered transfers runs under compute
@@ -100,13 +104,13 @@ def kernel_cycles(target: Target, a: Analysis) -> dict[str, np.ndarray]:
     # every step also waits once for its transfers (``dma_wait_cycles``: the reply-word poll).
     f = target.dma_overlap
     step = exposed + (1.0 - f) * overlapped + np.maximum(compute, f * overlapped) + target.dma_wait_cycles
-    prologue = overlapped - put_hidden_step  # the first double-buffered fetch has nothing to hide behind
+    # the first double-buffered fetch has nothing to hide behind (the first tile's residual has its compute)
+    prologue = overlapped - put_hidden_step - ep_step
     tiles = a.tiles_per_cpe * (target.tile_overhead_cycles + target.dma_wait_cycles)  # and its put's wait
-    ep_dma, ep_work = epilogue_cycles(target, a)  # a fused residual operand (tuner/space/epilogue.py)
-    total = steps * step + put_tail + tiles + prologue + ep_dma + ep_work
+    total = steps * step + put_tail + tiles + prologue + ep_work
     cp = a.compute
     return {"total": total, "get_a": get_a, "get_b": get_b, "put_c": put_tail,
-            "compute": steps * compute, "exposed_dma": steps * exposed + prologue + ep_dma,
+            "compute": steps * compute, "exposed_dma": steps * exposed + prologue,
             "p0_compute": steps * cp.p0_cycles, "p1_traffic": steps * cp.loop_extra_cycles + ep_work,
             "loop_overhead": steps * cp.overhead_cycles, "share": steps * a.share_cycles_per_step,
             "dma_hidden_excess": steps * ((1.0 - f) * overlapped + np.maximum(0.0, f * overlapped - compute)

@@ -2,13 +2,14 @@
 
 ``residual_add`` / ``residual_multiply``: the kernel adds a second operand of the output's shape to
 each output tile in LDM before its put (a ResNet shortcut), or multiplies by one (a backward pass's
-element-wise derivative: relu's mask, tanh's 1 - y^2). The generated code (tuner.aot.fusion.apply_epilogue) fetches the
-operand's tile with a DMA get that mirrors the put, same length, block size and gap, into one more
-LDM buffer the size of one output tile copy, waits for it, adds element by element, then puts. So, for either operation:
+element-wise derivative: relu's mask, tanh's 1 - y^2). The generated code (tuner.aot.fusion.apply_epilogue)
+fetches the operand's tile when the tile starts, with DMA gets that mirror the put (same lengths, block
+sizes and gaps), into one more LDM buffer the size of one output tile copy; it waits for them at the
+put, adds element by element, then puts. So, for either operation:
 
-* DMA: one get per put, the same blocks and bytes as the output's plan (``BufferPlan`` of c), and not
-  overlapped with anything (the tile is needed at once);
-* LDM: one output tile more (one copy, also with ``db_c``: the get is waited on before the add);
+* DMA: one get per put, the same blocks and bytes as the output's plan (``BufferPlan`` of c), running
+  under the tile's compute like a double-buffered fetch (tuner.measure.simulator.kernel_cycles);
+* LDM: one output tile more (one copy, also with ``db_c``: the operand is used up before the put);
 * compute: per output element two LDM loads and a store on P1 and an add (multiply) on P0, scalar C
   (RESIDUAL_CYCLES_PER_ELEMENT, an assumption [A]);
 * rows padded to whole lines (``put_lines``) are refused: the operand is dense, the output pitched.
