@@ -278,7 +278,7 @@ def fuse_epilogues(graph: Graph, ctype: str) -> int:
                 if ((sum(prev.vectors) if prev else 0) + sum(t.size for t in vectors)) * item > VECTOR_BYTES:
                     break
             stmts, result, work = got  # type: ignore[misc]
-            before = Unfused(list(k.inputs), k.output, producer_workload(k), u)
+            before = Unfused(list(k.inputs), k.output, producer_workload(k), u) if expression else None
             if prev is not None:  # a chain: this stage reads the previous stage's result
                 stmts = [*prev.stmts, "/* stage */", *stmts]
                 work = Work(0, prev.work.loads + work.loads, prev.work.arith + work.arith,
@@ -292,7 +292,7 @@ def fuse_epilogues(graph: Graph, ctype: str) -> int:
                 k.inputs = [*k.inputs, residual]
                 k.attrs["expr_workload" if expression else "workload"] = with_epilogue(producer_workload(k),
                                                                                        residual_epilogue)
-                if expression:
+                if before is not None:
                     k.attrs["unfused"] = before
             lens = (*(prev.vectors if prev else ()), *(t.size for t in vectors))
             # the chain's operators by name, once for steps of one binding (a batch_norm's multiply and add)
@@ -300,7 +300,7 @@ def fuse_epilogues(graph: Graph, ctype: str) -> int:
             name = u.relax_op if prev is None else prev.name if same_binding else f"{prev.name}+{u.relax_op}"
             k.attrs["epilogue"] = Epilogue(name, tuple(s.replace("SWTUNE_EPT", ctype) for s in stmts), result,
                                            work, lens, has_res or residual is not None)
-            removed[id(u)] = before if expression else None
+            removed[id(u)] = before
             k.output = u.output  # the kernel now writes the consumer's tensor (same size, flat)
             k.attrs["fused"] = [*k.attrs.get("fused", []), u.source]
             fused += 1

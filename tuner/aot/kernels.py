@@ -328,9 +328,10 @@ def _tuned_expression(step: Node, target: Target, lookup: Lookup | None,
                     "lowering", w.key, step.source, target.name, exc)
         return
     step.op = "kernel"
-    fused: dict[str, Any] = {a: step.attrs[a] for a in ("epilogue", "fused") if a in step.attrs}
-    step.attrs = ({"workload": w, **fused} if untuned_s is None
-                  else {"workload": w, "untuned_s": untuned_s, "untuned_on_cpe": untuned.on_cpe})
+    kept: dict[str, Any] = {a: step.attrs[a] for a in ("epilogue", "fused") if a in step.attrs}
+    if untuned_s is not None:
+        kept.update(untuned_s=untuned_s, untuned_on_cpe=untuned.on_cpe)
+    step.attrs = {"workload": w, **kept}
 
 
 def _namespaced(k: Kernel, helper: str) -> tuple[str, str]:

@@ -89,9 +89,8 @@ class ExprWorkload(Workload):
         if unknown or not isinstance(spec.get("script"), str):
             raise InvalidWorkloadError(f"an expr workload has a string 'script' and optional 'name', 'dtype', "
                                        f"'epilogue'; unknown fields {sorted(unknown)}")
-        check_epilogue(spec.get("epilogue", "none"))
         wl = cls.from_script(spec["script"], spec.get("name"))
-        if spec.get("epilogue", "none") != "none":
+        if "epilogue" in spec:  # checked once, by __post_init__
             wl = replace(wl, epilogue=spec["epilogue"])
         if "dtype" in spec and spec["dtype"] != wl.dtype:
             raise InvalidWorkloadError(f"dtype {spec['dtype']!r} does not match the expression's {wl.dtype!r}")
