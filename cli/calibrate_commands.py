@@ -3,7 +3,9 @@
 Three sources of measurements, one per call:
 
 - ``--published``: swDNN's 172-shape sweep replayed with swDNN's own schedule (tuner/calibrate/swdnn.py);
-  the DMA tables are already the DMA model's fit (tuner/dma_model.py) and are not refitted here;
+  the DMA tables are already the DMA model's fit (tuner/dma_model.py) and are not refitted here. The sweep
+  sets the chip's costs (FMA issue rate, per-wait latency, spawn/join); swDNN's own register-tile start-up
+  and DMA overlap are fitted beside them as costs of swDNN's code, printed apart and not applied;
 - ``--csv FILE``: a user's own hardware runs, one row per measured config: ``workload`` (the workload JSON
   the REST API takes), ``config`` (JSON), ``seconds`` (one launch). Every row passes the tuning log's one
   measurement check (db/validation.py); the first bad row is named and nothing is fitted or stored;
@@ -21,6 +23,7 @@ from __future__ import annotations
 
 import csv
 import json
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -99,11 +102,11 @@ def calibrate(
     if json_out:
         print(json.dumps(document))
         return
-    _print(profile, cal.summary(), stored=store, active=activate, url=url, breaks=breaks)
+    _print(profile, cal.summary(), cal.code_terms, stored=store, active=activate, url=url, breaks=breaks)
 
 
-def _print(profile: Any, summary: dict[str, Any], *, stored: bool, active: bool, url: str,
-           breaks: list[str]) -> None:
+def _print(profile: Any, summary: dict[str, Any], code_terms: Mapping[str, Mapping[str, Any]], *, stored: bool,
+           active: bool, url: str, breaks: list[str]) -> None:
     table = Table(title=f"{profile.target} profile" + (f" version {profile.version}" if stored else ""))
     table.add_column("parameter", no_wrap=True)
     for col in ("value", "interval (95% jointly)", "unit", "source"):
@@ -112,6 +115,16 @@ def _print(profile: Any, summary: dict[str, Any], *, stored: bool, active: bool,
         shown = f"{p.interval[0]:.4g} - {p.interval[1]:.4g}" if p.interval else "not fitted (kept)"
         table.add_row(p.name, f"{p.value:.4g}", shown, p.spec.unit, p.spec.source)
     console.print(table)
+    if code_terms:  # costs of the measured code (tuner/calibrate/model.py CodeTerm)
+        code = Table(title="costs of the measured code itself (fitted with the profile, not applied to the simulator)")
+        code.add_column("term", no_wrap=True)
+        for col in ("value", "interval (95% jointly)", "unit", "source"):
+            code.add_column(col, overflow="fold")
+        for name, t in code_terms.items():
+            iv = t["interval"]
+            code.add_row(name, f"{t['value']:.4g}", f"{iv[0]:.4g} - {iv[1]:.4g}" if iv else "not fitted", t["unit"],
+                         t["source"])
+        console.print(code)
     console.print(f"{summary['records']} records ({profile.fit.get('source')}): in-sample rms log error "
                   f"{summary['rms_log_err']}; {summary['cv_folds']}-fold cross-validated median |log error| "
                   f"{summary['cv_median_abs_log_err']}, max {summary['cv_max_abs_log_err']}")

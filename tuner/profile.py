@@ -54,13 +54,15 @@ SPECS: tuple[ParameterSpec, ...] = (
                   "swDNN perf.1 fit: 13-16 cycles per 16 vmad; swGEMM README: 16 cycles per 16 vmad"),
     ParameterSpec("block_overhead_cycles", 0.0, 400.0, "cycles per register block",
                   "start-up and drain of one register block's reduction loop (accumulator load/store, "
-                  "pipeline fill, register-communication start-up)",
-                  "swDNN perf.1 fit: about 170-220 cycles per 4x4 register tile"),
+                  "pipeline fill, register-communication start-up) in the generated kernels",
+                  "assumption (FACTS §4's 88.7-95% DGEMMs bound it for good code; swDNN's own tiles pay "
+                  "about 160, a term of its replay, tuner/calibrate/swdnn.py)"),
     ParameterSpec("tile_overhead_cycles", 0.0, 2000.0, "cycles per output tile",
                   "loop setup and reply-word bookkeeping per output tile", ASSUMPTION),
     ParameterSpec("dma_overlap", 0.0, 1.0, "fraction",
                   "fraction of a double-buffered transfer that runs under compute (1 = fully hidden)",
-                  "swDNN perf.1 fit: 0.0 fits best; swGEMM's own model assumes 1.0"),
+                  "FACTS §4: DGEMM at 88.7-95% of peak needs its transfers hidden; swGEMM's own model "
+                  "assumes 1.0 (swDNN's code adds its DMA to compute: a term of its replay)"),
     ParameterSpec("dma_wait_cycles", 0.0, 3000.0, "cycles per wait",
                   "fixed cost of one DMA wait (reply-word poll) beyond the request's transfer",
                   "swCandle synchronous copy: about 2 us per round trip with 64 CPEs"),

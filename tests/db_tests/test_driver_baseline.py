@@ -51,8 +51,9 @@ def test_driver_queues_the_baseline_first_and_the_best_is_never_slower(database:
             task = specs[tid]
             (times,) = [t for _, c, _, t in measurements_db.measurements_of(s, task.workload_id, task.target_id, set())
                         if c == base]
-            # never slower than the baseline as measured the same way (the simulator carries noise)
-            assert best.mean_time <= sum(times) / len(times)
+            # never slower than the baseline as measured the same way (the simulator carries noise); the
+            # best may be the baseline itself, its mean summed in another order
+            assert best.mean_time <= sum(times) / len(times) * (1 + 1e-12)
 
 
 def test_in_process_tuning_measures_the_baseline_first() -> None:

@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 
 from tuner.calibrate.fit import CalibrationError, calibrate
+from tuner.calibrate.pins import check
 from tuner.calibrate.records import Record, SimulatedRecords
 from tuner.calibrate.recovery import HIDDEN_VALUES, recover
 from tuner.calibrate.swdnn import SwdnnReplay, load_sweep
@@ -23,31 +24,50 @@ def test_the_sweep_is_swdnns_172_shapes():
 
 def test_replay_moves_with_every_parameter_it_claims():
     replay = SwdnnReplay()
-    base = default_profile("sw26010").values
+    base = {**default_profile("sw26010").values, **{t.name: t.prior for t in replay.code_terms}}
     ref = replay.predict(base)
-    for name in replay.free:
-        spec_value = {"dma_wait_cycles": 2000.0, "dma_overlap": 0.0}.get(name, base[name] * 1.5)
+    for name in (*replay.free, *(t.name for t in replay.code_terms)):
+        spec_value = {"dma_wait_cycles": 2000.0, "swdnn_dma_overlap": 0.0}.get(name, base[name] * 1.5)
         assert np.max(np.abs(replay.predict({**base, name: spec_value}) / ref - 1)) > 1e-3, name
-    # the built-in profile (full overlap, no per-tile cost) runs swDNN's schedule about twice as fast as it ran
-    assert np.median(ref / replay.measured) == pytest.approx(0.5, abs=0.05)
+    # the built-in profile, its generated-kernel costs standing in for swDNN's code terms (full overlap, 6
+    # cycles per register tile), runs swDNN's schedule about twice as fast as it ran
+    ideal = replay.with_profile_code_costs(default_profile("sw26010").values)
+    assert ideal["swdnn_dma_overlap"] == 1.0 and ideal["swdnn_tile_overhead_cycles"] == 6.0
+    assert np.median(replay.predict(ideal) / replay.measured) == pytest.approx(0.5, abs=0.05)
 
 
-def test_replay_fit_cross_validates_within_the_issue_bounds():
-    cal = calibrate(SwdnnReplay(), default_profile("sw26010"), bootstrap=8, folds=5)
+def test_replay_fit_cross_validates_within_the_issue_bounds_and_keeps_the_facts():
+    replay = SwdnnReplay()
+    cal = calibrate(replay, default_profile("sw26010"), bootstrap=8, folds=5)
     assert cal.records == 172
+    ratio = replay.predict(cal.values) / replay.measured  # the profile's chip costs and swDNN's code terms
+    assert 0.8 <= ratio.min() and ratio.max() <= 1.25 and abs(np.median(ratio) - 1) < 0.03
     assert cal.cv_median_abs_log_err <= 0.06 and cal.cv_max_abs_log_err <= 0.25
     p = cal.profile
-    # the survey's fit of the same data: ~16 cycles per 16 vmad, ~170-220 cycles per tile, DMA serialized
+    # the survey's fit of the same data: ~16 cycles per 16 vmad; in swDNN's code ~170-220 cycles per tile and
+    # DMA serialized -- costs of that code, reported with the fit and not put into the profile
     assert 0.85 <= p.value("p0_cycles_per_fma") <= 1.1
-    assert 120 <= p.value("block_overhead_cycles") <= 220
-    assert p.value("dma_overlap") <= 0.1
+    assert 120 <= cal.code_terms["swdnn_tile_overhead_cycles"]["value"] <= 220
+    assert cal.code_terms["swdnn_dma_overlap"]["value"] <= 0.1
+    assert p.fit["code_terms"] == cal.code_terms
     by_name = {q.name: q for q in p.parameters}
-    assert by_name["tile_overhead_cycles"].interval is None  # swDNN's loop has no such cost: not fitted
-    assert "tile_overhead_cycles" in p.fit["fixed"]
+    for kept in ("tile_overhead_cycles", "block_overhead_cycles", "dma_overlap"):  # not the chip's to say
+        assert by_name[kept].interval is None and kept in p.fit["fixed"]
+        assert by_name[kept].value == default_profile("sw26010").value(kept)
+    assert set(cal.fitted) == {"p0_cycles_per_fma", "dma_wait_cycles", "spawn_join_s"}
     for name in cal.fitted:
         lo, hi = by_name[name].interval or (np.nan, np.nan)
         assert lo <= by_name[name].value <= hi
+    for term in cal.code_terms.values():
+        lo, hi = term["interval"]
+        assert lo <= term["value"] <= hi
     assert len(p.fit["draws"]) == 8 and p.fit["cv_folds"] == 5
+    assert set(p.fit["draws"][0]) == set(cal.fitted)
+    # the FACTS DGEMM figure holds under the fitted profile (it breaks if the code terms were the chip's)
+    assert p.fit["pins"]["dgemm_peak_fraction"]["holds"]
+    swdnn_code = p.with_values({"block_overhead_cycles": cal.code_terms["swdnn_tile_overhead_cycles"]["value"],
+                                "dma_overlap": cal.code_terms["swdnn_dma_overlap"]["value"]})
+    assert not check(swdnn_code)["dgemm_peak_fraction"]["holds"]
 
 
 def test_recovery_finds_a_hidden_profile_and_predicts_unseen_configs():

@@ -48,7 +48,8 @@ def test_measurements_are_deterministic_for_a_seed_and_noisy_when_asked(space):
     assert len(set(quiet.times)) == 1
     noisy = Simulator(noise=0.05, repeats=200, seed=2).measure(GEMM, "sw26010", cfgs[:1])[0]
     rel = np.array(noisy.times) / quiet.times[0]
-    assert abs(rel.mean() - 1) < 0.02 and 0.03 < rel.std() < 0.07
+    # one launch: its factor (5% between launches) shared, each repeat within 2% of it
+    assert abs(rel.mean() - 1) < 0.2 and 0.012 < np.std(rel / rel.mean()) < 0.03
     other_seed = Simulator(noise=0.05, repeats=200, seed=3).measure(GEMM, "sw26010", cfgs[:1])[0]
     assert other_seed.times != noisy.times
 
@@ -108,22 +109,25 @@ def test_conv_padding_pre_pass_costs_time():
 
 
 def test_default_noise_is_realistic_lognormal_and_repeats_differ(space):
-    from tuner.measure.noise import DEFAULT_NOISE
+    from tuner.measure.noise import DEFAULT_NOISE, REPEAT_NOISE, noise_factors
 
-    assert Simulator().noise == DEFAULT_NOISE and 0.01 <= DEFAULT_NOISE <= 0.05
+    # swDNN's 13 launches of one config at 297-355 GFLOPS: sigma = ln(355/297) / d2(13), d2(13) = 3.336
+    assert Simulator().noise == DEFAULT_NOISE == pytest.approx(np.log(355 / 297) / 3.336, abs=5e-4)
     cfg = [space.decode(r) for r in space.sample(1, 3)]
     base = float(simulate(space, space.encode(cfg[0])[None])[0])
     res = Simulator(repeats=400, seed=4).measure(GEMM, "sw26010", cfg)[0]
     rel = np.array(res.times) / base
     assert len(set(res.times)) == len(res.times)  # repeats differ
-    assert abs(rel.mean() - 1) < 0.005 and rel.std() == pytest.approx(DEFAULT_NOISE, rel=0.2)
-    assert (rel > 0).all()
-    # right-skewed: the median sits below the mean (P(rel > 1) = 0.496 at 2%: needs a large sample)
-    from tuner.measure.noise import noise_factors
-
-    many = noise_factors(np.random.default_rng(0), DEFAULT_NOISE, 1_000_000)
-    assert np.mean(many > 1) < 0.499 and abs(many.mean() - 1) < 1e-3
-    assert res.details["model_seconds"] == base
+    assert (rel > 0).all() and res.details["model_seconds"] == base
+    # the repeats of one launch share its factor and vary around it by the within-launch spread
+    assert np.std(rel / rel.mean()) == pytest.approx(REPEAT_NOISE, rel=0.2)
+    # between launches (one measurement per seed) the spread is the launch-to-launch figure
+    means = np.array([np.mean(Simulator(repeats=3, seed=k).measure(GEMM, "sw26010", cfg)[0].times) / base
+                      for k in range(400)])
+    assert abs(means.mean() - 1) < 0.01 and means.std() == pytest.approx(DEFAULT_NOISE, rel=0.2)
+    # right-skewed with mean 1: the median sits below the mean (needs a large sample)
+    many = np.concatenate([noise_factors(np.random.default_rng(k), DEFAULT_NOISE, 1) for k in range(200_000)])
+    assert np.mean(many > 1) < 0.495 and abs(many.mean() - 1) < 1e-3
 
 
 def test_breakdown_accounts_for_the_whole_time(space):

@@ -18,12 +18,15 @@ bounds (``ParameterSpec.low/high``) by a bounded trust-region least squares (sci
   its fit metadata (``pins``); with ``constraints`` they are held during the fit instead.
 - Parameters the records cannot move (``TimeModel.free`` and a sensitivity check) keep the base profile's
   value and have no interval; the fit metadata lists them.
+- A model's code terms (tuner/calibrate/model.py: costs of the measured code, not of the chip) are fitted,
+  bootstrapped and cross-validated with the profile's parameters; they go to the fit metadata
+  (``code_terms``: value, interval, meaning, source), never into the profile.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 import numpy as np
@@ -32,7 +35,7 @@ from scipy.optimize import least_squares
 from tuner.calibrate import pins
 from tuner.calibrate.model import TimeModel
 from tuner.errors import SwtuneError
-from tuner.profile import SPEC_BY_NAME, Profile
+from tuner.profile import SPEC_BY_NAME, ParameterSpec, Profile
 
 MAX_DRAWS_KEPT = 64  # bootstrap draws stored with the profile (for prediction intervals)
 SENSITIVITY = 1e-4  # a parameter that moves no prediction by this relative amount is not fitted
@@ -56,6 +59,12 @@ class Calibration:
     cv_median_abs_log_err: float
     cv_max_abs_log_err: float
     cv_rms_log_err: float
+    code_terms: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)  # model.py CodeTerm fits
+
+    @property
+    def values(self) -> dict[str, float]:
+        """Every fitted value: the profile's parameters and the code terms (what the model predicted with)."""
+        return {**self.profile.values, **{name: float(t["value"]) for name, t in self.code_terms.items()}}
 
     def summary(self) -> dict[str, Any]:
         """The figures, rounded for reports (the profile holds the same, unrounded)."""
@@ -67,10 +76,10 @@ class Calibration:
 class _Scaled:
     """The fitted parameters as a unit cube (bounds differ by orders of magnitude)."""
 
-    def __init__(self, names: Sequence[str]) -> None:
+    def __init__(self, names: Sequence[str], specs: Mapping[str, ParameterSpec]) -> None:
         self.names = tuple(names)
-        self.low = np.array([SPEC_BY_NAME[n].low for n in names])
-        self.span = np.array([SPEC_BY_NAME[n].high - SPEC_BY_NAME[n].low for n in names])
+        self.low = np.array([specs[n].low for n in names])
+        self.span = np.array([specs[n].high - specs[n].low for n in names])
 
     def values(self, u: np.ndarray, base: Mapping[str, float]) -> dict[str, float]:
         out = dict(base)
@@ -97,12 +106,19 @@ def _residuals(model: TimeModel, values: Mapping[str, float], constraints: Seque
     return np.concatenate([_log_errors(model, values), [c.residual(values) for c in constraints]])
 
 
+def _specs(model: TimeModel) -> dict[str, ParameterSpec]:
+    """Bounds and meanings of everything a fit of ``model`` may move: the profile's and the code's."""
+    return {**SPEC_BY_NAME, **{t.name: t.spec for t in model.code_terms}}
+
+
 def sensitive(model: TimeModel, base: Mapping[str, float]) -> tuple[str, ...]:
-    """The parameters of ``model.free`` that move some prediction when set to either bound."""
+    """The parameters of ``model.free`` and the model's code terms that move some prediction when set to
+    either bound (``base`` holds a value for each)."""
     ref = model.predict(base)
+    specs = _specs(model)
     out = []
-    for name in model.free:
-        spec = SPEC_BY_NAME[name]
+    for name in (*model.free, *(t.name for t in model.code_terms)):
+        spec = specs[name]
         for v in (spec.low, spec.high):
             if np.max(np.abs(model.predict({**base, name: v}) / ref - 1)) > SENSITIVITY:
                 out.append(name)
@@ -114,7 +130,7 @@ def fit_values(model: TimeModel, base: Mapping[str, float], names: Sequence[str]
                multistart: bool = True, constraints: Sequence[Constraint] = ()) -> dict[str, float]:
     """The values of ``names`` (others at ``base``) that minimise the squared log errors: from ``base`` and,
     with ``multistart``, from the middle of the bounds too (the better of the two)."""
-    scaled = _Scaled(names)
+    scaled = _Scaled(names, _specs(model))
     initial = [scaled.unit(base), *([np.full(len(names), 0.5)] if multistart else [])]
     best: Any = None
     for u0 in initial:
@@ -140,7 +156,7 @@ def calibrate(model: TimeModel, base: Profile, *, bootstrap: int = 200, folds: i
         raise CalibrationError(f"{n} records are too few to fit and cross-validate ({2 * folds} at least)")
     if not np.all(np.isfinite(measured)) or np.any(measured <= 0):
         raise CalibrationError("measured times must be finite and positive")
-    values0 = base.values
+    values0 = {**base.values, **{t.name: t.prior for t in model.code_terms}}
     names = sensitive(model, values0)
     if not names:
         raise CalibrationError(f"no profile parameter moves the predicted times of {model.name}")
@@ -167,17 +183,23 @@ def calibrate(model: TimeModel, base: Profile, *, bootstrap: int = 200, folds: i
         held_out[fold] = _log_errors(model.subset(fold), fold_values)
 
     abs_cv = np.abs(held_out)
+    code = {t.name: {"value": values[t.name], "interval": list(intervals[t.name]) if t.name in intervals else None,
+                     "unit": t.spec.unit, "meaning": t.spec.meaning, "source": t.spec.source}
+            for t in model.code_terms}
+    fitted = [k for k in names if k in SPEC_BY_NAME]  # profile parameters; the code terms are reported apart
     fit_meta: dict[str, Any] = {
-        "source": model.name, "records": n, "fitted": list(names),
-        "fixed": [p for p in values0 if p not in names], "objective": "squared log error",
+        "source": model.name, "records": n, "fitted": fitted,
+        "fixed": [p for p in base.values if p not in names], "code_terms": code, "objective": "squared log error",
         "rms_log_err": float(np.sqrt(np.mean(errors ** 2))), "max_abs_log_err": float(np.max(np.abs(errors))),
         "cv_folds": folds, "cv_median_abs_log_err": float(np.median(abs_cv)),
         "cv_max_abs_log_err": float(np.max(abs_cv)), "bootstrap": bootstrap, "level": level, "seed": seed,
-        "draws": [{k: d[k] for k in names} for d in draws[:MAX_DRAWS_KEPT]],
+        "draws": [{k: d[k] for k in fitted} for d in draws[:MAX_DRAWS_KEPT]],
     }
-    profile = base.with_values({k: values[k] for k in names}, intervals=intervals, fit=fit_meta)
+    chosen = {k: values[k] for k in fitted}
+    profile_intervals = {k: intervals[k] for k in fitted}
+    profile = base.with_values(chosen, intervals=profile_intervals, fit=fit_meta)
     fit_meta["pins"] = pins.check(profile)  # the FACTS figures under the fitted profile (kept or broken)
-    profile = base.with_values({k: values[k] for k in names}, intervals=intervals, fit=fit_meta)
-    return Calibration(profile, names, n, fit_meta["rms_log_err"], float(np.median(np.abs(errors))),
+    profile = base.with_values(chosen, intervals=profile_intervals, fit=fit_meta)
+    return Calibration(profile, tuple(fitted), n, fit_meta["rms_log_err"], float(np.median(np.abs(errors))),
                        fit_meta["max_abs_log_err"], folds, fit_meta["cv_median_abs_log_err"],
-                       fit_meta["cv_max_abs_log_err"], float(np.sqrt(np.mean(held_out ** 2))))
+                       fit_meta["cv_max_abs_log_err"], float(np.sqrt(np.mean(held_out ** 2))), code)

@@ -1,11 +1,33 @@
-"""What a fit needs of a set of measurements: predicted times as a function of a profile's values."""
+"""What a fit needs of a set of measurements: predicted times as a function of a profile's values.
+
+Records time some code on some chip. The profile's parameters are costs of the chip as the simulator's
+kernels meet it (tuner/profile.py); a replay of *another* code (swDNN's hand-written kernel) also has costs
+of that code alone -- how its own register tiles start and drain, whether its own transfers overlap its
+compute. Those are the model's :class:`CodeTerm` s: fitted beside the profile's parameters (they explain
+part of the measured times), reported with the fit, and never applied to the simulator.
+"""
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import Protocol
 
 import numpy as np
+
+from tuner.profile import ParameterSpec
+
+
+@dataclass(frozen=True)
+class CodeTerm:
+    """A cost of the measured code itself: its meaning and bounds (``spec``) and the fit's first start."""
+
+    spec: ParameterSpec
+    prior: float
+
+    @property
+    def name(self) -> str:
+        return self.spec.name
 
 
 class TimeModel(Protocol):
@@ -22,12 +44,17 @@ class TimeModel(Protocol):
         ...
 
     @property
+    def code_terms(self) -> tuple[CodeTerm, ...]:
+        """Costs of the measured code alone (module docstring); empty for records of the simulator's kernels."""
+        ...
+
+    @property
     def measured(self) -> np.ndarray:
         """Measured seconds, one per record."""
         ...
 
     def predict(self, values: Mapping[str, float]) -> np.ndarray:
-        """Predicted seconds of every record with the profile's parameters at ``values`` (all of them)."""
+        """Predicted seconds of every record with the profile's parameters and the code terms at ``values``."""
         ...
 
     def subset(self, indices: Sequence[int] | np.ndarray) -> TimeModel:

@@ -16,6 +16,7 @@ from functools import cached_property
 import numpy as np
 
 from tuner.calibrate.fit import CalibrationError
+from tuner.calibrate.model import CodeTerm
 from tuner.measure.base import Status
 from tuner.measure.simulator import Simulator
 from tuner.profile import SPECS, Profile
@@ -38,6 +39,7 @@ class SimulatedRecords:
     each record's config under the trial profile."""
 
     free = tuple(s.name for s in SPECS)
+    code_terms: tuple[CodeTerm, ...] = ()  # the simulator's own kernels: every cost is the profile's
 
     def __init__(self, base: Profile, records: Sequence[Record], name: str = "measured records") -> None:
         if not records:

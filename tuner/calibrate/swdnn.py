@@ -14,14 +14,28 @@ block's input pixels are fetched while the mesh GEMMs run (K per output column),
 column is put and waited on. A mesh GEMM computes each CPE's B/8 x No/8 block in 8 register-communication
 steps of (B/128)(No/32) 4x4 register tiles, each a K-loop of Ni/8 iterations of 16 vector FMAs.
 
-How the profile's parameters enter (everything else is counted from the shape):
+What the replay fits (everything else is counted from the shape). Costs of the chip, the profile's
+parameters, which the simulator then uses:
 
-- ``p0_cycles_per_fma``: cycles per vector FMA of the K-loop;
-- ``block_overhead_cycles``: start-up and drain of each register tile's K-loop;
-- ``dma_overlap``: per kernel row, a fraction f of the shorter of (GEMMs, transfers + waits) is hidden:
-  time = C + D - f min(C, D);
+- ``p0_cycles_per_fma``: cycles per vector FMA of the K-loop (the issue rate of P0);
 - ``dma_wait_cycles``: each wait (every pixel, every kernel row's weights, every output column);
 - ``spawn_join_s``: once per call.
+
+Costs of swDNN's own kernel, its code terms (tuner/calibrate/model.py), reported with the fit and never
+applied to the simulator's kernels:
+
+- ``swdnn_tile_overhead_cycles``: start-up and drain of each of swDNN's 4x4 register tiles (its 16 ``vldd``
+  and 16 ``vstd`` of the accumulators, its RLC start-up, the prologue and epilogue of its 2016 loop);
+- ``swdnn_dma_overlap``: per kernel row, the fraction f of the shorter of (GEMMs, transfers + waits) that
+  swDNN's code hides: time = C + D - f min(C, D).
+
+Why these two are swDNN's and not the chip's: fitted to this sweep they come out at ~160 cycles per tile
+and f ~ 0 (DMA added to compute), and applied to the simulator's kernels they put its best DGEMM at 0.38
+of a core group's peak, where hand-written DGEMMs on the same chip measure 88.7-95% (FACTS §4, pinned by
+tuner/calibrate/pins.py). The chip therefore can overlap DMA with compute and run register tiles of a
+32-deep K-loop without such a start-up; swDNN's kernel does neither. How the simulator's generated kernels
+fare is what a user's own hardware runs settle (``benchmarks/split_kernel.py``, ``swtune calibrate --csv``
+or ``--from-log``), which fit ``block_overhead_cycles`` and ``dma_overlap`` directly.
 
 The log's chip time is one core group's time (the four run the same rows count in parallel).
 """
@@ -36,14 +50,25 @@ from importlib import resources
 
 import numpy as np
 
+from tuner.calibrate.model import CodeTerm
 from tuner.dma_model import request_cycles
+from tuner.profile import ParameterSpec
 from tuner.targets import Target, get_target
 
 KERNEL = 3  # every shape of the sweep is a 3x3 convolution
 CORE_GROUPS = 4
 CPES = 64
 DATA = "swdnn_v12_perf1_4cg.csv"
-FREE = ("p0_cycles_per_fma", "block_overhead_cycles", "dma_overlap", "dma_wait_cycles", "spawn_join_s")
+FREE = ("p0_cycles_per_fma", "dma_wait_cycles", "spawn_join_s")
+SURVEY = "conv-fidelity survey §0.3/§1.4: a 3-term fit of this sweep"
+TILE_OVERHEAD = CodeTerm(ParameterSpec(
+    "swdnn_tile_overhead_cycles", 0.0, 400.0, "cycles per register tile",
+    "start-up and drain of one of swDNN's 4x4 register tiles (accumulator vldd/vstd, RLC start-up)",
+    f"{SURVEY}: about 170-220 cycles per tile"), prior=200.0)
+DMA_OVERLAP = CodeTerm(ParameterSpec(
+    "swdnn_dma_overlap", 0.0, 1.0, "fraction",
+    "fraction of a kernel row's transfers that swDNN's code runs under its GEMMs",
+    f"{SURVEY}: 0.0 fits best, full overlap fits worse (10% RMS)"), prior=0.5)
 
 
 @dataclass(frozen=True)
@@ -113,6 +138,7 @@ class SwdnnReplay:
 
     name = "swdnn_v12_perf1 replay"
     free = FREE
+    code_terms = (TILE_OVERHEAD, DMA_OVERLAP)
 
     def __init__(self, target: Target | str = "sw26010", shapes: Sequence[SwdnnShape] | None = None) -> None:
         self.target = get_target(target)
@@ -141,12 +167,19 @@ class SwdnnReplay:
 
     def predict(self, values: Mapping[str, float]) -> np.ndarray:
         a = self._arrays
-        wait, f = values["dma_wait_cycles"], values["dma_overlap"]
-        compute = a["fma"] * values["p0_cycles_per_fma"] + a["tiles"] * values["block_overhead_cycles"]
+        wait, f = values["dma_wait_cycles"], values[DMA_OVERLAP.name]
+        compute = a["fma"] * values["p0_cycles_per_fma"] + a["tiles"] * values[TILE_OVERHEAD.name]
         transfer = a["dma"] + a["waits"] * wait
         per_group = a["times"] * (compute + transfer - f * np.minimum(compute, transfer))
         cycles = np.bincount(a["shape"], per_group, minlength=len(self.shapes)) + a["fixed"] + a["fixed_waits"] * wait
         return cycles / self.target.clock_hz + values["spawn_join_s"]
+
+    @staticmethod
+    def with_profile_code_costs(values: Mapping[str, float]) -> dict[str, float]:
+        """``values`` with swDNN's code terms set to what the profile charges the generated kernels for the
+        same things (``block_overhead_cycles`` per register tile, ``dma_overlap``): swDNN's schedule as if
+        its loop were as well built as the profile assumes ours is."""
+        return {**values, TILE_OVERHEAD.name: values["block_overhead_cycles"], DMA_OVERLAP.name: values["dma_overlap"]}
 
     def subset(self, indices: Sequence[int] | np.ndarray) -> SwdnnReplay:
         return SwdnnReplay(self.target, [self.shapes[int(i)] for i in indices])
