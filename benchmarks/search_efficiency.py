@@ -2,7 +2,7 @@
 
     python benchmarks/search_efficiency.py [--quick] [--seeds 5] [--peer-seeds optuna_tpe=5,smac=1,...]
         [--variants plain,perturbed] [--methods ours,ours_transfer,random,PEER...] [--ours-options JSON]
-        [--cache benchmarks/data/search_runs.jsonl] [--jobs 2]
+        [--cache benchmarks/data/search_runs.jsonl] [--reference benchmarks/data/reference.json] [--jobs 2]
 
 Resumable and splittable: every finished run is a JSON line in ``--cache`` (``run_cache.py``: keyed by
 method, variant, workload, seed, cap, noise, reference fingerprint and the method's code), so pieces
@@ -230,6 +230,8 @@ def main() -> None:
     parser.add_argument("--restamp-code", default="", metavar="REV",
                         help="record the methods' code as equivalent to their code at git revision REV where "
                              "they differ in docstrings and comments only (stored runs stay valid), and exit")
+    parser.add_argument("--reference", default=str(reference.DATA),
+                        help="the strong references' file (refreshed when a run measures better)")
     parser.add_argument("--summary-only", action="store_true",
                         help="run nothing: summarise the stored runs of these settings (the merge of the pieces)")
     # kept in the repository (benchmarks/data/), so the slow peers' hours of runs reach the next
@@ -241,6 +243,7 @@ def main() -> None:
         emit({"restamp_code": args.restamp_code, "methods": restamp_code(args.restamp_code)})
         return
     CAP = args.cap  # module-wide: worker processes are forked after this
+    reference.DATA = Path(args.reference)
     methods = [m for m in args.methods.split(",") if m]
     peer_seeds = {k: int(v) for k, v in (kv.split("=") for kv in args.peer_seeds.split(",") if kv)}
     seeds_of = {m: peer_seeds.get(m, args.seeds) if m in PEERS else args.seeds for m in methods}

@@ -4,6 +4,7 @@ stale fingerprints are never reused, and an early-stopped run is reused only whi
 from __future__ import annotations
 
 import json
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -85,10 +86,15 @@ def test_code_that_differs_in_docstrings_only_keeps_its_stored_runs(tmp_path, mo
 
 
 def _run(cache: Path, png: Path, methods: str, *extra: str) -> tuple[dict, str]:
+    # a copy of the repository's references: a run may refresh (or, once the simulator's sources move,
+    # recompute) them, and a test must not rewrite the repository's data
+    references = cache.parent / "reference.json"
+    if not references.exists():
+        shutil.copy(ROOT / "benchmarks" / "data" / "reference.json", references)
     out = subprocess.run(
         [sys.executable, "benchmarks/search_efficiency.py", "--quick", "--workloads", "1", "--variants", "plain",
          "--cap", "24", "--seeds", "1", "--peer-seeds", "optuna_tpe=1", "--methods", methods, "--jobs", "1",
-         "--cache", str(cache), "--png", str(png), *extra],
+         "--cache", str(cache), "--png", str(png), "--reference", str(references), *extra],
         cwd=ROOT, capture_output=True, text=True, timeout=600, check=True)
     return json.loads(out.stdout.strip().splitlines()[-1]), out.stdout
 
