@@ -24,8 +24,10 @@ def whole_model_report(mt: Any, model: str, target: str, note: str = "") -> None
     sm = mt.summary()
     console.print(f"whole model (simulated): tuned {sm['tuned_ms']:.3f} ms{note}, OpenACC-like baseline "
                   f"{sm['baseline_ms']:.3f} ms ({sm['speedup_vs_baseline']:.2f}x); MPE {sm['mpe_ms']:.3f} ms "
-                  f"({sm['mpe_time_fraction']:.1%}); {sm['kernel_launches']} kernel launches, "
+                  f"({sm['mpe_time_fraction']:.1%}, {sm['mpe_steps']} steps); {sm['kernel_launches']} kernel launches, "
                   f"spawn/join {sm['spawn_join_ms']:.3f} ms included.", soft_wrap=True)
+    for op, why, calls, seconds in mt.mpe_operators():
+        console.print(f"  on the MPE: {op} x{calls} ({seconds * 1e3:.3f} ms): {why}", soft_wrap=True, highlight=False)
 
 
 def layer_report(layers: list[Any], tasks: list[dict[str, Any]], best: dict[str, Any], target: str,

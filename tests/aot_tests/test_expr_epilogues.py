@@ -117,11 +117,13 @@ def test_where_only_the_plain_form_is_tuned_the_fusion_is_undone(tmp_path: Path)
     np.testing.assert_allclose(run.output, _reference(module, inputs), rtol=1e-4, atol=1e-5)
 
 
-def test_untuned_the_expression_and_its_multiply_stay_generic(tmp_path: Path) -> None:
+def test_untuned_the_fused_form_runs_its_default_schedule(tmp_path: Path) -> None:
+    """Issue #46: neither form tuned, the fused form runs the kind's baseline with its epilogue."""
     module, inputs, mod = _model()
     result = _compile(mod, tmp_path / "m", {})
-    assert not result.kernels
-    assert [n.relax_op for n in result.graph.nodes if n.op == "tir"][-2:] == ["nn.conv3d", "multiply"]
+    (k,) = result.kernels
+    assert k.status == "fallback: untuned" and k.epilogue is not None and k.workload.epilogue == "residual_multiply"
+    assert not [n for n in result.graph.nodes if n.op == "tir" and n.relax_op in ("nn.conv3d", "multiply")]
     run = run_model(result.out_dir, [t.numpy() for t in inputs], TARGET)
     np.testing.assert_allclose(run.output, _reference(module, inputs), rtol=1e-4, atol=1e-5)
 

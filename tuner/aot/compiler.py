@@ -1,7 +1,8 @@
 """compile_model: a whole model -> a directory with host.c, slave.c, headers, weights.bin, Makefile.
 
 The caller injects ``lookup(workload) -> config | None`` (the tuning log); ``None`` means untuned and
-the kernel falls back to the OpenACC-like default schedule with a logged warning naming the workload.
+a GEMM-like kernel (a built-in or an expression operator) falls back to a near record or the
+OpenACC-like default schedule (tuner.aot.untuned) with a logged warning naming the workload.
 This package never imports service or db.
 """
 

@@ -3,7 +3,7 @@
 Inside the block, ``compile_model(..., lookup=None)`` (and anything else that asks ``current_lookup``)
 takes each workload's best config from ``lookup`` (the tuning log over HTTP with its cache, the local
 log, or any callable); a workload it does not know falls back to a default schedule with a logged
-warning naming it (see tuner.aot.kernels.choose_config). Blocks nest; the innermost wins. The lookup
+warning naming it (see tuner.aot.untuned.choose_config). Blocks nest; the innermost wins. The lookup
 is target-aware because the callable is made for one target (e.g. ``ScheduleLookup(url, target)``).
 """
 

@@ -1,11 +1,12 @@
-"""The tuned slave kernels of a model: config lookup (or fallback), generation, one slave file.
+"""The slave kernels of a model: config lookup (or fallback: tuner.aot.untuned), generation, one slave file.
 
 Each distinct (workload, config) is generated once by tuner.codegen.sources.generate, the same
 kernel a tuning measurement builds, and called once per occurrence; a generic operator that
-extraction tunes as an expression operator becomes such a kernel when the lookup has a config for
-it (else it stays generic); a memory-bound one (element-wise, a single-input reduction, a transpose)
-only when its tuned kernel's simulated time beats its untuned lowering's (the rule-picked CPE blocks
-of tuner.aot.cpe_ops / cpe_layout, or the MPE), which the compiler passes in as ``untuned_seconds``.
+extraction tunes as a GEMM-like expression operator (a derived gradient, a user's operator, a fused
+form) becomes such a kernel tuned or not, as a built-in conv does; a memory-bound one (element-wise,
+a single-input reduction, a transpose) only when it is tuned and its tuned kernel's simulated time
+beats its untuned lowering's (the rule-picked CPE blocks of tuner.aot.cpe_ops / cpe_layout, or the
+MPE), which the compiler passes in as ``untuned_seconds``.
 The generated slave files are merged into one: each kernel function gets its own name, and the
 ``__thread_local`` buffers of every kernel become members of one LDM union, because the kernels
 run one after another and on the real CPE all ``__thread_local`` data of the linked program must
@@ -25,6 +26,8 @@ import numpy as np
 from tuner.aot.fusion import apply_epilogue, channel_axis, unfuse
 from tuner.aot.launch_groups import phase_seconds
 from tuner.aot.lookup import Lookup
+from tuner.aot.mpe import MpeReason
+from tuner.aot.untuned import TUNED, Fallback, Records, choose_config, default_config
 from tuner.ir.graph import AotError, Graph, Node, Note, Tensor, slave_symbol
 from tuner.space.space import Config
 from tuner.targets import Target
@@ -101,25 +104,6 @@ class Kernel:
     @property
     def tuned(self) -> bool:
         return self.status == "tuned"
-
-
-def choose_config(workload: Workload, target: Target, lookup: Lookup | None) -> tuple[Config, str]:
-    """The looked-up config when it is valid for the space, else the default schedule (with a warning)."""
-    from tuner.space.factory import space_for
-
-    space = space_for(workload, target)
-    kind = kind_of(workload)
-    config = lookup(workload) if lookup is not None else None
-    if config is None:
-        log.warning("untuned workload %s on %s: falling back to the OpenACC-like default schedule",
-                    workload.key, target.name)
-        return kind.baseline(space), "fallback: untuned"
-    why = kind.why_not_applied(space, dict(config))
-    if why is not None:
-        log.warning("tuned config of workload %s on %s is not valid here (%s): falling back to the "
-                    "OpenACC-like default schedule", workload.key, target.name, why)
-        return kind.baseline(space), "fallback: invalid tuned config"
-    return dict(config), "tuned"
 
 
 def _generate(workload: Workload, target: Target, config: Config, index: int, status: str,
@@ -209,13 +193,28 @@ def _packed_b(graph: Graph, step: Node, k: Kernel, cache: dict[tuple[int, int], 
     return pre
 
 
+def _workloads(graph: Graph) -> list[Workload]:
+    """Every GEMM-like workload the compile may run: the kernels', the expression operators' and the
+    plain forms of the fused ones (the near records of one another)."""
+    out: list[Workload] = []
+    for n in graph.nodes:
+        if n.op == "kernel":
+            out.append(n.attrs["workload"])
+        elif "expr_workload" in n.attrs:
+            out.append(n.attrs["expr_workload"])
+            if "unfused" in n.attrs:
+                out.append(n.attrs["unfused"].workload)
+    return out
+
+
 def resolve_kernels(graph: Graph, target: Target, lookup: Lookup | None,
                     untuned_seconds: UntunedSeconds | None = None) -> list[Kernel]:
     """Give every kernel node its Kernel (generating each distinct one once); a generic node with an
-    ``expr_workload`` becomes one when tuned (``_tuned_expression``).
+    ``expr_workload`` becomes one as ``_expression_kernel`` decides (tuned or not, when GEMM-like).
 
     A kernel whose output rows are padded to whole DMA lines (``put_lines``) writes a pitched scratch
     tensor; an ``unpitch`` MPE node then copies the rows into the dense output."""
+    records = Records(lookup, _workloads(graph))
     by_key: dict[tuple[str, str, str], Kernel] = {}
     chosen: dict[str, tuple[Config, str]] = {}
     packed: dict[tuple[int, int], Any] = {}
@@ -228,17 +227,18 @@ def resolve_kernels(graph: Graph, target: Target, lookup: Lookup | None,
         if isinstance(step, Note) and id(step) in restored:
             continue
         if isinstance(step, Node) and step.op in ("tir", "transpose") and "expr_workload" in step.attrs:
-            _tuned_expression(step, target, lookup, by_key, untuned_seconds, warned)
-            if step.op != "kernel" and "unfused" in step.attrs:  # the fused form is not tuned: the plain one?
+            _expression_kernel(step, target, records, by_key, untuned_seconds, warned)
+            if step.op != "kernel" and "unfused" in step.attrs:  # the plain form has the record: run it
                 restored.add(id(step.attrs["unfused"].note))
                 queue.insert(0, unfuse(step))  # the consumer runs next, as a step of its own
-                _tuned_expression(step, target, lookup, by_key, untuned_seconds, warned)
+                _expression_kernel(step, target, records, by_key, untuned_seconds, warned)
         if not isinstance(step, Node) or step.op != "kernel":
             steps.append(step)
             continue
         w: Workload = step.attrs["workload"]
+        choice = step.attrs.pop("choice", None)  # an expression's, decided by _expression_kernel
         if w.key not in chosen:
-            chosen[w.key] = choose_config(w, target, lookup)
+            chosen[w.key] = choice or choose_config(w, target, records)
         config, status = chosen[w.key]
         ep = step.attrs.get("epilogue")
         ep_key = ep.key if ep is not None else ""
@@ -247,17 +247,14 @@ def resolve_kernels(graph: Graph, target: Target, lookup: Lookup | None,
             try:
                 by_key[key] = _generate(w, target, config, len(by_key), status, ep)
             except NotImplementedError as exc:
-                if status != "tuned":
+                if status != TUNED:
                     raise AotError(f"{step.source}: cannot generate the default schedule of {w.key}: {exc}") from None
-                log.warning("tuned config of workload %s cannot be generated (%s): falling back to the "
-                            "OpenACC-like default schedule", w.key, exc)
-                from tuner.space.factory import space_for
-
-                config = kind_of(w).baseline(space_for(w, target))
-                chosen[w.key] = (config, "fallback: codegen failed")
+                log.warning("tuned config of workload %s cannot be generated (%s): falling back to a near record "
+                            "or the OpenACC-like default schedule", w.key, exc)
+                config, status = chosen[w.key] = default_config(w, target, records, Fallback.CODEGEN)
                 key = (w.key, repr(sorted(config.items())), ep_key)
                 if key not in by_key:
-                    by_key[key] = _generate(w, target, config, len(by_key), "fallback: codegen failed", ep)
+                    by_key[key] = _generate(w, target, config, len(by_key), status, ep)
         k = by_key[key]
         k.calls += 1
         step.attrs["kernel"] = k
@@ -276,62 +273,83 @@ def resolve_kernels(graph: Graph, target: Target, lookup: Lookup | None,
     return sorted(by_key.values(), key=lambda k: k.index)
 
 
-def _tuned_expression(step: Node, target: Target, lookup: Lookup | None,
-                      by_key: dict[tuple[str, str, str], Kernel], untuned_seconds: UntunedSeconds | None,
-                      warned: set[str]) -> None:
-    """Make a generic operator that task extraction tunes as an expression (tuner.bridge.extract)
-    a kernel node running its tuned config; without one, or when the config is not valid or cannot be
-    generated, it keeps the generic lowering (MPE C or CPE blocks) with a warning naming it (once per
-    workload). A memory-bound operator also keeps it, with a note in the log, when its untuned lowering
-    simulates faster than the tuned kernel (a tuning budget too small to beat the rule-picked block).
-    A fused residual epilogue (tuner.aot.fusion) stays the kernel's; an untuned fused form is left to
-    the caller, which undoes the fusion and tries the plain form."""
+def _expression_kernel(step: Node, target: Target, records: Records,
+                       by_key: dict[tuple[str, str, str], Kernel], untuned_seconds: UntunedSeconds | None,
+                       warned: set[str]) -> None:
+    """Make a generic operator that task extraction tunes as an expression (tuner.bridge.extract) a
+    kernel node, or leave it generic (with the reason in ``mpe_reason`` when no schedule can be generated).
 
-    w: Workload = step.attrs["expr_workload"]
-    config = lookup(w) if lookup is not None else None
-    if config is None:
-        if "unfused" in step.attrs:
-            log.info("fused form %s (binding %s) is not tuned: the epilogue runs as a step of its own", w.key,
-                     step.source)
-        elif w.key not in warned:
-            warned.add(w.key)
-            log.warning("untuned expression operator %s (%s, binding %s) on %s: generic lowering", w.key,
-                        step.relax_op, step.source, target.name)
-        return
+    A GEMM-like one becomes a kernel whether tuned or not: its record, else a near record or the
+    kind's baseline (tuner.aot.untuned), as a built-in conv does; only when no schedule of its space can
+    be generated does it keep the generic lowering. A fused form without a record of its own whose plain
+    form has one is left to the caller, which undoes the fusion and runs the plain form's record.
+    A memory-bound operator becomes its tuned kernel only when that simulates faster than its untuned
+    lowering (the rule-picked CPE blocks of tuner.aot.cpe_ops, or the MPE); untuned, it keeps that lowering."""
     from tuner.space.factory import space_for
 
-    untuned_s = None
+    w: Workload = step.attrs["expr_workload"]
+    config = records(w)
+    memory_bound = kind_of(w).memory_bound(w)
+    if config is None and "unfused" in step.attrs and records(step.attrs["unfused"].workload) is not None:
+        log.info("fused form %s (binding %s) is not tuned, its plain form is: the epilogue runs as a step of its "
+                 "own", w.key, step.source)
+        return
+    if config is None and memory_bound:  # untuned: its rule-picked lowering (tuner.aot.cpe_ops, or the MPE)
+        return
     ep = step.attrs.get("epilogue")
-    key = (w.key, repr(sorted(dict(config).items())), ep.key if ep is not None else "")
+    untuned: Untuned | None = None
     try:
         space = space_for(w, target)
-        space.check(dict(config))
-        kernel = by_key.get(key) or _generate(w, target, dict(config), len(by_key), "tuned", ep)
-        if kind_of(w).memory_bound(w) and untuned_seconds is not None:
+        if config is not None and (why := kind_of(w).why_not_applied(space, config)) is not None:
+            if memory_bound:
+                raise ValueError(why)
+            log.warning("tuned config of expression operator %s (binding %s) on %s is not valid here (%s)", w.key,
+                        step.source, target.name, why)
+            choice = default_config(w, target, records, Fallback.INVALID)
+        elif config is None:
+            if w.key not in warned:
+                warned.add(w.key)
+                log.warning("untuned expression operator %s (%s, binding %s) on %s: a near record or the "
+                            "OpenACC-like default schedule on the CPEs", w.key, step.relax_op, step.source,
+                            target.name)
+            choice = default_config(w, target, records)
+        else:
+            choice = (config, TUNED)
+        key = (w.key, repr(sorted(choice[0].items())), ep.key if ep is not None else "")
+        try:
+            kernel = by_key.get(key) or _generate(w, target, choice[0], len(by_key), choice[1], ep)
+        except NotImplementedError as exc:
+            if choice[1] != TUNED:
+                raise
+            log.warning("tuned config of expression operator %s cannot be generated (%s)", w.key, exc)
+            choice = default_config(w, target, records, Fallback.CODEGEN)
+            key = (w.key, repr(sorted(choice[0].items())), ep.key if ep is not None else "")
+            kernel = by_key.get(key) or _generate(w, target, choice[0], len(by_key), choice[1], ep)
+        if memory_bound and untuned_seconds is not None:
             from tuner.aot.timing import kernel_seconds
 
-            times, prepass = kernel_seconds(space, [dict(config)])
+            times, prepass = kernel_seconds(space, [choice[0]])
             tuned_s = float(times[0] + prepass[0])
             if kernel.c_pitch != kernel.c_cols:  # and the copy that strips its line padding
                 raw = Tensor(-1, (kernel.c_rows, kernel.c_pitch), step.output.dtype, "temp", "probe")
                 tuned_s += untuned_seconds(Node("unpitch", [raw], step.output, {
                     "rows": kernel.c_rows, "cols": kernel.c_cols, "pitch": kernel.c_pitch})).seconds
             untuned = untuned_seconds(step)
-            untuned_s = untuned.seconds
             if untuned.in_a_run(target) <= Untuned(tuned_s, True).in_a_run(target):  # like with like
                 log.info("expression operator %s (binding %s): its untuned lowering (%.3g s) is not slower than "
-                         "the tuned kernel (%.3g s); kept", w.key, step.source, untuned_s, tuned_s)
+                         "the tuned kernel (%.3g s); kept", w.key, step.source, untuned.seconds, tuned_s)
                 return
         by_key[key] = kernel
-    except (ValueError, KeyError, NotImplementedError) as exc:
-        log.warning("tuned config of expression operator %s (binding %s) on %s cannot be used (%s): generic "
-                    "lowering", w.key, step.source, target.name, exc)
+    except (ValueError, KeyError, NotImplementedError, RuntimeError) as exc:
+        log.warning("expression operator %s (binding %s) on %s has no CPE schedule (%s): generic lowering", w.key,
+                    step.source, target.name, exc)
+        step.attrs["mpe_reason"] = f"{MpeReason.NO_SCHEDULE.value} ({exc})"
         return
     step.op = "kernel"
     kept: dict[str, Any] = {a: step.attrs[a] for a in ("epilogue", "fused") if a in step.attrs}
-    if untuned_s is not None:
-        kept.update(untuned_s=untuned_s, untuned_on_cpe=untuned.on_cpe)
-    step.attrs = {"workload": w, **kept}
+    if untuned is not None:
+        kept.update(untuned_s=untuned.seconds, untuned_on_cpe=untuned.on_cpe)
+    step.attrs = {"workload": w, "choice": choice, **kept}
 
 
 def _namespaced(k: Kernel, helper: str) -> tuple[str, str]:

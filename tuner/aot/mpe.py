@@ -11,6 +11,7 @@ returns statements; adjacent dimensions every operand walks contiguously are mer
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from enum import Enum
 from typing import Any
 
 from tuner.ir.graph import AotError, Node, Tensor
@@ -162,6 +163,23 @@ def emit_mpe(n: Node, ref: Ref, ty: str) -> list[str]:
     if fn is None:
         raise AotError(f"{n.source} ({n.relax_op}): no MPE code for node {n.op}")
     return fn(n, ref, ty)
+
+
+class MpeReason(str, Enum):
+    """Why a step of the program runs on the MPE (the report says it for each)."""
+
+    FASTER = "faster on the MPE than as a CPE kernel with its spawn"  # tuner.aot.placement sent it back
+    NO_CPE_FORM = "no CPE form of this operator"  # nothing lowers it to the CPEs
+    NO_SCHEDULE = "no CPE schedule of its space can be generated"  # a GEMM-like expression (tuner.aot.kernels)
+
+
+def mpe_reason(n: Node) -> str:
+    """Why MPE step ``n`` runs there: a ``MpeReason`` value, with the compiler's detail where it gave one."""
+    if "mpe_reason" in n.attrs:
+        return str(n.attrs["mpe_reason"])
+    if "mpe_alt_s" in n.attrs:  # offload gave it a CPE kernel; the least-time placement chose the MPE
+        return MpeReason.FASTER.value
+    return MpeReason.NO_CPE_FORM.value
 
 
 def describe(n: Node) -> str:

@@ -22,6 +22,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from tuner.aot.mpe import mpe_reason
 from tuner.ir.graph import Graph, Node
 from tuner.targets import Target, get_target
 
@@ -37,6 +38,7 @@ class StepTime:
     baseline_s: float
     detail: str = ""
     spawned: bool = True  # a CPE step with its own spawn + join (False: a later phase of a shared spawn)
+    why: str = ""  # an MPE step's reason to run there (tuner.aot.mpe.mpe_reason)
 
 
 @dataclass
@@ -70,6 +72,19 @@ class ModelTime:
         return self.mpe_s / self.tuned_s if self.tuned_s else 0.0
 
     @property
+    def mpe_steps(self) -> list[StepTime]:
+        return [s for s in self.steps if s.where == MPE]
+
+    def mpe_operators(self) -> list[tuple[str, str, int, float]]:
+        """(operator, why it runs on the MPE, calls, seconds) of the MPE steps, most time first."""
+        acc: dict[tuple[str, str], list[float]] = {}
+        for s in self.mpe_steps:
+            e = acc.setdefault((s.relax_op, s.why), [0, 0.0])
+            e[0] += 1
+            e[1] += s.tuned_s
+        return sorted(((op, why, int(n), sec) for (op, why), (n, sec) in acc.items()), key=lambda r: -r[3])
+
+    @property
     def speedup(self) -> float:
         return self.baseline_s / self.tuned_s if self.tuned_s else 1.0
 
@@ -92,6 +107,7 @@ class ModelTime:
     def summary(self) -> dict[str, Any]:
         return {"tuned_ms": self.tuned_s * 1e3, "baseline_ms": self.baseline_s * 1e3,
                 "mpe_ms": self.mpe_s * 1e3, "mpe_time_fraction": self.mpe_fraction,
+                "mpe_steps": len(self.mpe_steps),
                 "speedup_vs_baseline": self.speedup, "kernel_launches": self.kernel_launches,
                 "spawn_join_ms": self.kernel_launches * self.spawn_join_s * 1e3}
 
@@ -187,7 +203,7 @@ def model_time(graph: Graph, target: Target | str, config_of: Callable[[Any], di
                                   f"{op.blocks} blocks of {op.block} along axis {op.axis}"))
         else:
             sec, detail = _mpe_step(n, graph, tgt, item)
-            steps.append(StepTime(n.source, n.relax_op, MPE, sec, sec, detail))
+            steps.append(StepTime(n.source, n.relax_op, MPE, sec, sec, detail, why=mpe_reason(n)))
         if n_steps >= 0:
             s = steps[n_steps]
             s.tuned_s += grouped

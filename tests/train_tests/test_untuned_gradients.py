@@ -1,0 +1,104 @@
+"""Issue #46: a GEMM-like expression operator runs on the CPEs without tuning. A training step compiled
+against an empty log runs its derived conv gradients as CPE kernels on their default schedule (and
+matches torch on the emulator); an untuned operator takes a near workload's record when the space
+accepts it and it simulates faster than the baseline."""
+
+from __future__ import annotations
+
+import copy
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+torch = pytest.importorskip("torch")
+
+from tuner.ir.optimizers import Optimizer, OptimizerKind  # noqa: E402
+from tuner.ir.training import Loss, target_shape, training_step  # noqa: E402
+from tuner.train import data as train_data  # noqa: E402
+from tuner.train.program import build_emulated, compile_training, run_emulated, split_state  # noqa: E402
+from tuner.train.reference import torch_steps  # noqa: E402
+
+
+class _ConvNet(torch.nn.Module):
+    """conv -> relu -> conv -> linear: the second conv has a derived data gradient, both a weight one."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.c1 = torch.nn.Conv2d(2, 4, 3, padding=1)
+        self.c2 = torch.nn.Conv2d(4, 4, 3, padding=1)
+        self.fc = torch.nn.Linear(4 * 4 * 4, 3)
+
+    def forward(self, x: Any) -> Any:
+        return self.fc(self.c2(torch.relu(self.c1(x))).flatten(1))
+
+
+def _rel(a: np.ndarray, b: np.ndarray) -> float:
+    return float(np.abs(a - b).max() / max(np.abs(b).max(), 1e-6))
+
+
+@pytest.mark.slow
+@pytest.mark.needs("gcc", "make")
+def test_untuned_derived_gradients_run_on_the_cpes_and_match_torch(tmp_path: Path) -> None:
+    torch.manual_seed(5)
+    module, x = _ConvNet().train(), torch.randn(2, 2, 4, 4)
+    reference = copy.deepcopy(module)
+    opt = Optimizer(OptimizerKind.SGD, 0.05)
+    step = training_step(module, (x,), Loss.CROSS_ENTROPY, opt)
+    program = compile_training(step, "sw26010", tmp_path, lambda w: None, "convnet")
+    grads = [k for k in program.result.kernels if "_grad_" in k.workload.key]
+    assert {k.workload.name.split("_grad_")[1] for k in grads} >= {"data", "weight"}
+    assert all(k.status == "fallback: untuned" for k in grads)
+    timing = program.timing
+    assert not [s for s in timing.steps if s.where == "MPE" and "_grad_" in s.detail]
+    assert timing.mpe_fraction <= 0.05
+    shape = target_shape(module, (x,), Loss.CROSS_ENTROPY)
+    batches = train_data.synthetic(4, 2, 2, tuple(x.shape), shape, Loss.CROSS_ENTROPY)
+    batches.tofile(tmp_path / "data.bin", step.dtype)
+    build_emulated(tmp_path)
+    run = run_emulated(tmp_path, tmp_path / "data.bin", 2, step.dtype)
+    ref = torch_steps(reference, batches, opt, Loss.CROSS_ENTROPY, 2)
+    assert _rel(run.losses, np.array(ref.losses)) <= 1e-4
+    state = split_state(run.state, step)
+    assert max(_rel(state[n], v) for n, v in ref.params.items()) <= 1e-4
+
+
+def _matmul(rows: int) -> Any:
+    from tvm import te
+
+    from tuner.expr.workload import ExprWorkload
+
+    a, b = te.placeholder((rows, 32), name="a"), te.placeholder((32, 48), name="b")
+    k = te.reduce_axis((0, 32), name="k")
+    c = te.compute((rows, 48), lambda i, j: te.sum(a[i, k] * b[k, j], axis=k), name="c")
+    return ExprWorkload.from_tensors([a, b, c], "mm")
+
+
+@pytest.mark.slow  # tvm's import and the baseline's enumeration
+def test_an_untuned_operator_runs_a_near_workloads_record_when_it_is_faster() -> None:
+    pytest.importorskip("tvm")
+    from tuner.aot.timing import kernel_seconds
+    from tuner.aot.untuned import Records, default_config
+    from tuner.space.factory import space_for
+    from tuner.targets import get_target
+
+    tgt = get_target("sw26010")
+    tuned, untuned = _matmul(64), _matmul(128)
+    near_space, space = space_for(tuned, tgt), space_for(untuned, tgt)
+    assert tuned.key != untuned.key
+    sampled = [space.decode(r) for r in space.sample(16, rng=0)]
+    both = [c for c in sampled if _valid(near_space, c)]  # valid at both shapes
+    times, _ = kernel_seconds(space, both)
+    record = both[int(np.argmin(times))]
+    records = Records(lambda w: record if w.key == tuned.key else None, [tuned, untuned])
+    config, status = default_config(untuned, tgt, records)
+    assert status == f"fallback: near record of {tuned.key}" and config == record
+    # without a near record: the kind's baseline
+    assert default_config(untuned, tgt, Records(lambda w: None, [tuned, untuned]))[1] == "fallback: untuned"
+
+
+def _valid(space: Any, config: dict[str, Any]) -> bool:
+    from tuner.task_kind import check_failure
+
+    return check_failure(space, config) is None

@@ -1,0 +1,107 @@
+"""The schedule a compile gives a GEMM-like kernel that does not run its own tuned record.
+
+One rule for every GEMM-like workload (a built-in conv or dense, a derived gradient, a user's
+expression, a fused form with an epilogue): its tuned record when the log has one the space accepts;
+otherwise the fastest (by the simulator) of the records of near workloads that the space accepts --
+the same operator at another shape or with another epilogue, found among the workloads of the same
+compile -- and the kind's baseline on the CPEs (the OpenACC-like schedule). So no GEMM-like operator
+waits for tuning to leave the MPE. ``Fallback`` names why a kernel runs what it runs.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterable
+from enum import Enum
+
+from tuner.aot.lookup import Lookup
+from tuner.space.space import Config
+from tuner.targets import Target
+from tuner.task_kind import kind_of
+from tuner.workloads import Workload
+
+log = logging.getLogger("tuner.aot")
+
+TUNED = "tuned"  # the status of a kernel that runs its own tuned record
+
+
+class Fallback(str, Enum):
+    """Why a kernel does not run its own tuned record (a Kernel's status is ``fallback: <value>``)."""
+
+    UNTUNED = "untuned"  # no record: the kind's baseline
+    NEAR = "near record"  # no record: a near workload's record, faster than the baseline
+    INVALID = "invalid tuned config"  # the record is not valid in this space
+    CODEGEN = "codegen failed"  # the record cannot be generated
+
+    def status(self, detail: str = "") -> str:
+        return f"fallback: {self.value}" + (f" of {detail}" if detail else "")
+
+
+def family(workload: Workload) -> tuple[str, str]:
+    """What near workloads share: the op and, for an expression, its name (one operator at any shape
+    or epilogue: ``conv2d_grad_data`` of every layer)."""
+    return workload.op, str(getattr(workload, "name", ""))
+
+
+class Records:
+    """The tuning log as one compile reads it: each workload looked up once, and the records of the
+    compile's workloads grouped by ``family`` (the near records of an untuned one)."""
+
+    def __init__(self, lookup: Lookup | None, workloads: Iterable[Workload]) -> None:
+        self._lookup = lookup
+        self._found: dict[str, Config | None] = {}
+        self._near: dict[tuple[str, str], dict[str, Config]] = {}
+        for w in workloads:
+            config = self(w)
+            if config is not None:
+                self._near.setdefault(family(w), {})[w.key] = config
+
+    def __call__(self, workload: Workload) -> Config | None:
+        if workload.key not in self._found:
+            found = self._lookup(workload) if self._lookup is not None else None
+            self._found[workload.key] = dict(found) if found is not None else None
+        return self._found[workload.key]
+
+    def near(self, workload: Workload) -> dict[str, Config]:
+        """The records of the other workloads of ``workload``'s family, by workload key."""
+        return {k: c for k, c in self._near.get(family(workload), {}).items() if k != workload.key}
+
+
+def default_config(workload: Workload, target: Target, records: Records | None, why: Fallback = Fallback.UNTUNED
+                   ) -> tuple[Config, str]:
+    """The schedule of a workload without a usable record of its own: the fastest of the near records the
+    space accepts and the kind's baseline (RuntimeError when the space has no baseline)."""
+    from tuner.aot.timing import kernel_seconds
+    from tuner.space.factory import space_for
+
+    space = space_for(workload, target)
+    kind = kind_of(workload)
+    base = kind.baseline(space)
+    near = {k: c for k, c in (records.near(workload) if records is not None else {}).items()
+            if kind.why_not_applied(space, c) is None}
+    if near:
+        keys = list(near)
+        times, _ = kernel_seconds(space, [near[k] for k in keys] + [base])
+        best = int(times.argmin())
+        if best < len(keys):
+            log.info("workload %s on %s (%s): running the record of the near workload %s", workload.key,
+                     target.name, why.value, keys[best])
+            return dict(near[keys[best]]), Fallback.NEAR.status(keys[best])
+    return base, why.status()
+
+
+def choose_config(workload: Workload, target: Target, records: Records | None) -> tuple[Config, str]:
+    """The workload's own record when the space accepts it, else ``default_config`` (with a warning)."""
+    from tuner.space.factory import space_for
+
+    config = records(workload) if records is not None else None
+    if config is None:
+        log.warning("untuned workload %s on %s: a near record or the OpenACC-like default schedule",
+                    workload.key, target.name)
+        return default_config(workload, target, records)
+    why = kind_of(workload).why_not_applied(space_for(workload, target), dict(config))
+    if why is not None:
+        log.warning("tuned config of workload %s on %s is not valid here (%s): falling back to a near record or "
+                    "the OpenACC-like default schedule", workload.key, target.name, why)
+        return default_config(workload, target, records, Fallback.INVALID)
+    return dict(config), TUNED
