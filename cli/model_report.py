@@ -26,6 +26,10 @@ def whole_model_report(mt: Any, model: str, target: str, note: str = "") -> None
                   f"{sm['baseline_ms']:.3f} ms ({sm['speedup_vs_baseline']:.2f}x); MPE {sm['mpe_ms']:.3f} ms "
                   f"({sm['mpe_time_fraction']:.1%}, {sm['mpe_steps']} steps); {sm['kernel_launches']} kernel launches, "
                   f"spawn/join {sm['spawn_join_ms']:.3f} ms included.", soft_wrap=True)
+    if sm["tuned_ms"] > sm["baseline_ms"]:
+        slower = sm["tuned_ms"] - sm["baseline_ms"]
+        console.print(f"[yellow]the tuned program simulates {slower:.3f} ms slower than its baseline[/]: the "
+                      "operators above whose tuned ms exceed their baseline ms cost it", soft_wrap=True)
     for op, why, calls, seconds in mt.mpe_operators():
         console.print(f"  on the MPE: {op} x{calls} ({seconds * 1e3:.3f} ms): {why}", soft_wrap=True, highlight=False)
 

@@ -23,9 +23,10 @@ def server_lookup(url: str, token: str | None, target: str, cache: Path | None =
     """Lookup over HTTP with a local cache file: the service answers once per workload, later builds
     (and builds while the service is down) answer from the cache; nothing known means untuned."""
     from service.lookup import ScheduleLookup
+    from tuner.aot.lookup import TuningLog
 
     lookup = ScheduleLookup(url, target, cache_file=cache, timeout=10.0, token=token)
-    return lookup.best, lambda: None
+    return TuningLog(lookup.best), lambda: None
 
 
 def db_lookup(url: str, target: str) -> tuple[Lookup, Callable[[], None]]:
@@ -36,6 +37,7 @@ def db_lookup(url: str, target: str) -> tuple[Lookup, Callable[[], None]]:
     from db.engine import Database
     from db.errors import NotFoundError
     from db.measurements import best_config
+    from tuner.aot.lookup import TuningLog
 
     none: Lookup = lambda w: None  # noqa: E731
     if _missing_sqlite_file(url):
@@ -59,7 +61,7 @@ def db_lookup(url: str, target: str) -> tuple[Lookup, Callable[[], None]]:
                           f"({type(exc).__name__}): every workload is untuned", soft_wrap=True)
             return None
 
-    return lookup, database.dispose
+    return TuningLog(lookup), database.dispose
 
 
 def active_profile(target: str, *, server: str | None = None, token: str | None = None,

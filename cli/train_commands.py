@@ -19,6 +19,7 @@ from rich.table import Table
 
 from cli.errors import CommandError
 from cli.output import console
+from cli.tuner_commands import VERBOSE_HELP
 from cli.tuning_log import DB_HELP, database_url
 
 MODEL_HELP = ("mlp, cnn, resnet18_small, transformer, a zoo model (resnet18, mobilenet_v2, ...), FILE.py:FUNC "
@@ -87,6 +88,7 @@ def train(
         "start training at once with the kernels the log holds while an embedded service tunes the step "
         "(--trials per task); switch to a rebuilt program at a checkpoint (--checkpoint-every, default 2) "
         "whenever the log's schedules make the step at least 5% faster"))] = False,
+    verbose: Annotated[bool, typer.Option(help=VERBOSE_HELP)] = False,
 ) -> None:
     """Train a model on Sunway: one compiled training step (forward, backward, update), tuned,
     checkpointed, run for --steps steps on the emulator."""
@@ -132,7 +134,7 @@ def train(
         return _overlapped(step, name, tname, out, steps, checkpoint_every or 2, trials, workers, url,
                            dropout_seed)
     if trials:
-        tune_step(step, name, tname, trials, workers, url, db)
+        tune_step(step, name, tname, trials, workers, url, db, verbose)
     lookup, close = db_lookup(url, tname)
     try:
         program = compile_training(step, tname, out, lookup, name, dropout_seed)
@@ -170,8 +172,10 @@ def per_round(trials: int) -> int:
     return max(MIN_TRIALS_PER_TASK, trials // 2)
 
 
-def tune_step(step: Any, name: str, target: str, trials: int, workers: int, url: str, db: str | None) -> None:
-    """Every task of the step as one submission to an embedded service writing the log at ``url``."""
+def tune_step(step: Any, name: str, target: str, trials: int, workers: int, url: str, db: str | None,
+              verbose: bool = False) -> None:
+    """Every task of the step as one submission to an embedded service writing the log at ``url``
+    (``verbose``: every task in the tuning table)."""
     from cli.tuner_commands import tune_on_service
     from service.embedded import embedded_service
     from tuner.bridge.extract import extract_relax, trial_budget
@@ -182,7 +186,7 @@ def tune_step(step: Any, name: str, target: str, trials: int, workers: int, url:
                   f"spread by each task's share of the step time; tuning log {url}")
     with embedded_service(url, workers=workers, target=target) as service:
         tune_on_service(service.url, None, f"{name}-train", layers, target, budget, None, 3600.0,
-                        per_round=per_round(trials))
+                        per_round=per_round(trials), verbose=verbose)
 
 
 def _phase_table(phases: dict[str, dict[str, float]]) -> None:
@@ -234,13 +238,14 @@ def _overlapped(step: Any, name: str, target: str, out: Path, steps: int, every:
 def _overlapped_run(step: Any, name: str, target: str, out: Path, steps: int, every: int, trials: int,
                     layers: list[Any], service_url: str, lookup: Any, dropout_seed: int) -> Any:
     from service.client import ServiceClient
+    from tuner.aot.lookup import TuningLog
     from tuner.bridge.extract import trial_budget
     from tuner.train.overlap import train_overlapped
 
     def snapshot() -> Any:
         """The log's schedules for the step's tasks now (a program is built from one moment's log)."""
         found = {l.workload.key: lookup(l.workload) for l in layers}
-        return lambda w: found.get(w.key)
+        return TuningLog(lambda w: found.get(w.key))
 
     first = snapshot()  # before tuning starts: training starts with what the log already held
     with ServiceClient(service_url, None) as client:

@@ -21,7 +21,7 @@ from rich.table import Table
 
 from cli.client_commands import DEFAULT_MODEL_TRIALS
 from cli.errors import CommandError
-from cli.output import console, task_state, warn
+from cli.output import console, warn
 from cli.schedule_lookup import DEFAULT_CACHE, active_profile, db_lookup, profile_note, server_lookup
 from cli.tuning_log import DB_HELP, database_url
 from tuner.measure.noise import DEFAULT_NOISE
@@ -248,33 +248,32 @@ def _whole_model_note(profile: Any, graph: Any, kernels: list[Any]) -> str:
 
 
 # --- tune-model -------------------------------------------------------------------------------
-def _follow(client: Any, submitted: dict[str, Any], names: list[str], deadline: float) -> list[dict[str, Any]]:
-    """A live table of the submission's tasks until none is active (or the deadline passes)."""
+VERBOSE_HELP = ("list every task in the tuning table (default: the tasks that take most of the program, then one "
+                "line for the rest)")
+def _follow(client: Any, submitted: dict[str, Any], names: list[str], deadline: float,
+            verbose: bool = False) -> list[dict[str, Any]]:
+    """A live table of the submission's tasks (cli.task_table) until none is active (or the deadline passes)."""
     from rich.live import Live
 
+    from cli.task_table import tasks_table
     from service.demo import follow_tasks
 
     def table(tasks: dict[int, dict[str, Any]]) -> Table:
-        t = Table(title="tuning tasks")
-        for col in ("layer", "state", "trials", "best ms"):
-            t.add_column(col, justify="left" if col in ("layer", "state") else "right")
-        for tid, name in zip(submitted["task_ids"], names):
-            task = tasks.get(tid, {})
-            best = task.get("best_time")
-            t.add_row(name, task_state(task), f"{task.get('trials_done', 0)}/{task.get('trial_budget', '?')}",
-                      f"{best * 1e3:.4f}" if best else "-")
-        return t
+        return tasks_table(tasks, submitted["task_ids"], names, verbose)
 
     with Live(table({}), console=console, refresh_per_second=4) as live:
-        return follow_tasks(client, submitted, deadline, lambda tasks: live.update(table(tasks)))
+        tasks = follow_tasks(client, submitted, deadline, lambda tasks: live.update(table(tasks)))
+    if not console.is_terminal:  # off a terminal, Live ends its last frame without a line break
+        console.line()
+    return tasks
 
 
 def tune_on_service(url: str, token: str | None, model: str, layers: list[Any], target: str, budget: int,
-                    strategy: str | None, timeout: float, per_round: int = 16
+                    strategy: str | None, timeout: float, per_round: int = 16, verbose: bool = False
                     ) -> tuple[list[dict[str, Any]], dict[str, Any]]:
     """Submit the model to the service at ``url`` as one submission (one budget, spread by the
-    server's gradient task scheduler; ``per_round`` trials a grant), follow it, and fetch the best
-    schedules. The tasks come back in ``layers`` order."""
+    server's gradient task scheduler; ``per_round`` trials a grant), follow it (``verbose``: every
+    task's row), and fetch the best schedules. The tasks come back in ``layers`` order."""
     from service.client import ServiceClient
 
     with ServiceClient(url, token) as client:
@@ -287,7 +286,7 @@ def tune_on_service(url: str, token: str | None, model: str, layers: list[Any], 
         by_key = {t["workload_key"]: t["task_id"] for t in created["tasks"]}
         submitted = {"batch": created["id"], "task_ids": [t["task_id"] for t in created["tasks"]]}
         names = [", ".join(t["layer_names"]) for t in created["tasks"]]
-        by_id = {t["id"]: t for t in _follow(client, submitted, names, time.monotonic() + timeout)}
+        by_id = {t["id"]: t for t in _follow(client, submitted, names, time.monotonic() + timeout, verbose)}
         best = client.best_batch([l.workload.key for l in layers], target)["found"]
     return [by_id[by_key[l.workload.key]] for l in layers], best
 
@@ -310,6 +309,7 @@ def tune_model(
     timeout: Annotated[float, typer.Option(help="give up following the tasks after this many seconds")] = 1800.0,
     db: Annotated[str | None, typer.Option(envvar="SWTUNE_DATABASE_URL",
                                            help=DB_HELP + "; embedded mode keeps it for `swtune compile`")] = None,
+    verbose: Annotated[bool, typer.Option(help=VERBOSE_HELP)] = False,
 ) -> None:
     """Tune every task of a model (conv / dense / batch_matmul, expression operators, memory-bound
     operators) and report the per-layer result.
@@ -329,6 +329,7 @@ def tune_model(
     from cli.model_report import layer_report, whole_model_report
     from tuner.aot import AotError
     from tuner.aot.compiler import lower_model
+    from tuner.aot.lookup import TuningLog
     from tuner.bridge.extract import extract_relax, load_relax, memory_bound, trial_budget
     from tuner.ir.relax_reader import read_relax
     from tuner.targets import get_target
@@ -352,7 +353,8 @@ def tune_model(
                   + (", ".join(f"{op} x{n}" for op, n in sorted(extracted.untuned.items())) or "none"))
     start = time.monotonic()
     if server:
-        tasks, best = tune_on_service(server, token, model, layers, target, whole, strategy, timeout)
+        tasks, best = tune_on_service(server, token, model, layers, target, whole, strategy, timeout,
+                                      verbose=verbose)
     else:
         from service.embedded import embedded_service
 
@@ -363,10 +365,11 @@ def tune_model(
         hint = " ".join(["swtune compile", model, *shape, "-o DIR --db", shlex.quote(db or "swtune.db")])
         console.print(f"tuning log: {log_url} (`{hint}` reads it)", soft_wrap=True, highlight=False)
         with embedded_service(log_url, workers=workers, target=target) as service:
-            tasks, best = tune_on_service(service.url, None, model, layers, target, whole, strategy, timeout)
+            tasks, best = tune_on_service(service.url, None, model, layers, target, whole, strategy, timeout,
+                                          verbose=verbose)
     profile = active_profile(get_target(target).name, server=server, token=token, db_url=log_url)
     layer_report(layers, tasks, best, target, time.monotonic() - start, profile)
     # the program `swtune compile` would build from this log: fused, offloaded and grouped the same way
     program = lower_model(mod, profile.apply(target) if profile else target,
-                          lambda w: best.get(w.key, {}).get("config"))
+                          TuningLog(lambda w: best.get(w.key, {}).get("config")))
     whole_model_report(program.timing(), model, target, _whole_model_note(profile, program.graph, program.kernels))

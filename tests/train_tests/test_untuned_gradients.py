@@ -1,7 +1,7 @@
 """Issue #46: a GEMM-like expression operator runs on the CPEs without tuning. A training step compiled
 against an empty log runs its derived conv gradients as CPE kernels on their default schedule (and
-matches torch on the emulator); an untuned operator takes a near workload's record when the space
-accepts it and it simulates faster than the baseline."""
+matches torch on the emulator), each named by what it computes; an untuned operator takes a near
+workload's record when the space accepts it and it simulates faster than the baseline."""
 
 from __future__ import annotations
 
@@ -52,6 +52,9 @@ def test_untuned_derived_gradients_run_on_the_cpes_and_match_torch(tmp_path: Pat
     assert all(k.status == "fallback: untuned" for k in grads)
     timing = program.timing
     assert not [s for s in timing.steps if s.where == "MPE" and "_grad_" in s.detail]
+    # every operator named by what it computes, in the timing table and the compile report
+    ops = {o.relax_op for o in timing.by_operator()} | {r.relax_op for r in program.result.rows}
+    assert {"conv2d_grad_data", "conv2d_grad_weight"} <= ops and not [o for o in ops if o.startswith("call_tir")]
     assert timing.mpe_fraction <= 0.05
     shape = target_shape(module, (x,), Loss.CROSS_ENTROPY)
     batches = train_data.synthetic(4, 2, 2, tuple(x.shape), shape, Loss.CROSS_ENTROPY)
@@ -102,3 +105,11 @@ def _valid(space: Any, config: dict[str, Any]) -> bool:
     from tuner.task_kind import check_failure
 
     return check_failure(space, config) is None
+
+
+def test_a_called_primfunc_is_named_without_its_layers_shape_signature() -> None:
+    from tuner.ir.names import operator_name
+
+    assert operator_name("conv2d_2x4x4x4x4x4x3x3x1x1x1x1x1x1x1x1x1_grad_data") == "conv2d_grad_data"
+    assert operator_name("conv2d_8x16x3x3_grad_weight_1") == "conv2d_grad_weight_1"
+    assert operator_name("gated_dense_grad_x") == "gated_dense_grad_x"  # a user's operator keeps its name

@@ -27,7 +27,7 @@ from tuner.aot.fusion import apply_epilogue, channel_axis, unfuse
 from tuner.aot.launch_groups import phase_seconds
 from tuner.aot.lookup import Lookup
 from tuner.aot.mpe import MpeReason
-from tuner.aot.untuned import TUNED, Fallback, Records, choose_config, default_config
+from tuner.aot.untuned import TUNED, Fallback, Records, choose_config, default_config, kept_unless_slower
 from tuner.ir.graph import AotError, Graph, Node, Note, Tensor, slave_symbol
 from tuner.space.space import Config
 from tuner.targets import Target
@@ -313,8 +313,10 @@ def _expression_kernel(step: Node, target: Target, records: Records,
                             "OpenACC-like default schedule on the CPEs", w.key, step.relax_op, step.source,
                             target.name)
             choice = default_config(w, target, records)
-        else:
+        elif memory_bound:  # its own comparison below: with its untuned lowering
             choice = (config, TUNED)
+        else:
+            choice = kept_unless_slower(w, target, space, config, records)
         key = (w.key, repr(sorted(choice[0].items())), ep.key if ep is not None else "")
         try:
             kernel = by_key.get(key) or _generate(w, target, choice[0], len(by_key), choice[1], ep)

@@ -13,8 +13,10 @@ from __future__ import annotations
 import logging
 from collections.abc import Iterable
 from enum import Enum
+from typing import Any
 
-from tuner.aot.lookup import Lookup
+from tuner.aot.lookup import Lookup, SlowerRecord, slower_record
+from tuner.ir.names import operator_name
 from tuner.space.space import Config
 from tuner.targets import Target
 from tuner.task_kind import kind_of
@@ -31,6 +33,7 @@ class Fallback(str, Enum):
     UNTUNED = "untuned"  # no record: the kind's baseline
     NEAR = "near record"  # no record: a near workload's record, faster than the baseline
     INVALID = "invalid tuned config"  # the record is not valid in this space
+    SLOWER = "tuned record slower than the baseline"  # the simulator times the record above the baseline
     CODEGEN = "codegen failed"  # the record cannot be generated
 
     def status(self, detail: str = "") -> str:
@@ -38,9 +41,9 @@ class Fallback(str, Enum):
 
 
 def family(workload: Workload) -> tuple[str, str]:
-    """What near workloads share: the op and, for an expression, its name (one operator at any shape
-    or epilogue: ``conv2d_grad_data`` of every layer)."""
-    return workload.op, str(getattr(workload, "name", ""))
+    """What near workloads share: the op and, for an expression, its name without a layer's shape
+    signature (one operator at any shape or epilogue: ``conv2d_grad_data`` of every layer)."""
+    return workload.op, operator_name(str(getattr(workload, "name", "")))
 
 
 class Records:
@@ -49,6 +52,7 @@ class Records:
 
     def __init__(self, lookup: Lookup | None, workloads: Iterable[Workload]) -> None:
         self._lookup = lookup
+        self.slower_record = slower_record(lookup)
         self._found: dict[str, Config | None] = {}
         self._near: dict[tuple[str, str], dict[str, Config]] = {}
         for w in workloads:
@@ -91,7 +95,8 @@ def default_config(workload: Workload, target: Target, records: Records | None, 
 
 
 def choose_config(workload: Workload, target: Target, records: Records | None) -> tuple[Config, str]:
-    """The workload's own record when the space accepts it, else ``default_config`` (with a warning)."""
+    """The workload's own record when the space accepts it and it is not slower than the kind's baseline,
+    else ``default_config`` (with a warning)."""
     from tuner.space.factory import space_for
 
     config = records(workload) if records is not None else None
@@ -99,9 +104,31 @@ def choose_config(workload: Workload, target: Target, records: Records | None) -
         log.warning("untuned workload %s on %s: a near record or the OpenACC-like default schedule",
                     workload.key, target.name)
         return default_config(workload, target, records)
-    why = kind_of(workload).why_not_applied(space_for(workload, target), dict(config))
+    space = space_for(workload, target)
+    why = kind_of(workload).why_not_applied(space, dict(config))
     if why is not None:
         log.warning("tuned config of workload %s on %s is not valid here (%s): falling back to a near record or "
                     "the OpenACC-like default schedule", workload.key, target.name, why)
         return default_config(workload, target, records, Fallback.INVALID)
-    return dict(config), TUNED
+    return kept_unless_slower(workload, target, space, dict(config), records)
+
+
+def kept_unless_slower(workload: Workload, target: Target, space: Any, config: Config, records: Records | None
+                       ) -> tuple[Config, str]:
+    """A valid tuned record, or, where the records say so (``SlowerRecord.BASELINE``: a tuning log's), the
+    kind's baseline when the simulator times it faster (a record tuned under other costs, or with too
+    small a budget): a compile of the log never runs a kernel slower than its baseline."""
+    from tuner.aot.timing import kernel_seconds
+
+    if records is None or records.slower_record != SlowerRecord.BASELINE:
+        return config, TUNED
+    try:
+        base = kind_of(workload).baseline(space)
+    except RuntimeError:
+        return config, TUNED
+    tuned_s, base_s = (float(t) for t in kernel_seconds(space, [config, base])[0])
+    if base_s < tuned_s:
+        log.warning("tuned config of workload %s on %s simulates slower than its baseline (%.3g s > %.3g s): "
+                    "the baseline runs", workload.key, target.name, tuned_s, base_s)
+        return base, Fallback.SLOWER.status()
+    return config, TUNED

@@ -1,4 +1,4 @@
-"""Unique binding names in a Relax function.
+"""Names in a Relax function: unique binding names, and what a called PrimFunc computes.
 
 The reader (tuner.ir.relax_reader) and task extraction name steps and layers by their binding's
 variable name. Inlining functions (a training step inlines the adjoint into the step) leaves the same
@@ -8,7 +8,17 @@ name on several bindings (``lv2`` in the forward and in the backward), so every 
 
 from __future__ import annotations
 
+import re
 from typing import Any
+
+_SHAPE_SIGNATURE = re.compile(r"_\d+(?:x\d+)+(?=_|$)")  # "_2x4x4x3x3..." (tuner.ir.expr_gradients names layers so)
+
+
+def operator_name(function: str) -> str:
+    """What a called PrimFunc computes, as reports name it and near workloads share it: its name without
+    a layer's shape signature (``conv2d_2x4x..._grad_data`` -> ``conv2d_grad_data``; a user's operator
+    keeps its name)."""
+    return _SHAPE_SIGNATURE.sub("", function)
 
 
 def unique_binding_names(mod: Any, function: str = "main") -> Any:

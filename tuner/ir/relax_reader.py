@@ -39,6 +39,7 @@ import numpy as np
 
 from tuner.errors import InvalidWorkloadError
 from tuner.ir.graph import ALLREDUCE_MEAN, AotError, Graph, Node, Note, Tensor
+from tuner.ir.names import operator_name
 from tuner.ir.relax_ops import (
     MatmulForm,
     Routing,
@@ -560,6 +561,8 @@ def _call_tir(r: RelaxReader, call: Any, name: str, op: str) -> Value:
 
     gvar = call.args[0]
     relax_op = r.ops.get(name, gvar.name_hint)
+    if relax_op.startswith("call_tir"):  # a PrimFunc called as it is (a derived gradient, a user's operator)
+        relax_op = operator_name(gvar.name_hint)
     func = r.mod[gvar]
     args = r.expr(call.args[1], name)
     args = args if isinstance(args, tuple) else (args,)
