@@ -15,7 +15,7 @@ import typer
 from rich.table import Table
 
 from cli.errors import CommandError
-from cli.output import HELP_MARKUP, console, gflops, ms, print_json, task_state, warn, workload_name
+from cli.output import HELP_MARKUP, RATE, console, gflops, ms, print_json, task_rate, task_state, warn, workload_name
 
 if TYPE_CHECKING:
     from service.client import ServiceClient
@@ -53,12 +53,12 @@ def tasks_list(server: Server = DEFAULT_SERVER, token: Token = None, json_out: J
     if json_out:
         return print_json(tasks)
     table = Table(title=f"tuning tasks on {server}")
-    for col in ("id", "label", "workload", "target", "state", "trials", "failed", "best ms", "GFLOPS"):
-        table.add_column(col, justify="right" if col in ("id", "trials", "failed", "best ms", "GFLOPS") else "left")
+    for col in ("id", "label", "workload", "target", "state", "trials", "failed", "best ms", RATE):
+        table.add_column(col, justify="right" if col in ("id", "trials", "failed", "best ms", RATE) else "left")
     for t in tasks:
         table.add_row(str(t["id"]), t["label"] or "-", workload_name(t), t["target"], task_state(t),
                       f"{t['trials_done']}/{t['trial_budget']}", str(t["failed"]), ms(t["best_time"]),
-                      gflops(t["best_gflops"]))
+                      task_rate(t))
     console.print(table)
 
 
@@ -78,7 +78,8 @@ def tasks_show(task_id: Annotated[int, typer.Argument(help="task id")], server: 
     if task.get("untuned_reason"):
         console.print(f"[yellow]{task['untuned_reason']}[/]: its workload runs untuned", highlight=False)
     console.print(f"trials {task['trials_done']}/{task['trial_budget']} ({failed} failed, {task['pending']} pending, "
-                  f"{task['leased']} leased); best {ms(task['best_time'])} ms, {gflops(task['best_gflops'])} GFLOPS")
+                  f"{task['leased']} leased); best {ms(task['best_time'])} ms, "
+                  f"{task_rate(task)}{'' if task.get('best_gbps') else ' GFLOPS'}")
     if task["best_config"]:
         console.print("best config: " + json.dumps(task["best_config"]))
     table = Table(title="measurements per worker")

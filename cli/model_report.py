@@ -7,7 +7,7 @@ from typing import Any
 
 from rich.table import Table
 
-from cli.output import console
+from cli.output import RATE, console
 
 
 def whole_model_report(mt: Any, model: str, target: str, note: str = "") -> None:
@@ -46,7 +46,7 @@ def layer_report(layers: list[Any], tasks: list[dict[str, Any]], best: dict[str,
     title = f"per-layer result on {target}" + (f" (simulator profile version {profile.version})" if profile else "")
     table = Table(title=title)
     columns = ("layer", "calls", "trials", "baseline ms", "tuned ms", *(("95% interval ms",) if with_draws else ()),
-               "speedup", "GFLOPS")
+               "speedup", RATE)
     for col in columns:
         table.add_column(col, justify="left" if col == "layer" else "right")
     total_base = total_tuned = 0.0
@@ -63,7 +63,7 @@ def layer_report(layers: list[Any], tasks: list[dict[str, Any]], best: dict[str,
         shown = [f"{interval[0] * 1e3:.3f} - {interval[1] * 1e3:.3f}" if interval else "-"] if with_draws else []
         table.add_row(layer.name, str(layer.weight), str(task.get("trials_done", 0)), f"{b * 1e3:.3f}",
                       f"{tuned * 1e3:.3f}" if tuned else "untuned", *shown, f"{b / tuned:.2f}x" if tuned else "-",
-                      f"{layer.workload.flops / tuned / 1e9:.1f}" if tuned else "-")
+                      _rate(layer.workload, tuned))
     console.print(table)
     if untuned:
         console.print(f"[yellow]{len(untuned)} of {len(layers)} tasks untuned[/] (no successful measurement; counted "
@@ -72,6 +72,14 @@ def layer_report(layers: list[Any], tasks: list[dict[str, Any]], best: dict[str,
     console.print(f"estimated end-to-end time of the tuned operators: {total_tuned * 1e3:.3f} ms "
                   f"(baseline {total_base * 1e3:.3f} ms, {total_base / total_tuned:.2f}x); the whole model "
                   f"follows. {elapsed:.0f} s.")
+
+
+def _rate(workload: Any, seconds: float | None) -> str:
+    """GB/s for a memory-bound workload, GFLOPS for the others (tuner.workloads.rate_of)."""
+    from tuner.workloads import Rate, rate, rate_of
+
+    value = rate(workload, seconds)
+    return "-" if value is None else f"{value:.1f}" + (" GB/s" if rate_of(workload) == Rate.GBPS else "")
 
 
 _STYLE = {"tuned kernel": "green", "fallback kernel": "yellow", "MPE": "cyan"}

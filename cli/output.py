@@ -46,3 +46,12 @@ def ms(seconds: float | None) -> str:
 
 def gflops(value: float | None) -> str:
     return f"{value:.1f}" if value else "-"
+
+
+RATE = "GFLOPS | GB/s"  # the header of a column rating each task in its unit (tuner.workloads.rate_of)
+
+
+def task_rate(task: dict[str, Any]) -> str:
+    """A task's best rate as tables show it: GB/s for a memory-bound task (the API's ``best_gbps``), else GFLOPS."""
+    gbps = task.get("best_gbps")
+    return f"{gbps:.1f} GB/s" if gbps else gflops(task.get("best_gflops"))

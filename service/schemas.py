@@ -76,6 +76,8 @@ class TaskOut(BaseModel):
     leased: int
     best_time: float | None
     best_gflops: float | None
+    best_gbps: float | None = Field(None, description="a memory-bound task's best rate: its operands and results "
+                                                      "moved once per call, in GB/s (GFLOPS rate the others)")
     best_config: dict[str, Any] | None
     # [trial, best time so far] pairs; a list of two numbers (not a tuple) keeps the schema valid OpenAPI 3.1
     curve: list[Annotated[list[int | float], Field(min_length=2, max_length=2)]] = Field(

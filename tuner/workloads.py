@@ -13,11 +13,13 @@ URLs and lookups. Layouts follow TVM's topi defaults: conv2d NCHW data with OIHW
 from __future__ import annotations
 
 import json
+import math
 from dataclasses import MISSING, asdict, dataclass, fields, replace
+from enum import Enum
 from typing import Any, ClassVar
 
 from tuner.errors import InvalidWorkloadError
-from tuner.task_kind import kind_named
+from tuner.task_kind import kind_named, kind_of
 
 DTYPE_BYTES = {"float32": 4, "float64": 8}
 
@@ -87,6 +89,12 @@ class Workload:
     @property
     def flops(self) -> int:
         """Floating-point operations (a multiply-add counts as two)."""
+        raise NotImplementedError
+
+    @property
+    def bytes_moved(self) -> int:
+        """Bytes of the operator's distinct operands and results, each moved once: what a memory-bound
+        task's GB/s divides by its time (the GEMM-like kinds are rated in GFLOPS instead)."""
         raise NotImplementedError
 
     def to_json(self) -> dict[str, Any]:
@@ -287,3 +295,25 @@ def builtin_from_json(op: str, spec: dict[str, Any]) -> Workload:
         return cls(**spec)
     except TypeError as exc:
         raise InvalidWorkloadError(str(exc)) from None
+
+
+class Rate(str, Enum):
+    """What a task's speed is reported in: a GEMM-like task computes, a memory-bound one moves."""
+
+    GFLOPS = "GFLOPS"
+    GBPS = "GB/s"
+
+
+def rate_of(workload: Workload) -> Rate:
+    return Rate.GBPS if kind_of(workload).memory_bound(workload) else Rate.GFLOPS
+
+
+def rate(workload: Workload, seconds: float | None) -> float | None:
+    """The workload's speed at ``seconds`` per call in its ``rate_of`` unit (None without a time)."""
+    if not seconds or not math.isfinite(seconds) or seconds <= 0:
+        return None
+    try:
+        per_call = workload.bytes_moved if rate_of(workload) == Rate.GBPS else workload.flops
+    except NotImplementedError:  # a kind (a test's) that does not count it
+        return None
+    return per_call / seconds / 1e9

@@ -26,6 +26,7 @@ from service.auth import Reader
 from service.deps import Db
 from service.errors import AUTH, responses
 from tuner.baseline import baseline_time
+from tuner.workloads import Rate, rate, rate_of
 
 UI_DIR = FsPath(__file__).resolve().parents[1] / "ui"
 
@@ -111,6 +112,7 @@ class LayerOut(BaseModel):
     tuned_time: float | None = Field(description="one call: the best time among this task's trials")
     speedup: float | None
     gflops: float | None
+    gbps: float | None = Field(None, description="a memory-bound task's tuned rate in GB/s (see TaskOut.best_gbps)")
     share: float | None = Field(description="share of the tuned end-to-end time (call count x time)")
 
 
@@ -214,6 +216,7 @@ def submission(batch: Batch, db: Db, _: Reader) -> SubmissionReportOut:
                        trials_done=t.trials_done, trial_budget=t.trial_budget, baseline_time=base,
                        tuned_time=tuned, speedup=base / tuned if base and tuned else None,
                        gflops=_gflops(t.workload.flops, tuned),
+                       gbps=rate(t.workload, tuned) if rate_of(t.workload) == Rate.GBPS else None,
                        share=(t.call_count * (tuned or base) / tuned_total
                               if base is not None and tuned_total else None))
               for t, base, tuned in rows]

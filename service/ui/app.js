@@ -26,6 +26,8 @@ function h(tag, attrs, ...children) {
 const fmt = {
   ms: (s) => (s === null || s === undefined ? "-" : (s * 1e3).toFixed(s * 1e3 >= 100 ? 1 : 3)),
   gflops: (g) => (g === null || g === undefined ? "-" : g.toFixed(1)),
+  // a memory-bound task's rate is GB/s (it moves, it hardly computes); the others' GFLOPS
+  rate: (gflops, gbps) => (gbps === null || gbps === undefined ? fmt.gflops(gflops) : `${gbps.toFixed(1)} GB/s`),
   speedup: (x) => (x === null || x === undefined ? "-" : x.toFixed(2) + "x"),
   ago(iso, now) {
     if (!iso) return "-";
@@ -172,7 +174,7 @@ pages.tasks = async function (view, params) {
     h("div", { class: "cards" }, card("tasks", String(tasks.length), state ? `state ${state}` : "all states"),
       card("active", String(active.length)), card("trials done", `${done}`, `of ${budget} budgeted`)),
     table([{ title: "id" }, { title: "label" }, { title: "workload" }, { title: "target" }, { title: "state" },
-      { title: "progress" }, { title: "best ms", num: true }, { title: "GFLOPS", num: true }, { title: "failed", num: true }],
+      { title: "progress" }, { title: "best ms", num: true }, { title: "GFLOPS | GB/s", num: true }, { title: "failed", num: true }],
       tasks.map((t) => row({ dataset: { taskId: t.id } }, [
         ["id", h("a", { href: `#/task/${t.id}` }, String(t.id))],
         ["label", t.label || "-"],
@@ -181,7 +183,7 @@ pages.tasks = async function (view, params) {
         ["state", stateBadges(t)],
         ["trials", progress(t.trials_done, t.trial_budget)],
         ["best_ms", fmt.ms(t.best_time), true],
-        ["gflops", fmt.gflops(t.best_gflops), true],
+        ["gflops", fmt.rate(t.best_gflops, t.best_gbps), true],
         ["failed", String(t.failed), true],
       ])), { id: "tasks-table", class: "data" }));
 };
@@ -201,7 +203,7 @@ pages.task = async function (view, params, id) {
       h("pre", { class: "mono small" }, task.workload.script || JSON.stringify(task.workload, null, 2))),
     h("div", { class: "cards" },
       card("best time", `${fmt.ms(task.best_time)} ms`),
-      card("best GFLOPS", fmt.gflops(task.best_gflops)),
+      task.best_gbps == null ? card("best GFLOPS", fmt.gflops(task.best_gflops)) : card("best GB/s", task.best_gbps.toFixed(1)),
       card("trials", `${task.trials_done} / ${task.trial_budget}`, `${task.pending} pending · ${task.leased} leased`),
       card("failed trials", String(trials.trials.filter((t) => t.status !== "ok").length))),
     h("section", { class: "panel" }, h("h2", {}, "Tuning curve"), h("div", { id: "curve" }, drawCurve(trials.trials, task.trial_budget))),
@@ -253,7 +255,7 @@ pages.submission = async function (view, params, batch) {
       card(s.model ? "budget (whole model)" : "trials", `${s.trials_done} / ${s.trial_budget}`)),
     table([{ title: "layer" }, { title: "workload" }, { title: "calls", num: true }, { title: "state" },
       { title: s.model ? "trials (granted)" : "progress" }, { title: "baseline ms", num: true }, { title: "tuned ms", num: true },
-      { title: "speedup", num: true }, { title: "share", num: true }, { title: "GFLOPS", num: true }],
+      { title: "speedup", num: true }, { title: "share", num: true }, { title: "GFLOPS | GB/s", num: true }],
       s.layers.map((l) => row({ dataset: { taskId: l.task_id } }, [
         ["label", h("a", { href: `#/task/${l.task_id}`, title: l.layer_names.join(", ") }, l.label || `task ${l.task_id}`)],
         ["workload", workloadCell(l)],
@@ -261,7 +263,7 @@ pages.submission = async function (view, params, batch) {
         ["progress", progress(l.trials_done, l.trial_budget)], ["baseline_ms", fmt.ms(l.baseline_time), true],
         ["tuned_ms", fmt.ms(l.tuned_time), true], ["speedup", fmt.speedup(l.speedup), true],
         ["share", l.share === null ? "-" : `${(100 * l.share).toFixed(1)}%`, true],
-        ["gflops", fmt.gflops(l.gflops), true]])), { id: "layers-table", class: "data" }),
+        ["gflops", fmt.rate(l.gflops, l.gbps), true]])), { id: "layers-table", class: "data" }),
     h("p", { class: "muted note" }, "Baseline: the OpenACC-like schedule (outer loop over the CPEs, fine-grained DMA) on the " +
       "simulator, per call. Tuned: the best of this submission's trials, per call. The end-to-end estimate sums each " +
       "tuned operator times the number of times the model calls it (share: of that sum); untuned operators (pools, " +

@@ -16,6 +16,7 @@ import importlib.util
 import json
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
+from math import prod
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -73,6 +74,11 @@ class ExprWorkload(Workload):
     @property
     def flops(self) -> int:
         return self.expr.flops
+
+    @property
+    def bytes_moved(self) -> int:
+        shapes = {a.tensor: a.shape for a in (*self.expr.inputs, self.expr.output)}
+        return sum(prod(shape) for shape in shapes.values()) * DTYPE_BYTES[self.dtype]
 
     @property
     def key(self) -> str:

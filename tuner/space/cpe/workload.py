@@ -71,6 +71,14 @@ class CpeKernelWorkload(Workload):
         w = rebuilt(self.script).work
         return int(w.arith + w.transcendental)
 
+    @property
+    def bytes_moved(self) -> int:
+        from tuner.space.cpe.rebuild import rebuilt
+
+        node = rebuilt(self.script).node
+        return sum(t.size for t in {t.root.id: t.root for t in (*node.inputs, *node.outputs)}.values()) \
+            * DTYPE_BYTES[self.dtype]
+
     def to_json(self) -> dict[str, Any]:
         return {"op": self.op, "name": self.name, "script": self.script, "dtype": self.dtype}
 
