@@ -26,6 +26,10 @@ def whole_model_report(mt: Any, model: str, target: str, note: str = "") -> None
                   f"{sm['baseline_ms']:.3f} ms ({sm['speedup_vs_baseline']:.2f}x); MPE {sm['mpe_ms']:.3f} ms "
                   f"({sm['mpe_time_fraction']:.1%}, {sm['mpe_steps']} steps); {sm['kernel_launches']} kernel launches, "
                   f"spawn/join {sm['spawn_join_ms']:.3f} ms included.", soft_wrap=True)
+    if sm["untuned_steps"]:
+        console.print(f"{sm['untuned_steps']} steps run a task's kernel without its own tuned record (a near record or "
+                      f"the baseline): {sm['untuned_time_fraction']:.1%} of the time; tuning them (--trials) can "
+                      "make the program faster", soft_wrap=True, highlight=False)
     if sm["tuned_ms"] > sm["baseline_ms"]:
         slower = sm["tuned_ms"] - sm["baseline_ms"]
         console.print(f"[yellow]the tuned program simulates {slower:.3f} ms slower than its baseline[/]: the "

@@ -25,6 +25,9 @@ from cli.tuning_log import DB_HELP, database_url
 MODEL_HELP = ("mlp, cnn, resnet18_small, transformer, a zoo model (resnet18, mobilenet_v2, ...), FILE.py:FUNC "
               "returning (torch module, example inputs), or FILE.onnx (its batch norms frozen)")
 DEFAULT_BATCH = 8
+# Without --trials, train tunes the step with this budget first (not --overlap): a first run then reports a
+# tuned step, and --trials 0 is the explicit "no tuning" (issue #46)
+DEFAULT_TRIALS = 8
 
 
 def _model(spec: str, batch: int, width: float | None, image: int) -> tuple[Any, tuple[Any, ...]]:
@@ -76,8 +79,10 @@ def train(
     width: Annotated[float | None, typer.Option(help="width multiplier of a built-in model")] = None,
     image: Annotated[int, typer.Option(help="input image side of a built-in image model")] = 32,
     target: Annotated[str, typer.Option(help="sw26010 or sw26010-pro")] = "sw26010",
-    trials: Annotated[int, typer.Option(min=0, help="trials per GEMM-like task of the step (0: no tuning; "
-                                                     "compile reads what the log already holds)")] = 0,
+    trials: Annotated[int, typer.Option(min=0, help=(
+        "trials per GEMM-like task of the step: by default the step is tuned with this budget before it is "
+        "compiled; 0 skips tuning (compile reads what the log already holds, and an operator without a record "
+        "runs a near record or its baseline on the CPEs)"))] = DEFAULT_TRIALS,
     workers: Annotated[int, typer.Option(help="simulator workers of the embedded service")] = 2,
     db: Annotated[str | None, typer.Option(envvar="SWTUNE_DATABASE_URL", help=DB_HELP)] = None,
     checkpoint_every: Annotated[int, typer.Option(min=0, help="write a checkpoint every K steps (0: none)")] = 0,
@@ -91,7 +96,11 @@ def train(
     verbose: Annotated[bool, typer.Option(help=VERBOSE_HELP)] = False,
 ) -> None:
     """Train a model on Sunway: one compiled training step (forward, backward, update), tuned,
-    checkpointed, run for --steps steps on the emulator."""
+    checkpointed, run for --steps steps on the emulator.
+
+    By default the step's tasks are tuned first, --trials per task (default 8) on an embedded service
+    writing --db; --trials 0 compiles at once from what the log holds; --overlap starts training at once
+    and tunes beside it."""
     from cli.model_report import whole_model_report
     from cli.schedule_lookup import db_lookup
     from tuner.ir.optimizers import Optimizer, OptimizerKind

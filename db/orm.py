@@ -21,6 +21,7 @@ from sqlalchemy import (
     String,
     Text,
     UniqueConstraint,
+    false,
 )
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
@@ -229,18 +230,22 @@ class TokenRow(Base):
 
 
 class MSWorkloadRow(Base):
-    """A TVM MetaSchedule workload (an IRModule as MetaSchedule's JSON), for the PyDatabase adapter."""
+    """A TVM MetaSchedule workload (an IRModule as MetaSchedule's JSON), for the PyDatabase adapter:
+    one per class of its module equality mode, ``shash`` its hash under that mode."""
 
     __tablename__ = "ms_workloads"
+    __table_args__ = (Index("ix_ms_workloads_module_equality_shash", "module_equality", "shash"),)
 
     id: Mapped[int] = mapped_column(Integer, primary_key=True)
-    shash: Mapped[str] = mapped_column(String(32), nullable=False, index=True)
+    module_equality: Mapped[str] = mapped_column(String(16), nullable=False, server_default="structural")
+    shash: Mapped[str] = mapped_column(String(32), nullable=False)
     workload_json: Mapped[Any] = mapped_column(JSON, nullable=False)
     created_at: Mapped[datetime] = _created()
 
 
 class MSRecordRow(Base):
-    """A MetaSchedule tuning record, keyed by its workload and (unlike upstream) its target."""
+    """A MetaSchedule tuning record, keyed by its workload and (unlike upstream) its target; ``valid``
+    and ``mean_run_secs`` are upstream's verdict and sort key (tuner.bridge.ms_rules)."""
 
     __tablename__ = "ms_records"
     __table_args__ = (Index("ix_ms_records_workload_target", "workload_id", "target"),)
@@ -249,5 +254,6 @@ class MSRecordRow(Base):
     workload_id: Mapped[int] = mapped_column(ForeignKey("ms_workloads.id"), nullable=False)
     target: Mapped[str] = mapped_column(Text, nullable=False, default="")
     record_json: Mapped[Any] = mapped_column(JSON, nullable=False)
+    valid: Mapped[bool] = mapped_column(Boolean, nullable=False, server_default=false())
     mean_run_secs: Mapped[float | None] = mapped_column(Float, nullable=True)
     created_at: Mapped[datetime] = _created()

@@ -82,7 +82,8 @@ def test_swtune_train_runs_an_onnx_file_and_refuses_a_batch_it_cannot_take(tmp_p
     db = f"sqlite:///{tmp_path / 'log.db'}"
     bad = CliRunner().invoke(app, ["train", str(path), "-o", str(tmp_path / "bad"), "--batch", "8", "--db", db])
     assert bad.exit_code != 0 and "batches of 4 per rank" in bad.output and not (tmp_path / "bad").exists()
-    ok = CliRunner().invoke(app, ["train", str(path), "-o", str(tmp_path / "run"), "--steps", "3", "--db", db])
+    ok = CliRunner().invoke(app, ["train", str(path), "-o", str(tmp_path / "run"), "--steps", "3", "--trials", "0",
+                                  "--db", db])
     assert ok.exit_code == 0, ok.output
     losses = np.loadtxt(tmp_path / "run" / "losses.txt")
     assert losses.shape == (3, 2) and np.isfinite(losses).all()

@@ -17,7 +17,23 @@ app = build_app()
 
 
 def _train(tmp: Path, *args: str) -> object:
-    return CliRunner().invoke(app, ["train", *args, "--db", f"sqlite:///{tmp / 'log.db'}"])
+    """``swtune train`` without tuning (unless the test gives --trials: the default tunes first)."""
+    trials = [] if "--trials" in args else ["--trials", "0"]
+    return CliRunner().invoke(app, ["train", *args, *trials, "--db", f"sqlite:///{tmp / 'log.db'}"])
+
+
+def test_train_tunes_with_a_default_budget_unless_trials_is_0() -> None:
+    """Issue #46: the default is tuning (not --overlap), and --help says so."""
+    import inspect
+
+    from cli.train_commands import DEFAULT_TRIALS, train
+
+    assert inspect.signature(train).parameters["trials"].default == DEFAULT_TRIALS > 0
+    assert inspect.signature(train).parameters["overlap"].default is False
+    res = CliRunner().invoke(app, ["train", "--help"], env={"COLUMNS": "200"})
+    text = " ".join(res.output.split())
+    assert "by default the step is tuned with this budget" in text and "0 skips tuning" in text
+    assert f"default: {DEFAULT_TRIALS}" in text
 
 
 @pytest.mark.slow

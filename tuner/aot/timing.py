@@ -39,6 +39,7 @@ class StepTime:
     detail: str = ""
     spawned: bool = True  # a CPE step with its own spawn + join (False: a later phase of a shared spawn)
     why: str = ""  # an MPE step's reason to run there (tuner.aot.mpe.mpe_reason)
+    untuned: bool = False  # a task's kernel running without its own tuned record (a default, a near record)
 
 
 @dataclass
@@ -75,6 +76,14 @@ class ModelTime:
     def mpe_steps(self) -> list[StepTime]:
         return [s for s in self.steps if s.where == MPE]
 
+    @property
+    def untuned_steps(self) -> list[StepTime]:
+        return [s for s in self.steps if s.untuned]
+
+    @property
+    def untuned_fraction(self) -> float:
+        return sum(s.tuned_s for s in self.untuned_steps) / self.tuned_s if self.tuned_s else 0.0
+
     def mpe_operators(self) -> list[tuple[str, str, int, float]]:
         """(operator, why it runs on the MPE, calls, seconds) of the MPE steps, most time first."""
         acc: dict[tuple[str, str], list[float]] = {}
@@ -107,7 +116,8 @@ class ModelTime:
     def summary(self) -> dict[str, Any]:
         return {"tuned_ms": self.tuned_s * 1e3, "baseline_ms": self.baseline_s * 1e3,
                 "mpe_ms": self.mpe_s * 1e3, "mpe_time_fraction": self.mpe_fraction,
-                "mpe_steps": len(self.mpe_steps),
+                "mpe_steps": len(self.mpe_steps), "untuned_steps": len(self.untuned_steps),
+                "untuned_time_fraction": self.untuned_fraction,
                 "speedup_vs_baseline": self.speedup, "kernel_launches": self.kernel_launches,
                 "spawn_join_ms": self.kernel_launches * self.spawn_join_s * 1e3}
 
@@ -196,11 +206,15 @@ def model_time(graph: Graph, target: Target | str, config_of: Callable[[Any], di
                 t, b = t + extra, b + extra
             if "untuned_s" in n.attrs:  # a memory-bound operator's tuned expression kernel: the baseline
                 b = n.attrs["untuned_s"]  # program runs its untuned lowering (rule-picked CPE blocks or MPE)
-            steps.append(StepTime(n.source, n.relax_op, CPE, t, b, w.key + (f" + {ep.name}" if ep else "")))
+            k = n.attrs.get("kernel")
+            steps.append(StepTime(n.source, n.relax_op, CPE, t, b, w.key + (f" + {ep.name}" if ep else ""),
+                                  untuned=k is not None and not k.tuned))
         elif n.op == "cpe":  # a memory-bound operator as a CPE kernel (tuner.aot.cpe_ops), same in both programs
             op = n.attrs["cpe"]
+            task = getattr(op, "workload", None) is not None  # a CPE kernel task (not a layout copy)
             steps.append(StepTime(n.source, n.relax_op, CPE, op.seconds, op.seconds,
-                                  f"{op.blocks} blocks of {op.block} along axis {op.axis}"))
+                                  f"{op.blocks} blocks of {op.block} along axis {op.axis}",
+                                  untuned=task and not getattr(op, "tuned", False)))
         else:
             sec, detail = _mpe_step(n, graph, tgt, item)
             steps.append(StepTime(n.source, n.relax_op, MPE, sec, sec, detail, why=mpe_reason(n)))

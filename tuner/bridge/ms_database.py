@@ -1,71 +1,38 @@
 """A TVM MetaSchedule database over swtune's tuning log, keyed by target as well as workload.
 
 TVM users on any target can pass ``SwtuneDatabase(store)`` to ``ms.tune_tir`` / ``tune_relax`` and to
-``compile_tir`` / ``compile_relax``. It follows upstream's database semantics -- workloads are
-deduplicated by structural equality, ``get_top_k`` sorts by mean run time (stable) and skips records
-without run times, with only failed run times (1e10) or with an empty trace -- with one difference:
-records remember their target, and lookups (``query_*`` with a target, or a database opened for one
-target) only return records tuned for that target. Storage is a ``MetaScheduleStore``; the db package
-provides the SQL one (PostgreSQL or SQLite, next to the rest of the tuning log), ``MemoryStore`` keeps
+``compile_tir`` / ``compile_relax``. It follows upstream's ``MemoryDatabase`` exactly: workloads are
+one per class of ``module_equality`` ("structural", "ignore-tensor" or "anchor-block", ms_equality),
+and ``get_top_k`` returns the valid records of every stored workload equal to the one asked for, by
+mean run time, stably (ms_rules). Differences, on purpose:
+
+- records remember their target, and lookups (``query_*`` with a target, or a database opened for one
+  target) only return records tuned for that target; ``len`` and ``get_all_tuning_records`` count and
+  list the records of the database's own mode (and target, if it has one);
+- a workload is found by its module, hashed and compared under the database's mode; upstream also
+  compares the hash a ``Workload`` object carries, so a ``Workload(mod)`` built by hand (always hashed
+  structurally) finds nothing there wherever the mode's hash differs (anchor-block), and here does;
+- a record comes back with the stored workload of its class, as from upstream's JSONDatabase after a
+  reload, not with the ``Workload`` object it was committed with;
+- a database finds the workloads committed under its own mode (each stored with its mode): tune and
+  compile with the same one.
+
+Workloads are identified by their stored ids, found again from a module's hash and equality each
+time, never from a Python or C object's identity (whose address a later object may reuse). Storage is
+a ``MetaScheduleStore`` (ms_store): the db package provides the SQL one, ``MemoryStore`` keeps
 records in memory.
 """
 
 from __future__ import annotations
 
 import json
-import math
-from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any
 
-FAILED_RUN_SECS = 1e10  # what MetaSchedule records for a failed run
+from tuner.bridge.ms_equality import ModuleEquality
+from tuner.bridge.ms_rules import rank
+from tuner.bridge.ms_store import MemoryStore, MetaScheduleStore
 
-
-class MetaScheduleStore(Protocol):
-    def find_workloads(self, shash: str) -> list[tuple[int, Any]]:
-        """(id, workload JSON) of stored workloads with this structural hash."""
-
-    def add_workload(self, shash: str, workload_json: Any) -> int:
-        ...
-
-    def workload_json(self, workload_id: int) -> Any:
-        ...
-
-    def add_record(self, workload_id: int, target: str, record_json: Any, mean_run_secs: float | None) -> None:
-        ...
-
-    def records(self, workload_id: int | None = None, target: str | None = None) -> list[tuple[int, Any]]:
-        """(workload id, record JSON) in commit order, optionally filtered."""
-
-    def count(self) -> int:
-        ...
-
-
-@dataclass
-class MemoryStore:
-    """MetaScheduleStore in memory (tests, one-off sessions)."""
-
-    workloads: list[tuple[str, Any]] = field(default_factory=list)
-    rows: list[tuple[int, str, Any]] = field(default_factory=list)
-
-    def find_workloads(self, shash: str) -> list[tuple[int, Any]]:
-        return [(i, w) for i, (h, w) in enumerate(self.workloads) if h == shash]
-
-    def add_workload(self, shash: str, workload_json: Any) -> int:
-        self.workloads.append((shash, workload_json))
-        return len(self.workloads) - 1
-
-    def workload_json(self, workload_id: int) -> Any:
-        return self.workloads[workload_id][1]
-
-    def add_record(self, workload_id: int, target: str, record_json: Any, mean_run_secs: float | None) -> None:
-        self.rows.append((workload_id, target, record_json))
-
-    def records(self, workload_id: int | None = None, target: str | None = None) -> list[tuple[int, Any]]:
-        return [(w, r) for w, t, r in self.rows
-                if (workload_id is None or w == workload_id) and (target is None or t == target)]
-
-    def count(self) -> int:
-        return len(self.rows)
+__all__ = ["MemoryStore", "MetaScheduleStore", "ModuleEquality", "SwtuneDatabase", "target_key"]
 
 
 def target_key(target: Any) -> str:
@@ -78,24 +45,13 @@ def target_key(target: Any) -> str:
         return str(target)
 
 
-def _mean_run_secs(record: Any) -> float | None:
-    secs = record.run_secs
-    if secs is None or len(secs) == 0:
-        return None
-    values = [float(s) for s in secs]
-    if all(v >= FAILED_RUN_SECS for v in values):
-        return None
-    return sum(values) / len(values)
+def SwtuneDatabase(store: MetaScheduleStore | None = None, target: Any = None,  # noqa: N802 (a factory)
+                   module_equality: str = ModuleEquality.STRUCTURAL) -> Any:
+    """Create the database (the class is built lazily: tvm is imported only when it is used).
 
-
-def _usable(record: Any) -> bool:
-    """Upstream's rules for get_top_k: run times, not all failed, a non-empty trace."""
-    return _mean_run_secs(record) is not None and len(record.trace.insts) > 0
-
-
-def SwtuneDatabase(store: MetaScheduleStore | None = None, target: Any = None) -> Any:  # noqa: N802 (a factory)
-    """Create the database (the class is built lazily: tvm is imported only when it is used)."""
-    return _database_class()(store if store is not None else MemoryStore(), target)
+    ``module_equality`` is upstream's argument of the same name; an unknown one is a ValueError."""
+    mode = ModuleEquality.parse(module_equality)
+    return _database_class()(store if store is not None else MemoryStore(), target, mode)
 
 
 _CLASS: Any = None
@@ -105,99 +61,112 @@ def _database_class() -> Any:
     global _CLASS
     if _CLASS is not None:
         return _CLASS
-    import tvm
-    import tvm_ffi
     from tvm.ir.utils import derived_object
     from tvm.s_tir import meta_schedule as ms
 
+    Workload, TuningRecord = ms.database.Workload, ms.database.TuningRecord  # noqa: N806 (tvm classes)
+    interface = ms.database.PyDatabase
+    node_class = interface._tvm_metadata["cls"]
+
+    class _NodeWithModuleEquality(node_class):  # type: ignore[misc, valid-type]
+        # derived_object hands the C++ node only the methods, so it would always be "structural";
+        # MetaSchedule's search deduplicates candidates by the database's mode, so it is passed on
+        # (derived_object passes the "fields" first)
+        __slots__ = ()
+
+        def __init__(self, module_equality: str, *methods: Any) -> None:
+            super().__init__(*methods, module_equality=module_equality)
+
+    class _Interface(interface):  # type: ignore[misc, valid-type]
+        _tvm_metadata = {**interface._tvm_metadata, "cls": _NodeWithModuleEquality, "fields": ["module_equality"]}
+
     @derived_object
-    class _SwtuneDatabase(ms.database.PyDatabase):
-        def __init__(self, store: MetaScheduleStore, target: Any = None) -> None:
-            super().__init__()
+    class _SwtuneDatabase(_Interface):
+        def __init__(self, store: MetaScheduleStore, target: Any, mode: ModuleEquality) -> None:
             self.store = store
             self.target = target_key(target) if target is not None else None
-            self._ids: dict[int, int] = {}  # id(tvm Workload) -> store id, for get_top_k
+            self.mode = mode
+            self._workloads: dict[int, Any] = {}  # stored id -> Workload (rows never change)
+
+        @property
+        def module_equality(self) -> str:
+            return self.mode.value
 
         # -- workloads ------------------------------------------------------------------------
-        def _lookup(self, mod: Any) -> tuple[int, Any] | None:
-            shash = str(tvm_ffi.structural_hash(mod))
-            for wid, wjson in self.store.find_workloads(shash):
-                workload = ms.database.Workload.from_json(wjson)
-                if tvm_ffi.structural_equal(workload.mod, mod):
-                    return wid, workload
-            return None
-
-        def has_workload(self, mod: Any) -> bool:
-            return self._lookup(mod) is not None
-
-        def commit_workload(self, mod: Any) -> Any:
-            found = self._lookup(mod)
-            if found is None:
-                workload = ms.database.Workload(mod)
-                wid = self.store.add_workload(str(tvm_ffi.structural_hash(mod)), workload.as_json())
-            else:
-                wid, workload = found
-            self._ids[workload.__hash__()] = wid
+        def _workload(self, workload_id: int) -> Any:
+            workload = self._workloads.get(workload_id)
+            if workload is None:
+                workload = Workload.from_json(self.store.workload_json(workload_id))
+                self._workloads[workload_id] = workload
             return workload
 
-        def _workload_id(self, workload: Any) -> int:
-            wid = self._ids.get(workload.__hash__())
-            if wid is None:
-                wid, _ = self._lookup(workload.mod) or (None, None)
-                if wid is None:
-                    wid = self.store.add_workload(str(tvm_ffi.structural_hash(workload.mod)), workload.as_json())
-                self._ids[workload.__hash__()] = wid
-            return wid
+        def _hash(self, mod: Any) -> str:
+            return str(self.mode.hash_module(mod))
+
+        def _is(self, workload_id: int, mod: Any) -> bool:
+            return self.mode.modules_equal(self._workload(workload_id).mod, mod)
+
+        def _find(self, mod: Any) -> tuple[str, list[int]]:
+            """The module's hash under the mode, and the ids of the stored workloads equal to it."""
+            shash = self._hash(mod)
+            return shash, [wid for wid in self.store.workload_ids(self.mode.value, shash) if self._is(wid, mod)]
+
+        def _commit(self, mod: Any) -> int:
+            shash, ids = self._find(mod)
+            if ids:
+                return ids[0]  # the first one committed; more only after a race of two writers
+            workload = Workload(mod)
+            # the stored hash is the mode's, as upstream's MemoryDatabase gives its workloads
+            workload_json = [shash, workload.as_json()[1]]
+            if self.mode is not ModuleEquality.STRUCTURAL:
+                workload = Workload.from_json(workload_json)
+            workload_id = self.store.add_workload(self.mode.value, shash, workload_json)
+            self._workloads[workload_id] = workload
+            return workload_id
+
+        def has_workload(self, mod: Any) -> bool:
+            return bool(self._find(mod)[1])
+
+        def commit_workload(self, mod: Any) -> Any:
+            return self._workload(self._commit(mod))
 
         # -- records --------------------------------------------------------------------------
         def commit_tuning_record(self, record: Any) -> None:
-            wid = self._workload_id(record.workload)
-            self.store.add_record(wid, target_key(record.target), record.as_json(), _mean_run_secs(record))
+            workload_id = self._commit(record.workload.mod)
+            record_json = record.as_json()
+            verdict = rank(record_json)
+            self.store.add_record(workload_id, target_key(record.target), record_json, verdict.valid,
+                                  verdict.mean_run_secs)
 
-        def _records(self, workload: Any | None, target: str | None) -> list[Any]:
-            wid = self._workload_id(workload) if workload is not None else None
-            out = []
-            cache: dict[int, Any] = {}
-            for rwid, rjson in self.store.records(wid, target):
-                if workload is None and rwid not in cache:
-                    cache[rwid] = ms.database.Workload.from_json(self.store.workload_json(rwid))
-                out.append(ms.database.TuningRecord.from_json(rjson, workload or cache[rwid]))
-            return out
+        def _loaded(self, rows: list[tuple[int, Any]]) -> list[Any]:
+            return [TuningRecord.from_json(record_json, self._workload(wid)) for wid, record_json in rows]
 
-        def _top(self, workload: Any, top_k: int, target: str | None) -> list[Any]:
-            usable = [r for r in self._records(workload, target) if _usable(r)]
-            usable.sort(key=lambda r: _mean_run_secs(r) or math.inf)  # stable, like upstream
-            return usable[:top_k]
+        def _top(self, mod: Any, top_k: int, target: str | None) -> list[Any]:
+            # one query for the best records of every workload with the module's hash; they are the
+            # answer when all their workloads equal the module (the top k of a superset, all inside
+            # the set), which only a hash shared by unequal modules can break
+            rows = self.store.top_records(self.mode.value, self._hash(mod), target, top_k)
+            if all(self._is(wid, mod) for wid in {wid for wid, _ in rows}):
+                return self._loaded(rows)
+            ids = self._find(mod)[1]
+            return self._loaded(self.store.top_records_of(ids, target, top_k)) if ids else []
 
         def get_top_k(self, workload: Any, top_k: int) -> list[Any]:
             if top_k < 0:
                 raise ValueError("top_k must be non-negative")
-            return self._top(workload, top_k, self.target)
+            return self._top(workload.mod, top_k, self.target) if top_k else []
 
         def get_all_tuning_records(self) -> list[Any]:
-            return self._records(None, self.target)
+            return self._loaded(self.store.records(self.mode.value, self.target))
 
         def query_tuning_record(self, mod: Any, target: Any, workload_name: str | None = None) -> Any:
-            found = self._lookup(mod)
-            if found is None:
-                return None
-            top = self._top(found[1], 1, target_key(target) if target is not None else self.target)
+            top = self._top(mod, 1, target_key(target) if target is not None else self.target)
             return top[0] if top else None
 
-        def query_schedule(self, mod: Any, target: Any, workload_name: str | None = None) -> Any:
-            record = self.query_tuning_record(mod, target, workload_name)
-            if record is None:
-                return None
-            sch = tvm.s_tir.Schedule(record.workload.mod)
-            record.trace.apply_to_schedule(sch, remove_postproc=False)
-            return sch
-
-        def query_ir_module(self, mod: Any, target: Any, workload_name: str | None = None) -> Any:
-            sch = self.query_schedule(mod, target, workload_name)
-            return sch.mod if sch is not None else None
+        # query_schedule and query_ir_module are upstream's own (they apply query_tuning_record's trace)
 
         def __len__(self) -> int:
-            return self.store.count()
+            return self.store.count(self.mode.value, self.target)
 
     _CLASS = _SwtuneDatabase
     return _CLASS
