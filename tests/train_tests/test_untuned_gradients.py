@@ -56,6 +56,8 @@ def test_untuned_derived_gradients_run_on_the_cpes_and_match_torch(tmp_path: Pat
     ops = {o.relax_op for o in timing.by_operator()} | {r.relax_op for r in program.result.rows}
     assert {"conv2d_grad_data", "conv2d_grad_weight"} <= ops and not [o for o in ops if o.startswith("call_tir")]
     assert timing.mpe_fraction <= 0.05
+    summary = timing.summary()  # the report says how many steps run untuned, and their share of the step
+    assert summary["untuned_steps"] >= len(grads) and 0 < summary["untuned_time_fraction"] <= 1
     shape = target_shape(module, (x,), Loss.CROSS_ENTROPY)
     batches = train_data.synthetic(4, 2, 2, tuple(x.shape), shape, Loss.CROSS_ENTROPY)
     batches.tofile(tmp_path / "data.bin", step.dtype)
