@@ -14,11 +14,13 @@ batch norm, the program's dropout masks):
 * ``float64_floor``: max over optimizers of how far torch's own float32 steps end from its float64 steps
   (tuner.train.reference.float64_floor): where it is above 1e-4, training amplified rounding (a
   max-pool argmax or a ReLU sign switched) and no float32 program can be judged to 1e-4 on that run;
-* ``step_speedup_vs_baseline``, ``mpe_time_fraction``, ``phases_ms``: the simulated step (momentum)
-  after tuning every task of it once (``--trials`` per GEMM-like task, one submission to an embedded
-  service, simulator workers at the default noise); the other optimizers' steps compile against the
-  same tuning log (their update operators differ);
-* ``tasks``: distinct tuning tasks the tuned program runs, by phase (forward, backward, update).
+* ``step_ms``, ``baseline_step_ms``, ``step_speedup_vs_baseline``, ``mpe_time_fraction``: the simulated
+  step, the worst over the optimizers (each optimizer's own under ``per_optimizer``); momentum's step is
+  tuned (``--trials`` per GEMM-like task, one submission to an embedded service, simulator workers at the
+  default noise), the other optimizers' steps compile against the same tuning log (their update
+  operators differ; an operator without a record runs a near record or its baseline on the CPEs);
+* ``phases_ms``, ``tasks``: the slowest step's (``slowest_step``) time by phase, and the distinct tuning
+  tasks it runs by phase (forward, backward, update).
 
 ``checkpoint_resume_exact``: the MLP with Adam, killed (SIGKILL) after step 5 of 40 with a checkpoint
 every 2 steps and run again, gives the uninterrupted run's losses and state bit for bit.
@@ -119,6 +121,26 @@ def _one(spec: str, kind: str, batch: int, steps: int, work: Path, lookup: Any, 
         "step_ms": sm["tuned_ms"], "baseline_step_ms": sm["baseline_ms"],
         "phases_ms": {p: round(v["tuned_s"] * 1e3, 4) for p, v in phase_seconds(program.timing, step).items()},
         "tasks": tasks_by_phase(program), "emulated_seconds": round(emulated, 2),
+    }
+
+
+# each summary field: the worst over the optimizers (max of an error, a time, a share; min of a speedup)
+WORST = {"loss_max_rel_err": max, "param_max_rel_err": max, "float64_floor": max, "step_ms": max,
+         "baseline_step_ms": max, "mpe_time_fraction": max, "step_speedup_vs_baseline": min}
+STEP_FIELDS = ("step_ms", "baseline_step_ms", "mpe_time_fraction", "step_speedup_vs_baseline")
+
+
+def model_summary(per_opt: dict[str, dict[str, Any]]) -> dict[str, Any]:
+    """One model's figures from its runs by optimizer (``_one``): every field the worst over the
+    optimizers; the phases and tasks of the slowest step (``slowest_step``); and each optimizer's own."""
+    slowest = max(per_opt, key=lambda k: per_opt[k]["step_ms"])
+    return {
+        **{field: pick(r[field] for r in per_opt.values()) for field, pick in WORST.items()},
+        "slowest_step": slowest, "phases_ms": per_opt[slowest]["phases_ms"], "tasks": per_opt[slowest]["tasks"],
+        "per_optimizer": {k: {"loss": r["loss_max_rel_err"], "param": r["param_max_rel_err"],
+                              "worst": r["worst_param"], "float64_floor": r["float64_floor"],
+                              **{f: r[f] for f in STEP_FIELDS}}
+                          for k, r in per_opt.items()},
     }
 
 
@@ -223,17 +245,7 @@ def main() -> None:
             per_opt[kind] = _one(spec, kind, args.batch, args.steps, work, lookup,
                                  args.trials if kind == "momentum" and args.log is None else 0, db)
             print(Path(spec.split(":")[0]).stem, kind, per_opt[kind], flush=True)
-        tuned = per_opt["momentum"]
-        models[Path(spec.split(":")[0]).stem] = {
-            "loss_max_rel_err": max(r["loss_max_rel_err"] for r in per_opt.values()),
-            "param_max_rel_err": max(r["param_max_rel_err"] for r in per_opt.values()),
-            **{k: tuned[k] for k in ("step_speedup_vs_baseline", "mpe_time_fraction", "step_ms",
-                                     "baseline_step_ms", "phases_ms", "tasks")},
-            "float64_floor": max(r["float64_floor"] for r in per_opt.values()),
-            "per_optimizer": {k: {"loss": r["loss_max_rel_err"], "param": r["param_max_rel_err"],
-                                  "worst": r["worst_param"], "float64_floor": r["float64_floor"]}
-                              for k, r in per_opt.items()},
-        }
+        models[Path(spec.split(":")[0]).stem] = model_summary(per_opt)
     figures: dict[str, Any] = {"trials_per_task": args.trials, "steps": args.steps, "batch": args.batch,
                                "tuning_log_reused": args.log is not None}
     if "models" in sections:
