@@ -45,6 +45,8 @@ from typing import Any
 import numpy as np
 from _common import emit  # noqa: F401  (also puts the checkout on sys.path)
 
+from tuner.codegen.emulator.cache import make_emulated
+
 TARGET = "sw26010"
 # name -> (zoo model, width, image) at the default (reduced) size; --full: width 1.0, image 224
 MODELS: dict[str, tuple[str, float, int]] = {
@@ -108,7 +110,7 @@ def _tune(mod: Any, trials: int, strategy: str) -> tuple[dict[str, dict[str, Any
 
 
 def _emulate(out: Path, x: np.ndarray, dtype: type = np.float32) -> tuple[np.ndarray, float]:
-    build = subprocess.run(["make", "-s", "emu"], cwd=out, capture_output=True, text=True, timeout=1800)
+    build = make_emulated(out, "emu", timeout=1800)
     if build.returncode != 0:
         raise RuntimeError(f"make emu failed: {build.stderr[-2000:]}")
     x.astype(dtype).tofile(out / "input.bin")

@@ -1,9 +1,16 @@
-"""Shared fixtures: small workloads of every op."""
+"""Shared fixtures: small workloads of every op; the ``needs`` marker (tests/tools.py); the run's
+cache of emulator builds (tuner.codegen.emulator.cache), one directory shared by the xdist workers."""
 
 from __future__ import annotations
 
-import pytest
+import os
+import shutil
+import tempfile
 
+import pytest
+from tools import require
+
+from tuner.codegen.emulator import cache
 from tuner.workloads import BatchMatmul, Conv2d, Dense
 
 SMALL_WORKLOADS = {
@@ -14,6 +21,30 @@ SMALL_WORKLOADS = {
     "conv2d_strided": Conv2d(2, 8, 15, 15, 16, 3, 3, stride_h=2, stride_w=2, pad_h=1, pad_w=1),
     "depthwise": Conv2d(1, 32, 14, 14, 32, 3, 3, pad_h=1, pad_w=1, groups=32),
 }
+
+_OWN_CACHE = pytest.StashKey[str]()
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """One cache of emulator builds for the whole run: made by the first process (the xdist controller,
+    before it starts its workers, which inherit the variable) and removed when that process ends. A
+    directory set from outside is kept (a developer's cache across runs)."""
+    if os.environ.get(cache.ENV):
+        return
+    os.environ[cache.ENV] = tempfile.mkdtemp(prefix="swtune-build-cache-")
+    config.stash[_OWN_CACHE] = os.environ[cache.ENV]
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    own = config.stash.get(_OWN_CACHE, None)
+    if own:
+        shutil.rmtree(own, ignore_errors=True)
+        os.environ.pop(cache.ENV, None)
+
+
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    for mark in item.iter_markers("needs"):
+        require(*mark.args)
 
 
 @pytest.fixture(params=sorted(SMALL_WORKLOADS))

@@ -11,6 +11,8 @@ from typing import Any
 
 import numpy as np
 
+from tuner.codegen.emulator.cache import make_emulated
+
 
 @dataclass(frozen=True)
 class EmuRun:
@@ -22,7 +24,7 @@ class EmuRun:
 def run_model(out: Path, inputs: list[np.ndarray], target: str = "sw26010", dtype: type = np.float32) -> EmuRun:
     """`make emu` in ``out``, then ``./model_emu weights.bin in0.bin ... output.bin``; asserts both succeed.
     ``dtype``: the model's (inputs written and the output read in it)."""
-    build = subprocess.run(["make", "-s", "emu"], cwd=out, capture_output=True, text=True, timeout=300)
+    build = make_emulated(out, "emu", timeout=300)
     assert build.returncode == 0, build.stderr[-3000:]
     names = []
     for i, a in enumerate(inputs):  # integer and bool inputs (token ids, masks) in their own dtype

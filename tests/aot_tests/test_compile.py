@@ -11,7 +11,6 @@ from __future__ import annotations
 import json
 import logging
 import re
-import shutil
 from pathlib import Path
 from typing import Any
 
@@ -27,8 +26,7 @@ from tuner.aot import AotError, apply_best, compile_model, current_lookup  # noq
 from tuner.space.space import ScheduleSpace  # noqa: E402
 
 TARGET = "sw26010"
-pytestmark = pytest.mark.skipif(shutil.which("gcc") is None or shutil.which("make") is None,
-                                reason="needs gcc and make")
+pytestmark = pytest.mark.needs("gcc", "make")
 
 
 def _relax(module: Any, inputs: tuple[Any, ...]) -> Any:

@@ -4,7 +4,6 @@ back to its members there."""
 
 from __future__ import annotations
 
-import shutil
 from pathlib import Path
 
 import numpy as np
@@ -21,7 +20,7 @@ from tuner.ir.tir_c import CFunction, Work  # noqa: E402
 from tuner.space.cpe.fused import Member, fuse_plans  # noqa: E402
 from tuner.space.cpe.plan import KernelPlan, ParamSlice  # noqa: E402
 
-needs_gcc = pytest.mark.skipif(shutil.which("gcc") is None or shutil.which("make") is None, reason="needs gcc and make")
+needs_gcc = pytest.mark.needs("gcc", "make")
 
 
 class Update(torch.nn.Module):

@@ -4,7 +4,6 @@ DMA (the emulator's counts) against the plan its time model uses."""
 
 from __future__ import annotations
 
-import shutil
 from pathlib import Path
 from typing import Any
 
@@ -19,8 +18,7 @@ from emulator_helpers import run_model  # noqa: E402
 from tuner.aot import compile_model  # noqa: E402
 
 TARGET = "sw26010"
-pytestmark = pytest.mark.skipif(shutil.which("gcc") is None or shutil.which("make") is None,
-                                reason="needs gcc and make")
+pytestmark = pytest.mark.needs("gcc", "make")
 F = torch.nn.functional
 
 

@@ -5,7 +5,6 @@ against the analysis' counts; a pool whose plane does not fit LDM cut along its 
 
 from __future__ import annotations
 
-import shutil
 from pathlib import Path
 from typing import Any
 
@@ -24,7 +23,7 @@ from tuner.targets import get_target  # noqa: E402
 
 TARGET = "sw26010"
 F = torch.nn.functional
-needs_cc = pytest.mark.skipif(shutil.which("gcc") is None or shutil.which("make") is None, reason="needs gcc and make")
+needs_cc = pytest.mark.needs("gcc", "make")
 
 
 def test_analysis_marks_invalid_configs_and_picks_the_least_time() -> None:

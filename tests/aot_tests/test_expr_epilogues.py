@@ -7,7 +7,6 @@ undoes the fusion where only the plain form is. Checked against torch on swemu.
 
 from __future__ import annotations
 
-import shutil
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -29,8 +28,7 @@ from tuner.space.factory import space_for  # noqa: E402
 from tuner.targets import get_target  # noqa: E402
 
 TARGET = "sw26010"
-pytestmark = pytest.mark.skipif(shutil.which("gcc") is None or shutil.which("make") is None,
-                                reason="needs gcc and make")
+pytestmark = pytest.mark.needs("gcc", "make")
 
 
 class _GatedConv3d(torch.nn.Module):

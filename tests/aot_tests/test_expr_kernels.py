@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import json
 import logging
-import shutil
 from pathlib import Path
 from typing import Any
 
@@ -25,8 +24,7 @@ from tuner.space.factory import space_for  # noqa: E402
 from tuner.targets import get_target  # noqa: E402
 
 TARGET = "sw26010"
-pytestmark = pytest.mark.skipif(shutil.which("gcc") is None or shutil.which("make") is None,
-                                reason="needs gcc and make")
+pytestmark = pytest.mark.needs("gcc", "make")
 
 
 class _Conv3dNet(torch.nn.Module):

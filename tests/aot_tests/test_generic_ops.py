@@ -5,7 +5,6 @@ is named. Also the ONNX forms that used to fail (Clip -> isnan/where, exact GELU
 
 from __future__ import annotations
 
-import shutil
 from pathlib import Path
 from typing import Any
 
@@ -20,8 +19,7 @@ from emulator_helpers import run_model  # noqa: E402
 from tuner.aot import compile_model  # noqa: E402
 
 TARGET = "sw26010"
-pytestmark = pytest.mark.skipif(shutil.which("gcc") is None or shutil.which("make") is None,
-                                reason="needs gcc and make")
+pytestmark = pytest.mark.needs("gcc", "make")
 F = torch.nn.functional
 
 # name -> function of x [2, 4, 6, 6]; every one is a single operator (or a short chain) without a kernel

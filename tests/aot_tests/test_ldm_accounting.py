@@ -17,7 +17,6 @@ vectors and a few hundred bytes of descriptors and reply words; then the model r
 from __future__ import annotations
 
 import re
-import shutil
 from pathlib import Path
 from typing import Any
 
@@ -41,8 +40,7 @@ SIZES = {"float": 4, "double": 8, "long": 8, "int": 4, "SW_REPLY_T": 4}
 _FIELD = re.compile(r"^\s*(?:volatile\s+)?(\w+)\s+(.*);\s*$")
 TILE = re.compile(r"^(?:[A-Z]\d*_(?:ldm|pk)|C_buf)$")  # a tile copy (the rest: descriptors, replies, vectors)
 
-pytestmark = pytest.mark.skipif(shutil.which("gcc") is None or shutil.which("make") is None,
-                                reason="needs gcc and make")
+pytestmark = pytest.mark.needs("gcc", "make")
 
 
 def struct_fields(slave: str, name: str) -> dict[str, int]:

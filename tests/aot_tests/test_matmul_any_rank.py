@@ -7,7 +7,6 @@ Also conv1d, which is the conv2d task of height 1.
 
 from __future__ import annotations
 
-import shutil
 from pathlib import Path
 from typing import Any
 
@@ -44,8 +43,7 @@ def test_matmul_geometry_refuses_a_copy_or_a_mismatch(a: tuple[int, ...], b: tup
 
 torch = pytest.importorskip("torch")
 pytest.importorskip("tvm")
-needs_make = pytest.mark.skipif(shutil.which("gcc") is None or shutil.which("make") is None,
-                                reason="needs gcc and make")
+needs_make = pytest.mark.needs("gcc", "make")
 TARGET = "sw26010"
 
 

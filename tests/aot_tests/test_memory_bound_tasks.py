@@ -8,7 +8,6 @@ MPE), timed as CPE kernels with their simulated time, and checked against torch 
 from __future__ import annotations
 
 import logging
-import shutil
 from pathlib import Path
 from typing import Any
 
@@ -30,8 +29,7 @@ from tuner.targets import get_target  # noqa: E402
 
 TARGET = "sw26010"
 MEMORY_BOUND = {"nn.relu", "multiply", "add", "permute_dims", "nn.max_pool2d", "sum"}
-needs_gcc = pytest.mark.skipif(shutil.which("gcc") is None or shutil.which("make") is None,
-                               reason="needs gcc and make")
+needs_gcc = pytest.mark.needs("gcc", "make")
 
 
 class _Net(torch.nn.Module):

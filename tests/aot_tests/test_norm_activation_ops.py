@@ -9,7 +9,6 @@ slices is offloaded (``cpe_mode="all"``), mish's bool intermediate and argmax's 
 
 from __future__ import annotations
 
-import shutil
 from pathlib import Path
 from typing import Any
 
@@ -24,8 +23,7 @@ from emulator_helpers import run_model  # noqa: E402
 from tuner.aot import compile_model  # noqa: E402
 
 TARGET = "sw26010"
-pytestmark = pytest.mark.skipif(shutil.which("gcc") is None or shutil.which("make") is None,
-                                reason="needs gcc and make")
+pytestmark = pytest.mark.needs("gcc", "make")
 F = torch.nn.functional
 torch.manual_seed(0)
 GN = torch.nn.GroupNorm(4, 16).requires_grad_(False)

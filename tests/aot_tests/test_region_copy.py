@@ -5,7 +5,6 @@ runs on the CPEs (its row in the report), and the emulator's DMA counts equal th
 
 from __future__ import annotations
 
-import shutil
 from pathlib import Path
 from typing import Any
 
@@ -20,8 +19,7 @@ from emulator_helpers import run_model  # noqa: E402
 from tuner.aot import compile_model  # noqa: E402
 
 TARGET = "sw26010"
-pytestmark = pytest.mark.skipif(shutil.which("gcc") is None or shutil.which("make") is None,
-                                reason="needs gcc and make")
+pytestmark = pytest.mark.needs("gcc", "make")
 
 # name -> (Relax operator, function of three inputs [2, 6, 8, 10])
 OPS: dict[str, tuple[str, Any]] = {

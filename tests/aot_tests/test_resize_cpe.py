@@ -7,7 +7,6 @@ U-Net sizes the time model puts them on the CPEs, and the U-Net family's MPE tim
 from __future__ import annotations
 
 import re
-import shutil
 from pathlib import Path
 from typing import Any
 
@@ -22,8 +21,7 @@ from emulator_helpers import run_model  # noqa: E402
 from tuner.aot import compile_model  # noqa: E402
 
 TARGET = "sw26010"
-pytestmark = pytest.mark.skipif(shutil.which("gcc") is None or shutil.which("make") is None,
-                                reason="needs gcc and make")
+pytestmark = pytest.mark.needs("gcc", "make")
 
 # name -> (F.interpolate arguments, input shape)
 CASES: dict[str, tuple[dict[str, Any], tuple[int, ...]]] = {

@@ -5,7 +5,6 @@ into the same one permutation. Checked against numpy on swemu."""
 
 from __future__ import annotations
 
-import shutil
 from pathlib import Path
 
 import numpy as np
@@ -21,8 +20,7 @@ from tuner.space.factory import space_for  # noqa: E402
 from tuner.targets import get_target  # noqa: E402
 
 TARGET = "sw26010"
-pytestmark = pytest.mark.skipif(shutil.which("gcc") is None or shutil.which("make") is None,
-                                reason="needs gcc and make")
+pytestmark = pytest.mark.needs("gcc", "make")
 
 
 def _matmul(m: int, k: int, n: int) -> tuple[object, list[np.ndarray], np.ndarray]:

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import hashlib
 import math
-import shutil
 import subprocess
 from pathlib import Path
 from typing import Any
@@ -24,7 +23,7 @@ from tuner.ir.tir_print import print_prim_func  # noqa: E402
 from tuner.ir.tir_simd import affine, flat_offset, is_aligned  # noqa: E402
 
 EMU = Path(__file__).resolve().parents[2] / "tuner" / "codegen" / "emulator"
-pytestmark = pytest.mark.skipif(shutil.which("gcc") is None, reason="needs gcc")
+pytestmark = pytest.mark.needs("gcc")
 TOL = {"float32": (1e-5, 1e-6), "float64": (1e-12, 1e-13)}  # rtol, atol (for values near 0)
 
 

@@ -91,13 +91,10 @@ def test_a_max_pool_expression_routes_its_gradient_through_the_argmax_in_relax()
         lambda x: torch.nn.functional.max_pool2d(x, 3, 2, 1) ** 2, arrays))
 
 
+@pytest.mark.needs("gcc", "make")
 def test_the_max_pool_expression_gradient_compiles_ahead_of_time_and_matches_torch(tmp_path):
     """The same backward graph (argmax, positions -- a function of no inputs --, the gradient operators)
     compiled for Sunway and run on the emulator: on tied inputs, exactly torch's gradient."""
-    import shutil
-
-    if shutil.which("gcc") is None or shutil.which("make") is None:
-        pytest.skip("needs gcc and make")
     from emulator_helpers import run_model
 
     from tuner.aot import compile_model

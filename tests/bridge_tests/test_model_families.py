@@ -5,7 +5,6 @@ matches torch at rtol 1e-3, atol 1e-5. benchmarks/model_coverage.py runs them tu
 
 from __future__ import annotations
 
-import shutil
 from pathlib import Path
 
 import numpy as np
@@ -18,8 +17,7 @@ from emulator_helpers import run_model  # noqa: E402
 
 from tuner.models.torch_families import FAMILIES  # noqa: E402
 
-pytestmark = pytest.mark.skipif(shutil.which("gcc") is None or shutil.which("make") is None,
-                                reason="needs gcc and make")
+pytestmark = pytest.mark.needs("gcc", "make")
 IMAGE = {"swin_block": 56}  # a 7x7 window needs a side of 28 after the 4x4 patches
 
 

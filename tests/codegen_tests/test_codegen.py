@@ -7,10 +7,9 @@ against the athread emulator, output vs numpy, DMA counts vs the analysis layer.
 
 from __future__ import annotations
 
-import shutil
-
 import numpy as np
 import pytest
+from tools import require
 
 from tuner.space.space import ScheduleSpace
 from tuner.workloads import BatchMatmul, Conv2d, Dense
@@ -137,8 +136,7 @@ RUN_CASES = [
 
 @pytest.fixture(scope="module")
 def backend(tmp_path_factory):
-    if shutil.which("gcc") is None or shutil.which("objcopy") is None:
-        pytest.skip("gcc / binutils not found")
+    require("gcc", "nm", "objcopy")
     from tuner.backends.emulator_backend import EmulatorBackend
 
     return EmulatorBackend(workdir=tmp_path_factory.mktemp("emu"))

@@ -9,7 +9,6 @@ from __future__ import annotations
 import importlib.util
 import json
 import os
-import shutil
 import subprocess
 from pathlib import Path
 
@@ -29,14 +28,8 @@ def _load_build_module():
 
 
 B = _load_build_module()
-HAVE_GCC = B.find_cc() is not None
-HAVE_BINUTILS = shutil.which("nm") is not None and shutil.which("objcopy") is not None
 
-pytestmark = [
-    pytest.mark.skipif(not HAVE_GCC, reason="gcc not found: cannot build emulated Sunway programs"),
-    pytest.mark.skipif(not HAVE_BINUTILS,
-                       reason="nm/objcopy not found: the two-stage slave_ renaming build needs binutils"),
-]
+pytestmark = pytest.mark.needs("gcc", "nm", "objcopy")
 
 ERROR_EXIT = B.ERROR_EXIT_CODE
 

@@ -4,7 +4,6 @@ Each config's output is compared with TVM's llvm run of the same expression, the
 counters and the lowered TIR's DMA figures with the analysis (tuner/backends/expr_check.py).
 """
 
-import shutil
 from pathlib import Path
 
 import numpy as np
@@ -20,8 +19,7 @@ from tuner.expr.workload import workload_from_op
 from tuner.space import space_for
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples" / "ops"
-pytestmark = pytest.mark.skipif(shutil.which("gcc") is None or shutil.which("objcopy") is None,
-                                reason="gcc and binutils build the emulated kernels")
+pytestmark = pytest.mark.needs("gcc", "objcopy", "nm")
 
 
 def _op(ref: str, **args):

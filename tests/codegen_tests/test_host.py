@@ -3,7 +3,6 @@ what its timing line measures (what tuner/measure/simulator.py ``simulate`` mode
 
 import os
 import re
-import shutil
 import subprocess
 from pathlib import Path
 
@@ -95,8 +94,7 @@ def test_the_epilogue_channel_axis_is_the_output_dim_of_the_col_axis():
     assert channel_axis(DENSE) == 1 and channel_axis(BMM) == 2  # the last: n
 
 
-@pytest.mark.skipif(shutil.which("gcc") is None or shutil.which("objcopy") is None,
-                    reason="gcc and binutils build the emulated kernels")
+@pytest.mark.needs("gcc", "objcopy", "nm")
 def test_emulated_program_prints_its_host_work_inside_the_kernel_time(tmp_path):
     from tuner.codegen.emulator.build import build, compile_emulator
 

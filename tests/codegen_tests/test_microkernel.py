@@ -15,10 +15,10 @@ on a smaller workload of the same tiles, against numpy.
 from __future__ import annotations
 
 import re
-import shutil
 
 import numpy as np
 import pytest
+from tools import require
 
 from tuner.space.factory import space_for
 from tuner.targets import get_target
@@ -138,8 +138,7 @@ def test_micro_kernel_shape_dgemm():
 
 @pytest.fixture(scope="module")
 def backend(tmp_path_factory):
-    if shutil.which("gcc") is None or shutil.which("objcopy") is None:
-        pytest.skip("gcc / binutils not found")
+    require("gcc", "nm", "objcopy")
     from tuner.backends.emulator_backend import EmulatorBackend
 
     return EmulatorBackend(workdir=tmp_path_factory.mktemp("emu"))

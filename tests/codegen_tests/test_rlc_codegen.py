@@ -18,11 +18,11 @@ from __future__ import annotations
 import dataclasses
 import json
 import re
-import shutil
 
 import numpy as np
 import pytest
 from test_microkernel import CASES
+from tools import require
 
 from tuner.space.factory import space_for
 from tuner.targets import Sharing, get_target
@@ -119,8 +119,7 @@ def test_rlc_message_issues_what_the_model_charges(name):
 
 @pytest.fixture(scope="module")
 def backend_dir(tmp_path_factory):
-    if shutil.which("gcc") is None or shutil.which("objcopy") is None:
-        pytest.skip("gcc / binutils not found")
+    require("gcc", "nm", "objcopy")
     return tmp_path_factory.mktemp("rlc_emu")
 
 

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import importlib
-import shutil
 import sys
 from pathlib import Path
 
@@ -64,8 +63,7 @@ def test_model_splits_the_kernel_into_compute_and_dma():
     assert m["full_kernel_s"] == pytest.approx(m["compute_only_s"] + dma, rel=1e-9)
 
 
-@pytest.mark.skipif(shutil.which("gcc") is None or shutil.which("objcopy") is None,
-                    reason="gcc/binutils not found: cannot build emulated Sunway programs")
+@pytest.mark.needs("gcc", "objcopy", "nm")
 def test_twin_runs_with_no_dma_and_the_full_kernel_stays_right(tmp_path):
     split = _split()
     target = get_target("sw26010")

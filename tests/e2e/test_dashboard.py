@@ -10,7 +10,6 @@ Skipped, saying why, only when chromium (or the playwright package) is missing.
 from __future__ import annotations
 
 import os
-import shutil
 import signal
 import subprocess
 import time
@@ -20,6 +19,7 @@ from typing import Any
 
 import pytest
 from cpe_samples import POOL_SCRIPT  # noqa: E402
+from tools import chromium
 
 from db import tokens as tokens_db
 from db.engine import Database
@@ -33,19 +33,10 @@ TRIALS = 48
 TARGET = "sw26010"
 
 
-def _chromium() -> str | None:
-    for path in (os.environ.get("SWTUNE_CHROMIUM"), "/usr/bin/chromium", shutil.which("chromium"),
-                 shutil.which("chromium-browser")):
-        if path and os.access(path, os.X_OK):
-            return path
-    return None
-
-
-CHROMIUM = _chromium()
+CHROMIUM = chromium()
 pytestmark = [
     pytest.mark.slow,
-    pytest.mark.skipif(CHROMIUM is None, reason="chromium not found at /usr/bin/chromium or on PATH: install it "
-                                                "with `apt-get install -y chromium` (bash .ci/run does, as root)"),
+    pytest.mark.needs("chromium"),
 ]
 sync_api = pytest.importorskip("playwright.sync_api", reason="the playwright package is missing: "
                                                              "pip install -e '.[dev]'")

@@ -5,7 +5,6 @@ of the measurements table), and that config compiles into a kernel that runs rig
 
 from __future__ import annotations
 
-import shutil
 import time
 from pathlib import Path
 
@@ -27,8 +26,7 @@ from tuner.workloads import workload_from_json
 TRIALS = 16
 
 
-@pytest.mark.skipif(shutil.which("gcc") is None or shutil.which("objcopy") is None,
-                    reason="gcc and binutils build the emulated kernel")
+@pytest.mark.needs("gcc", "objcopy", "nm")
 def test_custom_operator_submitted_tuned_looked_up_and_compiled(backend_url: str, tmp_path: Path) -> None:
     wl = workload_from_op(f"{REPO}/examples/ops/linalg.py:weighted_gemm", {"m": 24, "n": 20, "k": 36})
     with live_service(backend_url) as live:

@@ -6,7 +6,6 @@ that config compiles into a kernel that runs right on the emulator."""
 from __future__ import annotations
 
 import json
-import shutil
 import time
 from pathlib import Path
 
@@ -27,8 +26,7 @@ from tuner.workloads import workload_from_json
 TRIALS = 8
 
 
-@pytest.mark.skipif(shutil.which("gcc") is None or shutil.which("objcopy") is None,
-                    reason="gcc and binutils build the emulated kernel")
+@pytest.mark.needs("gcc", "objcopy", "nm")
 def test_gradient_operators_submitted_tuned_looked_up_and_compiled(backend_url: str, tmp_path: Path) -> None:
     grads = tmp_path / "grads.json"
     res = CliRunner().invoke(build_app(), ["grad", f"{REPO}/examples/ops/nn.py:conv2d", "--args",

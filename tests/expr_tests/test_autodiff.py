@@ -261,7 +261,7 @@ def test_finite_differences_converge_across_the_kinks_of_a_max_reduction():
 
 
 
-@pytest.mark.skipif(__import__("shutil").which("gcc") is None, reason="gcc builds the emulated kernel")
+@pytest.mark.needs("gcc")
 def test_conv3d_weight_gradient_with_a_one_point_output_tile_runs_on_the_emulator(tmp_path):
     """A derived operator with four col axes, one of them tiled by 1 on an 8x8 mesh: TVM allocates that
     LDM dimension with extent 1 and writes its index rebased; the printer used to subtract the box

@@ -7,7 +7,6 @@ browser test (tests/e2e/test_dashboard.py) checks the same pages in chromium whe
 from __future__ import annotations
 
 import json
-import shutil
 import subprocess
 from pathlib import Path
 from typing import Any
@@ -19,8 +18,7 @@ from cpe_samples import POOL_SCRIPT  # noqa: E402
 from service.driver import TuningDriver
 from service.routes.dashboard import UI_DIR
 
-NODE = shutil.which("node")
-pytestmark = pytest.mark.skipif(NODE is None, reason="node is not installed: the dashboard's JS is not run here")
+pytestmark = pytest.mark.needs("node")
 pytest.importorskip("tvm")  # a CPE kernel workload is checked by rebuilding it
 
 HARNESS = Path(__file__).with_name("dashboard_harness.js")
@@ -38,7 +36,7 @@ def render(api: Api, hash_: str, paths: list[str], tmp_path: Path) -> dict[str, 
         responses[p] = r.json()
     fixture = tmp_path / "fixture.json"
     fixture.write_text(json.dumps({"hash": hash_, "responses": responses}))
-    done = subprocess.run([NODE or "node", str(HARNESS), str(UI_DIR), str(fixture)], capture_output=True, text=True,
+    done = subprocess.run(["node", str(HARNESS), str(UI_DIR), str(fixture)], capture_output=True, text=True,
                           timeout=60)
     assert done.returncode == 0, done.stderr
     page = json.loads(done.stdout)

@@ -194,6 +194,7 @@ def _restart_postgres() -> None:
           "PostgreSQL to accept connections again")
 
 
+@pytest.mark.owns_machine  # every other test's PostgreSQL connections drop too: .ci/run runs it alone
 def test_a_database_restart_loses_nothing(backend_kind: str, backend_url: str, tmp_path: Path) -> None:
     if backend_kind != "postgresql":
         pytest.skip("a database server to restart exists on PostgreSQL only (SQLite is a file)")

@@ -2,28 +2,19 @@
 
 from __future__ import annotations
 
-import os
-import shutil
 from pathlib import Path
 
 import numpy as np
 import pytest
+from tools import require
 
 from tuner.train.scaling import CGS_PER_NODE, Network, allreduce_seconds, scaling
-
-
-def _mpi_or_skip() -> None:
-    if shutil.which("mpirun") and shutil.which("mpicc"):
-        return
-    if os.environ.get("CI"):
-        pytest.fail(".ci/run installs MPICH (mpicc, mpirun); it is missing")
-    pytest.skip("MPICH is not installed (apt-get install mpich libmpich-dev)")
 
 
 @pytest.mark.slow
 def test_four_ranks_match_one_rank_on_the_same_global_batch(tmp_path: Path) -> None:
     pytest.importorskip("torch")
-    _mpi_or_skip()
+    require("mpicc", "mpirun")
     from tuner.ir.optimizers import Optimizer, OptimizerKind
     from tuner.ir.training import Loss, target_shape
     from tuner.models.trainable import build_trainable

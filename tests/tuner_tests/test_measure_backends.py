@@ -67,7 +67,7 @@ def test_backend_options_reach_the_backend() -> None:
     assert (sunway.run_cmd, sunway.queue, sunway.compile_cmd) == ("{dir}/kernel", "q_x", "make -C {dir} kernel")
 
 
-@pytest.mark.skipif(NO_GCC, reason="gcc not found: nothing to take away")
+@pytest.mark.needs("gcc")
 def test_the_emulator_without_a_compiler_is_the_machines_failure_not_the_configs(monkeypatch, tmp_path) -> None:
     monkeypatch.setenv("CC", str(tmp_path / "no-such-cc"))
     backend = EmulatorBackend(workdir=tmp_path)
@@ -78,7 +78,7 @@ def test_the_emulator_without_a_compiler_is_the_machines_failure_not_the_configs
     assert err.value.completed == ()
 
 
-@pytest.mark.skipif(NO_GCC, reason="gcc not found: nothing to take away")
+@pytest.mark.needs("gcc")
 def test_in_process_tuning_preflights_its_backend_before_searching(monkeypatch, tmp_path) -> None:
     monkeypatch.setenv("CC", str(tmp_path / "no-such-cc"))
     with pytest.raises(InfrastructureError, match="no C compiler"):

@@ -20,6 +20,7 @@ from tuner.aot.compiler import AotResult, compile_model
 from tuner.aot.kernels import Lookup
 from tuner.aot.timing import ModelTime
 from tuner.aot.training_program import training_main
+from tuner.codegen.emulator.cache import make_emulated
 from tuner.errors import SwtuneError
 from tuner.ir.training import Phase, TrainingStep
 from tuner.targets import Target
@@ -73,7 +74,7 @@ class TrainingRun:
 def build_emulated(out_dir: Path, mpi: bool = False) -> None:
     """``make emu`` (``make emu-mpi`` with ``mpi``: mpicc, the ranks' allreduce)."""
     target = "emu-mpi" if mpi else "emu"
-    build = subprocess.run(["make", "-s", target], cwd=out_dir, capture_output=True, text=True, timeout=600)
+    build = make_emulated(out_dir, target)
     if build.returncode != 0:
         raise TrainingRunError(f"make {target} failed in {out_dir}:\n{build.stderr[-3000:]}")
 

@@ -18,6 +18,7 @@ from typing import Any
 
 import numpy as np
 
+from tuner.codegen.emulator.cache import make_emulated
 from tuner.errors import InvalidConfigError
 from tuner.measure.base import InfrastructureError, MeasureResult, Source, Status
 from tuner.space.cpe.space import CpeKernelSpace
@@ -55,7 +56,7 @@ def measure_on_emulator(space: CpeKernelSpace, config: Config, workdir: Path, ti
     op = ops[0]
     t1 = time.perf_counter()
     try:
-        build = subprocess.run(["make", "-s", "emu"], cwd=workdir, capture_output=True, text=True, timeout=600)
+        build = make_emulated(workdir, "emu")
     except (OSError, subprocess.TimeoutExpired) as exc:
         raise InfrastructureError(f"cannot build kernels here: {exc}") from exc
     if build.returncode != 0:
