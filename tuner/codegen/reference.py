@@ -15,6 +15,7 @@ from typing import Any
 
 import numpy as np
 
+from tuner.ir import llvm
 from tuner.space.ops import PadPrepass, geometry_for
 
 _BUILT: dict[str, tuple[Any, list[str], PadPrepass | None]] = {}
@@ -23,13 +24,11 @@ _BUILT: dict[str, tuple[Any, list[str], PadPrepass | None]] = {}
 def _built(workload: Any) -> tuple[Any, list[str], PadPrepass | None]:
     """(llvm executable, input parameter names, the prepass) of ``workload``, cached by its key."""
     if workload.key not in _BUILT:
-        import tvm
 
         from tuner.codegen.te_ops import op_def
 
         op = op_def(workload)
-        exe = tvm.compile(tvm.IRModule({"main": op.func.with_attr("global_symbol", "main")}), target="llvm")
-        _BUILT[workload.key] = exe, list(op.inputs), geometry_for(workload).prepass
+        _BUILT[workload.key] = llvm.compiled(op.func), list(op.inputs), geometry_for(workload).prepass
         if len(_BUILT) > 32:  # a long session checks many operators: keep the recent ones
             del _BUILT[next(iter(_BUILT))]
     return _BUILT[workload.key]

@@ -26,6 +26,7 @@ from typing import Any
 
 import numpy as np
 
+from tuner.ir import llvm
 from tuner.space.choices import Dma, Order, Pack, Share
 from tuner.space.expr_geometry import PAD_AXIS, ExprGeometry
 from tuner.space.expr_space import ExprSpace
@@ -121,7 +122,6 @@ class TileChecker:
     """Checks configs of one expression space against a TVM llvm reference run."""
 
     def __init__(self, space: ExprSpace, seed: int = 0) -> None:
-        import tvm
 
         from tuner.expr.parse import prim_func_from_script
 
@@ -132,11 +132,9 @@ class TileChecker:
         dt = _NP_DTYPES[space.workload.dtype]
         rng = np.random.default_rng(seed)
         self.inputs = {acc.tensor: rng.standard_normal(acc.shape).astype(dt) for acc in self.geo.expr.inputs}
-        exe = tvm.compile(tvm.IRModule({"main": func.with_attr("global_symbol", "main")}), target="llvm")
-        out = tvm.runtime.tensor(np.zeros(self.geo.expr.output.shape, dtype=dt))
         names = [str(p.name) for p in func.params]
-        exe["main"](*[tvm.runtime.tensor(self.inputs[n]) for n in names[:-1]], out)
-        self.reference = out.numpy()
+        (self.reference,) = llvm.run(func, [self.inputs[n] for n in names[:-1]],
+                                     [(self.geo.expr.output.shape, space.workload.dtype)])
 
     def steps(self, config: dict[str, Any]) -> int:
         """(output tile, reduction tile) pairs the config executes (the check's cost)."""

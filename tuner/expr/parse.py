@@ -10,6 +10,7 @@ coefficients); anything else is refused with the reason.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Sequence
 from typing import Any
 
@@ -35,8 +36,11 @@ def prim_func_from_tensors(tensors: Sequence[Any]) -> Any:
     return te.create_prim_func(tensors)
 
 
+@functools.lru_cache(maxsize=1024)
 def prim_func_from_script(text: str) -> Any:
-    """Rebuild a PrimFunc from its TVMScript text (what a worker receives)."""
+    """Rebuild a PrimFunc from its TVMScript text (what a worker receives). Memoized on the text: TVM's
+    parser costs tens of milliseconds a call (it inspects the caller's stack), one model compile parses
+    each operator's script several times, and a PrimFunc is immutable, so callers can share it."""
     import tvm.script
 
     try:

@@ -38,6 +38,7 @@ from typing import Any
 import numpy as np
 
 from tuner.errors import InvalidWorkloadError
+from tuner.ir import llvm
 from tuner.ir.graph import ALLREDUCE_MEAN, AotError, Graph, Node, Note, Tensor
 from tuner.ir.names import operator_name
 from tuner.ir.relax_ops import (
@@ -575,7 +576,7 @@ def _call_tir(r: RelaxReader, call: Any, name: str, op: str) -> Value:
         raise AotError(f"{name} ({relax_op}): call_tir with symbolic shape variables is not supported")
     if all(a.kind == "const" for a in args):
         r.note(name, relax_op, "compile time", "constant operands folded")
-        values = _run_llvm(func, [a.data for a in args], outs)
+        values = llvm.run(func, [a.data for a in args], outs)
         consts = [r.const(v, name if len(values) == 1 else f"{name}.{i}") for i, v in enumerate(values)]
         return consts[0] if len(consts) == 1 else tuple(consts)
     if relax_op == "variance" and len(args) == 1 and len(outs) == 1:
@@ -746,18 +747,6 @@ def _legalized(r: RelaxReader, args: list[Tensor], make_call: Callable[[list[Any
         if wl is not None:
             step.attrs["expr_workload"] = wl
     return result
-
-
-def _run_llvm(func: Any, inputs: list[np.ndarray], outs: list[tuple[tuple[int, ...], str]]) -> list[np.ndarray]:
-    """Evaluate a PrimFunc on constant inputs at compile time (TVM's llvm build)."""
-    import tvm
-
-    exe = tvm.compile(tvm.IRModule({"main": func.with_attr("global_symbol", "main")}), target="llvm")
-    shapes = [tuple(int(d) for d in p.shape) for p in func.params[:len(inputs)]]
-    args = [tvm.runtime.tensor(np.ascontiguousarray(x).reshape(s)) for x, s in zip(inputs, shapes)]
-    res = [tvm.runtime.tensor(np.zeros(shape, dtype=dtype)) for shape, dtype in outs]
-    exe["main"](*args, *res)
-    return [x.numpy() for x in res]
 
 
 def _call_packed(r: RelaxReader, call: Any, name: str, op: str) -> Value:

@@ -28,6 +28,7 @@ from typing import Any
 
 import numpy as np
 
+from tuner.ir import llvm
 from tuner.ir.graph import Node
 from tuner.ir.tir_c import CFunction
 from tuner.ir.tir_print import print_prim_func
@@ -98,16 +99,9 @@ def _legalize_sliced(call: Any, shapes: list[tuple[int, ...] | None], dtype: str
 
 def run_llvm(func: Any, arrays: list[np.ndarray], outs: list[tuple[int, ...]], dtype: str | list[str]
              ) -> list[np.ndarray]:
-    """Run ``func`` with TVM's llvm build; ``dtype``: the outputs' (one for all, or one each)."""
-    import tvm
-
-    exe = tvm.compile(tvm.IRModule({"main": func.with_attr("global_symbol", "main")}), target="llvm")
+    """Run ``func`` with TVM's llvm build (tuner.ir.llvm); ``dtype``: the outputs' (one for all, or one each)."""
     dtypes = [dtype] * len(outs) if isinstance(dtype, str) else dtype
-    res = [tvm.runtime.tensor(np.zeros(s, dtype=d)) for s, d in zip(outs, dtypes)]
-    # each array in its parameter's own shape (a scalar is [1] in the graph, 0-d in the PrimFunc)
-    shapes = [tuple(int(d) for d in p.shape) for p in func.params[:len(arrays)]]
-    exe["main"](*[tvm.runtime.tensor(np.ascontiguousarray(a).reshape(s)) for a, s in zip(arrays, shapes)], *res)
-    return [r.numpy() for r in res]
+    return llvm.run(func, arrays, list(zip(outs, dtypes)))
 
 
 def _random(rng: np.random.Generator, shape: tuple[int, ...], dtype: str) -> np.ndarray:
