@@ -15,9 +15,15 @@ Counted from schemathesis' NDJSON report: ``cases`` (requests sent), ``server_er
 conformance), ``other_failures`` (the remaining checks, e.g. a schema-violating request accepted).
 Last line: one JSON object.
 
-Every operation is fuzzed, the dashboard's read-only views included. The
-"unsupported method" and "Allow header" checks are off: they judge HTTP methods the schema does not
-declare (Starlette's 405 lists the methods of the first matching route only).
+Every operation is fuzzed, the dashboard's read-only views included. Checks that are off:
+- "unsupported method" and "Allow header": they judge HTTP methods the schema does not declare
+  (Starlette's 405 lists the methods of the first matching route only);
+- "ignored auth": it probes only operations whose schema declares a security requirement, and this
+  schema declares none (the bearer token is checked by a FastAPI dependency, service/auth.py), so the
+  check would pass without looking. Authentication is checked instead by
+  tests/service_tests/test_api_auth_every_route.py: it walks every route of the app, not only the ones
+  a fuzz run reaches, and asserts 401 without a token and with a wrong one, except a listed set of
+  routes that are public on purpose.
 
 Imported by schemathesis itself as its hooks module (SCHEMATHESIS_HOOKS=fuzz): it registers the
 serializer of the import route's JSON-lines body.

@@ -1,4 +1,5 @@
-"""Compile-time lookups: the batch query, the cache file, and a service that is down."""
+"""Compile-time lookups: the batch query, the cache file, a service that is down (the cache answers) and a
+wrong token (refused)."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ import logging
 import pytest
 from api_helpers import make_api
 
+from service.client import ServiceError
 from service.lookup import ScheduleLookup
 from tuner.measure.simulator import Simulator
 from tuner.space import ScheduleSpace
@@ -31,6 +33,12 @@ def test_lookups_come_from_the_service_then_from_the_cache(backend_url, tmp_path
                                 token=api.tokens["read"])
         assert lookup.best(TUNED) == best
         assert lookup.best(UNTUNED) is None
+        # a wrong token is the caller's mistake, not an outage: refused, nothing cached
+        wrong = ScheduleLookup("http://testserver", "sw26010", cache_file=tmp_path / "other.json", http=api.client,
+                               token="swt_wrong")
+        with pytest.raises(ServiceError) as refused:
+            wrong.best(UNTUNED)
+        assert refused.value.status == 401 and not (tmp_path / "other.json").exists()
     stored = json.loads(cache.read_text())["sw26010"]
     assert stored == {TUNED.key: best, UNTUNED.key: None}
     # the service is gone: the cache still answers, and an unknown workload is untuned with a warning
