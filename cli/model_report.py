@@ -9,6 +9,8 @@ from rich.table import Table
 
 from cli.output import RATE, console
 
+MPE_LINES = 5  # the MPE operators the report names one by one (most time first), then one line for the rest
+
 
 def whole_model_report(mt: Any, model: str, target: str, note: str = "") -> None:
     """The simulated end-to-end time of the whole model, per operator, tuned vs baseline program;
@@ -34,8 +36,13 @@ def whole_model_report(mt: Any, model: str, target: str, note: str = "") -> None
         slower = sm["tuned_ms"] - sm["baseline_ms"]
         console.print(f"[yellow]the tuned program simulates {slower:.3f} ms slower than its baseline[/]: the "
                       "operators above whose tuned ms exceed their baseline ms cost it", soft_wrap=True)
-    for op, why, calls, seconds in mt.mpe_operators():
+    mpe = mt.mpe_operators()
+    for op, why, calls, seconds in mpe[:MPE_LINES]:
         console.print(f"  on the MPE: {op} x{calls} ({seconds * 1e3:.3f} ms): {why}", soft_wrap=True, highlight=False)
+    if len(mpe) > MPE_LINES:
+        rest = mpe[MPE_LINES:]
+        console.print(f"  on the MPE: {len(rest)} more operators ({sum(r[3] for r in rest) * 1e3:.3f} ms)",
+                      soft_wrap=True, highlight=False)
 
 
 def layer_report(layers: list[Any], tasks: list[dict[str, Any]], best: dict[str, Any], target: str,
