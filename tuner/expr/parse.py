@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from tuner.errors import InvalidWorkloadError
@@ -44,7 +45,11 @@ def prim_func_from_script(text: str) -> Any:
     import tvm.script
 
     try:
-        return tvm.script.from_source(text)
+        # in a thread of its own: TVM's prim_func decorator reads every frame of the calling stack
+        # (inspect.stack), which under a deep caller (a test runner, a web server) costs as much as the
+        # parse itself; a fresh thread's stack is a few frames deep
+        with ThreadPoolExecutor(max_workers=1, thread_name_prefix="tvmscript") as pool:
+            return pool.submit(tvm.script.from_source, text).result()
     except Exception as exc:  # noqa: BLE001 -- the TVMScript parser raises many types; all mean "invalid"
         raise InvalidWorkloadError(f"the expression's TVMScript does not parse: {exc}") from None
 
