@@ -13,9 +13,23 @@ from rich.console import Console
 # sub-app is made with this mode; tests/cli_tests/test_help_text.py renders every command's help.
 HELP_MARKUP: Literal["markdown"] = "markdown"
 
+
+def sized_at_print() -> Console:
+    """A console that takes its size from ``COLUMNS`` and ``LINES`` (else the terminal) when it prints.
+
+    rich reads the two variables once, into the console, when they are set as a console is made (and on
+    every print only when they are not). A console made at import would keep that moment's: a process may
+    start with a ``COLUMNS`` nobody chose for it, e.g. a child of one that imported GNU readline, which
+    exports terminfo's 80x24 off a terminal (pytest's, to every pytest-xdist worker), and ``COLUMNS=250``
+    of the caller that runs the command later (typer's CliRunner) would not count."""
+    made = Console()
+    made._width = made._height = None
+    return made
+
+
 # rich resolves sys.stdout at print time, so a console made at import still writes where the
-# command's caller (a terminal, a pipe, typer's CliRunner) points stdout
-console = Console()
+# command's caller (a terminal, a pipe, typer's CliRunner) points stdout; it is sized then too
+console = sized_at_print()
 
 
 def print_json(value: Any) -> None:

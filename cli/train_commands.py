@@ -93,7 +93,7 @@ def train(
         "start training at once with the kernels the log holds while an embedded service tunes the step "
         "(--trials per task); switch to a rebuilt program at a checkpoint (--checkpoint-every, default 2) "
         "whenever the log's schedules make the step at least 5% faster"))] = False,
-    verbose: Annotated[bool, typer.Option(help=VERBOSE_HELP)] = False,
+    verbose: Annotated[bool, typer.Option("--verbose", help=VERBOSE_HELP)] = False,
 ) -> None:
     """Train a model on Sunway: one compiled training step (forward, backward, update), tuned,
     checkpointed, run for --steps steps on the emulator.

@@ -248,8 +248,12 @@ def _whole_model_note(profile: Any, graph: Any, kernels: list[Any]) -> str:
 
 
 # --- tune-model -------------------------------------------------------------------------------
+# the help of a plain `--verbose` flag, as `--json` is one (a `--verbose/--no-verbose` pair widens the option column
+# of the command's help, and so wraps every other option's help into a narrower one)
 VERBOSE_HELP = ("list every task in the tuning table (default: the tasks that take most of the program, then one "
                 "line for the rest)")
+
+
 def _follow(client: Any, submitted: dict[str, Any], names: list[str], deadline: float,
             verbose: bool = False) -> list[dict[str, Any]]:
     """A live table of the submission's tasks (cli.task_table) until none is active (or the deadline passes)."""
@@ -309,7 +313,7 @@ def tune_model(
     timeout: Annotated[float, typer.Option(help="give up following the tasks after this many seconds")] = 1800.0,
     db: Annotated[str | None, typer.Option(envvar="SWTUNE_DATABASE_URL",
                                            help=DB_HELP + "; embedded mode keeps it for `swtune compile`")] = None,
-    verbose: Annotated[bool, typer.Option(help=VERBOSE_HELP)] = False,
+    verbose: Annotated[bool, typer.Option("--verbose", help=VERBOSE_HELP)] = False,
 ) -> None:
     """Tune every task of a model (conv / dense / batch_matmul, expression operators, memory-bound
     operators) and report the per-layer result.

@@ -133,3 +133,15 @@ def test_the_worker_token_comes_from_one_place(tmp_path) -> None:
     assert result.exit_code == 2
     assert result.stderr.splitlines() == ["error: give the token either by SWTUNE_TOKEN/--token or by "
                                           "--token-file, not both"]
+
+
+def test_the_console_is_sized_when_it_prints(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The COLUMNS of the moment the console is made does not outlive it (a pytest-xdist worker starts with the
+    80 that readline exported to it): a command's tables are as wide as its caller's COLUMNS says."""
+    import cli.output
+    from cli.output import sized_at_print
+
+    monkeypatch.setenv("COLUMNS", "80")
+    made = sized_at_print()
+    monkeypatch.setenv("COLUMNS", "250")
+    assert made.width == 250 and cli.output.console.width == 250

@@ -70,7 +70,7 @@ def _rows(output: str) -> dict[str, list[str]]:
 def test_tasks_list_and_show_say_untuned_and_name_workloads_shortly(live: EmbeddedService) -> None:
     names = _ended_submission(live)
     rows = _rows(run(live, "tasks", "list").stdout)
-    # columns: id, label, workload, target, state, trials, failed, best ms, GFLOPS
+    # columns: id, label, workload, target, state, trials, failed, best ms, GFLOPS | GB/s
     assert {name: (r[2], r[4], r[5]) for name, r in rows.items()} == {
         "fc1": ("dense-m16-n64-k128-float32", "done", "1/1"),
         "fc2": ("dense-m32-n64-k64-float32", "done, untuned", "0/0"),
