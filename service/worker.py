@@ -38,7 +38,7 @@ from tuner.measure.base import InfrastructureError, MeasureBackend, MeasureResul
 from tuner.measure.noise import DEFAULT_NOISE
 from tuner.profile import Profile, ProfileError
 from tuner.targets import get_target
-from tuner.workloads import workload_from_json
+from tuner.workloads import Workload, workload_from_json
 
 log = logging.getLogger("swtune.worker")
 
@@ -103,9 +103,21 @@ class Worker:
         # lease names (one backend per profile version, kept: a version's document never changes).
         self.options = options
         self._profiled: dict[int, MeasureBackend] = {}
+        # workloads rebuilt from their JSON, by key: an expression workload parses and analyses its
+        # TVMScript, and the same workload comes back in every lease of its task
+        self._workloads: dict[str, Workload] = {}
         self.stopping = threading.Event()
         self.fatal: str | None = None
         self.counts = {"leased": 0, "posted": 0, "released": 0, "refused": 0}
+
+    def _workload(self, job: dict[str, Any]) -> Workload:
+        """The job's workload, built from its JSON once per key (the service's key of that JSON)."""
+        key = job["workload_key"]
+        if key not in self._workloads:
+            if len(self._workloads) >= 256:  # a long-lived worker sees many tasks: keep the recent ones
+                del self._workloads[next(iter(self._workloads))]
+            self._workloads[key] = workload_from_json(job["workload"])
+        return self._workloads[key]
 
     def stop(self, *_: Any) -> None:
         self.stopping.set()
@@ -185,7 +197,7 @@ class Worker:
                 by_workload.setdefault(job["workload_key"], []).append(job)
             chunk = self.backend.chunk
             for jobs in by_workload.values():
-                workload = workload_from_json(jobs[0]["workload"])
+                workload = self._workload(jobs[0])
                 for start in range(0, len(jobs), chunk):
                     if self.stopping.is_set() or beat.lost.is_set() or self.fatal:
                         break

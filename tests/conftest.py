@@ -3,6 +3,7 @@ cache of emulator builds (tuner.codegen.emulator.cache), one directory shared by
 
 from __future__ import annotations
 
+import inspect
 import os
 import shutil
 import tempfile
@@ -23,6 +24,15 @@ SMALL_WORKLOADS = {
 }
 
 _OWN_CACHE = pytest.StashKey[str]()
+
+# TVM's TVMScript decorators (T.prim_func: run for each of the hundreds of intrinsics that importing
+# tvm.s_tir.tensor_intrin registers, and for each parse) call inspect.stack(). For a frame of frozen or
+# generated code, inspect.getmodule finds no module, and finds it again by scanning all of sys.modules
+# (thousands with torch) on every call: 29 of the 36 s that import took here. These files belong to no
+# module; recorded once, getmodule gives the same answer (None) without the scan.
+for _code_without_module in ("<frozen importlib._bootstrap>", "<frozen importlib._bootstrap_external>", "<ast>",
+                             "<string>", "<frozen runpy>"):
+    inspect.modulesbyfile.setdefault(_code_without_module, "<no module>")
 
 
 def pytest_configure(config: pytest.Config) -> None:

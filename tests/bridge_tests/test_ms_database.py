@@ -17,6 +17,7 @@ from tuner.bridge.ms_database import MemoryStore, SwtuneDatabase, target_key
 tvm = pytest.importorskip("tvm")
 import tvm_ffi  # noqa: E402
 from tvm import te  # noqa: E402
+from tvm.ir.utils import derived_object  # noqa: E402
 from tvm.s_tir import meta_schedule as ms  # noqa: E402
 
 LLVM = {"kind": "llvm", "num-cores": 1}
@@ -225,6 +226,24 @@ def test_get_top_k_of_a_workload_without_records_is_empty(ms_store):
             gc.collect()
 
 
+@derived_object
+class InProcessBuilder(ms.builder.PyBuilder):
+    """MetaSchedule's LocalBuilder's own build and export, run in this process: the LocalBuilder's popen
+    worker spends about a minute importing TVM's tensor intrinsics before its first build."""
+
+    def build(self, build_inputs):
+        from tvm.s_tir.meta_schedule.builder.local_builder import default_build, default_export
+
+        results = []
+        for given in build_inputs:
+            try:
+                results.append(ms.builder.BuilderResult(default_export(default_build(given.mod, given.target, None)),
+                                                        None))
+            except Exception as exc:  # noqa: BLE001 - a candidate that does not build is a result, as upstream's
+                results.append(ms.builder.BuilderResult(None, str(exc)))
+        return results
+
+
 @pytest.mark.slow
 def test_tune_tir_and_compile_tir_through_the_tuning_log(tmp_path):
     """A short MetaSchedule run on llvm stores its records in swtune's SQL log and compiles from it."""
@@ -241,7 +260,7 @@ def test_tune_tir_and_compile_tir_through_the_tuning_log(tmp_path):
     mod = matmul(64)
     ms.tune_tir(mod, target, str(tmp_path / "work"), max_trials_global=4, num_trials_per_iter=4, database=db,
                 strategy="replay-trace", cost_model="random",
-                builder=ms.builder.LocalBuilder(max_workers=1, timeout_sec=300),
+                builder=InProcessBuilder(),
                 runner=ms.runner.LocalRunner(timeout_sec=120))
     assert len(db) >= 1
     reopened = SwtuneDatabase(SqlMetaScheduleStore(Database(url)))  # e.g. at compile time, another process
