@@ -40,6 +40,7 @@ def _kernels(out: Path) -> dict[str, str]:
     return {k["workload_key"]: k["status"] for k in manifest["kernels"]}
 
 
+@pytest.mark.slow
 def test_compile_with_the_local_tuning_log(tmp_path: Path) -> None:
     from db import migrate, records
     from db.engine import Database
@@ -63,6 +64,7 @@ def test_compile_with_the_local_tuning_log(tmp_path: Path) -> None:
     assert (out / "weights.bin").stat().st_size > 0 and (out / "Makefile").exists()
 
 
+@pytest.mark.slow
 def test_compile_with_a_server(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     from service.client import ServiceClient
 
@@ -96,6 +98,7 @@ def test_unknown_model_is_an_error(tmp_path: Path) -> None:
     assert res.exit_code == 2 and "unknown model" in res.output
 
 
+@pytest.mark.slow
 def test_compile_times_the_program_with_the_logs_active_profile_and_its_interval(tmp_path: Path) -> None:
     """A calibrated profile active in the log sets the simulated times; its draws give the whole model an
     interval; the built-in profile gives none and is not named."""
@@ -130,6 +133,7 @@ def test_compile_times_the_program_with_the_logs_active_profile_and_its_interval
     assert tuned > before  # slower waits and launches than the built-in profile's
 
 
+@pytest.mark.slow
 def test_compile_with_a_server_uses_its_active_profile(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
 
     from service.client import ServiceClient

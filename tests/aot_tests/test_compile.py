@@ -100,6 +100,7 @@ def _check(name: str, module: Any, inputs: tuple[Any, ...], tmp_path: Path, capl
     return result
 
 
+@pytest.mark.slow
 def test_alexnet_like(tmp_path: Path, caplog: Any) -> None:
     from tuner.models.torch_models import build
 
@@ -114,6 +115,7 @@ def test_alexnet_like(tmp_path: Path, caplog: Any) -> None:
     assert manifest["outputs"] == [{"shape": [1, 1000]}]
 
 
+@pytest.mark.slow
 def test_resnet18_like(tmp_path: Path, caplog: Any) -> None:
     from tuner.models.torch_models import build
 
@@ -149,6 +151,7 @@ class _Extra(torch.nn.Module):
         return torch.cat([s.flatten(1), u.flatten(1), z.flatten(1)], dim=1), torch.tanh(y).mean(dim=1)
 
 
+@pytest.mark.slow
 def test_other_operators(tmp_path: Path, caplog: Any) -> None:
     torch.manual_seed(0)
     result = _check("extra", _Extra().eval(), (torch.randn(1, 3, 8, 8),), tmp_path, caplog)

@@ -36,6 +36,7 @@ def _inputs(shape: tuple[int, ...]) -> tuple[torch.Tensor, torch.Tensor]:
     return torch.randn(shape, generator=gen), torch.randn(shape, generator=gen)
 
 
+@pytest.mark.slow
 @needs_gcc
 def test_a_chain_of_element_wise_operators_runs_as_one_kernel_and_matches_torch(tmp_path: Path) -> None:
     x, g = _inputs((16, 64))
@@ -53,6 +54,7 @@ def test_a_chain_of_element_wise_operators_runs_as_one_kernel_and_matches_torch(
     np.testing.assert_allclose(got.output.reshape(16, 64), Update()(x, g).numpy(), rtol=1e-6, atol=1e-7)
 
 
+@pytest.mark.slow
 @needs_gcc
 def test_operators_whose_own_fastest_cuts_differ_fuse_on_a_cut_they_share(tmp_path: Path) -> None:
     x, g = _inputs((10, 64))  # a classifier's weight: its multiplies cut rows, its adds columns

@@ -60,6 +60,7 @@ def _pitched_lookup(w: Any) -> Any:
     return cfg
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("compact,by_outer", [(False, False), (True, True)])
 def test_layout_copies_and_pools_on_the_cpes_match_torch_and_their_dma_plans(tmp_path: Path, compact: bool,
                                                                              by_outer: bool, monkeypatch: Any) -> None:
@@ -115,6 +116,7 @@ def test_layout_copies_and_pools_on_the_cpes_match_torch_and_their_dma_plans(tmp
     assert {k: dma_cpe[k] - dma_mpe[k] for k in expected} == expected
 
 
+@pytest.mark.slow
 def test_consecutive_cpe_steps_share_one_spawn(tmp_path: Path) -> None:
     """Grouped: one spawn per run of CPE steps, the same result, and the time model charges a barrier
     instead of a spawn + join for every later phase."""
@@ -147,6 +149,7 @@ class _Transpose(torch.nn.Module):
         return x.transpose(-1, -2)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("shape", [(512, 64), (700, 300), (2, 520, 100)], ids=["even", "ragged", "batched"])
 def test_large_2d_transposes_run_in_square_tiles(tmp_path: Path, shape: tuple[int, ...]) -> None:
     """Whole output rows of 512 leave LDM room for 14 rows (56-B get pieces); 64 x 64 tiles get and put

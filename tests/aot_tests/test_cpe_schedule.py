@@ -101,6 +101,7 @@ def _row_of(op: Any, chosen: list[tuple[Space, int]]) -> tuple[Space, int]:
                 and s.active[i] == op.active and s.db[i] == op.db and s.ldm_bytes[i] == op.ldm_bytes)
 
 
+@pytest.mark.slow
 @needs_cc
 @pytest.mark.parametrize("db,active", [(False, 64), (True, 64), (True, 8), (False, 4)])
 def test_configured_kernels_match_torch_and_the_analysis_dma(tmp_path: Path, monkeypatch: Any, db: bool,

@@ -66,6 +66,7 @@ def _reference(module: Any, inputs: list[Any]) -> np.ndarray:
         return module(*inputs).numpy().ravel()
 
 
+@pytest.mark.slow
 def test_the_fused_form_is_the_task_and_runs_with_the_planned_gets(tmp_path: Path) -> None:
     from tuner.bridge.extract import extract_relax, memory_bound
 

@@ -69,6 +69,7 @@ def _run(out_dir: Path, x: np.ndarray) -> np.ndarray:
     return run.output
 
 
+@pytest.mark.slow
 def test_conv3d_runs_its_tuned_expression_kernels(tmp_path: Path, caplog: Any) -> None:
     module, x, mod = _model()
     configs = _configs(mod)
@@ -92,6 +93,7 @@ def test_conv3d_runs_its_tuned_expression_kernels(tmp_path: Path, caplog: Any) -
     np.testing.assert_allclose(got, ref, rtol=1e-3, atol=1e-5)
 
 
+@pytest.mark.slow
 def test_untuned_conv3d_runs_a_default_schedule_on_the_cpes(tmp_path: Path, caplog: Any) -> None:
     """Issue #46: without a record, the expression operator runs a near record or the OpenACC-like
     baseline on the CPEs (tuner.aot.untuned), as an untuned built-in conv does."""

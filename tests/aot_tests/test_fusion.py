@@ -42,6 +42,7 @@ def _run(out: Path, x: np.ndarray) -> tuple[np.ndarray, dict[str, int]]:
     return run.output, run.report["totals"]
 
 
+@pytest.mark.slow
 def test_unary_epilogues_fuse_into_their_kernels(tmp_path: Path) -> None:
     from tuner.bridge.extract import torch_to_relax
 
@@ -84,6 +85,7 @@ class _BiasNet(torch.nn.Module):
         return F.gelu(self.fc(y.flatten(1))), self.seq(y.flatten(2))
 
 
+@pytest.mark.slow
 def test_per_channel_epilogues_fuse_and_fetch_their_vectors_once_per_cpe(tmp_path: Path) -> None:
     from tuner.bridge.extract import torch_to_relax
 
@@ -117,6 +119,7 @@ class _ResidualNet(torch.nn.Module):
         return F.relu(self.bn(self.conv(x)) + x)
 
 
+@pytest.mark.slow
 def test_residual_add_fuses_with_its_operand_dma_in_the_analysis(tmp_path: Path) -> None:
     """The residual add runs in the conv kernel: a workload of its own (epilogue=residual_add), and
     its operand's gets (the emulator's counts) are the analysis' plan for them; the same result."""
@@ -174,6 +177,7 @@ class _BackwardLikeNet(torch.nn.Module):
         return g * (1.0 - t * t)
 
 
+@pytest.mark.slow
 def test_residual_multiply_fuses_a_derivative_computed_after_the_gemm(tmp_path: Path) -> None:
     from tuner.bridge.extract import extract_relax, torch_to_relax
     from tuner.space.space import ScheduleSpace

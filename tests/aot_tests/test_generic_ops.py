@@ -66,6 +66,7 @@ def _compare(got: np.ndarray, refs: list[np.ndarray], names: list[str]) -> None:
         np.testing.assert_allclose(part, ref, rtol=1e-3, atol=1e-5, err_msg=name)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("mode", ["none", "all"])
 def test_every_generic_operator_matches_torch_on_the_emulator(tmp_path: Path, mode: str) -> None:
     """mode none: every operator as plain C on the MPE; all: every one that slices as a CPE kernel."""
@@ -106,6 +107,7 @@ class _OnnxBlock(torch.nn.Module):
         return self.ln(F.gelu(self.lin(t)))
 
 
+@pytest.mark.slow
 def test_onnx_clip_erf_layer_norm(tmp_path: Path) -> None:
     pytest.importorskip("onnx")
     from tuner.bridge.extract import onnx_to_relax
@@ -122,6 +124,7 @@ def test_onnx_clip_erf_layer_norm(tmp_path: Path) -> None:
     _compare(_run(result.out_dir, x.numpy()), [ref], ["onnx block"])
 
 
+@pytest.mark.slow
 def test_memory_bound_kernel_dma_matches_its_plan(tmp_path: Path) -> None:
     """A layer_norm as a CPE kernel: its emulator DMA counts equal the plan the time model uses."""
 
@@ -154,6 +157,7 @@ class _Embedding(torch.nn.Module):
         return self.emb(ids) * 2 + x, torch.gather(x, 2, ids.unsqueeze(-1).expand(2, 8, 4) % 16)
 
 
+@pytest.mark.slow
 def test_integer_inputs_are_read_in_their_own_dtype(tmp_path: Path) -> None:
     """An int64 input (token ids) is read from its own dtype's file and kept in the model's dtype:
     the model's dtype is its float input's, and the embedding and gather match torch exactly."""

@@ -87,6 +87,7 @@ def _tuned_lookup(mod: Any) -> tuple[Any, list[Any]]:
     return lookup, workloads
 
 
+@pytest.mark.slow
 @needs_make
 @pytest.mark.parametrize("frontend", ["torch", "onnx"])
 def test_every_matmul_form_is_a_tuned_task_and_matches_torch(tmp_path: Path, frontend: str) -> None:
@@ -151,6 +152,7 @@ def test_attention_reads_k_without_a_transpose_copy(tmp_path: Path, frontend: st
     assert not [n for n in graph.nodes if n.op == "transpose"]
 
 
+@pytest.mark.slow
 @needs_make
 @pytest.mark.parametrize("frontend", ["torch", "onnx"])
 def test_conv1d_is_a_conv2d_of_height_one_and_matches_torch(tmp_path: Path, frontend: str) -> None:

@@ -121,6 +121,7 @@ def test_the_space_of_a_memory_bound_operator_makes_sense(tasks: Any) -> None:
     assert times.min() < 0.5 * np.median(times)  # the schedule matters: tuning has something to find
 
 
+@pytest.mark.slow
 @needs_gcc
 def test_compiled_with_tuned_expression_kernels_matches_torch(model: tuple[Any, Any, Any], tasks: Any,
                                                               configs: dict[str, dict[str, Any]],
@@ -143,6 +144,7 @@ def test_compiled_with_tuned_expression_kernels_matches_torch(model: tuple[Any, 
     np.testing.assert_allclose(got.output, _reference(module, x), rtol=1e-3, atol=1e-5)
 
 
+@pytest.mark.slow
 @needs_gcc
 def test_default_compile_keeps_the_faster_lowering_and_times_it(model: tuple[Any, Any, Any],
                                                                   configs: dict[str, dict[str, Any]],

@@ -66,6 +66,7 @@ class _Ops(torch.nn.Module):
         return tuple(OPS[n](x) for n in self.names)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("mode", ["none", "all"])
 def test_each_operator_matches_torch_on_the_emulator(tmp_path: Path, mode: str) -> None:
     from tuner.bridge.extract import torch_to_relax
@@ -100,6 +101,7 @@ def test_where_each_operator_runs(tmp_path: Path, name: str) -> None:
 KERNELS = {"per_channel_affine": 2, "cumsum": 1, "masked_softmax": 2, "mish": 7, "argmax": 2, "pad_reflect": 2}
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", sorted(KERNELS))
 def test_kernel_dma_matches_its_plan(tmp_path: Path, name: str) -> None:
     """The emulator's DMA counts of a kernel with a per-channel operand sliced along the channels, of the
@@ -129,6 +131,7 @@ def test_kernel_dma_matches_its_plan(tmp_path: Path, name: str) -> None:
     (2, (1, 4, 128, 128)),  # a channel of 64 KB: four rows of 16 KB each
     (2, (2, 8, 64, 64)),  # a batch of two
 ])
+@pytest.mark.slow
 def test_a_group_larger_than_ldm_runs_in_two_passes_on_the_cpes(tmp_path: Path, groups: int,
                                                                   shape: tuple[int, ...]) -> None:
     """group_norm holding a group in LDM (in and out) does not fit when the group is larger than half of
@@ -193,6 +196,7 @@ class _GroupNormByHand(torch.nn.Module):
         return ((v - mean) / torch.sqrt(var + 1e-5)).reshape(x.shape)
 
 
+@pytest.mark.slow
 def test_a_long_variance_and_a_per_row_operand_run_on_the_cpes(tmp_path: Path) -> None:
     """A variance over rows too long for LDM is pooled from shorter rows' moments; the centring reads
     a [N, G, 1] mean per block of the [N, G, L] rows cut along L (an operand that varies with the

@@ -121,6 +121,7 @@ def _tvm_resize(x: np.ndarray, size: tuple[int, int], method: str, coord: str, r
     return vm["main"](tvm.runtime.tensor(x)).numpy()
 
 
+@pytest.mark.slow
 def test_resize_semantics_match_tvm_in_every_mode() -> None:
     """Every coordinate mode and rounding the kernel takes (ONNX imports use more of them than torch)
     against TVM's own legalized resize2d: nearest equal (on sizes where no coordinate is an exact tie,
@@ -165,6 +166,7 @@ def test_resizes_of_model_size_win_on_the_cpes() -> None:
     assert plan_resize(("cubic", "half_pixel", "round"), (1, 1, 4, 4), (1, 1, 8, 8), tgt, 4) is None
 
 
+@pytest.mark.slow
 def test_unet_resizes_leave_the_mpe(tmp_path: Path) -> None:
     """The U-Net family compiled as tests/bridge_tests/test_model_families.py compiles it (untuned):
     both its resizes (bilinear, nearest) run on the CPEs, and the MPE's share of its simulated time,

@@ -39,12 +39,14 @@ def _best_of(w: Any, n: int = 64) -> dict[str, Any] | None:
     return space.decode(rows[int(np.argmin(simulate(space, rows)))])
 
 
+@pytest.mark.slow
 def test_untuned_program_is_the_baseline_program(resnet: Any, tmp_path: Path) -> None:
     mt = compile_model(resnet, TARGET, tmp_path / "a", lambda w: None).timing
     assert mt is not None
     assert mt.tuned_s == pytest.approx(mt.baseline_s) and mt.speedup == pytest.approx(1.0)
 
 
+@pytest.mark.slow
 def test_every_step_is_timed_and_kernels_match_the_simulator(resnet: Any, tmp_path: Path) -> None:
     # kernels as the simulator sees them, each with its own spawn, everything else on the MPE
     plain: dict[str, Any] = {"cpe_mode": "none", "group_launches": False}

@@ -18,6 +18,7 @@ from tuner.space import ScheduleSpace  # noqa: E402
 from tuner.workloads import Dense  # noqa: E402
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", sorted(PEERS))
 def test_peer_counts_only_new_valid_trials(name):
     space = ScheduleSpace(Dense(64, 256, 256, "float32"), "sw26010")

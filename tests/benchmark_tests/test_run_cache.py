@@ -9,6 +9,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
 
 import run_cache  # noqa: E402
@@ -103,6 +105,7 @@ def _stored_runs(cache: Path) -> int:
     return sum(json.loads(line)["method"] != "random_law" for line in cache.read_text().splitlines())
 
 
+@pytest.mark.slow
 def test_separate_pieces_merge_into_one_summary_and_a_rerun_reuses_them(tmp_path):
     cache, png = tmp_path / "runs.jsonl", tmp_path / "c.png"
     first, _ = _run(cache, png, "ours")

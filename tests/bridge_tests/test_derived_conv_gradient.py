@@ -56,6 +56,7 @@ print(len(tasks), max(errors))
 '''
 
 
+@pytest.mark.slow
 def test_a_cnn_backward_graph_uses_the_derived_conv_gradients():
     done = subprocess.run([sys.executable, "-c", SCRIPT], cwd=ROOT, capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stderr[-3000:]

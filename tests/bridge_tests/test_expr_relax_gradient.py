@@ -91,6 +91,7 @@ def test_a_max_pool_expression_routes_its_gradient_through_the_argmax_in_relax()
         lambda x: torch.nn.functional.max_pool2d(x, 3, 2, 1) ** 2, arrays))
 
 
+@pytest.mark.slow
 @pytest.mark.needs("gcc", "make")
 def test_the_max_pool_expression_gradient_compiles_ahead_of_time_and_matches_torch(tmp_path):
     """The same backward graph (argmax, positions -- a function of no inputs --, the gradient operators)

@@ -20,6 +20,7 @@ def resnet_tasks():
     return extract_torch(module, inputs)
 
 
+@pytest.mark.slow
 def test_alexnet_tasks_equal_the_reference_layer_table():
     module, inputs = build("alexnet")
     tasks = extract_torch(module, inputs)
@@ -37,6 +38,7 @@ def test_alexnet_tasks_equal_the_reference_layer_table():
     assert tasks.untuned == {"add": 6, "nn.relu": 5, "zeros_like": 3}
 
 
+@pytest.mark.slow
 def test_resnet_repeated_layers_are_merged_with_their_counts(resnet_tasks):
     by_key = {l.workload.key: l for l in resnet_tasks.layers}
     stage1 = Conv2d(1, 16, 16, 16, 16, 3, 3, pad_h=1, pad_w=1)
@@ -66,6 +68,7 @@ def test_operators_we_cannot_tune_are_listed_not_dropped(resnet_tasks):
     assert kernels == ["mean", "nn_max_pool2d"]
 
 
+@pytest.mark.slow
 def test_onnx_file_gives_the_same_tasks_as_torch(tmp_path):
     import torch
 

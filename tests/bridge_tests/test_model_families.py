@@ -27,6 +27,7 @@ def test_thirteen_families_beside_the_seven_of_the_zoo() -> None:
     assert len(FAMILIES) == 13 and set(FAMILIES) <= set(TORCH_MODELS) and len(TORCH_MODELS) == 20
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", sorted(FAMILIES))
 def test_family_compiles_and_matches_torch_on_the_emulator(tmp_path: Path, name: str) -> None:
     from tuner.aot import compile_model
@@ -42,6 +43,7 @@ def test_family_compiles_and_matches_torch_on_the_emulator(tmp_path: Path, name:
     np.testing.assert_allclose(got.reshape(ref.shape), ref, rtol=1e-3, atol=1e-5)
 
 
+@pytest.mark.slow
 def test_an_onnx_export_with_shape_arithmetic_imports_compiles_and_matches_torch(tmp_path: Path) -> None:
     """The unrolled LSTM expands its zero state to ``x.shape[0]``: its ONNX export computes the batch
     with Shape -> Gather, which TVM's ONNX importer alone cannot read (the import folds it first)."""

@@ -182,6 +182,7 @@ def _answers(db, mod, secs):
         found.workload.mod, mod)
 
 
+@pytest.mark.slow
 def test_two_modules_queried_in_turn_never_get_each_others_records(ms_store):
     """Each result is dropped at once and collected, so its objects' addresses are free for the next
     query's objects: an id cached by address would hand one module the other's record (issue 48)."""

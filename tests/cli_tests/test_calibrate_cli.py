@@ -70,6 +70,7 @@ def test_published_fit_prints_every_parameter_and_the_cross_validated_error(tmp_
     assert not (tmp_path / "swtune.db").exists()
 
 
+@pytest.mark.slow
 def test_csv_fit_is_stored_as_the_next_active_version(backend_url: str, tmp_path: Path):
     path = _write_csv(tmp_path / "runs.csv", _hardware_rows())
     args = ["calibrate", "--csv", str(path), "--db", backend_url, "--bootstrap", "2", "--folds", "2"]
@@ -113,6 +114,7 @@ def test_a_bad_csv_row_is_named_and_nothing_is_stored(backend_url: str, tmp_path
     assert _profiles(backend_url) == []
 
 
+@pytest.mark.slow
 def test_a_profile_that_breaks_a_facts_figure_is_stored_but_not_activated(backend_url: str, tmp_path: Path):
     # runs of a core group whose kernels pay swDNN's costs (a long register-block start-up, DMA added to
     # compute): the simulator's best DGEMM then falls far below FACTS' 0.80-0.95 of peak

@@ -67,6 +67,7 @@ def _rows(output: str) -> dict[str, list[str]]:
     return rows
 
 
+@pytest.mark.slow
 def test_tasks_list_and_show_say_untuned_and_name_workloads_shortly(live: EmbeddedService) -> None:
     names = _ended_submission(live)
     rows = _rows(run(live, "tasks", "list").stdout)

@@ -29,6 +29,7 @@ TIR_CASES = [
 OPS = {"dense": TIR_CASES[0:2], "batch_matmul": TIR_CASES[2:4], "conv2d": TIR_CASES[4:]}
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("op", sorted(OPS))
 def test_tir_walk_matches_analysis(op):
     """LDM bytes and DMA requests/bytes per buffer from the lowered TIR equal the analysis (~50 configs)."""
@@ -188,6 +189,7 @@ def test_db_c_put_is_asynchronous_and_waited_before_reuse():
     assert "C_buf" not in single and "SW_WAIT(&c_reply[0], c_exp[0]);" in single
 
 
+@pytest.mark.slow
 def test_random_configs_on_emulator(backend):
     rng = np.random.default_rng(7)
     for wl, target in TIR_CASES[::2]:

@@ -33,6 +33,7 @@ CASES = [("linalg.py:weighted_gemm", {"m": 24, "n": 20, "k": 36}), ("linalg.py:g
          ("conv.py:conv1d", {"n": 2, "c": 6, "w": 19, "k": 10, "s": 3, "stride": 2})]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("ref, args", CASES)
 def test_expression_kernels_run_right_on_the_emulator(ref, args, tmp_path):
     space = space_for(_op(ref, **args), "sw26010")
@@ -115,6 +116,7 @@ def test_simd_the_space_offers_is_the_simd_codegen_emits(ref, args):
             assert in_regs == ("_c0_0" in slave or "_s0_0" in slave), (sub.decode(row), slave[-3000:])
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("ref, args", [("mathfn.py:l1_distance", {"m": 12, "n": 10, "d": 9}),
                                        ("mathfn.py:exp_gemm", {"m": 12, "n": 10, "k": 9})])
 def test_math_functions_run_right(ref, args, tmp_path):

@@ -136,6 +136,7 @@ def emulate(workdir, w: Workload, cfg: dict) -> dict:
     return json.loads(reports[0].read_text())
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", sorted(EMU))
 def test_rlc_on_emulator_matches_model(backend_dir, name):
     """Every CPE's RLC ops (2 per message sent as a broadcast, 2 per message received) equal the
@@ -182,6 +183,7 @@ def test_bcast_column_rlc_of_ragged_unaligned_requests(backend_dir):
     assert np.sum(gets) == rep["totals"]["rlc_get"]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", ["ragged_2x2", "dgemm_8x8"])
 def test_bcast_column_rlc_on_emulator_matches_model(backend_dir, name):
     """bcast's b on SW26010: the model charges the column RLC the C issues (``sw_rlc_col_span``), and

@@ -63,6 +63,7 @@ def test_model_splits_the_kernel_into_compute_and_dma():
     assert m["full_kernel_s"] == pytest.approx(m["compute_only_s"] + dma, rel=1e-9)
 
 
+@pytest.mark.slow
 @pytest.mark.needs("gcc", "objcopy", "nm")
 def test_twin_runs_with_no_dma_and_the_full_kernel_stays_right(tmp_path):
     split = _split()

@@ -34,6 +34,7 @@ def _layer_norm_task():
     return kernel_workload(node, "float32")
 
 
+@pytest.mark.slow
 def test_emulator_measures_cpe_kernel_configs(tmp_path: Path) -> None:
     wl = _layer_norm_task()
     space = space_for(wl, TARGET)

@@ -62,6 +62,7 @@ def tasks(model: Any) -> dict[str, Any]:
     return {layer.workload.name: layer.workload for layer in layers if layer.workload.op == "cpe_kernel"}
 
 
+@pytest.mark.slow
 def test_multi_block_operators_are_tasks_that_round_trip(tasks: dict[str, Any]) -> None:
     assert set(tasks) == {"nn_layer_norm", "nn_softmax", "nn_max_pool2d"}
     for wl in tasks.values():

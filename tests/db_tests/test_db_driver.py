@@ -76,6 +76,7 @@ def test_driver_fills_queues_within_budget_and_finishes_tasks(database: Database
     assert driver.stats.finished == 2 and driver.stats.conflicts == 0
 
 
+@pytest.mark.slow
 def test_a_restarted_driver_resumes_without_remeasuring_or_overspending(database: Database) -> None:
     tasks = submit(database, 24, strategy="model")
     first = TuningDriver(database, settings(database.url))
@@ -102,6 +103,7 @@ def test_a_restarted_driver_resumes_without_remeasuring_or_overspending(database
     second.db.dispose()
 
 
+@pytest.mark.slow
 def test_two_drivers_on_one_database_never_enqueue_a_config_twice(database: Database, backend_kind: str) -> None:
     tasks = submit(database, 40)
     drivers = [TuningDriver(Database(database.url), settings(database.url, queue_depth=6)) for _ in range(2)]
@@ -156,6 +158,7 @@ def test_a_task_locked_by_another_replica_is_skipped(database: Database, backend
     b.db.dispose()
 
 
+@pytest.mark.slow
 def test_a_new_task_transfers_from_the_targets_other_workloads(database: Database) -> None:
     """The cost model of a task on a workload never measured starts from a base model of the target's
     other workloads' measurements (none with transfer off): no random warm-up, and it ranks the new

@@ -118,6 +118,7 @@ def test_bad_input_writes_nothing(database: Database, bad: dict[str, Any]) -> No
     assert row_counts(database) == before == (0, 0, 0, 0)
 
 
+@pytest.mark.slow
 def test_the_driver_spends_one_budget_and_the_heavier_task_gets_more(database: Database) -> None:
     sub = create(database, 96, per_round=8)
     with database.session() as s:  # a task outside any submission keeps its own budget alongside
@@ -140,6 +141,7 @@ def test_the_driver_spends_one_budget_and_the_heavier_task_gets_more(database: D
     assert drv.stats.granted == 96 and drv.stats.submissions_finished == 1
 
 
+@pytest.mark.slow
 def test_a_restarted_driver_continues_the_submission_within_its_budget(database: Database) -> None:
     sub = create(database, 80, per_round=8)
     first = run(database, driver(database), sub.id, until=lambda s: s.trials_done >= 32)

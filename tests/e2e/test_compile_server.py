@@ -26,6 +26,7 @@ MODEL = ["resnet18", "--width", "0.0625", "--image", "32"]
 DENSE = Dense(1, 1000, 32)  # the classifier of that model
 
 
+@pytest.mark.slow
 def test_compile_looks_schedules_up_on_a_live_server(backend_url: str, tmp_path: Path) -> None:
     space = ScheduleSpace(DENSE, "sw26010")
     rows = space.sample(32, rng=3)  # the fastest: a compile keeps a record only when it beats the baseline

@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import io
 
+import pytest
 from rich.console import Console
 
 from service.demo import run_demo
 
 
+@pytest.mark.slow
 def test_demo_tunes_alexnet_conv_and_vgg19_fc_layers(tmp_path) -> None:
     out = io.StringIO()
     results = run_demo(trials=4, workers=1, db_path=str(tmp_path / "demo.db"), strategy="random",

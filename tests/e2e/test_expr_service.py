@@ -26,6 +26,7 @@ from tuner.workloads import workload_from_json
 TRIALS = 16
 
 
+@pytest.mark.slow
 @pytest.mark.needs("gcc", "objcopy", "nm")
 def test_custom_operator_submitted_tuned_looked_up_and_compiled(backend_url: str, tmp_path: Path) -> None:
     wl = workload_from_op(f"{REPO}/examples/ops/linalg.py:weighted_gemm", {"m": 24, "n": 20, "k": 36})

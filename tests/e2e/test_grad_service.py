@@ -26,6 +26,7 @@ from tuner.workloads import workload_from_json
 TRIALS = 8
 
 
+@pytest.mark.slow
 @pytest.mark.needs("gcc", "objcopy", "nm")
 def test_gradient_operators_submitted_tuned_looked_up_and_compiled(backend_url: str, tmp_path: Path) -> None:
     grads = tmp_path / "grads.json"

@@ -49,6 +49,7 @@ def _start_worker(base: str, url: str, token: str, name: str, latency: float) ->
                             cwd=REPO, env={**_env(url), "SWTUNE_TOKEN": token})
 
 
+@pytest.mark.slow
 def test_alexnet_over_http_with_a_worker_killed(backend_url: str) -> None:
     db = Database(backend_url)
     with db.session() as s:

@@ -16,6 +16,7 @@ from cli.app import build_app  # noqa: E402
 app = build_app()
 
 
+@pytest.mark.slow
 def test_tune_model_then_compile_embedded(tmp_path: Path) -> None:
     """tune-model keeps its log at --db; compile reads the same log and every kernel is tuned."""
     url = f"sqlite:///{tmp_path / 'swtune.db'}"
@@ -47,6 +48,7 @@ def test_tune_model_then_compile_embedded(tmp_path: Path) -> None:
     assert all(k["status"] == "tuned" for k in cpe), cpe
 
 
+@pytest.mark.slow
 def test_tune_model_names_an_operator_that_cannot_compile_before_tuning(tmp_path: Path, monkeypatch) -> None:
     from tuner.ir import relax_reader
 

@@ -54,6 +54,7 @@ def check(tensors, reference=None, fd_tol=1e-6, ag_tol=1e-10):
     return differentiate(tensors)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("kw", [dict(stride=1), dict(stride=2), dict(stride=2, r=1, pad=0),
                                 dict(stride=1, dilation=2, pad=2), dict(stride=3, h=10, w=10),
                                 dict(groups=3, c=3, k=6), dict(groups=2, c=4, k=4, stride=2)],
@@ -203,6 +204,7 @@ def test_float32_operators_are_checked_in_float64():
     assert differentiate([a, out]).operators[0].workload().dtype == "float32"
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("which", ["max_pool", "conv_weight"])
 def test_derived_operators_dma_counts_match_the_analysis(which):
     """A max-pool gradient reads data_pad[2*i + 1] (an offset on a strided tiled axis) and a strided
@@ -234,6 +236,7 @@ def test_derived_operators_dma_counts_match_the_analysis(which):
     assert checked >= 12
 
 
+@pytest.mark.slow
 def test_a_mixed_radix_index_is_viewed_as_two_dimensions_not_split_by_residue():
     """A grouped conv's input channel g * C_g + c and a non-overlapping pool's 2 * y + r are bijections:
     one operator each, exact multiply-adds."""
@@ -282,6 +285,7 @@ def test_conv3d_weight_gradient_with_a_one_point_output_tile_runs_on_the_emulato
     assert result.status == "ok", result.error
 
 
+@pytest.mark.slow
 def test_argmax_operators_run_on_the_emulator_on_inputs_where_the_equality_holds():
     """The argmax and the gradients routed to it compare operands for equality: on uniform random
     inputs that never holds (every output the 'no point' value), so they are checked on small integers,

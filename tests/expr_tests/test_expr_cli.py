@@ -32,6 +32,7 @@ def test_tune_op_errors_are_one_line(examples, tmp_path):
     assert res.exit_code == 2 and "unexpected keyword" in res.output
 
 
+@pytest.mark.slow
 def test_check_op_last_line_is_the_summary(examples):
     res = CliRunner().invoke(app, ["check-op", f"{examples}/conv.py:conv2d_transpose", "--args",
                                    '{"n": 1, "c": 3, "h": 4, "w": 5, "k": 4, "r": 3}', "--configs", "6"])

@@ -12,6 +12,7 @@ from tuner.errors import InvalidWorkloadError
 from tuner.expr.workload import ExprWorkload, workload_from_op
 
 
+@pytest.mark.slow
 def test_key_is_stable_in_a_fresh_process_and_follows_shapes(examples):
     wl = workload_from_op(f"{examples}/linalg.py:gemv", {"m": 64, "k": 32})
     code = ("import json, sys; from tuner.expr.workload import workload_from_op; "

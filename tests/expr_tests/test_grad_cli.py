@@ -35,6 +35,7 @@ def test_grad_json_lines_carry_the_workloads(examples):
     assert all(x["workload_key"].startswith("expr-weighted_gemm_grad_") for x in lines)
 
 
+@pytest.mark.slow
 def test_check_grad_checks_numerically_and_on_the_emulator(examples):
     res = CliRunner().invoke(app, ["check-grad", f"{examples}/nn.py:conv2d", "--args", STRIDED,
                                    "--torch", f"{examples}/nn.py:conv2d_torch", "--configs", "2"])
@@ -55,6 +56,7 @@ def test_check_grad_refuses_what_it_cannot_differentiate_in_one_line(examples, t
     assert res.exit_code == 2 and "not valid JSON" in res.output
 
 
+@pytest.mark.slow
 def test_check_grad_of_a_multi_stage_layer_norm(examples):
     """Eight gradient operators (mean, variance, normalise: the chain rule over stages); the emulator's
     random inputs make some variances negative, where the reference and the kernel both give NaN."""

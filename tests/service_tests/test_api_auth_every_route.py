@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import re
 
+import pytest
 from starlette.routing import Mount
 
 # public on purpose: probes (liveness, readiness, Prometheus scraping), the OpenAPI schema and its
@@ -40,6 +41,7 @@ def _operations(app) -> list[tuple[str, str]]:
     return sorted(ops)
 
 
+@pytest.mark.slow
 def test_every_route_but_the_public_ones_refuses_a_missing_or_wrong_token(api) -> None:
     ops = _operations(api.app)
     assert PUBLIC <= set(ops), PUBLIC - set(ops)  # the list names no route that is gone

@@ -45,6 +45,7 @@ def _count(api, table) -> int:
         return s.scalar(select(func.count()).select_from(table))
 
 
+@pytest.mark.slow
 def test_cpe_kernel_task_is_tuned_through_the_service(api) -> None:
     spec = _softmax()
     r = api.client.post("/api/v1/tasks", json={"workloads": [spec], "target": "sw26010", "trials": TRIALS},

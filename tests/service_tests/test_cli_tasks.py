@@ -163,6 +163,7 @@ def _one_line_error(result: Any, *needles: str) -> None:
         assert needle in lines[0], lines[0]
 
 
+@pytest.mark.slow
 def test_errors_are_one_line_with_exit_code_2(live: Live) -> None:
     url, tokens = live.url, live.tokens
     read_token = tokens["read"]

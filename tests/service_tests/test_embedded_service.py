@@ -22,6 +22,7 @@ def _down(url: str) -> bool:
     return False
 
 
+@pytest.mark.slow
 def test_a_task_is_tuned_by_the_embedded_driver_and_workers(tmp_path: Path) -> None:
     with embedded_service(f"sqlite:///{tmp_path / 'log.db'}", workers=1) as service, service.client() as client:
         created = client.submit([DENSE], "sw26010", 4, strategy="random")

@@ -172,11 +172,13 @@ def _run(url: str, tmp_path: Path, fault: str) -> None:
         db.dispose()
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("fault", ["sigstop", "server_kill"])
 def test_faults_lose_nothing_and_count_nothing_twice(backend_url: str, tmp_path: Path, fault: str) -> None:
     _run(backend_url, tmp_path, fault)
 
 
+@pytest.mark.slow
 def test_dropped_database_connections_lose_nothing(backend_kind: str, backend_url: str, tmp_path: Path) -> None:
     if backend_kind != "postgresql":
         pytest.skip("connections to drop exist on PostgreSQL only (SQLite is a file)")

@@ -9,6 +9,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
+import pytest
 from backends import fresh_url
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -32,6 +33,7 @@ SERVICE_OPERATIONS = {
 }
 
 
+@pytest.mark.slow
 def test_schemathesis_finds_no_server_error_and_no_schema_violation(backend_kind: str, tmp_path: Path) -> None:
     with fresh_url(backend_kind, tmp_path) as url:
         summary = fuzz.fuzz_url(url, seed_value=1, max_examples=30, max_time=50, workers=1)

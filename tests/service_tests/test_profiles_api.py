@@ -117,6 +117,7 @@ def test_only_an_admin_token_stores_or_activates_a_profile(api: Api) -> None:
     assert api.client.get(f"/api/v1/profiles/{TARGET}", headers=api.headers("worker")).status_code == 403
 
 
+@pytest.mark.slow
 def test_a_simulator_worker_measures_with_the_active_profile_of_its_lease(api: Api) -> None:
     _post_profile(api, FITTED.with_values({"dma_overlap": 0.9}).to_json())  # version 1, soon inactive
     assert _post_profile(api, FITTED.to_json()).json()["version"] == 2

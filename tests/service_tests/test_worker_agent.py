@@ -76,6 +76,7 @@ def test_the_sunway_backend_never_pretends() -> None:
     assert bad.status == "compile_error" and bad.source is Source.HARDWARE and "codegen failed" in bad.error
 
 
+@pytest.mark.slow
 def test_the_sunway_backend_builds_runs_and_parses_with_its_command_templates(tmp_path) -> None:
     # the athread emulator stands in for sw5cc + bsub: same templates, same timing line
     emulator = REPO / "tuner" / "codegen" / "emulator"
@@ -122,6 +123,7 @@ class _BreaksAfter:
         return done
 
 
+@pytest.mark.slow
 def test_a_machine_that_cannot_measure_keeps_what_it_measured_and_hands_back_the_rest(api) -> None:
     task_with_jobs(api.db, 4)
     client = ServiceClient("http://testserver", api.tokens["worker"], http=api.client)

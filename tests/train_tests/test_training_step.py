@@ -238,6 +238,7 @@ class _TwoConvNet(torch.nn.Module):
         return self.fc(torch.relu(self.c2(torch.relu(self.c1(x)))).flatten(1))
 
 
+@pytest.mark.slow
 def test_a_derived_data_gradient_takes_the_relu_mask_as_its_epilogue(tmp_path: Path) -> None:
     from tuner.bridge.extract import extract_relax, memory_bound
     from tuner.space.factory import space_for

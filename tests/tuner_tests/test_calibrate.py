@@ -70,6 +70,7 @@ def test_replay_fit_cross_validates_within_the_issue_bounds_and_keeps_the_facts(
     assert not check(swdnn_code)["dgemm_peak_fraction"]["holds"]
 
 
+@pytest.mark.slow
 def test_recovery_finds_a_hidden_profile_and_predicts_unseen_configs():
     rec = recover(workloads=(Dense(512, 512, 512, "float32"), Conv2d(8, 64, 16, 16, 64, 3, 3)), per_workload=15,
                   bootstrap=6)

@@ -44,6 +44,7 @@ def test_fitted_reproduces_every_calibration_point(target: str, count: int) -> N
     assert errs.max() <= 0.15, f"{target}: max rel err {errs.max():.3f} at {worst}"
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("target", TARGETS)
 def test_fitted_literals_are_the_current_fit(target: str) -> None:
     # FITTED holds the output of benchmarks/fit_dma.py; tolerant to last-digit floating-point drift

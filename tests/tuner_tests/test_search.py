@@ -26,6 +26,7 @@ def small_space():
     return space, every
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", strategy_names())
 def test_strategy_finds_the_optimum_of_a_small_space(name, small_space):
     space, every = small_space
@@ -43,6 +44,7 @@ def test_strategy_finds_the_optimum_of_a_small_space(name, small_space):
     assert search.best_time == pytest.approx(optimum, rel=1e-9)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", strategy_names())
 def test_strategy_never_proposes_measured_or_in_flight_configs(name):
     space = ScheduleSpace(Conv2d(1, 16, 14, 14, 32, 3, 3, pad_h=1, pad_w=1), "sw26010")
@@ -61,6 +63,7 @@ def test_strategy_never_proposes_measured_or_in_flight_configs(name):
     assert search.n_measured == 6 * 24
 
 
+@pytest.mark.slow
 def test_model_guided_beats_random_on_a_big_space():
     space = ScheduleSpace(Conv2d(1, 64, 27, 27, 192, 5, 5, pad_h=2, pad_w=2), "sw26010")
     sim = Simulator()
@@ -136,6 +139,7 @@ def test_single_knob_moves_are_every_valid_one_knob_change():
     assert {r.tobytes() for r in got} == expected and len(got) == len(expected) > 0
 
 
+@pytest.mark.slow
 def test_local_share_goes_to_neighbours_of_the_measured_incumbents():
     from tuner.search.neighbourhood import single_knob_moves
 
@@ -188,6 +192,7 @@ def test_roofline_estimate_ranks_configs_like_the_simulator():
     assert np.corrcoef(rank(est), rank(t))[0, 1] > 0.8
 
 
+@pytest.mark.slow
 def test_climb_share_is_proposed_and_never_exceeds_the_round():
     space = ScheduleSpace(Conv2d(1, 64, 27, 27, 192, 5, 5, pad_h=2, pad_w=2), "sw26010")
     sim = Simulator(noise=0.0)

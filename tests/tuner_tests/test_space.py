@@ -183,6 +183,7 @@ def test_neighbours_stay_valid_and_close(small_workload):
     assert changed.max() <= 1 and changed.mean() > 0.3
 
 
+@pytest.mark.slow
 def test_enumeration_of_a_small_space_is_complete_and_valid():
     space = ScheduleSpace(Dense(4, 4, 4, "float32"), "sw26010", restrict={"unroll": [1, 4], "dma": ["rows"],
                                                                           "db_c": [0]})
