@@ -44,15 +44,27 @@ def test_resnet18_with_the_tuned_layer3_conv_trains_as_torch(tmp_path: Path) -> 
         used.add(getattr(w, "key", ""))
         return CONFIG if getattr(w, "key", "") == KEY else None
 
-    compile_training(step, "sw26010", tmp_path, lookup, "resnet18_small")
+    program = compile_training(step, "sw26010", tmp_path, lookup, "resnet18_small")
     assert KEY in used
+    # (#46) the record also runs, as a near record, on the 3x3 and 1x1 convs of layer1 and layer2 that its
+    # space accepts and where it simulates faster than their baseline; every other GEMM-like kernel (the
+    # derived gradients included) runs its kind's baseline on the CPEs
+    statuses = {k.workload.key: k.status for k in program.result.kernels}
+    assert statuses[KEY] == "tuned"
+    assert sum(status == f"fallback: near record of {KEY}" for status in statuses.values()) == 3, statuses
     batches.tofile(tmp_path / "data.bin", step.dtype)
     build_emulated(tmp_path)
     run = run_emulated(tmp_path, tmp_path / "data.bin", 5, step.dtype)
     assert float64_floor(reference, batches, opt, Loss.CROSS_ENTROPY, 5) <= 5e-5  # float32 can tell
     ref = torch_steps(reference, batches, opt, Loss.CROSS_ENTROPY, 5)
     state = split_state(run.state, step)
-    assert max(relative_error(state[n], v) for n, v in {**ref.params, **ref.buffers}.items()) <= 1e-4
+    # 2e-4, not 1e-4, since #46 runs the record on the three near convs: their kernels are as accurate as
+    # the baseline's (conv2d n8 c8 8x8 k8 3x3 on the emulator, max error / max |out| against float64:
+    # 3.2e-7 with the record, 2.9e-7 with the baseline, 2.65e-7 torch float32), but their other summation
+    # order, amplified by 5 Adam steps, moved the worst parameter (10.conv1.weight) to 1.38e-4 off torch's
+    # float32 run and 1.07e-4 off its float64 one (torch float32 itself: 3.1e-5 off float64); with the
+    # near records off the program ends 8.9e-5 off, and before #46 (gradients on the MPE) 6.7e-5
+    assert max(relative_error(state[n], v) for n, v in {**ref.params, **ref.buffers}.items()) <= 2e-4
     assert relative_error(run.losses, np.array(ref.losses)) <= 1e-4
 
 
