@@ -110,3 +110,23 @@ def test_the_max_pool_expression_gradient_compiles_ahead_of_time_and_matches_tor
     (want,) = _torch_grads(lambda t: torch.nn.functional.max_pool2d(t, 3, 2, 1) ** 2, [x])
     got = run_model(tmp_path, [x], "sw26010").output.ravel()
     assert np.array_equal(got[-want.size:], want.ravel())
+
+
+def test_an_input_at_two_places_trains_through_expression_operators_only():
+    """x^T W x in a Relax function: the forward's stage (x passed as two operands) and every stage of
+    its backward -- one operator per place x appears, W's reading x twice, the sum of x's terms -- are
+    expression operators (tasks the CPEs run, none an MPE fallback), and the gradient matches torch."""
+    from tuner.ir.relax_ops import Routing, expression_workload
+
+    tensors = load_function(f"{EXAMPLES}/repeated.py:quadratic_form")(m=6, n=5)
+    shapes = [(6, 5), (5, 5)]
+    arrays = [np.random.default_rng(3).uniform(-1, 1, s).astype("float32") for s in shapes]
+    mod = _adjoint(tensors, shapes, relax.op.tanh)
+    stripped = strip_with_grad(mod)
+    stages = {gv.name_hint: stripped[gv] for gv in stripped.get_global_vars()
+              if gv.name_hint.startswith("quadratic_form_")}
+    assert sorted(stages) == ["quadratic_form_grad_W", "quadratic_form_grad_x_0", "quadratic_form_grad_x_1",
+                              "quadratic_form_pass_grad_x", "quadratic_form_pass_quadratic_form"]
+    for name, func in stages.items():
+        expression_workload(func, name, Routing.MEMORY_BOUND)  # raises when it is no expression operator
+    _close(_run(mod, arrays), _torch_grads(lambda x, w: torch.tanh(((x @ w) * x).sum(1)), arrays))

@@ -306,3 +306,59 @@ def test_argmax_operators_run_on_the_emulator_on_inputs_where_the_equality_holds
     for op in (argmax, ops[1]):
         summary = emulator_check(space_for(op.workload(), "sw26010"), 3, discrete_inputs=True)
         assert summary.configs_checked == 3 and summary.wrong_results == 0 and not summary.problems, summary.problems
+
+
+def quadratic_form(m=5, n=4):
+    """out[i] = x[i]^T W x[i]: x at two places of one product."""
+    x = te.placeholder((m, n), F64, name="x")
+    w = te.placeholder((n, n), F64, name="W")
+    rj, rk = te.reduce_axis((0, n), "rj"), te.reduce_axis((0, n), "rk")
+    out = te.compute((m,), lambda i: te.sum(x[i, rj] * w[rj, rk] * x[i, rk], axis=[rj, rk]), name="quad")
+    return [x, w, out]
+
+
+def test_an_input_at_two_places_of_a_reduction_gets_one_affine_operator_per_place():
+    """x's gradient is W x + W^T x: one GEMM-like operator per place x appears (merged, W would be read
+    at [j, r] and [r, j], no affine box), summed by the assembly; W's gradient sum_i g[i] x[i, j] x[i, k]
+    reads x at two indices, as two operands. Every operator is an expression workload (affine reads),
+    and the summed gradient matches finite differences and torch autograd."""
+    grad = check(quadratic_form(), lambda x, w: ((x @ w) * x).sum(1))
+    assert [(op.name, op.wrt, op.aliases) for op in grad.operators] == [
+        ("quad_grad_x_0", "x", {}), ("quad_grad_x_1", "x", {}), ("quad_grad_W", "W", {"x_2": "x"})]
+    assert all(op.workload().expr.gemm_like for op in grad.operators)
+    assert [t.op.name for t in grad.operators[2].tensors[:-1]] == ["grad_quad", "x", "x_2"]
+    assert "x_2 is x" in grad.describe()
+
+
+def test_an_input_at_two_places_of_an_element_wise_product_gets_one_operator_per_place():
+    """x * x^T + x * y: x at [i, j] (twice: one group, by the product rule) and at [j, i]; the head is
+    read at [i, j] by one term and [j, i] by the other, so two element-wise operators, summed."""
+    x = te.placeholder((4, 4), F64, name="x")
+    y = te.placeholder((4, 4), F64, name="y")
+    out = te.compute((4, 4), lambda i, j: x[i, j] * x[j, i] + x[i, j] * y[i, j], name="sym")
+    grad = check([x, y, out], lambda a, b: a * a.T + a * b)
+    assert sorted(op.name for op in grad.operators) == ["sym_grad_x_0", "sym_grad_x_1", "sym_grad_y"]
+    for op in grad.operators:
+        assert not op.workload().expr.reduce and not op.aliases
+    # the sum of x's two terms is an element-wise stage with plain reads (no guard, no clamp)
+    assert "if_then_else" not in str(grad.outputs["x"].op.body[0]) and len(grad.outputs["x"].op.input_tensors) == 2
+
+
+def test_an_input_twice_at_one_index_is_one_term_by_the_product_rule():
+    x = te.placeholder((3, 5), F64, name="x")
+    w = te.placeholder((5,), F64, name="w")
+    rj = te.reduce_axis((0, 5), "rj")
+    out = te.compute((3,), lambda i: te.sum(x[i, rj] * x[i, rj] * w[rj], axis=rj), name="sq")
+    grad = check([x, w, out], lambda a, b: (a * a * b).sum(1))
+    assert [(op.name, op.aliases) for op in grad.operators] == [("sq_grad_x", {}), ("sq_grad_w", {})]
+
+
+def test_an_operator_reading_each_tensor_at_one_index_keeps_its_gradient_operators(examples):
+    """Per-place terms change nothing for an operator whose inputs each appear at one index."""
+    from tuner.expr.workload import load_function
+
+    grad = differentiate(load_function(f"{examples}/linalg.py:weighted_gemm")(m=6, n=5, k=4))
+    assert [(op.name, op.formula, op.aliases) for op in grad.operators] == [
+        ("weighted_gemm_grad_A", "sum[j < 5] (grad_weighted_gemm[i0, j] * (B[i1, j] * w[i1]))", {}),
+        ("weighted_gemm_grad_B", "sum[i < 6] (grad_weighted_gemm[i, i1] * (A[i, i0] * w[i0]))", {}),
+        ("weighted_gemm_grad_w", "sum[i < 6, j < 5] (grad_weighted_gemm[i, j] * (A[i, i0] * B[i0, j]))", {})]

@@ -65,3 +65,32 @@ def test_check_grad_of_a_multi_stage_layer_norm(examples):
     assert res.exit_code == 0, res.output
     line = json.loads(res.stdout.strip().splitlines()[-1])
     assert line["operators_checked"] == 8 and line["wrong_results"] == 0 and line["autograd_max_rel_err"] <= 1e-10
+
+
+@pytest.mark.slow
+@pytest.mark.needs("gcc", "make")
+@pytest.mark.parametrize("op,args,operators", [("quadratic_form", '{"m": 8, "n": 6}', 3),
+                                               ("symmetric_product", '{"n": 10}', 3)],
+                         ids=["reduction", "element-wise"])
+def test_check_grad_of_an_input_at_two_places(examples, op, args, operators):
+    """examples/ops/repeated.py: x at two places of a product, one gradient operator per place (and W's
+    of the quadratic form reading x as two operands), each checked on the emulator; the summed
+    gradient against finite differences and torch autograd."""
+    res = CliRunner().invoke(app, ["check-grad", f"{examples}/repeated.py:{op}", "--args", args,
+                                   "--torch", f"{examples}/repeated.py:{op}_torch", "--configs", "2"])
+    assert res.exit_code == 0, res.output
+    line = json.loads(res.stdout.strip().splitlines()[-1])
+    assert line["operators_checked"] == operators and line["configs_checked"] == 2 * operators
+    assert line["fd_max_rel_err"] <= 1e-6 and line["autograd_max_rel_err"] <= 1e-10
+    assert line["wrong_results"] == line["dma_count_mismatches"] == line["compile_failures"] == 0
+    assert line["tir_mismatches"] == line["runtime_errors"] == 0
+
+
+def test_grad_prints_one_operator_per_place_an_input_appears(examples):
+    res = CliRunner().invoke(app, ["grad", f"{examples}/repeated.py:quadratic_form", "--args", '{"m": 8, "n": 6}',
+                                   "--json"])
+    assert res.exit_code == 0, res.output
+    lines = [json.loads(line) for line in res.stdout.strip().splitlines()]
+    assert [(x["name"], x["wrt"], x["gemm_like"]) for x in lines] == [
+        ("quadratic_form_grad_x_0", "x", True), ("quadratic_form_grad_x_1", "x", True),
+        ("quadratic_form_grad_W", "W", True)]

@@ -1,22 +1,24 @@
 """Derived operators built from gather-form terms, and the program pieces around them.
 
-Terms over the same points with reductions of the same extents merge into one ``te.compute``: a
-:class:`GradientOperator`, one tuning task. Its operands are prepared by the program first: the head
-padded with zeros, other operands padded with their edge values (:class:`Padding`), an operand read at one
-fixed or strided index copied compact (:class:`Gather`); each input's gradient is then assembled from its
-operators' points (``assemble``). Imports tvm inside functions only.
+Terms over the same points with reductions of the same extents merge into one ``te.compute``, where
+every tensor they share is read at the same linear index (an input at two places of a product keeps
+one operator per place): a :class:`GradientOperator`, one tuning task. Its operands are prepared by the
+program first: the head padded with zeros, other operands padded with their edge values
+(:class:`Padding`), an operand read at one fixed or strided index copied compact (:class:`Gather`);
+each input's gradient is then assembled from its operators' points (``assemble``). Imports tvm inside
+functions only.
 """
 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
 from tuner.expr.derivative import is_load, kind, load_parts, loads, nodes, rebuild, show, show_indices
-from tuner.expr.gather_form import POSITIONS_ATTR, Stage, Term, affine, row_major
+from tuner.expr.gather_form import POSITIONS_ATTR, Stage, Term, affine, linear_part, row_major
 
 PAD_ATTR = "swtune_pad"  # a padding stage's widths, (low, high) per dimension
 INTERLEAVE_ATTR = "swtune_interleave"  # an assembly that interleaves its pieces: the steps per dimension
@@ -69,6 +71,10 @@ class GradientOperator:
     # operand name -> how the program prepares it before this operator reads it: padded, or gathered compact
     operands: dict[str, Padding | Gather]
     formula: str  # the body as a user reads it
+    # a second operand standing for the same program tensor -> that tensor's operand name: an operand read
+    # at indices with different linear parts (x[i, j] * x[i, k]) is one placeholder per index class, so
+    # that each read is an affine box; the program passes the same tensor to each
+    aliases: dict[str, str] = field(default_factory=dict)
 
     def workload(self) -> Any:
         from tuner.expr.workload import ExprWorkload
@@ -92,12 +98,36 @@ class GradientOperator:
 
 
 def merge_terms(terms: list[Term]) -> list[list[Term]]:
-    """Terms over the same points with reductions of the same extents become one operator."""
-    groups: dict[tuple[Any, ...], list[Term]] = {}
+    """Terms over the same points with reductions of the same extents become one operator, unless they
+    read a tensor at indices with different linear parts: the terms of an input that appears at two
+    places in a product (``x[i, j] * W[j, k] * x[i, k]``: W read at ``[j, r]`` by one, ``[r, j]`` by the
+    other) stay operators of their own, each with affine reads, and the assembly sums them. Taps of a
+    stencil (the same linear part, other offsets) still merge into one."""
+    groups: list[tuple[tuple[Any, ...], dict[Any, frozenset[Any]], list[Term]]] = []
     for t in terms:
         key = (t.step, t.first, t.residue, t.count, t.radix, tuple(e for _, e in t.reduce))
-        groups.setdefault(key, []).append(t)
-    return list(groups.values())
+        reads = _term_reads(t)
+        for group_key, group_reads, members in groups:
+            if group_key == key and all(group_reads[op] == r for op, r in reads.items() if op in group_reads):
+                members.append(t)
+                for op, r in reads.items():
+                    group_reads.setdefault(op, r)
+                break
+        else:
+            groups.append((key, dict(reads), [t]))
+    return [members for _, _, members in groups]
+
+
+def _term_reads(term: Term) -> dict[Any, frozenset[Any]]:
+    """Each tensor a term reads -> the linear parts of its indices in the term's axes (by position: q,
+    then the reduction), or the index as text where it is not affine."""
+    axes = [*term.q, *(v for v, _ in term.reduce)]
+    reads: dict[Any, set[Any]] = {}
+    for ld in loads(term.value):
+        tensor, idx = load_parts(ld)
+        part = linear_part(idx, axes)
+        reads.setdefault(tensor.op, set()).add(part if part is not None else show_indices(idx))
+    return {op: frozenset(r) for op, r in reads.items()}
 
 
 def _ranges(expr: Any, bounds: dict[Any, int]) -> tuple[int, int]:
@@ -338,36 +368,53 @@ def _virtual(a: list[Any], radix: tuple[tuple[int, ...], ...]) -> list[Any]:
     return out
 
 
+def _whole(piece: Piece, shape: list[int]) -> bool:
+    """Whether a piece holds the gradient at every point of a target of ``shape``, indexed as it."""
+    step, first, residue, _, tensor = piece
+    return all(s == 1 for s in step) and not any(first) and not any(residue) \
+        and [int(s) for s in tensor.shape] == shape
+
+
 def assemble(target: Any, pieces: list[Piece], name: str) -> Any:
-    """The program's gradient of ``target``: the sum of its pieces, each at its own points."""
-    from tvm import te, tirx
+    """The program's gradient of ``target``: the sum of its pieces, each at its own points. A piece
+    over the whole target (a consumer's gradient, one occurrence's term) is read as it is, without a
+    guard: a sum of such pieces is an element-wise expression the CPEs run, where guarded and clamped
+    reads make a body only the MPE runs."""
+    from tvm import te
 
     shape = [int(s) for s in target.shape]
     dtype = str(target.dtype)
-    if len(pieces) == 1:
-        step, first, residue, radix, tensor = pieces[0]
-        if all(s == 1 for s in step) and not any(first) and not any(residue) \
-                and [int(s) for s in tensor.shape] == shape:
-            return tensor
+    if len(pieces) == 1 and _whole(pieces[0], shape):
+        return pieces[0][4]
 
     attrs = _interleave_attrs(shape, pieces)
 
     def fcompute(*target_index: Any) -> Any:
-        total = tirx.const(0.0, dtype)
-        for step, first, residue, radix, tensor in pieces:
-            a = _virtual(list(target_index), radix)
-            conds, idx = [], []
-            for d, (s, f, r) in enumerate(zip(step, first, residue)):
-                q = tirx.floordiv(a[d] - r, s) - f if s != 1 else a[d] - r - f
-                conds.append(tirx.And(q >= 0, q < int(tensor.shape[d])))
-                if s != 1:
-                    conds.append(tirx.EQ(tirx.floormod(a[d] - r, s), 0))
-                idx.append(q)
-            safe = [tirx.max(0, tirx.min(i, int(n) - 1)) for i, n in zip(idx, tensor.shape)]
-            total = total + tirx.if_then_else(tirx.all(*conds), tensor(*safe), tirx.const(0.0, dtype))
+        total = None
+        for piece in pieces:
+            value = piece[4](*target_index) if _whole(piece, shape) else _guarded(piece, list(target_index), dtype)
+            total = value if total is None else total + value
         return total
 
     return te.compute(shape, fcompute, name=name, attrs=attrs)
+
+
+def _guarded(piece: Piece, target_index: list[Any], dtype: str) -> Any:
+    """A piece's value at a point of the target: its element where the point is one of the piece's,
+    zero elsewhere."""
+    from tvm import tirx
+
+    step, first, residue, radix, tensor = piece
+    a = _virtual(target_index, radix)
+    conds, idx = [], []
+    for d, (s, f, r) in enumerate(zip(step, first, residue)):
+        q = tirx.floordiv(a[d] - r, s) - f if s != 1 else a[d] - r - f
+        conds.append(tirx.And(q >= 0, q < int(tensor.shape[d])))
+        if s != 1:
+            conds.append(tirx.EQ(tirx.floormod(a[d] - r, s), 0))
+        idx.append(q)
+    safe = [tirx.max(0, tirx.min(i, int(n) - 1)) for i, n in zip(idx, tensor.shape)]
+    return tirx.if_then_else(tirx.all(*conds), tensor(*safe), tirx.const(0.0, dtype))
 
 
 def _interleave_attrs(shape: list[int], pieces: list[Piece]) -> dict[str, Any] | None:

@@ -27,6 +27,17 @@ How (after Urban & van der Smagt's tensor-algebra AD and Halide's scatter-to-gat
 - **Non-affine indices** ``v // m`` and ``v % m`` (grouped convs, reshapes) are made affine by
   splitting the axis v into ``m * v_hi + v_lo`` first; a mixed-radix index ``ext(v) * u + v`` is viewed
   as two dimensions.
+- **An input at several places** (``x[i, j] * W[j, k] * x[i, k]``, ``x[i, j] * x[j, i]``): each place
+  (each group of loads) is differentiated alone and solved for its own pivots, so x's gradient is one
+  term per place (``W x`` and ``W^T x``). Terms over the same points merge into one operator only where
+  every tensor they share is read at the same linear index (a stencil's taps, offsets apart,
+  :func:`tuner.expr.adjoint_ops.merge_terms`): merged, W's reads ``[j, r]`` and ``[r, j]`` would span no
+  affine box. So each place is an operator of its own, tuned and checked as any other, and the
+  assembly sums them as it sums a tensor's consumers (pieces over the whole target, read unguarded: an
+  element-wise sum). A term that itself reads a tensor at two linear indices (W's gradient
+  ``sum_i g[i] * x[i, j] * x[i, k]``) reads it as two operands, ``x`` and ``x_2``
+  (``GradientOperator.aliases``); the program passes the same tensor to both. Every standalone stage
+  (:func:`program_stages`, a forward stage split into its own function) is split so too.
 
 Modules: this one walks the stages and builds the program; tuner/expr/gather_form.py solves one
 stage's terms; tuner/expr/adjoint_ops.py makes operators of them (padding, compact copies, assembly).
@@ -35,8 +46,8 @@ Imports tvm inside functions only.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from dataclasses import dataclass, field
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from tuner.expr.adjoint_ops import (
@@ -63,7 +74,7 @@ from tuner.expr.derivative import (
     rebuild,
     show_indices,
 )
-from tuner.expr.gather_form import Stage, Term, gather_terms, index_map, stage_of
+from tuner.expr.gather_form import Linear, Stage, Term, gather_terms, index_map, linear_part, stage_of
 
 __all__ = ["Gather", "Gradient", "GradientOperator", "Padding", "differentiate", "program_stages", "with_dtype"]
 
@@ -104,6 +115,8 @@ class Gradient:
                 elif pad.needed:
                     fill = "zeros" if pad.zeros else "edge values"
                     lines.append(f"    {name} padded by {list(zip(pad.low, pad.high))} with {fill}")
+            for alias, name in op.aliases.items():
+                lines.append(f"    {alias} is {name}, read at another index")
         return "\n".join(lines)
 
 
@@ -199,7 +212,7 @@ def differentiate(tensors: Sequence[Any], name: str | None = None) -> Gradient:
                     pieces.setdefault(target.op, []).append((*full, full[1], (), adjoint[stage_tensor.op]))
                     continue
                 gop, build = build_operator(group, op_name, target, sa_head)
-                operators.append(gop)
+                operators.append(_one_operand_per_occurrence(gop))
                 program_operands = {}
                 for operand_name, pad in gop.operands.items():
                     source = adjoint[stage_tensor.op] if operand_name == str(sa_head.op.name) else _by_name(
@@ -227,11 +240,70 @@ def _stage_operator(t: Any, wrt: str) -> GradientOperator:
 
 
 def _standalone(t: Any) -> list[Any]:
-    """Stage ``t`` on its own: a placeholder per input (named as the input), then its compute."""
+    """Stage ``t`` on its own: placeholders for its inputs, then its compute (:func:`_standalone_parts`)."""
+    return _standalone_parts(t)[1]
+
+
+def _standalone_parts(t: Any, inputs: Sequence[Any] | None = None) -> tuple[list[Any], list[Any]]:
+    """(sources, standalone) of stage ``t``: standalone is a placeholder per input (named as the input,
+    in the order of ``inputs``, by default the stage's), then its compute; an input read at indices with
+    different linear parts gets one placeholder per index class (``x``, ``x_2``: each read an affine box,
+    where their union is none), so ``sources[n]`` is the input that placeholder n stands for."""
     from tvm import te
 
-    holders = {src.op: te.placeholder(src.shape, dtype=src.dtype, name=str(src.op.name)) for src in t.op.input_tensors}
-    return [*holders.values(), _recompute(t, holders)]
+    classes = _occurrences(t)
+    taken = {str(src.op.name) for src in t.op.input_tensors} | {str(t.op.name)}
+    holders: dict[tuple[Any, int], Any] = {}  # (input op, index class) -> placeholder
+    sources: list[Any] = []
+    for src in (inputs if inputs is not None else t.op.input_tensors):
+        for n in range(len(classes.get(src.op, [None]))):
+            name = str(src.op.name) if n == 0 else _fresh_name(f"{src.op.name}_{n + 1}", taken)
+            holders[(src.op, n)] = te.placeholder(src.shape, dtype=src.dtype, name=name)
+            sources.append(src)
+
+    def load(tensor: Any, idx: list[Any], axes: list[Any]) -> Any:
+        parts = classes.get(tensor.op)
+        return holders[(tensor.op, parts.index(linear_part(idx, axes)) if parts else 0)](*idx)
+
+    return sources, [*holders.values(), _recompute(t, load)]
+
+
+def _occurrences(t: Any) -> dict[Any, list[Linear | None]]:
+    """Input op -> the linear parts of the indices stage ``t`` reads it at, in the order first read, for
+    each input read at two or more (all affine: an index that is not, a clamp, leaves the input whole)."""
+    op = t.op
+    body = op.body[0]
+    axes = [iv.var for iv in op.axis]
+    if kind(body) == "Reduce":
+        axes += [iv.var for iv in body.axis]
+        body = body.source[0]
+    found: dict[Any, list[Linear | None]] = {}
+    for ld in loads(body):
+        tensor, idx = load_parts(ld)
+        parts = found.setdefault(tensor.op, [])
+        part = linear_part(idx, axes)
+        if part not in parts:
+            parts.append(part)
+    return {src: parts for src, parts in found.items() if len(parts) > 1 and None not in parts}
+
+
+def _fresh_name(name: str, taken: set[str]) -> str:
+    while name in taken:
+        name += "_"
+    taken.add(name)
+    return name
+
+
+def _one_operand_per_occurrence(gop: GradientOperator) -> GradientOperator:
+    """The operator with an operand read at indices with different linear parts split into one operand
+    per index class (the gradient of W of ``x[i, j] * W[j, k] * x[i, k]`` reads ``x[r, j] * x[r, k]``):
+    then every read is affine and the operator is an expression workload. Unchanged otherwise."""
+    out = gop.tensors[-1]
+    if not _occurrences(out):
+        return gop
+    sources, tensors = _standalone_parts(out, gop.tensors[:-1])
+    aliases = {str(p.op.name): str(s.op.name) for p, s in zip(tensors, sources) if str(p.op.name) != str(s.op.name)}
+    return replace(gop, tensors=tensors, aliases=aliases, formula=formula(tensors[-1]))
 
 
 def _by_name(name: str, stage: Stage, inputs: list[Any], made: dict[str, Any]) -> Any:
@@ -261,24 +333,23 @@ def _all_tensors(out: Any) -> list[Any]:
     return found
 
 
-def _recompute(t: Any, sources: dict[Any, Any], dtype: str | None = None) -> Any:
-    """The compute stage ``t`` again, reading ``sources[input op]`` instead of its inputs (and over
-    ``dtype``, when given)."""
+def _recompute(t: Any, load: Callable[[Any, list[Any], list[Any]], Any], dtype: str | None = None) -> Any:
+    """The compute stage ``t`` again, each load of an input made by ``load(input, index, axes)`` (axes:
+    the new stage's axis variables, spatial then reduction, in the order of ``t``'s), over ``dtype``
+    when given."""
     from tvm import te
 
     stage = t.op
     body = stage.body[0]
 
-    def load(tensor: Any, idx: list[Any]) -> Any:
-        return sources[tensor.op](*idx)
-
     def fcompute(*axes: Any) -> Any:
         mapping = {iv.var: a for iv, a in zip(stage.axis, axes)}
         if kind(body) != "Reduce":
-            return rebuild(body, mapping, load, dtype)
+            return rebuild(body, mapping, lambda tensor, idx: load(tensor, idx, list(axes)), dtype)
         raxes = [te.reduce_axis((0, int(iv.dom.extent)), name=str(iv.var.name)) for iv in body.axis]
         mapping.update({iv.var: r.var for iv, r in zip(body.axis, raxes)})
-        value = rebuild(body.source[0], mapping, load, dtype)
+        every = [*axes, *(r.var for r in raxes)]
+        value = rebuild(body.source[0], mapping, lambda tensor, idx: load(tensor, idx, every), dtype)
         return _reducer(body.combiner)(value, axis=raxes)
 
     return te.compute(t.shape, fcompute, name=str(stage.name))
@@ -312,7 +383,12 @@ def with_dtype(tensors: Sequence[Any], dtype: str) -> list[Any]:
             new = te.placeholder(t.shape, dtype=dtype if str(t.dtype).startswith("float") else t.dtype,
                                  name=str(t.op.name))
         else:
-            new = _recompute(t, {src.op: convert(src) for src in t.op.input_tensors}, dtype)
+            sources = {src.op: convert(src) for src in t.op.input_tensors}
+
+            def load(tensor: Any, idx: list[Any], _: list[Any], sources: dict[Any, Any] = sources) -> Any:
+                return sources[tensor.op](*idx)
+
+            new = _recompute(t, load, dtype)
         made[t.op] = new
         return new
 
@@ -321,9 +397,10 @@ def with_dtype(tensors: Sequence[Any], dtype: str) -> list[Any]:
 
 def program_stages(outputs: Sequence[Any]) -> list[tuple[Any, list[Any], list[Any]]]:
     """The gradient program as one-stage functions, producers first: (the stage's tensor in the
-    program, its input tensors in the program, the standalone stage -- placeholders named as its
-    inputs, then its output -- for ``te.create_prim_func``). Each derived operator is one of them,
-    and so is each memory pass (a padding, a compact copy, an assembly)."""
+    program, the program tensor each placeholder of the standalone stage stands for, the standalone
+    stage -- placeholders named as its inputs, then its output -- for ``te.create_prim_func``). Each
+    derived operator is one of them, and so is each memory pass (a padding, a compact copy, an
+    assembly). An input read at indices with different linear parts is passed once per index class."""
     order: list[Any] = []
     seen: set[Any] = set()
     for out in outputs:
@@ -331,4 +408,4 @@ def program_stages(outputs: Sequence[Any]) -> list[tuple[Any, list[Any], list[An
             if t.op not in seen:
                 seen.add(t.op)
                 order.append(t)
-    return [(t, list(t.op.input_tensors), _standalone(t)) for t in order]
+    return [(t, *_standalone_parts(t)) for t in order]

@@ -150,6 +150,24 @@ def affine(expr: Any, variables: list[Any], what: str) -> Affine:
     return Affine({v: c for v, c in zip(variables, values[:-1]) if c}, values[-1])
 
 
+Linear = tuple[tuple[int, ...], ...]  # per dimension of an index, the coefficient of each variable
+
+
+def linear_part(index: list[Any], variables: list[Any]) -> Linear | None:
+    """The coefficients of ``variables`` in each dimension of ``index``, constant offsets dropped; None
+    when a dimension is not an integer affine function of them. Two loads of one tensor whose linear
+    parts are equal read one box shifted (a stencil's taps); unequal, their union is no affine box."""
+    from tvm import sym
+
+    parts = []
+    for i in index:
+        coefs = sym.detect_linear_equation(i, variables)
+        if len(coefs) != len(variables) + 1 or any(kind(c) != "IntImm" for c in coefs):
+            return None
+        parts.append(tuple(int(c.value) for c in coefs[:-1]))
+    return tuple(parts)
+
+
 @dataclass
 class Term:
     """One contribution to an input's gradient, re-indexed: value over (q axes, reduce axes)."""
