@@ -102,23 +102,33 @@ def job_counts(session: Session, task_ids: Sequence[int]) -> dict[int, dict[str,
     return counts
 
 
-def _curve(session: Session, task: TaskRow) -> list[tuple[int, float | None, dict[str, Any] | None]]:
-    """Per finished trial in completion order: its mean time (None if failed) and config."""
-    stmt = (select(JobRow.state, MeasurementRow.mean_time, MeasurementRow.config)
+Curve = list[tuple[int, float | None, dict[str, Any] | None]]  # (trial number, mean time or None, config)
+
+
+def _curves(session: Session, task_ids: Sequence[int]) -> dict[int, Curve]:
+    """Per task, per finished trial in completion order: (trial number, mean time or None if failed,
+    config). One query for all the tasks: a listing polled every half second must not cost a query per task."""
+    curves: dict[int, Curve] = {t: [] for t in task_ids}
+    if not task_ids:
+        return curves
+    stmt = (select(JobRow.task_id, MeasurementRow.mean_time, MeasurementRow.config)
             .outerjoin(MeasurementRow, and_(MeasurementRow.workload_id == JobRow.workload_id,
                                              MeasurementRow.target_id == JobRow.target_id,
                                              MeasurementRow.config_hash == JobRow.config_hash))
-            .where(JobRow.task_id == task.id, JobRow.state.in_(("done", "failed")))
-            .order_by(JobRow.finished_at, JobRow.id))
-    return [(i + 1, t, c) for i, (_state, t, c) in enumerate(session.execute(stmt).all())]
+            .where(JobRow.task_id.in_(task_ids), JobRow.state.in_(("done", "failed")))
+            .order_by(JobRow.task_id, JobRow.finished_at, JobRow.id))
+    for task_id, t, config in session.execute(stmt):
+        trials = curves[task_id]
+        trials.append((len(trials) + 1, t, config))
+    return curves
 
 
-def _info(session: Session, row: TaskRow, canonical: str, target: str, model: str | None,
-          counts: dict[str, int], curve: bool) -> TaskInfo:
+def _info(row: TaskRow, canonical: str, target: str, model: str | None, counts: dict[str, int],
+          trials: Curve, curve: bool) -> TaskInfo:
     best_time: float | None = None
     best_config: dict[str, Any] | None = None
     points: list[tuple[int, float]] = []
-    for trial, t, config in _curve(session, row):
+    for trial, t, config in trials:
         if t is not None and math.isfinite(t) and (best_time is None or t < best_time):
             best_time, best_config = t, config
         if best_time is not None:
@@ -141,7 +151,8 @@ def get_task(session: Session, task_id: int, *, curve: bool = True) -> TaskInfo:
     if not rows:
         raise NotFoundError(f"tuning task {task_id} does not exist")
     row, canonical, target, model = rows[0]
-    return _info(session, row, canonical, target, model, job_counts(session, [task_id])[task_id], curve)
+    return _info(row, canonical, target, model, job_counts(session, [task_id])[task_id],
+                 _curves(session, [task_id])[task_id], curve)
 
 
 def list_tasks(session: Session, *, state: str | None = None, batch: str | None = None,
@@ -152,8 +163,9 @@ def list_tasks(session: Session, *, state: str | None = None, batch: str | None 
     if batch:
         where = and_(where, TaskRow.batch == batch)
     rows = _task_rows(session, where, limit)
-    counts = job_counts(session, [r[0].id for r in rows])
-    return [_info(session, row, canonical, target, model, counts[row.id], curve=False)
+    ids = [r[0].id for r in rows]
+    counts, curves = job_counts(session, ids), _curves(session, ids)
+    return [_info(row, canonical, target, model, counts[row.id], curves[row.id], curve=False)
             for row, canonical, target, model in rows]
 
 
