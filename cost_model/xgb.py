@@ -52,6 +52,7 @@ class XGBoostCostModel(CostModel):
         self.prior_weight = prior_weight
         self.prior_fade = prior_fade
         self.booster: xgb.Booster | None = None
+        self._intercept: float | None = None  # the booster's base_score, read once per booster
         self.n_train = 0
 
     @property
@@ -96,15 +97,30 @@ class XGBoostCostModel(CostModel):
         if margin is not None:
             dtrain.set_base_margin(margin)
         self.booster = xgb.train(self.params, dtrain, num_boost_round=self.num_rounds)
+        self._intercept = None
 
     def predict(self, features: np.ndarray) -> np.ndarray:
         features = np.asarray(features, dtype=np.float32)
         margin = self._base_margin(features)
         if self.booster is None:
             return margin if margin is not None else np.zeros(len(features))
-        own = self.booster.inplace_predict(features, base_margin=margin) if margin is not None \
-            else self.booster.inplace_predict(features)
-        return np.asarray(own, dtype=np.float64)
+        own = np.asarray(self.booster.inplace_predict(features), dtype=np.float64)
+        if margin is None:
+            return own
+        # A base margin replaces the booster's intercept (base_score), and every objective here has an
+        # identity link, so this is inplace_predict(features, base_margin=margin) to float32 rounding.
+        # XGBoost sets a margin through a proxy matrix at ~5 ms a call, more than the prediction itself,
+        # and a search round predicts hundreds of batches.
+        return own - self.intercept + margin
+
+    @property
+    def intercept(self) -> float:
+        """The trained booster's global bias (``base_score``), which a base margin replaces."""
+        if self._intercept is None:
+            assert self.booster is not None
+            score = json.loads(self.booster.save_config())["learner"]["learner_model_param"]["base_score"]
+            self._intercept = float(str(score).strip("[]"))
+        return self._intercept
 
     def save(self, path: str | Path) -> None:
         """Save to a directory: the booster as UBJSON plus our settings as JSON (base models too)."""
@@ -134,4 +150,5 @@ class XGBoostCostModel(CostModel):
         if meta["has_booster"]:
             model.booster = xgb.Booster()
             model.booster.load_model(str(path / "booster.ubj"))
+            model._intercept = None
         return model

@@ -101,3 +101,19 @@ def test_prior_column_ranks_before_any_data_then_fades_and_survives_save(tmp_pat
     model.save(tmp_path / "p")
     again = XGBoostCostModel.load(tmp_path / "p")
     assert again.prior_column == 6 and np.allclose(again.predict(xp), model.predict(xp))
+
+
+@pytest.mark.parametrize("objective", ["rank", "ndcg", "regression"])
+def test_prediction_over_a_base_margin_is_xgboosts_own(objective):
+    """predict adds the base model's margin itself (XGBoost's base_margin argument costs more than the
+    prediction): the scores are the ones XGBoost gives with that margin, for every objective we use."""
+    x_other, t_other = synthetic(300, seed=2, shift=1.0)
+    base = XGBoostCostModel(objective=objective)
+    base.update(x_other, t_other)
+    model = XGBoostCostModel(objective=objective, base=base, base_prior=64)
+    x, t = synthetic(200, seed=3)
+    model.update(x[:100], t[:100])
+    features = x[100:].astype(np.float32)
+    want = model.booster.inplace_predict(features, base_margin=model._base_margin(features))
+    assert model.intercept != 0.0 or objective != "regression"  # the intercept is really subtracted
+    assert np.allclose(model.predict(features), want, rtol=1e-5, atol=1e-5)

@@ -34,6 +34,7 @@ from cost_model import BoosterEnsemble, CostModel, XGBoostCostModel
 from tuner.search.base import SearchStrategy, register
 from tuner.search.features import ESTIMATE_COLUMN, SUSTAINED_COLUMN, features
 from tuner.search.neighbourhood import best_moves, moves_with_parents, single_knob_moves
+from tuner.search.score_memo import ScoreMemo
 from tuner.space.space import ScheduleSpace
 
 
@@ -84,6 +85,7 @@ class ModelGuidedSearch(SearchStrategy):
         self.climb_pool = climb_pool
         self._features: list[np.ndarray] = []
         self._trained_on = 0
+        self._memo = ScoreMemo(space)  # the model's scores of configs scored since it last changed
 
     # --- learning -------------------------------------------------------------------------------
     def _observe(self) -> None:
@@ -98,9 +100,13 @@ class ModelGuidedSearch(SearchStrategy):
             return
         self.model.update(np.stack(self._features), np.asarray(self.measured_time))
         self._trained_on = n
+        self._memo.clear()
 
     # --- proposing ------------------------------------------------------------------------------
     def _scores(self, rows: np.ndarray) -> np.ndarray:
+        return self._memo.scores(rows, self._predict)
+
+    def _predict(self, rows: np.ndarray) -> np.ndarray:
         x = features(self.space, rows)
         if isinstance(self.model, BoosterEnsemble) and self.kappa:
             mean, spread = self.model.predict_with_spread(x)
