@@ -34,8 +34,8 @@ import logging
 import threading
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
 
-import numpy as np
 from sqlalchemy import text
 from sqlalchemy.exc import OperationalError
 
@@ -58,11 +58,15 @@ from tuner.space.factory import space_for
 from tuner.space.space import Config
 from tuner.task_kind import kind_of
 
+if TYPE_CHECKING:
+    from tuner.search.transfer import MeasuredRows  # imports xgboost: only for the model strategy
+
 log = logging.getLogger(__name__)
 # Keyed by (schema, task): test schemas and deployments sharing one PostgreSQL do not collide.
 _LOCK_KEY = "hashtext('swtune.refill.' || current_schema()), CAST(:t AS integer)"
 _TRY_LOCK = text(f"SELECT pg_try_advisory_lock({_LOCK_KEY})")
 _UNLOCK = text(f"SELECT pg_advisory_unlock({_LOCK_KEY})")
+OTHER_SPACES = 1024  # other workloads' spaces a driver keeps for transfer
 
 
 @dataclass
@@ -100,6 +104,8 @@ class TuningDriver:
         self.queue_depth = queue_depth or self.settings.queue_depth
         self.stats = DriverStats()
         self._states: dict[int, _TaskState] = {}
+        self._other_spaces: dict[tuple[str, str, str], Any] = {}  # transfer: other workloads' spaces
+        self._measured_rows: MeasuredRows | None = None  # transfer: their measurements' rows
         self._weighed: set[int] = set()  # submission tasks whose weight was estimated (or could not be)
         self._wake = threading.Event()
         self._stop = threading.Event()
@@ -327,8 +333,10 @@ class TuningDriver:
         or None (transfer off, too little measured)."""
         if self.settings.transfer_rows <= 0:
             return None
-        from tuner.search.transfer import History, base_model  # xgboost: only for the model strategy
+        from tuner.search.transfer import MeasuredRows, base_model  # xgboost: only for the model strategy
 
+        if self._measured_rows is None:
+            self._measured_rows = MeasuredRows()
         limit = self.settings.transfer_rows
         rows = measurements_db.measured_elsewhere(session, task.target_id, task.workload_id, limit,
                                                   profile_version=profile_version)
@@ -338,24 +346,28 @@ class TuningDriver:
         histories = []
         family = kind_of(task.workload).feature_family
         for canonical, measured in by_workload.items():
-            other = workload_of(canonical)
-            if kind_of(other).feature_family != family:
+            space = self._other_space(canonical, task.target, family)
+            if space is None:
                 continue  # its cost-model features have other columns (e.g. a CPE kernel's)
-            space = space_for(other, task.target)
-            index, seconds = [], []
-            for config, t in measured:
-                try:
-                    index.append(space.encode(config))
-                except InvalidConfigError:
-                    continue  # e.g. imported from a site whose space had other knobs
-                seconds.append(t)
-            if index:
-                histories.append(History(space, np.stack(index), np.asarray(seconds)))
+            history = self._measured_rows.history((canonical, task.target), space, measured)
+            if history is not None:
+                histories.append(history)
         base = base_model(histories, seed=task.seed)
         if base is not None:
             log.info("task %s: cost model transfers from %d measurements of %d other workloads", task.id,
                      sum(len(h.seconds) for h in histories), len(histories))
         return base
+
+    def _other_space(self, canonical: str, target: str, family: str) -> Any:
+        """Another workload's schedule space, or None when its kind's features are not ``family``'s;
+        built once per driver (the spaces of the last ``OTHER_SPACES`` workloads are kept)."""
+        key = (canonical, target, family)
+        if key not in self._other_spaces:
+            if len(self._other_spaces) >= OTHER_SPACES:
+                self._other_spaces.clear()
+            other = workload_of(canonical)
+            self._other_spaces[key] = space_for(other, target) if kind_of(other).feature_family == family else None
+        return self._other_spaces[key]
 
     def _sync(self, session, task: tasks_db.TaskSpec, state: _TaskState) -> None:
         """Tell the strategy new measurements of its (workload, target), then mark new jobs in flight."""

@@ -10,14 +10,16 @@ how fast one workload is against another.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import json
+from collections.abc import Hashable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
 
 from cost_model import XGBoostCostModel
+from tuner.errors import InvalidConfigError
 from tuner.search.features import features
-from tuner.space.space import ScheduleSpace
+from tuner.space.space import Config, ScheduleSpace
 
 MIN_ROWS = 32  # fewer measurements than this teach the base nothing worth a skipped warm-up
 
@@ -29,6 +31,61 @@ class History:
     space: ScheduleSpace
     index: np.ndarray
     seconds: np.ndarray
+    rows: np.ndarray | None = None  # the index rows' features, where the caller has them already
+
+    def feature_rows(self) -> np.ndarray:
+        return self.rows if self.rows is not None else features(self.space, np.asarray(self.index, dtype=np.int64))
+
+
+class MeasuredRows:
+    """Other workloads' measured configs as index and feature rows, each computed once.
+
+    A tuning driver builds a base model for every new task from the newest measurements of the
+    target's other workloads: without this, the hundred tasks of a model would encode and featurise
+    each of those measurements once per task. Features depend on the workload, the target and the
+    config only (not on the simulator profile), so a row stays valid; past ``max_rows`` the memo starts
+    over, which bounds a long-running driver's memory.
+    """
+
+    def __init__(self, max_rows: int = 100_000) -> None:
+        self.max_rows = max_rows
+        self._rows: dict[Hashable, dict[str, tuple[np.ndarray, np.ndarray] | None]] = {}
+        self._count = 0
+
+    def history(self, key: Hashable, space: ScheduleSpace, measured: Sequence[tuple[Config, float]]) -> History | None:
+        """The history of the workload ``key`` (its workload and target) in ``space``: the configs of
+        ``measured`` the space accepts (a config from a site whose space had other knobs is left
+        out), with their seconds and feature rows; None when it accepts none."""
+        if self._count > self.max_rows:
+            self._rows.clear()
+            self._count = 0
+        known = self._rows.setdefault(key, {})
+        names = [json.dumps(config, sort_keys=True, default=str) for config, _ in measured]
+        new: dict[str, np.ndarray] = {}
+        for name, (config, _) in zip(names, measured):
+            if name in known or name in new:
+                continue
+            try:
+                new[name] = space.encode(config)
+            except InvalidConfigError:
+                known[name] = None
+        if new:
+            featured = features(space, np.stack(list(new.values())))
+            for (name, index), row in zip(new.items(), featured):
+                known[name] = (index, row)
+            self._count += len(new)
+        indices: list[np.ndarray] = []
+        rows: list[np.ndarray] = []
+        seconds: list[float] = []
+        for name, (_, t) in zip(names, measured):
+            memo = known[name]
+            if memo is not None:
+                indices.append(memo[0])
+                rows.append(memo[1])
+                seconds.append(t)
+        if not seconds:
+            return None
+        return History(space, np.stack(indices), np.asarray(seconds, dtype=np.float64), np.stack(rows))
 
 
 def base_model(histories: Sequence[History], seed: int = 0) -> XGBoostCostModel | None:
@@ -37,7 +94,7 @@ def base_model(histories: Sequence[History], seed: int = 0) -> XGBoostCostModel 
     if sum(len(h.seconds) for h in used) < MIN_ROWS:
         return None
     base = XGBoostCostModel(seed=seed)
-    base.update(np.concatenate([features(h.space, np.asarray(h.index, dtype=np.int64)) for h in used]),
+    base.update(np.concatenate([h.feature_rows() for h in used]),
                 np.concatenate([np.asarray(h.seconds, dtype=np.float64) for h in used]),
                 np.concatenate([np.full(len(h.seconds), g) for g, h in enumerate(used)]))
     return base
