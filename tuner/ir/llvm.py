@@ -5,7 +5,9 @@ the emulator's outputs are compared with.
 Builds are memoized on the PrimFunc's structure (its structural hash, confirmed by structural equality,
 so two functions that differ only in names share one build). An llvm build costs tens to hundreds of
 milliseconds, and one model compile checks the same element-wise operator at several shapes and block
-sizes, many of them alike; the most recent builds are kept.
+sizes, many of them alike; the most recent builds are kept. A caller that runs small inputs once (the
+cut checks) asks for ``opt_level=0``: the build is ~40% cheaper, and without fast-math LLVM's
+optimisations do not change a float result, only how fast it comes.
 
     from tuner.ir import llvm
     (out,) = llvm.run(func, [x, y], [((4, 8), "float32")])
@@ -20,21 +22,23 @@ from typing import Any
 import numpy as np
 
 KEEP = 256  # builds kept (each is a small shared object in memory)
-_BUILDS: OrderedDict[int, list[tuple[Any, Any]]] = OrderedDict()
+_BUILDS: OrderedDict[tuple[int, int], list[tuple[Any, Any]]] = OrderedDict()
 
 
-def compiled(func: Any) -> Any:
-    """The llvm executable of ``func`` (built once per structure); call it as ``exe["main"](*tensors)``."""
+def compiled(func: Any, opt_level: int = 3) -> Any:
+    """The llvm executable of ``func`` (built once per structure and optimisation level); call it as
+    ``exe["main"](*tensors)``."""
     import tvm
     import tvm_ffi
 
-    key = tvm_ffi.structural_hash(func)
+    key = (tvm_ffi.structural_hash(func), opt_level)
     same_hash = _BUILDS.get(key, [])
     for known, exe in same_hash:
         if tvm_ffi.structural_equal(known, func):
             _BUILDS.move_to_end(key)
             return exe
-    exe = tvm.compile(tvm.IRModule({"main": func.with_attr("global_symbol", "main")}), target="llvm")
+    target = tvm.target.Target({"kind": "llvm", "opt-level": opt_level})
+    exe = tvm.compile(tvm.IRModule({"main": func.with_attr("global_symbol", "main")}), target=target)
     _BUILDS[key] = [*same_hash, (func, exe)]
     _BUILDS.move_to_end(key)
     while len(_BUILDS) > KEEP:
@@ -42,7 +46,8 @@ def compiled(func: Any) -> Any:
     return exe
 
 
-def run(func: Any, inputs: Sequence[np.ndarray], outs: Sequence[tuple[tuple[int, ...], str]]) -> list[np.ndarray]:
+def run(func: Any, inputs: Sequence[np.ndarray], outs: Sequence[tuple[tuple[int, ...], str]],
+        opt_level: int = 3) -> list[np.ndarray]:
     """``func``'s outputs (``outs``: each one's shape and dtype) on ``inputs``, each reshaped to its
     parameter's own shape (a scalar is [1] in a Relax graph and 0-d in the PrimFunc)."""
     import tvm
@@ -50,5 +55,5 @@ def run(func: Any, inputs: Sequence[np.ndarray], outs: Sequence[tuple[tuple[int,
     shapes = [tuple(int(d) for d in p.shape) for p in func.params[:len(inputs)]]
     args = [tvm.runtime.tensor(np.ascontiguousarray(x).reshape(s)) for x, s in zip(inputs, shapes)]
     res = [tvm.runtime.tensor(np.zeros(shape, dtype=dtype)) for shape, dtype in outs]
-    compiled(func)["main"](*args, *res)
+    compiled(func, opt_level)["main"](*args, *res)
     return [r.numpy() for r in res]

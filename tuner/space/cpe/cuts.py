@@ -99,9 +99,10 @@ def _legalize_sliced(call: Any, shapes: list[tuple[int, ...] | None], dtype: str
 
 def run_llvm(func: Any, arrays: list[np.ndarray], outs: list[tuple[int, ...]], dtype: str | list[str]
              ) -> list[np.ndarray]:
-    """Run ``func`` with TVM's llvm build (tuner.ir.llvm); ``dtype``: the outputs' (one for all, or one each)."""
+    """Run ``func`` with TVM's llvm build (tuner.ir.llvm); ``dtype``: the outputs' (one for all, or one each).
+    Unoptimised: a cut check runs each build once, on a few blocks."""
     dtypes = [dtype] * len(outs) if isinstance(dtype, str) else dtype
-    return llvm.run(func, arrays, list(zip(outs, dtypes)))
+    return llvm.run(func, arrays, list(zip(outs, dtypes)), opt_level=0)
 
 
 def _random(rng: np.random.Generator, shape: tuple[int, ...], dtype: str) -> np.ndarray:
