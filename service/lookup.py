@@ -71,12 +71,9 @@ class ScheduleLookup:
         try:
             client = ServiceClient(self.server, self.token, timeout=self.timeout, retries=1, http=self.http)
             found = client.best_batch(missing, self.target).get("found", {})
-        except ServiceError as exc:
-            if 400 <= exc.status < 500:  # a wrong token or request: the caller's to fix, not an outage
-                raise
-            log.warning("schedule service %s unavailable (%s): using the cache only", self.server, exc)
-            return
-        except httpx.HTTPError as exc:
+        except (ServiceError, httpx.HTTPError) as exc:
+            if isinstance(exc, ServiceError) and 400 <= exc.status < 500:
+                raise  # a wrong token or request: the caller's to fix, not an outage
             log.warning("schedule service %s unavailable (%s): using the cache only", self.server, exc)
             return
         for key in missing:
