@@ -17,6 +17,7 @@ import torch  # noqa: E402
 
 from tuner.ir.optimizers import Optimizer, OptimizerKind  # noqa: E402
 from tuner.ir.train_modules import Loss  # noqa: E402
+from tuner.train.reference import relative_error  # noqa: E402
 
 
 def _cnn() -> Any:
@@ -34,10 +35,6 @@ def _export(model: Any, path: Path, fold: bool) -> None:
         warnings.simplefilter("ignore")  # the TorchScript exporter's deprecation notice
         torch.onnx.export(model, (torch.randn(4, 3, 8, 8),), str(path), dynamo=False, input_names=["x"],
                           do_constant_folding=fold, training=torch.onnx.TrainingMode.EVAL)
-
-
-def _rel(a: np.ndarray, b: np.ndarray) -> float:
-    return float(np.abs(a - b).max() / max(float(np.abs(b).max()), 1e-6))
 
 
 @pytest.mark.slow
@@ -62,11 +59,11 @@ def test_an_onnx_model_with_a_batch_norm_trains_as_torch_does_in_eval_mode(tmp_p
     build_emulated(out)
     run = run_emulated(out, out / "data.bin", 5, step.dtype)
     ref = torch_steps(model, batches, opt, Loss.CROSS_ENTROPY, 5, frozen=True)
-    assert _rel(run.losses, np.array(ref.losses)) <= 1e-4
+    assert relative_error(run.losses, np.array(ref.losses)) <= 1e-4
     torch_params = list(ref.params.values())  # torch's order is the ONNX initializers' (one module each)
     got = split_state(run.state, step)
     for (name, _), want in zip(step.params, torch_params, strict=True):
-        assert got[name].shape == want.shape and _rel(got[name], want) <= 1e-4, name
+        assert got[name].shape == want.shape and relative_error(got[name], want) <= 1e-4, name
 
 
 @pytest.mark.slow

@@ -13,6 +13,8 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
+from train_helpers import emulate_beside_torch  # noqa: E402
+
 from tuner.ir.optimizers import Optimizer, OptimizerKind  # noqa: E402
 from tuner.ir.training import Loss, Phase, target_shape, training_step  # noqa: E402
 from tuner.models.trainable import build_trainable  # noqa: E402
@@ -25,13 +27,10 @@ from tuner.train.program import (  # noqa: E402
     run_emulated,
     split_state,
 )
-from tuner.train.reference import torch_steps  # noqa: E402
+from tuner.train.reference import relative_error, torch_steps  # noqa: E402
 
 STEPS = 5
 
-
-def _rel(a: np.ndarray, b: np.ndarray) -> float:
-    return float(np.abs(a - b).max() / max(np.abs(b).max(), 1e-6))
 
 
 def _compiled(name: str, opt: Optimizer, tmp: Path, batch: int = 4) -> tuple[Any, Any, train_data.Batches, Any]:
@@ -53,19 +52,19 @@ def test_mlp_trains_like_torch_for_each_optimizer(tmp_path: Path, kind: Optimize
     step, program, batches, reference = _compiled("mlp", opt, tmp_path)
     run = run_emulated(tmp_path, tmp_path / "data.bin", STEPS, step.dtype)
     ref = torch_steps(reference, batches, opt, Loss.CROSS_ENTROPY, STEPS)
-    assert _rel(run.losses, np.array(ref.losses)) <= 1e-4
+    assert relative_error(run.losses, np.array(ref.losses)) <= 1e-4
     state = split_state(run.state, step)
     for name, value in ref.params.items():
-        assert _rel(state[name], value) <= 1e-4, name
+        assert relative_error(state[name], value) <= 1e-4, name
     # the optimizer's state too: torch's momentum buffers, Adam's moments and its step count
     by_param = {name: ref.optimizer.state[p] for name, p in ref.model.named_parameters()}
     if kind == OptimizerKind.MOMENTUM:
         for name, st in by_param.items():
-            assert _rel(state[f"{name}_momentum"], st["momentum_buffer"].numpy()) <= 1e-4
+            assert relative_error(state[f"{name}_momentum"], st["momentum_buffer"].numpy()) <= 1e-4
     if kind == OptimizerKind.ADAM:
         for name, st in by_param.items():
-            assert _rel(state[f"{name}_adam_m"], st["exp_avg"].numpy()) <= 1e-4
-            assert _rel(state[f"{name}_adam_v"], st["exp_avg_sq"].numpy()) <= 1e-4
+            assert relative_error(state[f"{name}_adam_m"], st["exp_avg"].numpy()) <= 1e-4
+            assert relative_error(state[f"{name}_adam_v"], st["exp_avg_sq"].numpy()) <= 1e-4
         assert state["adam_beta1_power"] == pytest.approx(opt.beta1 ** STEPS, rel=1e-6)
     assert np.all(np.abs(run.losses[1:] - run.losses[:-1]) > 0)  # the parameters did change step to step
 
@@ -77,17 +76,17 @@ def test_cnn_with_batch_norm_and_dropout_trains_like_torch(tmp_path: Path) -> No
     assert [d.p for d in step.dropouts] == [0.25]
     run = run_emulated(tmp_path, tmp_path / "data.bin", STEPS, step.dtype)
     ref = torch_steps(reference, batches, opt, Loss.CROSS_ENTROPY, STEPS)  # the program's masks applied
-    assert _rel(run.losses, np.array(ref.losses)) <= 1e-4
+    assert relative_error(run.losses, np.array(ref.losses)) <= 1e-4
     state = split_state(run.state, step)
-    assert max(_rel(state[n], v) for n, v in ref.params.items()) <= 1e-4
+    assert max(relative_error(state[n], v) for n, v in ref.params.items()) <= 1e-4
     # the running statistics were updated as torch updates them (momentum 0.1, unbiased variance)
     assert set(ref.buffers) == {n for n, _ in step.buffers}
     for name, value in ref.buffers.items():
-        assert _rel(state[name], value) <= 1e-4, name
+        assert relative_error(state[name], value) <= 1e-4, name
         assert not np.allclose(state[name], dict(step.buffers)[name])
     # with other masks the losses differ: the program does drop
     other = torch_steps(reference, batches, opt, Loss.CROSS_ENTROPY, STEPS, dropout_seed=1)
-    assert _rel(run.losses, np.array(other.losses)) > 1e-3
+    assert relative_error(run.losses, np.array(other.losses)) > 1e-3
     # the convolutions' gradients are the derived expression operators, compiled as CPE kernels untuned (#46)
     assert any("_grad_" in s.attrs["workload"].key for s in program.result.graph.nodes if s.op == "kernel")
 
@@ -192,14 +191,9 @@ def test_a_model_with_an_expression_operator_trains_through_its_derived_gradient
     sources = " ".join(str(n.attrs.get("function", "")) for n in program.result.graph.nodes)
     kernels = " ".join(k.workload.key for k in program.result.kernels)
     assert "gated_dense" in sources + kernels and "gated_dense_grad_" in sources + kernels
-    batches.tofile(tmp_path / "data.bin", step.dtype)
-    build_emulated(tmp_path)
-    run = run_emulated(tmp_path, tmp_path / "data.bin", STEPS, step.dtype)
-    ref = torch_steps(reference, batches, opt, Loss.CROSS_ENTROPY, STEPS)  # torch: the operator's twin
-    assert _rel(run.losses, np.array(ref.losses)) <= 1e-4
-    state = split_state(run.state, step)
-    assert {"2.weight", "2.bias", "2.gate"} <= set(state)
-    assert max(_rel(state[n], v) for n, v in ref.params.items()) <= 1e-4
+    compared = emulate_beside_torch(step, reference, batches, opt, tmp_path, STEPS)  # torch: the operator's twin
+    assert compared.loss_err <= 1e-4
+    assert {"2.weight", "2.bias", "2.gate"} <= set(compared.state) and compared.param_err <= 1e-4
 
 
 def test_a_forward_of_several_stages_runs_stage_by_stage_and_once() -> None:
@@ -262,10 +256,5 @@ def test_a_derived_data_gradient_takes_the_relu_mask_as_its_epilogue(tmp_path: P
     assert k.status == "tuned" and k.epilogue is not None and k.epilogue.residual
     shape = target_shape(module, (x,), Loss.CROSS_ENTROPY)
     batches = train_data.synthetic(4, 2, 2, tuple(x.shape), shape, Loss.CROSS_ENTROPY)
-    batches.tofile(tmp_path / "data.bin", step.dtype)
-    build_emulated(tmp_path)
-    run = run_emulated(tmp_path, tmp_path / "data.bin", 2, step.dtype)
-    ref = torch_steps(reference, batches, opt, Loss.CROSS_ENTROPY, 2)
-    assert _rel(run.losses, np.array(ref.losses)) <= 1e-4
-    state = split_state(run.state, step)
-    assert max(_rel(state[n], v) for n, v in ref.params.items()) <= 1e-4
+    compared = emulate_beside_torch(step, reference, batches, opt, tmp_path, 2)
+    assert compared.loss_err <= 1e-4 and compared.param_err <= 1e-4

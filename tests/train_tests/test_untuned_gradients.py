@@ -14,11 +14,12 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
+from train_helpers import emulate_beside_torch  # noqa: E402
+
 from tuner.ir.optimizers import Optimizer, OptimizerKind  # noqa: E402
 from tuner.ir.training import Loss, target_shape, training_step  # noqa: E402
 from tuner.train import data as train_data  # noqa: E402
-from tuner.train.program import build_emulated, compile_training, run_emulated, split_state  # noqa: E402
-from tuner.train.reference import torch_steps  # noqa: E402
+from tuner.train.program import compile_training  # noqa: E402
 
 
 class _ConvNet(torch.nn.Module):
@@ -33,9 +34,6 @@ class _ConvNet(torch.nn.Module):
     def forward(self, x: Any) -> Any:
         return self.fc(self.c2(torch.relu(self.c1(x))).flatten(1))
 
-
-def _rel(a: np.ndarray, b: np.ndarray) -> float:
-    return float(np.abs(a - b).max() / max(np.abs(b).max(), 1e-6))
 
 
 @pytest.mark.slow
@@ -60,13 +58,8 @@ def test_untuned_derived_gradients_run_on_the_cpes_and_match_torch(tmp_path: Pat
     assert summary["untuned_steps"] >= len(grads) and 0 < summary["untuned_time_fraction"] <= 1
     shape = target_shape(module, (x,), Loss.CROSS_ENTROPY)
     batches = train_data.synthetic(4, 2, 2, tuple(x.shape), shape, Loss.CROSS_ENTROPY)
-    batches.tofile(tmp_path / "data.bin", step.dtype)
-    build_emulated(tmp_path)
-    run = run_emulated(tmp_path, tmp_path / "data.bin", 2, step.dtype)
-    ref = torch_steps(reference, batches, opt, Loss.CROSS_ENTROPY, 2)
-    assert _rel(run.losses, np.array(ref.losses)) <= 1e-4
-    state = split_state(run.state, step)
-    assert max(_rel(state[n], v) for n, v in ref.params.items()) <= 1e-4
+    compared = emulate_beside_torch(step, reference, batches, opt, tmp_path, 2)
+    assert compared.loss_err <= 1e-4 and compared.param_err <= 1e-4
 
 
 def _matmul(rows: int) -> Any:
