@@ -1,11 +1,13 @@
 """The README's commands run as written: every ``swtune ...`` line of its code blocks (also inside a
 ``&&`` chain) is run, in order, as the console script runs it, in a scratch directory, with
 ``SWTUNE_SERVER`` pointing at a live embedded service (driver and simulator workers) for the client
-commands. Commands that tune to the end (demo, tune, tune-model) get at most 4 ``--trials``, train 1; the
-submitted task is cancelled by the README itself. So the README cannot drift from the CLI."""
+commands; the others run on their own embedded default, as a reader's do. Commands that tune to the
+end (demo, tune, tune-model) get at most 4 ``--trials``, train 1; the submitted task is cancelled by
+the README itself. So the README cannot drift from the CLI."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import shlex
@@ -74,7 +76,7 @@ def _wait_for_a_measurement(server: str, task_id: int, timeout: float = 120.0) -
 
 # The commands run in independent groups, so that the test runner can spread them over its workers:
 # commands that share files stay together, in the README's order (tune-model writes the log that
-# compile reads; the client commands act on the task submit creates); each group has its own service.
+# compile reads; the client commands act on the task submit creates); the client group has its own service.
 GROUP_OF = {"tune-model": "model", "compile": "model", "demo": "demo", "train": "train", "calibrate": "calibrate"}
 CLIENT = "client"  # submit, tasks, best: the service's client commands
 
@@ -97,18 +99,26 @@ def test_every_readme_command_is_in_a_group_in_order() -> None:
 @pytest.mark.slow
 @pytest.mark.parametrize("group", sorted(command_groups(readme_commands(README.read_text()))))
 def test_every_readme_command_runs_as_written(tmp_path: Path, group: str) -> None:
+    """Only the client commands talk to a service (``--server``, default ``$SWTUNE_SERVER``): their group
+    gets a live one; the others run as a reader runs them, on their own embedded default."""
     from service.embedded import embedded_service
 
     commands = command_groups(readme_commands(README.read_text()))[group]
-    with embedded_service(f"sqlite:///{tmp_path / 'server.db'}", workers=2) as service:
-        env = {**os.environ, "SWTUNE_SERVER": service.url, "COLUMNS": "160",
+    with contextlib.ExitStack() as stack:
+        env = {**os.environ, "COLUMNS": "160",
                "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])}
         env.pop("SWTUNE_DATABASE_URL", None)
+        env.pop("SWTUNE_SERVER", None)
+        server = None
+        if group == CLIENT:
+            server = stack.enter_context(embedded_service(f"sqlite:///{tmp_path / 'server.db'}", workers=2)).url
+            env["SWTUNE_SERVER"] = server
         work = tmp_path / "work"
         work.mkdir()
         for argv in commands:
             if argv[0] == "best":
-                _wait_for_a_measurement(service.url, 1)
+                assert server is not None
+                _wait_for_a_measurement(server, 1)
             run = small(argv)
             result = subprocess.run([sys.executable, "-c", "import sys; from cli.app import main; "
                                      "sys.argv[0] = 'swtune'; main()", *run], cwd=work, env=env,
