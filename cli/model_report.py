@@ -18,8 +18,13 @@ def whole_model_report(mt: Any, model: str, target: str, note: str = "") -> None
     from tuner.aot.timing import format_table
 
     table = Table(title=f"{model} on {target}: simulated end-to-end time by operator (tuned program)")
-    for col in ("operator", "where", "calls", "tuned ms", "share", "baseline ms", "baseline share"):
-        table.add_column(col, justify="left" if col in ("operator", "where") else "right")
+    # an operator's name is what tells two rows apart (conv2d_grad_data, conv2d_grad_weight): folded onto
+    # a second line on a narrow terminal (80 columns off one), never cut to "conv2d_gr…"; the numeric
+    # headers take two lines to leave it the room
+    table.add_column("operator", min_width=16, overflow="fold")
+    table.add_column("where")
+    for col in ("calls", "tuned\nms", "share", "baseline\nms", "baseline\nshare"):
+        table.add_column(col, justify="right")
     for row in format_table(mt):
         table.add_row(*row)
     console.print(table)
