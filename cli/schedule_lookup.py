@@ -11,8 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from cli.output import console
-
-Lookup = Callable[[Any], "dict[str, Any] | None"]
+from tuner.aot.lookup import Lookup
 
 # where `compile --server` keeps the schedules it looked up
 DEFAULT_CACHE = Path.home() / ".cache" / "swtune" / "schedules.json"

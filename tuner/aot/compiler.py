@@ -18,8 +18,9 @@ import numpy as np
 
 from tuner.aot.cpe_ops import CpeMode
 from tuner.aot.host import Driver, host_file, model_header
-from tuner.aot.kernels import Kernel, Lookup, Untuned, UntunedSeconds, kernel_header, resolve_kernels, slave_file
+from tuner.aot.kernels import Kernel, Untuned, UntunedSeconds, kernel_header, resolve_kernels, slave_file
 from tuner.aot.launch_groups import assign_groups
+from tuner.aot.lookup import Lookup
 from tuner.aot.makefile import makefile
 from tuner.aot.memory import MemoryPlan, plan_memory
 from tuner.aot.mpe import describe

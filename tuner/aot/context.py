@@ -9,12 +9,12 @@ is target-aware because the callable is made for one target (e.g. ``ScheduleLook
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
-from typing import Any
 
-Lookup = Callable[[Any], "dict[str, Any] | None"]
+from tuner.aot.lookup import Lookup
+
 _ACTIVE: ContextVar[Lookup | None] = ContextVar("swtune_schedule_lookup", default=None)
 
 

@@ -25,7 +25,7 @@ from typing import Any
 import numpy as np
 
 from tuner.aot.compiler import lower_model
-from tuner.aot.kernels import Lookup
+from tuner.aot.lookup import Lookup
 from tuner.ir.training import TrainingStep
 from tuner.targets import Target
 from tuner.train.program import TrainingRunError, build_emulated, compile_training, run_emulated

@@ -17,7 +17,7 @@ from pathlib import Path
 import numpy as np
 
 from tuner.aot.compiler import AotResult, compile_model
-from tuner.aot.kernels import Lookup
+from tuner.aot.lookup import Lookup
 from tuner.aot.timing import ModelTime
 from tuner.aot.training_program import training_main
 from tuner.codegen.emulator.cache import make_emulated
