@@ -281,22 +281,11 @@ class TuningDriver:
 
     @staticmethod
     def _baseline_first(state: _TaskState) -> list[Config]:
-        """The OpenACC-like baseline schedule, once, ahead of the strategy's first proposals: the best
-        a task reports is then never slower than the baseline it is compared against."""
+        """The baseline schedule, once per task, ahead of the strategy's first proposals."""
         if state.baseline_checked:
             return []
         state.baseline_checked = True
-        from tuner.baseline import baseline_config
-
-        space = state.strategy.space
-        try:
-            config = baseline_config(space)
-        except RuntimeError:  # no valid baseline schedule: nothing to compare against
-            return []
-        if not state.strategy.is_new(space.encode(config)):
-            return []  # already measured or queued (e.g. before a driver restart)
-        state.strategy.mark_in_flight([config])
-        return [config]
+        return state.strategy.queue_baseline()
 
     # --- strategy state -----------------------------------------------------------------------
     def strategy(self, task_id: int) -> SearchStrategy:

@@ -16,7 +16,6 @@ from tuner.calibrate.quantile import QuantileRanking
 from tuner.measure.base import MeasureBackend
 from tuner.measure.noise import DEFAULT_NOISE
 from tuner.profile import Profile
-from tuner.search import SearchStrategy
 from tuner.search.scheduler import GradientScheduler
 from tuner.space.factory import space_for
 from tuner.space.space import Config, config_hash
@@ -86,7 +85,7 @@ def tune_workloads(workloads: Sequence[Workload], target: Target | str, trials: 
         progress.start()
         bars = [progress.add_task(w.key[:48], total=trials, status="") for w in workloads]
     spent = 0
-    pending_baseline = [_baseline(s) for s in searches]
+    pending_baseline = [s.queue_baseline() for s in searches]
     baseline_times: list[float | None] = [None] * len(workloads)
     measured_time: list[dict[str, float]] = [{} for _ in workloads]  # config hash -> measured mean time
     try:
@@ -120,16 +119,3 @@ def tune_workloads(workloads: Sequence[Workload], target: Target | str, trials: 
                        s.best_config, s.n_measured, c, b,
                        simulated_interval(profile, w, s.best_config) if profile and s.best_config else None)
             for w, s, c, b, times in zip(workloads, searches, curves, baseline_times, measured_time)]
-
-
-def _baseline(search: SearchStrategy) -> list[Config]:
-    """The OpenACC-like baseline config, marked in flight so the strategy never proposes it again:
-    measured with the first batch, the best a task reports is never slower than the baseline."""
-    from tuner.baseline import baseline_config
-
-    try:
-        config = baseline_config(search.space)
-    except RuntimeError:  # no valid baseline schedule in this space
-        return []
-    search.mark_in_flight([config])
-    return [config]

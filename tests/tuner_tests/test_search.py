@@ -63,6 +63,17 @@ def test_strategy_never_proposes_measured_or_in_flight_configs(name):
     assert search.n_measured == 6 * 24
 
 
+def test_the_baseline_is_queued_once_and_never_proposed_again():
+    from tuner.baseline import baseline_config
+
+    space = ScheduleSpace(Dense(4, 256, 128, "float32"), "sw26010")
+    search = create_strategy("random", space, seed=0)
+    assert search.queue_baseline() == [baseline_config(space)]
+    assert search.queue_baseline() == []  # in flight: not queued twice, e.g. after a driver restart
+    proposed = {config_hash(c) for c in search.ask(64)}
+    assert config_hash(baseline_config(space)) not in proposed
+
+
 @pytest.mark.slow
 def test_model_guided_beats_random_on_a_big_space():
     space = ScheduleSpace(Conv2d(1, 64, 27, 27, 192, 5, 5, pad_h=2, pad_w=2), "sw26010")

@@ -70,6 +70,22 @@ class SearchStrategy(ABC):
             self._seen.add(key)
             self._in_flight.add(key)
 
+    def queue_baseline(self) -> list[Config]:
+        """The kind's baseline config (tuner.baseline) to measure ahead of the first proposals, marked
+        in flight: the best a task reports is then never slower than the baseline it is compared
+        against. [] when the space has no valid baseline or it is measured or queued already (e.g.
+        before a driver restart)."""
+        from tuner.baseline import baseline_config
+
+        try:
+            config = baseline_config(self.space)
+        except RuntimeError:  # no valid baseline schedule: nothing to compare against
+            return []
+        if not self.is_new(self.space.encode(config)):
+            return []
+        self.mark_in_flight([config])
+        return [config]
+
     def tell(self, configs: Sequence[Config], results: Sequence[MeasureResult]) -> None:
         """Record measurements; failed configs count as infinitely slow."""
         for config, result in zip(configs, results, strict=True):
