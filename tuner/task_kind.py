@@ -156,7 +156,7 @@ def kinds() -> tuple[TaskKind, ...]:
     return tuple(dict.fromkeys(_kinds.values()))
 
 
-def kind_named(op: str) -> TaskKind:
+def kind_of_op(op: str) -> TaskKind:
     """The kind that owns workloads of ``op``; InvalidWorkloadError listing the known ops otherwise."""
     if op not in _kinds:
         _load_declared()
@@ -170,4 +170,4 @@ def kind_named(op: str) -> TaskKind:
 
 def kind_of(workload: Workload) -> TaskKind:
     """The kind of ``workload``."""
-    return kind_named(workload.op)
+    return kind_of_op(workload.op)

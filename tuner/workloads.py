@@ -19,7 +19,7 @@ from enum import Enum
 from typing import Any, ClassVar
 
 from tuner.errors import InvalidWorkloadError
-from tuner.task_kind import kind_named, kind_of
+from tuner.task_kind import kind_of, kind_of_op
 
 DTYPE_BYTES = {"float32": 4, "float64": 8}
 
@@ -274,7 +274,7 @@ def workload_from_json(spec: dict[str, Any] | str) -> Workload:
         raise InvalidWorkloadError(f"op must be a string naming an operator such as {sorted(WORKLOAD_TYPES)}, "
                                    f"got {op!r}")
     op = _ALIASES.get(op, op)
-    return kind_named(op).from_json(op, spec)
+    return kind_of_op(op).from_json(op, spec)
 
 
 def builtin_from_json(op: str, spec: dict[str, Any]) -> Workload:

@@ -15,7 +15,7 @@ from tuner.errors import InvalidWorkloadError
 from tuner.measure.base import Status
 from tuner.measure.simulator import Simulator
 from tuner.space.factory import space_for
-from tuner.task_kind import TaskKind, kind_named, kind_of, kinds, register, unregister
+from tuner.task_kind import TaskKind, kind_of, kind_of_op, kinds, register, unregister
 from tuner.tune import tune_workloads
 from tuner.workloads import WORKLOAD_TYPES, Dense, workload_from_json
 
@@ -35,8 +35,8 @@ def test_the_declared_kinds_are_registered_and_own_disjoint_ops() -> None:
     assert all(isinstance(k, TaskKind) for k in declared.values())
     owners = [op for k in declared.values() for op in k.ops]
     assert len(owners) == len(set(owners))
-    assert {kind_named(op).name for op in WORKLOAD_TYPES} == {"builtin"}
-    assert kind_named("expr").name == "expr" and kind_named("cpe_kernel").name == "cpe_kernel"
+    assert {kind_of_op(op).name for op in WORKLOAD_TYPES} == {"builtin"}
+    assert kind_of_op("expr").name == "expr" and kind_of_op("cpe_kernel").name == "cpe_kernel"
 
 
 def test_an_unknown_op_names_the_known_ones() -> None:
