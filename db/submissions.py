@@ -28,7 +28,7 @@ from db.domain import untuned_reason
 from db.errors import InvalidInputError, NotFoundError
 from db.orm import JobRow, MeasurementRow, SubmissionRow, TargetRow, TaskRow, WorkloadRow
 from db.refs import parse_workload, target_id, target_name, workload_id, workload_of
-from db.tasks import MAX_BUDGET, MAX_SEED, job_counts
+from db.tasks import MAX_BUDGET, MAX_SEED, check_strategy, job_counts
 from db.timeutil import as_utc, utcnow
 from tuner.measure.base import OK
 from tuner.workloads import Workload
@@ -161,10 +161,9 @@ def create_submission(session: Session, model: str, layers: Sequence[LayerSpec],
     _check_int("seed", seed, 0, MAX_SEED)
     if len(submitter) > MAX_NAME:
         raise InvalidInputError(f"submitter names have at most {MAX_NAME} characters")
-    if known_strategies is not None and strategy not in set(known_strategies):
-        raise InvalidInputError(f"unknown search strategy {strategy!r}; expected one of {sorted(known_strategies)}")
     tname = target_name(target)
     tasks = _merge(layers)
+    check_strategy(strategy, known_strategies, [wl for wl, _, _ in tasks])
     sid = uuid.uuid4().hex[:16]
     tid = target_id(session, tname)
     session.add(SubmissionRow(id=sid, model=model, target_id=tid, trial_budget=trials, per_round=per_round,

@@ -16,6 +16,7 @@ from db.errors import ConflictError, ForbiddenError, InvalidInputError, NotFound
 from db.orm import JobRow, MeasurementRow, SubmissionRow, TargetRow, TaskRow, WorkloadRow
 from db.refs import parse_workload, target_id, target_name, workload_id, workload_of
 from db.timeutil import as_utc, utcnow
+from tuner.task_kind import kind_of
 from tuner.workloads import Workload
 
 MAX_BUDGET = 1_000_000
@@ -38,6 +39,18 @@ class TaskSpec:
     submission_id: str | None = None  # set: the budget is granted by the submission's scheduler
 
 
+def check_strategy(strategy: str, known: Iterable[str] | None, workloads: Sequence[Workload]) -> None:
+    """InvalidInputError unless ``strategy`` is registered (one of ``known``, when given) and the kind of
+    every workload runs it (a kind never swaps in another strategy)."""
+    if known is not None and strategy not in set(known):
+        raise InvalidInputError(f"unknown search strategy {strategy!r}; expected one of {sorted(known)}")
+    for i, wl in enumerate(workloads):
+        kind = kind_of(wl)
+        if not kind.runs_strategy(strategy):
+            raise InvalidInputError(f"workloads[{i}]: a {kind.name} task does not run the search strategy "
+                                    f"{strategy!r}")
+
+
 def create_tasks(session: Session, workloads: Sequence[Workload | dict[str, Any] | str], target: str,
                  trials: int, strategy: str, *, labels: Sequence[str] | None = None, seed: int = 0,
                  submitter: str = "", known_strategies: Iterable[str] | None = None,
@@ -53,14 +66,13 @@ def create_tasks(session: Session, workloads: Sequence[Workload | dict[str, Any]
         raise InvalidInputError(f"trials must be an integer in [1, {MAX_BUDGET}], got {trials!r}")
     if labels is not None and len(labels) != len(workloads):
         raise InvalidInputError(f"got {len(labels)} labels for {len(workloads)} workloads")
-    if known_strategies is not None and strategy not in set(known_strategies):
-        raise InvalidInputError(f"unknown search strategy {strategy!r}; expected one of {sorted(known_strategies)}")
     parsed: list[Workload] = []
     for i, spec in enumerate(workloads):
         try:
             parsed.append(parse_workload(spec))
         except InvalidInputError as exc:
             raise InvalidInputError(f"workloads[{i}]: {exc}") from None
+    check_strategy(strategy, known_strategies, parsed)
     tname = target_name(target)
     batch = uuid.uuid4().hex[:16]
     tid = target_id(session, tname)

@@ -307,11 +307,15 @@ class TuningDriver:
                      version, state.profile_version)
             state = None
         if state is None:
-            name = task.strategy if task.strategy in available() else "random"
-            if name != task.strategy:
-                log.warning("task %s: strategy %r is not registered here; using random", task.id, task.strategy)
+            kind = kind_of(task.workload)
+            name = task.strategy
+            if name not in available() or not kind.runs_strategy(name):
+                # a task stored before its strategy was unregistered or refused for its kind: submissions
+                # are checked (db.tasks.check_strategy), so only an older log holds one
+                log.warning("task %s: strategy %r is not registered here or not run by a %s task; using random",
+                            task.id, name, kind.name)
+                name = "random"
             space = space_for(task.workload, task.target)
-            kind = kind_of(task.workload)  # the kind picks its strategy (a CPE kernel has its own)
             base = self._transfer_base(session, task, version) if kind.takes_transfer(name) else None
             state = self._states[task.id] = _TaskState(kind.strategy(space, name, seed=task.seed, base_model=base),
                                                        profile_version=version)

@@ -16,7 +16,7 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from tuner.errors import InvalidConfigError, InvalidWorkloadError
+from tuner.errors import InvalidConfigError, InvalidWorkloadError, UnsupportedStrategyError
 from tuner.measure.base import MeasureResult, Source, Status
 from tuner.measure.simulator import dma_time
 from tuner.search.base import SearchStrategy, create_strategy
@@ -140,7 +140,12 @@ class AxpyKind:
     def takes_transfer(self, requested: str) -> bool:
         return False
 
+    def runs_strategy(self, requested: str) -> bool:
+        return requested == "random"  # a toy: no cost model of its own
+
     def strategy(self, space: AxpySpace, requested: str, seed: int, base_model: Any = None) -> SearchStrategy:
+        if not self.runs_strategy(requested):
+            raise UnsupportedStrategyError(f"an axpy task runs random search, not {requested!r}")
         return create_strategy("random", space, seed=seed)  # type: ignore[arg-type]  # a duck-typed space
 
     def tensor_program(self, workload: Workload) -> Any:

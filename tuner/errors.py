@@ -13,6 +13,10 @@ class InvalidConfigError(SwtuneError, ValueError):
     """A schedule configuration that is not a point of its space."""
 
 
+class UnsupportedStrategyError(SwtuneError, ValueError):
+    """A search strategy that a kind of task does not run (a kind never swaps in another)."""
+
+
 class UnknownTargetError(SwtuneError, KeyError):
     """A target name with no preset."""
 

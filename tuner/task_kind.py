@@ -80,8 +80,14 @@ class TaskKind(Protocol):
         """Whether ``strategy(space, requested, ...)`` uses a transfer base model."""
         ...
 
+    def runs_strategy(self, requested: str) -> bool:
+        """Whether its tasks run the registered strategy ``requested`` as asked: a submission asking for
+        one they do not is refused, and ``strategy`` raises UnsupportedStrategyError for it."""
+        ...
+
     def strategy(self, space: Any, requested: str, seed: int, base_model: Any = None) -> Any:
-        """The search strategy this kind's task runs when ``requested`` was asked for."""
+        """The search strategy ``requested`` over ``space`` (UnsupportedStrategyError unless
+        ``runs_strategy(requested)``)."""
         ...
 
     # --- builds ---------------------------------------------------------------------------------

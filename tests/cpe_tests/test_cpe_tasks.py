@@ -19,11 +19,12 @@ from emulator_helpers import run_model  # noqa: E402
 from tuner.aot import compile_model  # noqa: E402
 from tuner.baseline import baseline_config  # noqa: E402
 from tuner.bridge.extract import extract_relax, torch_to_relax  # noqa: E402
-from tuner.errors import InvalidWorkloadError  # noqa: E402
+from tuner.errors import InvalidWorkloadError, UnsupportedStrategyError  # noqa: E402
 from tuner.kinds.cpe_kernel.search import CpeKernelSearch  # noqa: E402
 from tuner.measure.base import Status  # noqa: E402
 from tuner.measure.simulator import Simulator  # noqa: E402
 from tuner.search import strategy_names  # noqa: E402
+from tuner.search.base import RandomSearch  # noqa: E402
 from tuner.space.cpe.cuts import dma_plan  # noqa: E402
 from tuner.space.cpe.plan import CpeOp  # noqa: E402
 from tuner.space.cpe.space import CpeKernelSpace  # noqa: E402
@@ -109,7 +110,15 @@ def test_simulator_measures_with_noise_and_reports_bad_configs_as_data(tasks: di
 def test_search_finds_the_best_config_in_few_measurements(tasks: dict[str, Any]) -> None:
     wl = tasks["nn_layer_norm"]
     space = space_for(wl, TARGET)
-    assert isinstance(kind_of(space.workload).strategy(space, "random", seed=0), CpeKernelSearch)  # its own
+    kind = kind_of(space.workload)
+    assert isinstance(kind.strategy(space, "model", seed=0), CpeKernelSearch)  # its own model-guided search
+    drawn = kind.strategy(space, "random", seed=0)  # random as asked, never the model in its place
+    configs = drawn.ask(8)
+    assert isinstance(drawn, RandomSearch) and len(configs) == 8
+    assert space.is_valid(np.stack([space.encode(c) for c in configs])).all()
+    assert not kind.runs_strategy("tpe")
+    with pytest.raises(UnsupportedStrategyError, match="runs the search strategies"):
+        kind.strategy(space, "tpe", seed=0)
     assert "cpe_model" not in strategy_names()  # not offered for other spaces
     best = min(space.exact_seconds(space.decode(r))[0] for r in space.valid_rows)
     search, backend = CpeKernelSearch(space, seed=0), Simulator(noise=0.02, seed=1)

@@ -1,7 +1,7 @@
 """A kind of task the service has never heard of (tests/toy_kind.py, registered by one line) is
-submitted over REST, driven with its own strategy and baseline first, measured on the simulator from
-the job's workload JSON alone, and looked up, on both storage backends; a workload of it that breaks
-its rules is a 422 that stores nothing."""
+submitted over REST, driven with the one strategy it runs (any other is refused) and baseline first,
+measured on the simulator from the job's workload JSON alone, and looked up, on both storage backends;
+a workload of it that breaks its rules is a 422 that stores nothing."""
 
 from __future__ import annotations
 
@@ -34,7 +34,7 @@ def axpy() -> Iterator[None]:
 
 def test_a_new_kind_is_tuned_through_the_service(api) -> None:
     r = api.client.post("/api/v1/tasks", json={"workloads": [SPEC], "target": "sw26010", "trials": TRIALS,
-                                               "strategy": "model"}, headers=api.headers("submit"))
+                                               "strategy": "random"}, headers=api.headers("submit"))
     assert r.status_code == 201, r.text
     (task_id,), (key,) = r.json()["task_ids"], r.json()["workload_keys"]
     assert key == workload_from_json(SPEC).key
@@ -56,6 +56,18 @@ def test_a_new_kind_is_tuned_through_the_service(api) -> None:
     assert best.status_code == 200, best.text
     space = space_for(workload_from_json(SPEC), "sw26010")
     assert space.seconds(best.json()["config"]) < space.seconds(baseline_config(space))
+
+
+def test_a_strategy_the_kind_does_not_run_is_refused(api) -> None:
+    """The toy kind runs random search only: asked for the model-guided search, the service says so (422)
+    and stores nothing, where it used to run random search in its place."""
+    with api.db.session() as s:
+        before = s.scalar(select(func.count()).select_from(TaskRow))
+    r = api.client.post("/api/v1/tasks", json={"workloads": [SPEC], "target": "sw26010", "trials": 4,
+                                               "strategy": "model"}, headers=api.headers("submit"))
+    assert r.status_code == 422 and "test_axpy task does not run the search strategy 'model'" in r.text, r.text
+    with api.db.session() as s:
+        assert s.scalar(select(func.count()).select_from(TaskRow)) == before
 
 
 def test_a_workload_that_breaks_the_kinds_rules_is_refused(api) -> None:

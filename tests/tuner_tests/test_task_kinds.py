@@ -72,7 +72,7 @@ def test_a_new_kind_is_parsed_simulated_baselined_and_tuned_with_no_other_change
     base = baseline_time(wl, TARGET)
     assert base is not None and math.isclose(base, space.seconds(baseline_config(space)))
     assert memory_bound(wl) and not memory_bound(Dense(16, 16, 16))
-    (result,) = tune_workloads([wl], TARGET, trials=12, strategy="model", seed=0, noise=0.0)
+    (result,) = tune_workloads([wl], TARGET, trials=12, strategy="random", seed=0, noise=0.0)
     assert result.trials == 12
     assert result.best_time <= base / 4  # 16-element blocks waste the DMA engine: bigger ones win
 

@@ -55,6 +55,9 @@ class GemmLikeKind:
     def takes_transfer(self, requested: str) -> bool:
         return requested == "model"  # the model-guided strategy starts from other workloads' model
 
+    def runs_strategy(self, requested: str) -> bool:
+        return True  # every registered strategy searches a GEMM-like space
+
     def strategy(self, space: ScheduleSpace, requested: str, seed: int, base_model: Any = None) -> SearchStrategy:
         options = {"base_model": base_model} if base_model is not None else {}
         return create_strategy(requested, space, seed=seed, **options)

@@ -1,13 +1,14 @@
 """Memory-bound operators run block by block on the CPEs (op ``cpe_kernel``) as a kind of task.
 
 Softmax, layer_norm, gelu, mean, padded pools and the other generic operators the compiler cuts into
-blocks. The workload is the TVMScript of a one-operator Relax module (tuner.space.cpe.workload); the space
-(cut, block, db, active, simd) is analysed whole into tables (tuner.space.cpe.space), a config is timed on
-its own legalized body (tuner.kinds.cpe_kernel.measure); the baseline is the compiler's untuned choice; the search
-is the kind's own XGBoost residual model over the analysis (tuner.kinds.cpe_kernel.search), whatever strategy was
-asked for; on the emulator the one-operator program is compiled ahead of time at the config
-(tuner.kinds.cpe_kernel.emulate). It is not a GEMM: no tensor program of the athread codegen, no Sunway kernel
-build (its Sunway path is the compiled program; not written yet).
+blocks. The workload is the TVMScript of a one-operator Relax module (tuner.space.cpe.workload); the
+space (cut, block, db, active, simd) is analysed whole into tables (tuner.space.cpe.space), a config is
+timed on its own legalized body (tuner.kinds.cpe_kernel.measure); the baseline is the compiler's
+untuned choice; the search is the kind's own XGBoost residual model over the analysis
+(tuner.kinds.cpe_kernel.search) for "model", random sampling for "random", and any other strategy is
+refused; on the emulator the one-operator program is compiled ahead of time at the config
+(tuner.kinds.cpe_kernel.emulate). It is not a GEMM: no tensor program of the athread codegen, no Sunway
+kernel build (its Sunway path is the compiled program; not written yet).
 """
 
 from __future__ import annotations
@@ -16,17 +17,20 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from tuner.backends.emulator_backend import EmulatorBackend
-from tuner.errors import InvalidConfigError
+from tuner.errors import InvalidConfigError, UnsupportedStrategyError
 from tuner.kinds.cpe_kernel.emulate import measure_on_emulator
 from tuner.kinds.cpe_kernel.measure import measure_kernel
 from tuner.kinds.cpe_kernel.search import CpeKernelSearch
 from tuner.measure.base import MeasureResult, Source
+from tuner.search.base import RandomSearch, SearchStrategy
 from tuner.space.cpe.space import CpeKernelSpace
 from tuner.space.cpe.workload import CpeKernelWorkload
 from tuner.space.space import Config
 from tuner.targets import Target
 from tuner.task_kind import Factors, check_failure
 from tuner.workloads import Workload
+
+STRATEGIES = ("model", "random")  # the search strategies a cpe_kernel task runs
 
 
 class CpeKernelKind:
@@ -70,8 +74,18 @@ class CpeKernelKind:
     def takes_transfer(self, requested: str) -> bool:
         return False
 
-    def strategy(self, space: CpeKernelSpace, requested: str, seed: int, base_model: Any = None) -> CpeKernelSearch:
-        return CpeKernelSearch(space, seed=seed)  # its own, whatever was asked: no general strategy
+    def runs_strategy(self, requested: str) -> bool:
+        return requested in STRATEGIES
+
+    def strategy(self, space: CpeKernelSpace, requested: str, seed: int, base_model: Any = None) -> SearchStrategy:
+        """"model": its own model-guided search (tuner.kinds.cpe_kernel.search); "random": uniform
+        sampling of its valid configs."""
+        if requested == "model":
+            return CpeKernelSearch(space, seed=seed)
+        if requested == "random":
+            return RandomSearch(space, seed=seed)  # type: ignore[arg-type]  # samples any KnobSpace
+        raise UnsupportedStrategyError(f"a cpe_kernel task runs the search strategies {list(STRATEGIES)}, "
+                                       f"not {requested!r}")
 
     def tensor_program(self, workload: Workload) -> Any:
         raise TypeError(f"{workload.key} is a memory-bound CPE kernel: it has no GEMM tensor program")

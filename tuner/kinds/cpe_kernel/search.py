@@ -10,7 +10,7 @@ noise and the block-size interpolation, so there the first proposals are already
 this strategy is honest about what it knows, not a black box. An ``epsilon`` share of each round
 explores at random.
 
-The kind (tuner.kinds.cpe_kernel) gives every CPE kernel task this strategy, whatever was asked for.
+The kind (tuner.kinds.cpe_kernel) gives a CPE kernel task this strategy when "model" is asked for.
 """
 
 from __future__ import annotations
