@@ -11,7 +11,7 @@ import tempfile
 import pytest
 from tools import require
 
-from tuner.codegen.emulator import cache
+from tuner.ir import content_cache
 from tuner.workloads import BatchMatmul, Conv2d, Dense
 
 SMALL_WORKLOADS = {
@@ -36,20 +36,20 @@ for _code_without_module in ("<frozen importlib._bootstrap>", "<frozen importlib
 
 
 def pytest_configure(config: pytest.Config) -> None:
-    """One cache of emulator builds for the whole run: made by the first process (the xdist controller,
-    before it starts its workers, which inherit the variable) and removed when that process ends. A
-    directory set from outside is kept (a developer's cache across runs)."""
-    if os.environ.get(cache.ENV):
+    """One content cache (emulator builds, CPE cut checks) for the whole run: made by the first process
+    (the xdist controller, before it starts its workers, which inherit the variable) and removed when
+    that process ends. A directory set from outside is kept (a developer's cache across runs)."""
+    if os.environ.get(content_cache.ENV):
         return
-    os.environ[cache.ENV] = tempfile.mkdtemp(prefix="swtune-build-cache-")
-    config.stash[_OWN_CACHE] = os.environ[cache.ENV]
+    os.environ[content_cache.ENV] = tempfile.mkdtemp(prefix="swtune-build-cache-")
+    config.stash[_OWN_CACHE] = os.environ[content_cache.ENV]
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:
     own = config.stash.get(_OWN_CACHE, None)
     if own:
         shutil.rmtree(own, ignore_errors=True)
-        os.environ.pop(cache.ENV, None)
+        os.environ.pop(content_cache.ENV, None)
 
 
 def pytest_runtest_setup(item: pytest.Item) -> None:

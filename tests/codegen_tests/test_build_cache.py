@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from tuner.codegen.emulator import cache
+from tuner.ir import content_cache
 
 pytestmark = pytest.mark.needs("gcc", "make")
 
@@ -37,7 +38,7 @@ def _exit_code(directory: Path) -> int:
 
 
 def test_an_unchanged_program_is_copied_and_a_changed_one_rebuilt(tmp_path: Path, monkeypatch) -> None:
-    monkeypatch.setenv(cache.ENV, str(tmp_path / "cache"))
+    monkeypatch.setenv(content_cache.ENV, str(tmp_path / "cache"))
     first = _program(tmp_path / "a", 3)
     assert cache.make_emulated(first).returncode == 0
     assert _builds(tmp_path) == 1 and _exit_code(first) == 3
@@ -60,7 +61,7 @@ def test_an_unchanged_program_is_copied_and_a_changed_one_rebuilt(tmp_path: Path
 
 
 def test_a_failed_build_is_not_stored(tmp_path: Path, monkeypatch) -> None:
-    monkeypatch.setenv(cache.ENV, str(tmp_path / "cache"))
+    monkeypatch.setenv(content_cache.ENV, str(tmp_path / "cache"))
     broken = _program(tmp_path / "a", 0)
     (broken / "host.c").write_text("int main(void) { return }\n")
     assert cache.make_emulated(broken).returncode != 0
@@ -80,7 +81,7 @@ def test_the_key_covers_the_emulator_sources_and_the_recipe(tmp_path: Path) -> N
 
 
 def test_without_the_variable_every_make_runs(tmp_path: Path, monkeypatch) -> None:
-    monkeypatch.delenv(cache.ENV, raising=False)
+    monkeypatch.delenv(content_cache.ENV, raising=False)
     for name in ("a", "b"):
         cache.make_emulated(_program(tmp_path / name, 1))
     assert _builds(tmp_path) == 2

@@ -96,3 +96,32 @@ def test_the_caller_s_module_is_left_as_it_was() -> None:
     before = mod.script()
     split_leading_reductions(mod)
     assert mod.script() == before
+
+
+def test_a_cut_check_is_read_back_from_the_content_cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The verdict of same_meaning is stored under the content cache: the same node and slicing checked
+    again (another compile, another process) reads it instead of building and running llvm, and a
+    verdict of "changes the result" is read back as such."""
+    from tuner.ir import content_cache
+    from tuner.space.cpe import cuts
+
+    monkeypatch.setenv(content_cache.ENV, str(tmp_path / "cache"))
+    shapes, body = CASES["per_channel_subtract"]
+    node = _one_node(_module(shapes, body))
+    plan = plans_for(node, get_target(TARGET), "float32")[0]
+    op = plan.best(get_target(TARGET))
+    assert cuts.same_meaning(node, plan, op, "float32")
+    (entry,) = (tmp_path / "cache" / cuts.VERDICTS).iterdir()
+    assert entry.read_bytes() == b"1"
+
+    def not_run(*_: Any) -> bool:
+        raise AssertionError("checked again instead of read back")
+
+    monkeypatch.setattr(cuts, "_same_meaning", not_run)
+    again = _one_node(_module(shapes, body))  # the same operator, built anew
+    assert cuts.same_meaning(again, plan, op, "float32")
+    entry.write_bytes(b"0")
+    assert not cuts.same_meaning(again, plan, op, "float32")
+    monkeypatch.delenv(content_cache.ENV)
+    with pytest.raises(AssertionError, match="checked again"):  # no cache: every check runs
+        cuts.same_meaning(again, plan, op, "float32")

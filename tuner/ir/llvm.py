@@ -25,13 +25,21 @@ KEEP = 256  # builds kept (each is a small shared object in memory)
 _BUILDS: OrderedDict[tuple[int, int], list[tuple[Any, Any]]] = OrderedDict()
 
 
+def fingerprint(func: Any) -> int:
+    """The function's structural hash (two functions that differ only in names share it), the key of its
+    builds here; stable across processes, so it can key a result stored on disk."""
+    import tvm_ffi
+
+    return int(tvm_ffi.structural_hash(func))
+
+
 def compiled(func: Any, opt_level: int = 3) -> Any:
     """The llvm executable of ``func`` (built once per structure and optimisation level); call it as
     ``exe["main"](*tensors)``."""
     import tvm
     import tvm_ffi
 
-    key = (tvm_ffi.structural_hash(func), opt_level)
+    key = (fingerprint(func), opt_level)
     same_hash = _BUILDS.get(key, [])
     for known, exe in same_hash:
         if tvm_ffi.structural_equal(known, func):

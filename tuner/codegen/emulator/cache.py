@@ -5,7 +5,8 @@ or the compiler and its flags), the program's C sources, headers and Makefile, a
 emulator's own sources. Nothing else enters it -- not a file's path or time -- so the same program
 generated into two directories is one entry, and a changed byte anywhere rebuilds.
 
-The cache is off unless ``SWTUNE_BUILD_CACHE`` names a directory (the test suite sets one per run).
+The cache is off unless ``SWTUNE_BUILD_CACHE`` names a directory (tuner.ir.content_cache; the test suite sets
+one per run).
 Entries are written under a private name and renamed into place, so concurrent builders (pytest-xdist
 workers, parallel measurements) share one directory and never read a half-written executable.
 
@@ -24,16 +25,10 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 
 from tuner.codegen.emulator.build import EMU_DIR
+from tuner.ir.content_cache import cache_dir
 
-ENV = "SWTUNE_BUILD_CACHE"
 # the executable each make target of a compiled program's Makefile (tuner/aot/makefile.py) builds
 MAKE_PROGRAMS = {"emu": "model_emu", "emu-mpi": "model_emu_mpi"}
-
-
-def cache_dir() -> Path | None:
-    """The cache's directory, or None when caching is off."""
-    root = os.environ.get(ENV)
-    return Path(root) if root else None
 
 
 def emulator_sources() -> list[Path]:

@@ -28,7 +28,7 @@ from typing import Any
 
 import numpy as np
 
-from tuner.ir import llvm
+from tuner.ir import content_cache, llvm
 from tuner.ir.graph import Node
 from tuner.ir.tir_c import CFunction
 from tuner.ir.tir_print import print_prim_func
@@ -38,6 +38,7 @@ from tuner.targets import Target
 
 MAX_PARAMS = 16  # pointers in swtune_args.p
 # operators whose shape argument is their output's shape: a block's is the block's output shape
+VERDICTS = "cut-checks"  # the content cache's entries of same_meaning: b"1" or b"0"
 SHAPE_ARG_OPS = ("relax.broadcast_to", "relax.collapse_sum_to")
 
 def _aligned(shape: tuple[int, ...], rank: int) -> tuple[int, ...]:
@@ -226,9 +227,22 @@ def same_meaning(n: Node, plan: KernelPlan, op: CpeOp, dtype: str) -> bool:
     sliced = plan.sliced_funcs.get(op.block)
     if sliced is None:  # a PrimFunc given as is (_plan_elementwise): element-wise on its TIR
         return True
+    full = n.attrs["prim_func"]
+    # the verdict depends on the two functions, the shapes and dtypes they run on (the data is random at
+    # a fixed seed) and the slicing; a compile of the same model in another process reads it back
+    key = content_cache.key_of([
+        "same_meaning/1", str(llvm.fingerprint(full)), str(llvm.fingerprint(sliced)), dtype,
+        repr([(t.shape, t.dtype) for t in n.inputs]), repr([(t.shape, t.dtype) for t in n.outputs]),
+        repr((op.params, op.axis, op.block, op.nj, op.blocks, op.window))])
+    known = content_cache.read(VERDICTS, key)
+    if known is not None:
+        return known == b"1"
     if op.window is not None:
-        return _same_meaning_window(n.attrs["prim_func"], sliced, n, op, dtype)
-    return _same_meaning(n.attrs["prim_func"], sliced, n, op.params, op.axis, op.block, op.nj, dtype)
+        same = _same_meaning_window(full, sliced, n, op, dtype)
+    else:
+        same = _same_meaning(full, sliced, n, op.params, op.axis, op.block, op.nj, dtype)
+    content_cache.write(VERDICTS, key, b"1" if same else b"0")
+    return same
 
 
 def _print_body(func: Any, lanes: int) -> CFunction | None:
