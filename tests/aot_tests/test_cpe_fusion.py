@@ -67,6 +67,7 @@ def test_operators_whose_own_fastest_cuts_differ_fuse_on_a_cut_they_share(tmp_pa
     np.testing.assert_allclose(got.output.reshape(10, 64), Update()(x, g).numpy(), rtol=1e-6, atol=1e-7)
 
 
+@pytest.mark.slow
 def test_the_fused_kernel_is_faster_than_its_operators_as_phases_of_one_spawn() -> None:
     from tuner.aot.launch_groups import phase_seconds
     from tuner.targets import get_target
@@ -79,6 +80,7 @@ def test_the_fused_kernel_is_faster_than_its_operators_as_phases_of_one_spawn() 
     assert fused.timing().tuned_s < as_phases == pytest.approx(alone.timing().tuned_s)
 
 
+@pytest.mark.slow
 @needs_gcc
 def test_a_fused_kernel_the_mpe_runs_faster_goes_back_to_its_operators_there(tmp_path: Path,
                                                                              monkeypatch: pytest.MonkeyPatch) -> None:

@@ -95,6 +95,7 @@ def test_the_fused_form_is_the_task_and_runs_with_the_planned_gets(tmp_path: Pat
     assert run.report["totals"]["get_bytes"] == base.report["totals"]["get_bytes"] + int(a.epilogue.get.total_bytes[0])
 
 
+@pytest.mark.slow
 def test_where_only_the_plain_form_is_tuned_the_fusion_is_undone(tmp_path: Path) -> None:
     from tuner.bridge.extract import extract_relax, memory_bound
 
@@ -116,6 +117,7 @@ def test_where_only_the_plain_form_is_tuned_the_fusion_is_undone(tmp_path: Path)
     np.testing.assert_allclose(run.output, _reference(module, inputs), rtol=1e-4, atol=1e-5)
 
 
+@pytest.mark.slow
 def test_untuned_the_fused_form_runs_its_default_schedule(tmp_path: Path) -> None:
     """Issue #46: neither form tuned, the fused form runs the kind's baseline with its epilogue."""
     module, inputs, mod = _model()

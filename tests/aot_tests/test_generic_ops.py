@@ -183,6 +183,7 @@ class _Lookup(torch.nn.Module):
         return self.emb(ids)
 
 
+@pytest.mark.slow
 def test_an_embedding_lookup_gathers_table_rows_on_the_cpes(tmp_path: Path) -> None:
     """A take of table rows by runtime ids runs as the gather kernel (tuner.aot.cpe_gather): the
     result is torch's, exactly, and the emulator's DMA counts are its plan (a get of each block's ids,

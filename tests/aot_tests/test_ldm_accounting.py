@@ -70,6 +70,7 @@ def _model() -> tuple[Any, Any]:
     return torch.nn.Sequential(conv, bn).eval(), torch.randn(1, 480, 3, 3)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("inner", ["c", "k"])
 def test_fused_kernel_ldm_is_the_analysis(inner: str, tmp_path: Path) -> None:
     from tuner.aot.fusion import VECTOR_BYTES

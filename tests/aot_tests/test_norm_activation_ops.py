@@ -86,6 +86,7 @@ def test_each_operator_matches_torch_on_the_emulator(tmp_path: Path, mode: str) 
         np.testing.assert_allclose(part, ref, rtol=1e-3, atol=1e-5, err_msg=name)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", sorted(OPS))
 def test_where_each_operator_runs(tmp_path: Path, name: str) -> None:
     from tuner.bridge.extract import torch_to_relax
@@ -171,6 +172,7 @@ class _ConcatThenBatchNorm(torch.nn.Module):
         return F.relu(self.bn(torch.cat([x, self.conv(x)], 1)))
 
 
+@pytest.mark.slow
 def test_a_batch_norm_with_no_kernel_to_fuse_into_runs_on_the_cpes(tmp_path: Path) -> None:
     from tuner.bridge.extract import torch_to_relax
 

@@ -54,6 +54,7 @@ class _Op(torch.nn.Module):
 ROWS = {"concat_axis1", "concat_last", "split_equal", "split_unequal", "tile_new_axis", "tile_last"}
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name,form", [(n, "regions") for n in sorted(OPS)] + [(n, "rows") for n in sorted(ROWS)])
 def test_region_copy_on_the_cpes_matches_torch_and_its_dma_plan(tmp_path: Path, name: str, form: str,
                                                                 monkeypatch: Any) -> None:

@@ -44,6 +44,7 @@ class _Resize(torch.nn.Module):
         return torch.nn.functional.interpolate(x, **self.kw)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("dtype", ["float32", "float64"])
 @pytest.mark.parametrize("name", sorted(CASES))
 def test_resize_on_the_cpes_matches_torch_and_its_dma_plan(tmp_path: Path, name: str, dtype: str,

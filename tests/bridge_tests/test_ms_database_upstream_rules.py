@@ -126,6 +126,7 @@ TRACES: dict[str, dict[str, bool]] = {
 }
 
 
+@pytest.mark.slow
 def test_validity_and_order_agree_with_upstream(ms_store: Any) -> None:
     observed = []
     for db in upstream_and_ours(ms_store):

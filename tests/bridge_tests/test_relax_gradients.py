@@ -89,6 +89,7 @@ SHAPES = {"layer_norm_2d": (2, 3, 4), "adaptive_avg_pool2d": (1, 2, 6, 9), "grou
 FLOAT32 = {"layer_norm", "layer_norm_2d", "group_norm"}
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", CASES)
 def test_elementwise_layout_and_norm_gradients_match_torch(name: str) -> None:
     register()
@@ -110,6 +111,7 @@ def test_elementwise_layout_and_norm_gradients_match_torch(name: str) -> None:
         assert float(np.sum(grads[0] * v.numpy())) == pytest.approx(fd, rel=1e-6, abs=1e-8)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("stride,dilation,padding,groups", [(1, 2, 2, 1), (2, 2, 1, 1), (1, 3, 0, 2), (2, 1, 1, 1)])
 def test_conv2d_gradients_match_torch_with_dilation(stride: int, dilation: int, padding: int, groups: int) -> None:
     """TVM's own conv2d gradient fails on every dilated convolution; swtune's overrides it. In float32: the

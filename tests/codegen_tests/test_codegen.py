@@ -143,6 +143,7 @@ def backend(tmp_path_factory):
     return EmulatorBackend(workdir=tmp_path_factory.mktemp("emu"))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("case", range(len(RUN_CASES)))
 def test_generated_kernel_on_emulator(backend, case):
     wl, target, cfg = RUN_CASES[case]

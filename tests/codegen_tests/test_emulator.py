@@ -220,6 +220,7 @@ def test_register_communication_row_col_broadcast_sums(program, tmp_path, depth)
     assert rep["warnings"] == []
 
 
+@pytest.mark.slow
 def test_register_communication_deadlock_reports_timeout(program, tmp_path):
     proc, rep = run(program("spawn_host", "rlc_deadlock_slave"), tmp_path, SWEMU_TIMEOUT=1)
     assert proc.returncode == ERROR_EXIT

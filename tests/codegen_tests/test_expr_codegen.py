@@ -54,6 +54,7 @@ def test_roles_follow_the_operand_groups():
     assert "A1_ldm" in src.files["slave.c"] and "sw_read(argv[3], a1" in src.files["host.c"]
 
 
+@pytest.mark.slow
 def test_packed_b_operands_run_right(tmp_path):
     space = space_for(_op("linalg.py:batch_matmul_at", b=3, m=10, n=12, k=14), "sw26010", restrict={"pack": ["b"]})
     backend, summary = EmulatorBackend(workdir=tmp_path), EmulatorSummary()
@@ -83,6 +84,7 @@ SMALL = [("linalg.py:gemv", {"m": 40, "k": 36}), ("linalg.py:batch_matmul_at", {
          ("mathfn.py:l1_distance", {"m": 12, "n": 10, "d": 9}), ("mathfn.py:exp_gemm", {"m": 12, "n": 10, "k": 9})]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("ref, args", SMALL)
 def test_simd_the_space_offers_is_the_simd_codegen_emits(ref, args):
     """Lanes the analysis charges are lanes the C issues: a config with simd > 1 prints vector

@@ -94,6 +94,7 @@ def test_the_epilogue_channel_axis_is_the_output_dim_of_the_col_axis():
     assert channel_axis(DENSE) == 1 and channel_axis(BMM) == 2  # the last: n
 
 
+@pytest.mark.slow
 @pytest.mark.needs("gcc", "objcopy", "nm")
 def test_emulated_program_prints_its_host_work_inside_the_kernel_time(tmp_path):
     from tuner.codegen.emulator.build import build, compile_emulator

@@ -144,6 +144,7 @@ def backend(tmp_path_factory):
     return EmulatorBackend(workdir=tmp_path_factory.mktemp("emu"))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", sorted(CASES))
 def test_micro_kernel_correct_on_emulator(backend, name):
     """The same config (same tiles, grid, sharing, packing) on a smaller workload, vs numpy."""

@@ -162,6 +162,7 @@ BCAST_CONV = (Conv2d(2, 8, 10, 10, 8, 3, 3, pad_h=1, pad_w=1, dtype="float64"), 
 BCAST_DGEMM = (Dense(256, 256, 256, "float64"), {**CASES["dgemm"][1], "share": "bcast", "pack": "none"})
 
 
+@pytest.mark.slow
 def test_bcast_column_rlc_of_ragged_unaligned_requests(backend_dir):
     """bcast's b on SW26010 (each CPE of a column fetches its share of the requests, then sends each
     over the column): requests of 2*3*3 doubles (144 B, so every other one starts off a 32-B line and

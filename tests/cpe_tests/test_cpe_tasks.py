@@ -77,6 +77,7 @@ def test_multi_block_operators_are_tasks_that_round_trip(tasks: dict[str, Any]) 
         workload_from_json({**tasks["nn_softmax"].to_json(), "dtype": "float64"})
 
 
+@pytest.mark.slow
 def test_space_agrees_with_the_compiled_kernel_and_the_pool_cuts_rows(tasks: dict[str, Any]) -> None:
     for name, wl in tasks.items():
         space = space_for(wl, TARGET)
@@ -130,6 +131,7 @@ def test_search_finds_the_best_config_in_few_measurements(tasks: dict[str, Any])
     assert search.n_measured == 16 and len({tuple(r) for r in search.measured_index}) == 16
 
 
+@pytest.mark.slow
 def test_compile_runs_the_tuned_configs_and_matches_torch_on_the_emulator(model: Any, tasks: dict[str, Any],
                                                                           tmp_path: Path) -> None:
     net, x, mod = model

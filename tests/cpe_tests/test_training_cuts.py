@@ -49,6 +49,7 @@ CASES = {
 }
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("case", sorted(CASES))
 def test_the_operator_cuts_and_runs_right_on_the_emulator(case: str, tmp_path: Path) -> None:
     shapes, body = CASES[case]

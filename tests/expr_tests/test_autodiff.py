@@ -128,6 +128,7 @@ def test_elementwise_rules(fn, ref):
     assert len(grad.operators) == 1
 
 
+@pytest.mark.slow
 def test_max_pool_gradient_goes_through_the_forward_argmax():
     x = te.placeholder((2, 3, 9, 9), F64, name="X")
     ry, rx = te.reduce_axis((0, 3), "ry"), te.reduce_axis((0, 3), "rx")

@@ -196,6 +196,7 @@ def test_a_model_with_an_expression_operator_trains_through_its_derived_gradient
     assert {"2.weight", "2.bias", "2.gate"} <= set(compared.state) and compared.param_err <= 1e-4
 
 
+@pytest.mark.slow
 def test_a_forward_of_several_stages_runs_stage_by_stage_and_once() -> None:
     """gated_dense is two reductions and a gate: no one expression operator, so its forward becomes one
     call per stage (each a tuning task the CPEs run, not plain C on the MPE), and the backward reads
