@@ -85,16 +85,16 @@ def test_the_fused_kernel_is_faster_than_its_operators_as_phases_of_one_spawn() 
 def test_a_fused_kernel_the_mpe_runs_faster_goes_back_to_its_operators_there(tmp_path: Path,
                                                                              monkeypatch: pytest.MonkeyPatch) -> None:
     from tuner.aot import placement
-    from tuner.aot.cpe_fusion import unfuse
+    from tuner.aot.cpe_fusion import split
     from tuner.ir.graph import Graph, Node
 
     unfused: list[str] = []
 
     def spy(graph: Graph, n: Node) -> None:
         unfused.append(n.relax_op)
-        unfuse(graph, n)
+        split(graph, n)
 
-    monkeypatch.setattr(placement, "unfuse", spy)
+    monkeypatch.setattr(placement, "split", spy)
 
     x, g = _inputs((2, 4))  # eight elements: no kernel pays its spawn
     res = compile_model(Update(), "sw26010", tmp_path, lambda w: None, example_inputs=(x, g))

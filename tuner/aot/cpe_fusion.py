@@ -6,8 +6,8 @@ steps whose kernels cut one way (an optimizer's update of one parameter, a batch
 becomes one ``cpe`` node when its fused kernel is faster than the steps as phases of one spawn; a
 value only later members read stays in LDM. A member whose own fastest cut differs from the run's
 joins on another of its cuts when it has the run's (``_Cuts``). The fused node keeps its members
-(``attrs["members"]``): when the placement sends it to the MPE, the members go back there one by one
-(``unfuse``).
+(``attrs["members"]``): when the placement finds the fused kernel does not pay in its place, the
+members take its place again (``split``), each placed on its own.
 
 A fused kernel is no tuning task: its configuration is the analysis' best (tuner.space.cpe.plan),
 scalar C, and each member's meaning on blocks of that size is checked like a lone kernel's.
@@ -175,7 +175,7 @@ def _fused(graph: Graph, run: _Run, nodes: list[Node], plans: list[KernelPlan], 
         if not _meaning_kept(m, p, op.block, op, target, graph.dtype, seen):
             log.info("%s: fusing %d steps changes a result at blocks of %d", nodes[0].source, len(nodes), op.block)
             return None
-    attrs = {"cpe": op, "mpe_alt_s": sum(m.attrs["mpe_alt_s"] for m in nodes),  # on the MPE: unfuse
+    attrs = {"cpe": op, "mpe_alt_s": sum(m.attrs["mpe_alt_s"] for m in nodes),
              "members": nodes, "extra_outputs": outs[1:]}
     return Node("cpe", ins, outs[0], attrs, f"fused({', '.join(m.relax_op for m in nodes)})", nodes[0].source)
 
@@ -210,11 +210,8 @@ def _position(graph: Graph, n: Node) -> int:
     return next(i for i, s in enumerate(graph.steps) if s is n)
 
 
-def unfuse(graph: Graph, n: Node) -> None:
-    """A fused node the placement keeps on the MPE: its members back there, in order, in its place."""
+def split(graph: Graph, n: Node) -> None:
+    """A fused node the placement does not keep: its members, in order, in its place (each still a
+    tentative CPE step, for the placement to put where it runs fastest)."""
     at = _position(graph, n)
-    members: list[Node] = n.attrs["members"]
-    for m in members:
-        m.op = m.attrs["mpe_op"]
-        del m.attrs["cpe"]
-    graph.steps[at:at + 1] = members
+    graph.steps[at:at + 1] = n.attrs["members"]

@@ -5,18 +5,25 @@ MPE time beside it (``mpe_alt_s``). A CPE step costs its kernel's time, spawn an
 that follows another CPE step shares its spawn (tuner.aot.launch_groups) and costs
 ``phase_seconds`` less. So whether an operator belongs on the CPEs depends on its neighbours: a run of
 small element-wise operators (an optimizer's update, a batch norm's arithmetic) is worth one spawn,
-while each alone is faster on the MPE. A dynamic program over the steps in order (state: whether the
-step before ran on the CPEs) finds the placement of least total time; GEMM-like kernels stay on the
-CPEs, every other MPE step stays on the MPE. A fused kernel (tuner.aot.cpe_fusion) moves as one step
-(its MPE time the sum of its members'); sent to the MPE, it becomes its members again.
+while each alone is faster on the MPE.
+
+The placement is a shortest path over the steps in order, the state being whether the step before
+ran on the CPEs. GEMM-like kernels stay on the CPEs, every other MPE step stays on the MPE. A fused
+kernel (tuner.aot.cpe_fusion) is one edge over its members; its members are edges too, each on the
+CPEs or the MPE alone, so a fused kernel that does not pay in its place becomes its members again,
+each where it runs fastest (a weight's update on the CPEs beside a bias's on the MPE).
 """
 
 from __future__ import annotations
 
-from tuner.aot.cpe_fusion import unfuse
+from dataclasses import dataclass
+
+from tuner.aot.cpe_fusion import split
 from tuner.aot.launch_groups import CPE_OPS, phase_seconds
 from tuner.ir.graph import Graph, Node
 from tuner.targets import Target
+
+MPE_STATE, CPE_STATE = 0, 1
 
 
 def _movable(n: Node) -> bool:
@@ -24,39 +31,89 @@ def _movable(n: Node) -> bool:
     return n.op == "cpe" and "mpe_alt_s" in n.attrs
 
 
+@dataclass(frozen=True)
+class _Edge:
+    """Running ``node`` (a step, or a fused kernel spanning its members) from ``start`` to ``end``
+    of the flattened steps, in ``state``."""
+
+    start: int
+    end: int
+    node: Node
+    state: int
+
+
+_Span = tuple[int, int, Node]  # a fused kernel over flattened steps [start, end)
+
+
+def _flatten(nodes: list[Node]) -> tuple[list[Node], list[_Span]]:
+    """The steps with every movable fused kernel replaced by its members, and each fused kernel's span."""
+    flat: list[Node] = []
+    spans: list[_Span] = []
+    for n in nodes:
+        if _movable(n) and "members" in n.attrs:
+            spans.append((len(flat), len(flat) + len(n.attrs["members"]), n))
+            flat.extend(n.attrs["members"])
+        else:
+            flat.append(n)
+    return flat, spans
+
+
+def _step_costs(n: Node) -> dict[int, float]:
+    """A step's own time by where it runs (without the spawn a CPE step shares after another)."""
+    if _movable(n):
+        return {MPE_STATE: n.attrs["mpe_alt_s"], CPE_STATE: n.attrs["cpe"].seconds}
+    if n.op in CPE_OPS:  # a GEMM-like kernel: on the CPEs
+        return {CPE_STATE: 0.0}  # its time does not depend on the placement
+    return {MPE_STATE: 0.0}
+
+
 def place(graph: Graph, target: Target) -> int:
     """Send back to the MPE the tentative CPE steps the least-time placement keeps there; returns how
     many stay on the CPEs."""
     share = phase_seconds(target)  # negative: a phase after the first saves a spawn + join
-    nodes = graph.nodes
-    # best[s]: least time of the steps so far, ending on the MPE (s = 0) or on the CPEs (s = 1);
-    # choice[i][s]: the state of step i - 1 that led there, and where step i runs
+    flat, spans = _flatten(graph.nodes)
+    fused_from: dict[int, list[_Span]] = {}
+    for span in spans:
+        fused_from.setdefault(span[0], []).append(span)
     inf = float("inf")
-    best = [0.0, inf]
-    choices: list[tuple[tuple[int, int], tuple[int, int]]] = []
-    for n in nodes:
-        # the cheapest way to reach this step: for an MPE step, and for a CPE step (sharing a spawn after one)
-        on_mpe = (best[0], 0) if best[0] <= best[1] else (best[1], 1)
-        on_cpe = (best[0], 0) if best[0] <= best[1] + share else (best[1] + share, 1)
-        if n.op in CPE_OPS and not _movable(n):  # a GEMM-like kernel: on the CPEs
-            best, pick = [inf, on_cpe[0]], ((0, 0), (on_cpe[1], 1))
-        elif _movable(n):
-            best = [on_mpe[0] + n.attrs["mpe_alt_s"], on_cpe[0] + n.attrs["cpe"].seconds]
-            pick = ((on_mpe[1], 0), (on_cpe[1], 1))
-        else:  # an MPE step (its time does not depend on the placement)
-            best, pick = [on_mpe[0], inf], ((on_mpe[1], 0), (0, 0))
-        choices.append(pick)
-    state = 0 if best[0] <= best[1] else 1
+    # best[i][s]: least time of the first i flattened steps, the last of them run in state s;
+    # how[i][s]: the edge that got there and the state before it
+    best = [[inf, inf] for _ in range(len(flat) + 1)]
+    how: list[list[tuple[_Edge, int] | None]] = [[None, None] for _ in range(len(flat) + 1)]
+    best[0][MPE_STATE] = 0.0
+
+    def relax(edge: _Edge, cost: float) -> None:
+        for before in (MPE_STATE, CPE_STATE):
+            t = best[edge.start][before] + cost + (share if before == edge.state == CPE_STATE else 0.0)
+            if t < best[edge.end][edge.state]:
+                best[edge.end][edge.state] = t
+                how[edge.end][edge.state] = (edge, before)
+
+    for i, n in enumerate(flat):
+        for start, end, fused in fused_from.get(i, []):
+            relax(_Edge(start, end, fused, CPE_STATE), fused.attrs["cpe"].seconds)
+        for state, cost in _step_costs(n).items():
+            relax(_Edge(i, i + 1, n, state), cost)
+    # walk back from the cheaper end, collecting each edge taken
+    taken: list[_Edge] = []
+    at, state = len(flat), (MPE_STATE if best[-1][MPE_STATE] <= best[-1][CPE_STATE] else CPE_STATE)
+    while at > 0:
+        entry = how[at][state]
+        assert entry is not None
+        edge, state = entry
+        taken.append(edge)
+        at = edge.start
+    chosen = {id(e.node) for e in taken}
+    for _, _, fused in spans:
+        if id(fused) not in chosen:  # its members run one by one, each where the path put it
+            split(graph, fused)
     kept = 0
-    for n, pick in zip(reversed(nodes), reversed(choices)):
-        before, where = pick[state]
-        if _movable(n):
-            if where == 0 and "members" in n.attrs:  # a fused kernel: its members, each on the MPE
-                unfuse(graph, n)
-            elif where == 0:
-                n.op = n.attrs["mpe_op"]
-                del n.attrs["cpe"]
-            else:
-                kept += 1
-        state = before
+    for e in taken:
+        if not _movable(e.node):
+            continue
+        if e.state == MPE_STATE:
+            e.node.op = e.node.attrs["mpe_op"]
+            del e.node.attrs["cpe"]
+        else:
+            kept += 1
     return kept
