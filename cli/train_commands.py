@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import time
+from contextlib import nullcontext
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -28,6 +29,10 @@ DEFAULT_BATCH = 8
 # Without --trials, train tunes the step with this budget first (not --overlap): a first run then reports a
 # tuned step, and --trials 0 is the explicit "no tuning" (issue #46)
 DEFAULT_TRIALS = 8
+FRAMEWORK_STYLE_HELP = ("run the step as a framework on a Sunway operator library does (the reference swtune is "
+                        "measured against): one library call per primitive operator, each its own spawn, nothing "
+                        "fused across operators, a new operator composed from its torch twin's primitives, every "
+                        "kernel at the log's best schedule for it")
 
 
 def _model(spec: str, batch: int, width: float | None, image: int) -> tuple[Any, tuple[Any, ...]]:
@@ -94,6 +99,7 @@ def train(
         "(--trials per task); switch to a rebuilt program at a checkpoint (--checkpoint-every, default 2) "
         "whenever the log's schedules make the step at least 5% faster"))] = False,
     verbose: Annotated[bool, typer.Option("--verbose", help=VERBOSE_HELP)] = False,
+    framework_style: Annotated[bool, typer.Option("--framework-style", help=FRAMEWORK_STYLE_HELP)] = False,
 ) -> None:
     """Train a model on Sunway: one compiled training step (forward, backward, update), tuned,
     checkpointed, run for --steps steps on the emulator.
@@ -103,6 +109,7 @@ def train(
     and tunes beside it."""
     from cli.model_report import whole_model_report
     from cli.schedule_lookup import db_lookup
+    from tuner.ir.expr_layer import decomposed
     from tuner.ir.optimizers import Optimizer, OptimizerKind
     from tuner.ir.training import Loss, target_shape, training_step
     from tuner.targets import get_target
@@ -119,6 +126,8 @@ def train(
     url = database_url(db)
     if overlap and (not trials or ranks > 1 or not run):
         raise CommandError("--overlap tunes while training: give --trials, one rank, and do not pass --no-run")
+    if overlap and framework_style:
+        raise CommandError("--framework-style is a reference program: it is tuned first, not beside training")
     if model.endswith(".onnx"):
         step, batch = _onnx_step(Path(model), batch, ranks, loss_kind, opt)
         in_shape, out_shape = ((batch, *shape[1:]) for shape in (step.inputs[0][1], step.inputs[-1][1]))
@@ -130,7 +139,8 @@ def train(
         out_shape = target_shape(module, inputs, loss_kind)
         in_shape = tuple(inputs[0].shape)
         local = tuple(x[:batch // ranks] for x in inputs)  # one rank's slice (the whole batch with one rank)
-        step = training_step(module, local, loss_kind, opt, data_parallel=ranks > 1)
+        with decomposed() if framework_style else nullcontext():  # new operators: their twins' primitives
+            step = training_step(module, local, loss_kind, opt, data_parallel=ranks > 1)
     batches = (train_data.from_npz(data, batch, in_shape, out_shape, loss_kind) if data is not None
                else train_data.synthetic(seed, synthetic_batches, batch, in_shape, out_shape, loss_kind))
     name = Path(model.split(":")[0]).stem
@@ -143,13 +153,14 @@ def train(
         return _overlapped(step, name, tname, out, steps, checkpoint_every or 2, trials, workers, url,
                            dropout_seed)
     if trials:
-        tune_step(step, name, tname, trials, workers, url, db, verbose)
+        tune_step(step, name, tname, trials, workers, url, db, verbose, fused=not framework_style)
     lookup, close = db_lookup(url, tname)
     try:
-        program = compile_training(step, tname, out, lookup, name, dropout_seed)
+        program = compile_training(step, tname, out, lookup, name, dropout_seed, framework_style)
     finally:
         close()
-    whole_model_report(program.timing, f"{name} training step", tname)
+    whole_model_report(program.timing, f"{name} training step" + (" (framework-style)" if framework_style else ""),
+                       tname)
     _phase_table(phase_seconds(program.timing, step))
     _scaling_table(program.timing.tuned_s, step, ranks)
     if not run:
@@ -182,14 +193,15 @@ def per_round(trials: int) -> int:
 
 
 def tune_step(step: Any, name: str, target: str, trials: int, workers: int, url: str, db: str | None,
-              verbose: bool = False) -> None:
+              verbose: bool = False, fused: bool = True) -> None:
     """Every task of the step as one submission to an embedded service writing the log at ``url``
-    (``verbose``: every task in the tuning table)."""
+    (``verbose``: every task in the tuning table; ``fused``: the tasks of swtune's program, else of the
+    framework-style one, whose kernels take no epilogue)."""
     from cli.tuner_commands import tune_on_service
     from service.embedded import embedded_service
     from tuner.bridge.extract import extract_relax, trial_budget
 
-    layers = extract_relax(step.module).layers
+    layers = extract_relax(step.module, fused=fused).layers
     budget = trial_budget(layers, trials)
     console.print(f"tuning {len(layers)} tasks of the step (forward and backward), one budget of {budget} trials "
                   f"spread by each task's share of the step time; tuning log {url}")

@@ -209,10 +209,14 @@ def compile_model(
     batch: Annotated[int, typer.Option(help="model batch size")] = 1,
     width: Width = 1.0,
     image: Image = 224,
+    framework_style: Annotated[bool, typer.Option("--framework-style", help=(
+        "compile the model as a framework on a Sunway operator library runs it (the reference): one library "
+        "call per primitive operator, each its own spawn, nothing fused across operators"))] = False,
 ) -> None:
     """Compile a whole model ahead of time: host C, tuned slave kernels, weights.bin, Makefile."""
     from cli.model_report import compile_report
     from tuner.aot import compile_model as aot_compile
+    from tuner.aot.framework_style import calls_per_binding
     from tuner.bridge.extract import load_relax
     from tuner.targets import get_target
 
@@ -231,7 +235,9 @@ def compile_model(
     try:
         mod = load_relax(model, batch, width, image)
         name = Path(model).stem if model.endswith(".onnx") else model
-        result = aot_compile(mod, profile.apply(tname) if profile else tname, out, lookup, name=name)
+        calls = calls_per_binding(mod) if framework_style else None
+        result = aot_compile(mod, profile.apply(tname) if profile else tname, out, lookup, name=name,
+                             framework_style=calls)
     finally:
         log.removeHandler(handler)
         close()

@@ -17,6 +17,7 @@ from typing import Any
 import numpy as np
 
 from tuner.aot.cpe_ops import CpeMode
+from tuner.aot.framework_style import LibraryCalls
 from tuner.aot.host import Driver, host_file, model_header
 from tuner.aot.kernels import Kernel, Untuned, UntunedSeconds, kernel_header, resolve_kernels, slave_file
 from tuner.aot.launch_groups import assign_groups
@@ -121,19 +122,22 @@ def _rows(graph: Graph) -> list[OpRow]:
 
 
 def assign_cpe_kernels(graph: Graph, target: Target, first_index: int, mode: CpeMode = CpeMode.FASTER,
-                       lookup: Lookup | None = None, fuse: bool = True) -> list[Any]:
+                       lookup: Lookup | None = None, fuse: bool = True,
+                       calls: LibraryCalls | None = None) -> list[Any]:
     """Move memory-bound operators to the CPEs (tuner.aot.cpe_ops; by default where that is faster),
     at their tuned configs where ``lookup`` has them, consecutive ones of one cut fused into one kernel
-    (``fuse``: tuner.aot.cpe_fusion); number the distinct CPE kernels after the GEMM-like ones."""
+    (``fuse``: tuner.aot.cpe_fusion; ``calls``: only within one library call, framework-style);
+    number the distinct CPE kernels after the GEMM-like ones."""
     from tuner.aot.cpe_fusion import fuse_runs
     from tuner.aot.cpe_ops import offload
     from tuner.aot.placement import place
 
+    same_call = calls.same_call if calls is not None else None
     offload(graph, target, mode, lookup)
     if fuse:
-        fuse_runs(graph, target)
+        fuse_runs(graph, target, same_call)
     if mode == CpeMode.FASTER:  # offload placed every one it could tentatively: keep the least-time placement
-        place(graph, target)
+        place(graph, target, same_call)
     ops: list[Any] = []
     for n in graph.nodes:
         op = n.attrs.get("cpe") if n.op == "cpe" else None
@@ -191,10 +195,13 @@ class LoweredModel:
 
 
 def lower_model(mod: Any, target: Target | str, lookup: Lookup | None, *, cpe_mode: CpeMode | str = "faster",
-                fuse: bool = True, group_launches: bool = True, fuse_cpe: bool = True) -> LoweredModel:
+                fuse: bool = True, group_launches: bool = True, fuse_cpe: bool = True,
+                framework_style: LibraryCalls | None = None) -> LoweredModel:
     """Read a Relax module and decide everything compile_model emits: fused epilogues, each kernel's
     config (``lookup``; None: the current ``apply_best`` block), CPE kernels (``fuse_cpe``: runs of
-    one cut fused) and launch groups.
+    one cut fused) and launch groups. ``framework_style``: the module run one library call at a time
+    (tuner.aot.framework_style): no epilogue fused, CPE kernels fused and spawns shared only within
+    a call.
     ``swtune compile`` writes the program from it; ``swtune tune-model`` times it."""
     from tuner.ir.relax_reader import read_relax
     from tuner.ir.tir import ctype
@@ -205,30 +212,33 @@ def lower_model(mod: Any, target: Target | str, lookup: Lookup | None, *, cpe_mo
         from tuner.aot.context import current_lookup
 
         lookup = current_lookup()
-    if fuse:
+    calls = framework_style
+    if fuse and calls is None:
         from tuner.aot.fusion import fuse_epilogues
 
         fuse_epilogues(graph, ctype(graph.dtype))
     kernels = resolve_kernels(graph, tgt, lookup, untuned_seconds(graph, tgt, CpeMode(cpe_mode)))
-    cpe_ops = assign_cpe_kernels(graph, tgt, len(kernels), CpeMode(cpe_mode), lookup, fuse_cpe)
-    groups = assign_groups(graph) if group_launches else []
+    cpe_ops = assign_cpe_kernels(graph, tgt, len(kernels), CpeMode(cpe_mode), lookup, fuse_cpe, calls)
+    groups = assign_groups(graph, calls.same_call if calls else None) if group_launches else []
     return LoweredModel(graph, tgt, kernels, cpe_ops, groups)
 
 
 def compile_model(model: Any, target: Target | str, out_dir: str | Path, lookup: Lookup | None, *,
                   example_inputs: Sequence[Any] | None = None, name: str = "model",
                   cpe_mode: CpeMode | str = "faster", fuse: bool = True, group_launches: bool = True,
-                  driver: Driver | None = None, fuse_cpe: bool = True) -> AotResult:
+                  driver: Driver | None = None, fuse_cpe: bool = True,
+                  framework_style: LibraryCalls | None = None) -> AotResult:
     """Compile ``model`` ahead of time for ``target`` into ``out_dir`` (created if needed);
     ``driver`` writes the program's main (default: one inference, tuner.aot.host.inference_main);
     ``cpe_mode`` says which memory-bound operators become CPE kernels (tuner.aot.cpe_ops.CpeMode);
     ``group_launches``: consecutive CPE steps share one spawn (tuner.aot.launch_groups); ``fuse_cpe``:
-    consecutive memory-bound CPE steps of one cut run as one kernel (tuner.aot.cpe_fusion)."""
+    consecutive memory-bound CPE steps of one cut run as one kernel (tuner.aot.cpe_fusion);
+    ``framework_style``: the reference that runs one library call at a time (tuner.aot.framework_style)."""
     from tuner.codegen.host import SLAVE_API
     from tuner.ir.tir import ctype
 
     low = lower_model(to_relax(model, example_inputs), target, lookup, cpe_mode=cpe_mode, fuse=fuse,
-                      group_launches=group_launches, fuse_cpe=fuse_cpe)
+                      group_launches=group_launches, fuse_cpe=fuse_cpe, framework_style=framework_style)
     graph, tgt, kernels = low.graph, low.target, low.kernels
     ty = ctype(graph.dtype)
     plan = plan_memory(graph)

@@ -19,7 +19,7 @@ import logging
 
 from tuner.aot import cpe_ops
 from tuner.aot.fusion import readers_by_root
-from tuner.aot.launch_groups import phase_seconds
+from tuner.aot.launch_groups import SameCall, phase_seconds
 from tuner.ir.graph import Graph, Node, Tensor
 from tuner.ir.tir import ctype
 from tuner.space.cpe.cuts import MAX_PARAMS, plans_for, same_meaning
@@ -180,14 +180,16 @@ def _fused(graph: Graph, run: _Run, nodes: list[Node], plans: list[KernelPlan], 
     return Node("cpe", ins, outs[0], attrs, f"fused({', '.join(m.relax_op for m in nodes)})", nodes[0].source)
 
 
-def fuse_runs(graph: Graph, target: Target) -> int:
-    """Fuse the runs of consecutive tentative CPE steps that cut one way; returns the fused nodes made."""
+def fuse_runs(graph: Graph, target: Target, same_call: SameCall | None = None) -> int:
+    """Fuse the runs of consecutive tentative CPE steps that cut one way (``same_call``: and that one
+    library call runs, tuner.aot.framework_style); returns the fused nodes made."""
     groups: list[tuple[list[Node], list[KernelPlan]]] = []
     run = _Run(graph, _Cuts(target, graph.dtype))
     for s in graph.steps:
         if not isinstance(s, Node):
             continue  # a note runs nothing: it does not break a run
-        if _fusable(s) and run.admit(s):
+        joins = same_call is None or not run.nodes or same_call(run.nodes[-1], s)
+        if _fusable(s) and joins and run.admit(s):
             continue
         groups.append((run.nodes, run.plans))
         run.start(s if _fusable(s) else None)

@@ -15,12 +15,16 @@ operators' placement (tuner.aot.cpe_ops.offload) compares the MPE against that g
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from tuner.ir.graph import Graph, Node
 from tuner.targets import Target
 
 CPE_OPS = ("kernel", "cpe")
+# whether two consecutive steps may share one spawn (and fuse): one library call of framework-style
+# execution (tuner.aot.framework_style); None everywhere means swtune's own program, where any may
+SameCall = Callable[[Node, Node], bool]
 
 
 @dataclass
@@ -41,11 +45,15 @@ def phase_seconds(target: Target) -> float:
     return target.cpe_sync_cycles / target.clock_hz - target.spawn_join_s
 
 
-def runs(graph: Graph) -> list[list[Node]]:
-    """Maximal runs of consecutive CPE steps (notes in between do not run and do not break a run)."""
+def runs(graph: Graph, same_call: SameCall | None = None) -> list[list[Node]]:
+    """Maximal runs of consecutive CPE steps (notes in between do not run and do not break a run;
+    ``same_call``: each run within one library call)."""
     out: list[list[Node]] = []
     cur: list[Node] = []
     for n in graph.nodes:
+        if n.op in CPE_OPS and cur and same_call is not None and not same_call(cur[-1], n):
+            out.append(cur)
+            cur = []
         if n.op in CPE_OPS:
             cur.append(n)
             continue
@@ -57,10 +65,10 @@ def runs(graph: Graph) -> list[list[Node]]:
     return out
 
 
-def assign_groups(graph: Graph) -> list[Group]:
+def assign_groups(graph: Graph, same_call: SameCall | None = None) -> list[Group]:
     """Give every run of two or more CPE steps a group (``attrs["group"]``, ``attrs["phase"]``)."""
     groups: list[Group] = []
-    for run in runs(graph):
+    for run in runs(graph, same_call):
         for n in run:
             n.attrs.pop("group", None)
             n.attrs.pop("phase", None)

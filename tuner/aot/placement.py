@@ -19,7 +19,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from tuner.aot.cpe_fusion import split
-from tuner.aot.launch_groups import CPE_OPS, phase_seconds
+from tuner.aot.launch_groups import CPE_OPS, SameCall, phase_seconds
 from tuner.ir.graph import Graph, Node
 from tuner.targets import Target
 
@@ -67,9 +67,10 @@ def _step_costs(n: Node) -> dict[int, float]:
     return {MPE_STATE: 0.0}
 
 
-def place(graph: Graph, target: Target) -> int:
+def place(graph: Graph, target: Target, same_call: SameCall | None = None) -> int:
     """Send back to the MPE the tentative CPE steps the least-time placement keeps there; returns how
-    many stay on the CPEs."""
+    many stay on the CPEs. ``same_call``: only steps of one library call share a spawn
+    (tuner.aot.framework_style)."""
     share = phase_seconds(target)  # negative: a phase after the first saves a spawn + join
     flat, spans = _flatten(graph.nodes)
     fused_from: dict[int, list[_Span]] = {}
@@ -83,8 +84,10 @@ def place(graph: Graph, target: Target) -> int:
     best[0][MPE_STATE] = 0.0
 
     def relax(edge: _Edge, cost: float) -> None:
+        shares = edge.state == CPE_STATE and edge.start > 0 and (
+            same_call is None or same_call(flat[edge.start - 1], flat[edge.start]))
         for before in (MPE_STATE, CPE_STATE):
-            t = best[edge.start][before] + cost + (share if before == edge.state == CPE_STATE else 0.0)
+            t = best[edge.start][before] + cost + (share if before == CPE_STATE and shares else 0.0)
             if t < best[edge.end][edge.state]:
                 best[edge.end][edge.state] = t
                 how[edge.end][edge.state] = (edge, before)

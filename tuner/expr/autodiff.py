@@ -90,8 +90,17 @@ class Gradient:
     operators: list[GradientOperator] = field(default_factory=list)
 
     def program(self) -> list[Any]:
-        """Tensors of the whole gradient program: forward inputs, head, then one gradient per input."""
-        return [*self.inputs, self.head, *self.outputs.values()]
+        """Tensors of the whole gradient program: forward inputs, head, then one gradient per input. An
+        input whose gradient is the head itself (``out = x + f(w)``) gets a copy of it: a function's
+        output buffer cannot be one of its inputs."""
+        from tvm import te
+
+        def own(name: str, t: Any) -> Any:
+            if isinstance(t.op, te.ComputeOp):
+                return t
+            return te.compute(t.shape, lambda *i: t(*i), name=f"{self.forward}_grad_{name}")
+
+        return [*self.inputs, self.head, *(own(n, t) for n, t in self.outputs.items())]
 
     def describe(self) -> str:
         """The derived operators as a user reads them (``swtune grad``)."""

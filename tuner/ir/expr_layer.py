@@ -1,22 +1,33 @@
 """A user's expression operator as a layer of a torch model, so a model holding it trains through the
 operator's derived gradient.
 
-``expression_layer("ops.py:FUNC", args, torch_twin="ops.py:FUNC_torch")`` is a torch module whose first
-te input is the layer's input and whose other te inputs are its parameters (initialised uniform in
-``±1/sqrt(last dimension)``, as torch's Linear). In torch it runs the twin (so torch trains it by
-autograd: the reference); under torch.export it is a custom operator ``swtune::<name>``, which
-:func:`converters` turns into the expression itself when TVM imports the exported program
-(``emit_expression``: ``call_tir_with_grad``, whose gradient is derived from the expression by
-tuner/expr/autodiff.py).
+``expression_layer("ops.py:FUNC", args, torch_twin="ops.py:FUNC_torch", inputs=1)`` is a torch module
+whose first ``inputs`` te inputs are the layer's inputs (``forward(*xs)``: a recurrent cell's gates and
+its state) and whose other te inputs are its parameters (initialised uniform in ``±1/sqrt(last
+dimension)``, as torch's Linear). In torch it runs the twin (so torch trains it by autograd: the
+reference); under torch.export it is a custom operator ``swtune::<name>``, which :func:`converters`
+turns into the expression itself when TVM imports the exported program (``emit_expression``:
+``call_tir_with_grad``, whose gradient is derived from the expression by tuner/expr/autodiff.py).
+
+Inside ``with decomposed():`` the layer exports as its twin instead: the torch primitives a framework
+would run one kernel each (the framework-style reference, tuner.train.framework_style).
 """
 
 from __future__ import annotations
 
 import math
+from collections.abc import Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import Any
 
+from tuner.errors import InvalidWorkloadError
 from tuner.expr.workload import load_function, script_hash, tensors_from_op
+
+
+class MissingTwinError(InvalidWorkloadError):
+    """An expression layer without a torch twin was asked to run in torch or framework-style."""
 
 
 @dataclass(frozen=True)
@@ -26,6 +37,17 @@ class _Registered:
 
 
 _REGISTRY: dict[str, _Registered] = {}  # custom operator name -> the expression it stands for
+_DECOMPOSED: ContextVar[bool] = ContextVar("swtune_decomposed_expressions", default=False)
+
+
+@contextmanager
+def decomposed() -> Iterator[None]:
+    """Expression layers exported inside this block are their torch twins' primitives, not one operator."""
+    token = _DECOMPOSED.set(True)
+    try:
+        yield
+    finally:
+        _DECOMPOSED.reset(token)
 
 
 def _custom_op(key: str, twin: Any, args: dict[str, Any], out_shape: tuple[int, ...]) -> Any:
@@ -37,6 +59,8 @@ def _custom_op(key: str, twin: Any, args: dict[str, Any], out_shape: tuple[int, 
         return existing
 
     def run(xs: list[torch.Tensor]) -> torch.Tensor:
+        if twin is None:
+            raise MissingTwinError(f"{key} has no torch twin: torch cannot run it")
         return twin(*xs, **args)
 
     # the schema spelled out: this module's annotations are strings (postponed evaluation)
@@ -45,21 +69,31 @@ def _custom_op(key: str, twin: Any, args: dict[str, Any], out_shape: tuple[int, 
     return getattr(torch.ops.swtune, key)
 
 
-def expression_layer(op: str, args: dict[str, Any] | None = None, torch_twin: str | None = None) -> Any:
-    """The layer of operator ``op`` (FILE.py:FUNC) called with ``args``; ``torch_twin`` defaults to
-    ``FUNC_torch`` in the same file."""
+def expression_layer(op: str, args: dict[str, Any] | None = None, torch_twin: str | None = None,
+                     inputs: int = 1) -> Any:
+    """The layer of operator ``op`` (FILE.py:FUNC) called with ``args``, its first ``inputs`` tensors
+    the layer's inputs; ``torch_twin`` defaults to ``FUNC_torch`` in the same file. A layer without a
+    twin compiles (torch.export sees one operator), but torch cannot run it, nor can framework-style
+    execution (:class:`MissingTwinError`)."""
     import torch
     from tvm import te
 
     kwargs: dict[str, Any] = dict(args or {})
     tensors, name = tensors_from_op(op, kwargs)
-    twin = load_function(torch_twin or f"{op}_torch")
+    if not 1 <= inputs < len(tensors):
+        raise ValueError(f"{op}: inputs={inputs}, but the operator has {len(tensors) - 1} input tensors")
+    try:
+        twin: Any = load_function(torch_twin or f"{op}_torch")
+    except InvalidWorkloadError:
+        if torch_twin is not None:
+            raise
+        twin = None
     key = f"{name}_{script_hash(te.create_prim_func(tensors).script())}"
     _REGISTRY[key] = _Registered(tensors, name)
     out_shape = tuple(int(d) for d in tensors[-1].shape)
     custom = _custom_op(key, twin, kwargs, out_shape)
-    shapes = [tuple(int(d) for d in t.shape) for t in tensors[1:-1]]
-    names = [str(t.op.name) for t in tensors[1:-1]]
+    shapes = [tuple(int(d) for d in t.shape) for t in tensors[inputs:-1]]
+    names = [str(t.op.name) for t in tensors[inputs:-1]]
 
     class ExpressionLayer(torch.nn.Module):
         def __init__(self) -> None:
@@ -69,11 +103,17 @@ def expression_layer(op: str, args: dict[str, Any] | None = None, torch_twin: st
                 bound = 1.0 / math.sqrt(shape[-1])
                 self.register_parameter(n, torch.nn.Parameter(torch.empty(shape).uniform_(-bound, bound)))
 
-        def forward(self, x: Any) -> Any:
+        def forward(self, *xs: Any) -> Any:
+            if len(xs) != inputs:
+                raise TypeError(f"{name}: expected {inputs} input tensors, got {len(xs)}")
             params = [getattr(self, n) for n in self.names]
-            if torch.compiler.is_exporting():
-                return custom([x, *params])
-            return twin(x, *params, **kwargs)
+            if torch.compiler.is_exporting() and not _DECOMPOSED.get():
+                return custom([*xs, *params])
+            if twin is None:
+                why = ("framework-style execution composes a new operator from its twin's torch primitives"
+                       if _DECOMPOSED.get() else "torch runs the layer through it")
+                raise MissingTwinError(f"{op} has no torch twin {op}_torch: {why}")
+            return twin(*xs, *params, **kwargs)
 
         def extra_repr(self) -> str:
             return f"{op} {kwargs}"

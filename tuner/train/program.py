@@ -24,6 +24,7 @@ from tuner.codegen.emulator.cache import make_emulated
 from tuner.errors import SwtuneError
 from tuner.ir.training import Phase, TrainingStep
 from tuner.targets import Target
+from tuner.train.framework_style import library_calls
 
 
 class TrainingRunError(SwtuneError):
@@ -43,11 +44,14 @@ class TrainingProgram:
 
 
 def compile_training(step: TrainingStep, target: Target | str, out_dir: str | Path, lookup: Lookup | None,
-                     name: str = "model", dropout_seed: int = 0) -> TrainingProgram:
-    """The program of ``step``; its dropout masks are drawn from ``dropout_seed``."""
+                     name: str = "model", dropout_seed: int = 0, framework_style: bool = False) -> TrainingProgram:
+    """The program of ``step``; its dropout masks are drawn from ``dropout_seed``. ``framework_style``:
+    the reference that runs one library call at a time (tuner.train.framework_style; build ``step``
+    with its expression layers decomposed)."""
     out = Path(out_dir)
     result = compile_model(step.module, target, out, lookup, name=name,
-                           driver=training_main(name, len(step.inputs), step.dropouts, dropout_seed))
+                           driver=training_main(name, len(step.inputs), step.dropouts, dropout_seed),
+                           framework_style=library_calls(step) if framework_style else None)
     np.concatenate([v.ravel() for _, v in step.carried] or [np.zeros(0)]).astype(step.dtype).tofile(out / "state.bin")
     (out / "training.json").write_text(json.dumps({
         "model": name, "dtype": step.dtype, "loss": step.loss.value,
