@@ -108,3 +108,30 @@ def test_a_called_primfunc_is_named_without_its_layers_shape_signature() -> None
     assert operator_name("conv2d_2x4x4x4x4x4x3x3x1x1x1x1x1x1x1x1x1_grad_data") == "conv2d_grad_data"
     assert operator_name("conv2d_8x16x3x3_grad_weight_1") == "conv2d_grad_weight_1"
     assert operator_name("gated_dense_grad_x") == "gated_dense_grad_x"  # a user's operator keeps its name
+
+
+@pytest.mark.slow
+@pytest.mark.needs("gcc", "make")
+def test_untuned_element_wise_expressions_with_several_operands_run_on_the_cpes_and_match_torch(
+        tmp_path: Path) -> None:
+    # LLTM's cell (examples/novel/lltm.py): element-wise expressions reading the gates at offsets, which
+    # the rule-picked CPE blocks do not slice; untuned, they and their gradients took the MPE (62% of
+    # the step); now their expression kernels at the analysis' choice
+    from tuner.expr.workload import load_function
+
+    lltm = Path(__file__).resolve().parents[2] / "examples" / "novel" / "lltm.py"
+    module, inputs = load_function(f"{lltm}:model")(batch=4, features=8, hidden=16, steps=2, classes=3)
+    reference = copy.deepcopy(module)
+    opt = Optimizer(OptimizerKind.SGD, 0.05)
+    step = training_step(module.train(), inputs, Loss.CROSS_ENTROPY, opt)
+    program = compile_training(step, "sw26010", tmp_path, lambda w: None, "lltm")
+    cells = [k for k in program.result.kernels if k.workload.key.split("-")[1].startswith("lltm_")]
+    assert {k.workload.name.split("_", 1)[1] for k in cells} >= {"cell", "hidden", "cell_grad_gates"}
+    assert all(k.status == "fallback: untuned, the analysis' choice" for k in cells)
+    timing = program.timing
+    assert not [s for s in timing.steps if s.where == "MPE" and s.relax_op.startswith("lltm")]
+    assert timing.mpe_fraction <= 0.05
+    shape = target_shape(module, inputs, Loss.CROSS_ENTROPY)
+    batches = train_data.synthetic(4, 2, 4, tuple(inputs[0].shape), shape, Loss.CROSS_ENTROPY)
+    compared = emulate_beside_torch(step, reference, batches, opt, tmp_path, 2)
+    assert compared.loss_err <= 1e-4 and compared.param_err <= 1e-4

@@ -49,26 +49,44 @@ def _name(v: Any) -> str:
     return str(getattr(v, "name_hint", "") or getattr(v, "name", ""))
 
 
+# operators a framework runs as views (no kernel of their own: the next kernel reads the strided view)
+VIEW_OPS = frozenset({"relax.split", "relax.strided_slice", "relax.permute_dims", "relax.reshape", "relax.squeeze",
+                      "relax.expand_dims", "relax.flatten"})
+
+
 def forward_calls(bindings: list[Any], first: int = 0) -> dict[str, int]:
-    """A call per Relax binding, numbered from ``first``, except that a linear layer is one GEMM call:
-    a transpose only a matmul reads joins that matmul's call, and so does a bias add only of its result."""
-    op_of = {_name(b.var): str(getattr(getattr(b.value, "op", None), "name", "")) for b in bindings}
-    readers: dict[str, int] = {}
+    """A call per Relax binding, numbered from ``first`` in program order, except where a framework's
+    one call runs several: a view (a chunk's slices, a transpose, a reshape) is read by the call that
+    first reads it, and a linear layer is one GEMM call with its bias add (``addmm``)."""
+    op_of: dict[str, str] = {}
+    readers: dict[str, list[str]] = {}
     for b in bindings:
-        for a in getattr(b.value, "args", []):
-            readers[_name(a)] = readers.get(_name(a), 0) + 1
-    calls: dict[str, int] = {}
-    n = first
+        name = _name(b.var)
+        op_of[name] = str(getattr(getattr(b.value, "op", None), "name", type(b.value).__name__))
+        for a in [*getattr(b.value, "args", []), getattr(b.value, "tuple_value", None)]:
+            if a is not None:
+                readers.setdefault(_name(a), []).append(name)
+    joins: dict[str, str] = {}  # a binding -> the binding whose call runs it
     for b in bindings:
         name, args = _name(b.var), [_name(a) for a in getattr(b.value, "args", [])]
-        products = [a for a in args if op_of.get(a) == "relax.matmul" and readers[a] == 1]
-        if op_of[name] == "relax.add" and products:  # a bias add: addmm
-            calls[name] = calls[products[0]]
-            continue
-        if op_of[name] == "relax.matmul":  # a transposed operand: the GEMM's transpose flag
-            calls.update((a, n) for a in args if op_of.get(a) == "relax.permute_dims" and readers[a] == 1)
-        calls[name] = n
-        n += 1
+        products = [a for a in args if op_of.get(a) == "relax.matmul" and readers[a] == [name]]
+        if op_of[name] == "relax.add" and products:
+            joins[name] = products[0]
+        elif (op_of[name] in VIEW_OPS or op_of[name] == "TupleGetItem") and readers.get(name):
+            joins[name] = readers[name][0]
+
+    def root(name: str) -> str:
+        seen = set()
+        while name in joins and name not in seen:
+            seen.add(name)
+            name = joins[name]
+        return name
+
+    calls: dict[str, int] = {}
+    numbers: dict[str, int] = {}
+    for b in bindings:
+        name = _name(b.var)
+        calls[name] = numbers.setdefault(root(name), first + len(numbers))
     return calls
 
 

@@ -27,7 +27,15 @@ from tuner.aot.fusion import apply_epilogue, channel_axis, unfuse
 from tuner.aot.launch_groups import phase_seconds
 from tuner.aot.lookup import Lookup
 from tuner.aot.mpe import MpeReason
-from tuner.aot.untuned import TUNED, Fallback, Records, choose_config, default_config, kept_unless_slower
+from tuner.aot.untuned import (
+    TUNED,
+    Fallback,
+    Records,
+    analysis_choice,
+    choose_config,
+    default_config,
+    kept_unless_slower,
+)
 from tuner.ir.graph import AotError, Graph, Node, Note, Tensor, slave_symbol
 from tuner.space.space import Config
 from tuner.targets import Target
@@ -294,8 +302,11 @@ def _expression_kernel(step: Node, target: Target, records: Records,
         log.info("fused form %s (binding %s) is not tuned, its plain form is: the epilogue runs as a step of its "
                  "own", w.key, step.source)
         return
-    if config is None and memory_bound:  # untuned: its rule-picked lowering (tuner.aot.cpe_ops, or the MPE)
-        return
+    if config is None and memory_bound:
+        lowering = untuned_seconds(step) if untuned_seconds is not None else None
+        if lowering is None or lowering.on_cpe:
+            return  # untuned: its rule-picked CPE blocks (tuner.aot.cpe_ops)
+        # else its untuned lowering is the MPE's: the expression kernel at the analysis' choice where faster
     ep = step.attrs.get("epilogue")
     untuned: Untuned | None = None
     try:
@@ -309,10 +320,10 @@ def _expression_kernel(step: Node, target: Target, records: Records,
         elif config is None:
             if w.key not in warned:
                 warned.add(w.key)
-                log.warning("untuned expression operator %s (%s, binding %s) on %s: a near record or the "
-                            "OpenACC-like default schedule on the CPEs", w.key, step.relax_op, step.source,
-                            target.name)
-            choice = default_config(w, target, records)
+                how = "the analysis' choice" if memory_bound else "a near record or the OpenACC-like default schedule"
+                log.warning("untuned expression operator %s (%s, binding %s) on %s: %s on the CPEs", w.key,
+                            step.relax_op, step.source, target.name, how)
+            choice = analysis_choice(w, target, records) if memory_bound else default_config(w, target, records)
         elif memory_bound:  # its own comparison below: with its untuned lowering
             choice = (config, TUNED)
         else:

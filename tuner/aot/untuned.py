@@ -5,7 +5,9 @@ expression, a fused form with an epilogue): its tuned record when the log has on
 otherwise the fastest (by the simulator) of the records of near workloads that the space accepts --
 the same operator at another shape or with another epilogue, found among the workloads of the same
 compile -- and the kind's baseline on the CPEs (the OpenACC-like schedule). So no GEMM-like operator
-waits for tuning to leave the MPE. ``Fallback`` names why a kernel runs what it runs.
+waits for tuning to leave the MPE. A memory-bound expression operator with no other CPE form
+(it would run on the MPE) takes the analysis' choice (``analysis_choice``) where that is faster.
+``Fallback`` names why a kernel runs what it runs.
 """
 
 from __future__ import annotations
@@ -31,6 +33,7 @@ class Fallback(str, Enum):
     """Why a kernel does not run its own tuned record (a Kernel's status is ``fallback: <value>``)."""
 
     UNTUNED = "untuned"  # no record: the kind's baseline
+    ANALYSIS = "untuned, the analysis' choice"  # no record: the simulator's fastest of a sample of the space
     NEAR = "near record"  # no record: a near workload's record, faster than the baseline
     INVALID = "invalid tuned config"  # the record is not valid in this space
     SLOWER = "tuned record slower than the baseline"  # the simulator times the record above the baseline
@@ -92,6 +95,27 @@ def default_config(workload: Workload, target: Target, records: Records | None, 
                      target.name, why.value, keys[best])
             return dict(near[keys[best]]), Fallback.NEAR.status(keys[best])
     return base, why.status()
+
+
+ANALYSIS_SAMPLE = 64  # configs the analysis' choice is picked from (besides the baseline and near records)
+
+
+def analysis_choice(workload: Workload, target: Target, records: Records | None) -> tuple[Config, str]:
+    """The schedule of an untuned memory-bound expression operator that has no other CPE form (an
+    element-wise expression reading several operands at offsets): the fastest by the simulator of
+    ``default_config``'s choice and a seeded sample of the space -- the analysis' best guess, no
+    measurement."""
+    import numpy as np
+
+    from tuner.aot.timing import kernel_seconds
+    from tuner.space.factory import space_for
+
+    space = space_for(workload, target)
+    first, status = default_config(workload, target, records)
+    sample = [space.decode(row) for row in space.sample(ANALYSIS_SAMPLE, 0)]
+    times, _ = kernel_seconds(space, [first, *sample])
+    best = int(np.argmin(times))
+    return (first, status) if best == 0 else (sample[best - 1], Fallback.ANALYSIS.status())
 
 
 def choose_config(workload: Workload, target: Target, records: Records | None) -> tuple[Config, str]:
