@@ -65,6 +65,6 @@ class ScoreMemo:
     def _remember(self, keys: np.ndarray, scores: np.ndarray) -> None:
         if len(self._keys) + len(keys) > self.max_rows:
             self.clear()
-        all_keys = np.concatenate([self._keys, keys])
-        order = np.argsort(all_keys, kind="stable")
-        self._keys, self._scores = all_keys[order], np.concatenate([self._scores, scores])[order]
+        # ``keys`` are sorted (np.unique) and none is in the memo: one merge, no sort of the whole memo
+        at = np.searchsorted(self._keys, keys)
+        self._keys, self._scores = np.insert(self._keys, at, keys), np.insert(self._scores, at, scores)
