@@ -19,7 +19,7 @@ h; the batch is the command line's (8). The input is [batch, T, 64]. Large enoug
 (8 x 192 x 384 per step) and the element-wise kernels each do real work, small enough that the
 emulator runs 5 steps in seconds::
 
-    swtune train examples/novel/lltm.py:model -o /tmp/lltm --optimizer sgd --lr 0.05 --batch 8 --steps 5 --trials 0
+    swtune train examples/novel/lltm.py:model -o lltm --optimizer sgd --lr 0.05 --batch 8 --steps 5 --trials 0
 """
 
 from pathlib import Path

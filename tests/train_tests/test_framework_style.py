@@ -149,6 +149,40 @@ def test_both_programs_of_a_model_with_a_new_operator_match_torch_on_the_emulato
         assert got.loss_err < 1e-4 and got.param_err < 1e-4, (framework, got.loss_err, got.param_err)
 
 
+# each network of examples/novel at a size the emulator runs in seconds
+SMALL = {
+    "lltm": {"features": 8, "hidden": 16, "steps": 2, "classes": 3},
+    "sublstm": {"features": 8, "hidden": 16, "steps": 2, "classes": 3},
+    "mi_lstm": {"features": 8, "hidden": 16, "steps": 2, "classes": 3},
+    "scrnn": {"features": 8, "context": 8, "hidden": 16, "steps": 2, "classes": 3},
+    "involution": {"image": 8, "channels": 8, "groups": 2, "k": 3, "reduction": 2, "classes": 3},
+    "capsnet": {"channels": 8, "types": 2, "din": 4, "upper": 3, "dout": 4, "iterations": 2, "classes": 3},
+    "mixconv": {"image": 8, "channels": 6, "classes": 3},
+    "shiftnet": {"image": 8, "channels": 18, "blocks": 1, "classes": 3},
+}
+
+
+def test_every_novel_network_has_a_small_size_here() -> None:
+    assert {p.stem for p in (ROOT / "examples" / "novel").glob("*.py")} == set(SMALL)
+
+
+@pytest.mark.slow
+@pytest.mark.needs("gcc", "make")
+@pytest.mark.parametrize("network", sorted(SMALL))
+def test_both_programs_of_each_novel_network_match_torch_on_the_emulator(network: str, tmp_path: Path) -> None:
+    from tuner.expr.workload import load_function
+
+    module, inputs = load_function(f"{ROOT / 'examples' / 'novel' / network}.py:model")(batch=4, **SMALL[network])
+    shape = target_shape(module, inputs, Loss.CROSS_ENTROPY)
+    batches = train_data.synthetic(3, 2, 4, tuple(inputs[0].shape), shape, Loss.CROSS_ENTROPY)
+    for framework in (False, True):
+        step = _step(module.train(), tuple(inputs), framework)
+        out = tmp_path / ("framework" if framework else "swtune")
+        compile_training(step, "sw26010", out, None, network, framework_style=framework)
+        got = emulate_beside_torch(step, copy.deepcopy(module), batches, SGD, out, 2)
+        assert got.loss_err <= 1e-4 and got.param_err <= 1e-4, (framework, got.loss_err, got.param_err)
+
+
 def test_a_layer_without_a_torch_twin_is_refused_in_framework_style(tmp_path: Path) -> None:
     ops = tmp_path / "twinless.py"
     ops.write_text(textwrap.dedent('''
