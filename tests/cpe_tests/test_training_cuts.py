@@ -62,6 +62,20 @@ def test_the_operator_cuts_and_runs_right_on_the_emulator(case: str, tmp_path: P
     np.testing.assert_allclose(run.output, _run(mod, xs).ravel(), rtol=1e-5, atol=1e-5)
 
 
+@pytest.mark.needs("gcc", "make")
+@pytest.mark.parametrize("start", [0, 3, 5, 8])
+def test_a_slice_scatter_of_one_position_along_the_cut_is_right_in_every_block(start: int, tmp_path: Path) -> None:
+    # slicing's adjoint in a training step: a source of extent 1 along axis 2 written at one position. A
+    # cut along that axis once took the source for a broadcast operand, wrong in the blocks that do not
+    # hold ``start``, and a check of three blocks (the ends and the middle) let it through
+    shapes = [(2, 3, 9, 4), (2, 3, 1, 4)]
+    mod = _module(shapes, lambda x, s: relax.op.slice_scatter(x, s, start, start + 1, 1, axis=2))
+    result = compile_model(mod, TARGET, tmp_path, lambda w: None, cpe_mode="all")
+    xs = [np.random.default_rng(i).standard_normal(s).astype("float32") for i, s in enumerate(shapes)]
+    run = run_model(result.out_dir, xs, TARGET)
+    np.testing.assert_allclose(run.output, _run(mod, xs).ravel(), rtol=1e-5, atol=1e-5)
+
+
 def test_a_per_channel_operand_takes_the_same_block_for_every_sample() -> None:
     shapes, body = CASES["per_channel_subtract"]
     node = _one_node(_module(shapes, body))

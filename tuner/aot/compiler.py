@@ -217,7 +217,8 @@ def lower_model(mod: Any, target: Target | str, lookup: Lookup | None, *, cpe_mo
         from tuner.aot.fusion import fuse_epilogues
 
         fuse_epilogues(graph, ctype(graph.dtype))
-    kernels = resolve_kernels(graph, tgt, lookup, untuned_seconds(graph, tgt, CpeMode(cpe_mode)))
+    kernels = resolve_kernels(graph, tgt, lookup, untuned_seconds(graph, tgt, CpeMode(cpe_mode)),
+                              untuned_to_cpe=CpeMode(cpe_mode) != CpeMode.NONE)
     cpe_ops = assign_cpe_kernels(graph, tgt, len(kernels), CpeMode(cpe_mode), lookup, fuse_cpe, calls)
     groups = assign_groups(graph, calls.same_call if calls else None) if group_launches else []
     return LoweredModel(graph, tgt, kernels, cpe_ops, groups)

@@ -216,9 +216,10 @@ def _workloads(graph: Graph) -> list[Workload]:
 
 
 def resolve_kernels(graph: Graph, target: Target, lookup: Lookup | None,
-                    untuned_seconds: UntunedSeconds | None = None) -> list[Kernel]:
+                    untuned_seconds: UntunedSeconds | None = None, untuned_to_cpe: bool = True) -> list[Kernel]:
     """Give every kernel node its Kernel (generating each distinct one once); a generic node with an
-    ``expr_workload`` becomes one as ``_expression_kernel`` decides (tuned or not, when GEMM-like).
+    ``expr_workload`` becomes one as ``_expression_kernel`` decides (tuned or not, when GEMM-like;
+    ``untuned_to_cpe``: an untuned memory-bound one whose lowering is the MPE's may take the CPEs).
 
     A kernel whose output rows are padded to whole DMA lines (``put_lines``) writes a pitched scratch
     tensor; an ``unpitch`` MPE node then copies the rows into the dense output."""
@@ -235,11 +236,11 @@ def resolve_kernels(graph: Graph, target: Target, lookup: Lookup | None,
         if isinstance(step, Note) and id(step) in restored:
             continue
         if isinstance(step, Node) and step.op in ("tir", "transpose") and "expr_workload" in step.attrs:
-            _expression_kernel(step, target, records, by_key, untuned_seconds, warned)
+            _expression_kernel(step, target, records, by_key, untuned_seconds, warned, untuned_to_cpe)
             if step.op != "kernel" and "unfused" in step.attrs:  # the plain form has the record: run it
                 restored.add(id(step.attrs["unfused"].note))
                 queue.insert(0, unfuse(step))  # the consumer runs next, as a step of its own
-                _expression_kernel(step, target, records, by_key, untuned_seconds, warned)
+                _expression_kernel(step, target, records, by_key, untuned_seconds, warned, untuned_to_cpe)
         if not isinstance(step, Node) or step.op != "kernel":
             steps.append(step)
             continue
@@ -283,7 +284,7 @@ def resolve_kernels(graph: Graph, target: Target, lookup: Lookup | None,
 
 def _expression_kernel(step: Node, target: Target, records: Records,
                        by_key: dict[tuple[str, str, str], Kernel], untuned_seconds: UntunedSeconds | None,
-                       warned: set[str]) -> None:
+                       warned: set[str], untuned_to_cpe: bool = True) -> None:
     """Make a generic operator that task extraction tunes as an expression (tuner.bridge.extract) a
     kernel node, or leave it generic (with the reason in ``mpe_reason`` when no schedule can be generated).
 
@@ -303,9 +304,9 @@ def _expression_kernel(step: Node, target: Target, records: Records,
                  "own", w.key, step.source)
         return
     if config is None and memory_bound:
-        lowering = untuned_seconds(step) if untuned_seconds is not None else None
+        lowering = untuned_seconds(step) if untuned_seconds is not None and untuned_to_cpe else None
         if lowering is None or lowering.on_cpe:
-            return  # untuned: its rule-picked CPE blocks (tuner.aot.cpe_ops)
+            return  # untuned: its rule-picked CPE blocks (tuner.aot.cpe_ops), or the MPE when asked to stay there
         # else its untuned lowering is the MPE's: the expression kernel at the analysis' choice where faster
     ep = step.attrs.get("epilogue")
     untuned: Untuned | None = None

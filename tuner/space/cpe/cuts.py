@@ -37,6 +37,7 @@ from tuner.space.cpe.schedule import Window, dma_counts
 from tuner.targets import Target
 
 MAX_PARAMS = 16  # pointers in swtune_args.p
+MAX_POSITIONS = 32  # positions along the cut a cut check compares (each one llvm run of a block)
 # operators whose shape argument is their output's shape: a block's is the block's output shape
 VERDICTS = "cut-checks"  # the content cache's entries of same_meaning: b"1" or b"0"
 SHAPE_ARG_OPS = ("relax.broadcast_to", "relax.collapse_sum_to")
@@ -121,9 +122,18 @@ def _block(x: np.ndarray, axis: int, b: int, blk: int, nj: int) -> np.ndarray:
     return v[lead_i, j * b:(j + 1) * b].reshape(_sliced_shape(x.shape, axis, b))
 
 
+def checked_blocks(lead: int, nj: int) -> list[int]:
+    """The blocks a cut check compares: every position along the cut of the first and of the last leading
+    index (at most ``MAX_POSITIONS`` of them, evenly spaced, both ends kept), and the middle block. An
+    operator that writes one position of the cut axis (a slice_scatter's extent-1 source) is wrong only
+    in the blocks that do not hold it, so the ends and the middle alone can miss it."""
+    positions = sorted({0, nj - 1, *np.linspace(0, nj - 1, min(nj, MAX_POSITIONS)).round().astype(int).tolist()})
+    return sorted({(lead * nj) // 2, *positions, *((lead - 1) * nj + j for j in positions)})
+
+
 def _same_meaning(full: Any, sliced: Any, n: Node, plan: list[ParamSlice], axis: int, b: int, nj: int,
                   dtype: str) -> bool:
-    """The sliced PrimFunc on a few blocks equals the full PrimFunc's result there (llvm, random data)."""
+    """The sliced PrimFunc on ``checked_blocks`` equals the full PrimFunc's result there (llvm, random data)."""
     rng = np.random.default_rng(0)
     ins = [_random(rng, t.shape, t.dtype) for t in n.inputs]
 
@@ -134,7 +144,7 @@ def _same_meaning(full: Any, sliced: Any, n: Node, plan: list[ParamSlice], axis:
     out_dtypes = [t.dtype for t in n.outputs]
     ref = run_llvm(full, ins, outs, out_dtypes)
     lead = prod(n.output.shape[:axis])
-    for blk in sorted({0, lead * nj - 1, (lead * nj) // 2}):
+    for blk in checked_blocks(lead, nj):
         args = [x if not p.sliced else _block(_in_rank(x), axis, 1, blk // nj, 1) if not p.along
                 else _block(_in_rank(x), axis, b, blk if p.per_lead else blk % nj, nj) for x, p in zip(ins, plan)]
         got = run_llvm(sliced, args, [_sliced_shape(s, axis, b) for s in outs], out_dtypes)
@@ -231,7 +241,7 @@ def same_meaning(n: Node, plan: KernelPlan, op: CpeOp, dtype: str) -> bool:
     # the verdict depends on the two functions, the shapes and dtypes they run on (the data is random at
     # a fixed seed) and the slicing; a compile of the same model in another process reads it back
     key = content_cache.key_of([
-        "same_meaning/1", str(llvm.fingerprint(full)), str(llvm.fingerprint(sliced)), dtype,
+        "same_meaning/2", str(llvm.fingerprint(full)), str(llvm.fingerprint(sliced)), dtype,
         repr([(t.shape, t.dtype) for t in n.inputs]), repr([(t.shape, t.dtype) for t in n.outputs]),
         repr((op.params, op.axis, op.block, op.nj, op.blocks, op.window))])
     known = content_cache.read(VERDICTS, key)
