@@ -212,7 +212,7 @@ def lower_model(mod: Any, target: Target | str, lookup: Lookup | None, *, cpe_mo
         from tuner.aot.context import current_lookup
 
         lookup = current_lookup()
-    calls = framework_style
+    calls = framework_style  # the library calls of the reference, or None: swtune's own program
     if fuse and calls is None:
         from tuner.aot.fusion import fuse_epilogues
 

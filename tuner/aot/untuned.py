@@ -74,27 +74,34 @@ class Records:
         return {k: c for k, c in self._near.get(family(workload), {}).items() if k != workload.key}
 
 
-def default_config(workload: Workload, target: Target, records: Records | None, why: Fallback = Fallback.UNTUNED
-                   ) -> tuple[Config, str]:
-    """The schedule of a workload without a usable record of its own: the fastest of the near records the
-    space accepts and the kind's baseline (RuntimeError when the space has no baseline)."""
+def _fastest(workload: Workload, target: Target, records: Records | None, why: Fallback,
+             sample: int = 0) -> tuple[Config, str]:
+    """The fastest by the simulator of the near records the space accepts, the kind's baseline and
+    ``sample`` seeded configs of the space (RuntimeError when the space has no baseline)."""
     from tuner.aot.timing import kernel_seconds
     from tuner.space.factory import space_for
 
     space = space_for(workload, target)
     kind = kind_of(workload)
-    base = kind.baseline(space)
     near = {k: c for k, c in (records.near(workload) if records is not None else {}).items()
             if kind.why_not_applied(space, c) is None}
-    if near:
-        keys = list(near)
-        times, _ = kernel_seconds(space, [near[k] for k in keys] + [base])
-        best = int(times.argmin())
-        if best < len(keys):
-            log.info("workload %s on %s (%s): running the record of the near workload %s", workload.key,
-                     target.name, why.value, keys[best])
-            return dict(near[keys[best]]), Fallback.NEAR.status(keys[best])
-    return base, why.status()
+    candidates = [(dict(c), Fallback.NEAR.status(k)) for k, c in near.items()] + [(kind.baseline(space), why.status())]
+    candidates += [(space.decode(row), Fallback.ANALYSIS.status()) for row in space.sample(sample, 0)] if sample else []
+    if len(candidates) == 1:
+        return candidates[0]
+    times, _ = kernel_seconds(space, [c for c, _ in candidates])
+    config, status = candidates[int(times.argmin())]
+    if status.startswith(Fallback.NEAR.status()):
+        log.info("workload %s on %s (%s): running the %s", workload.key, target.name, why.value,
+                 status.removeprefix("fallback: "))
+    return config, status
+
+
+def default_config(workload: Workload, target: Target, records: Records | None, why: Fallback = Fallback.UNTUNED
+                   ) -> tuple[Config, str]:
+    """The schedule of a workload without a usable record of its own: the fastest of the near records the
+    space accepts and the kind's baseline (RuntimeError when the space has no baseline)."""
+    return _fastest(workload, target, records, why)
 
 
 ANALYSIS_SAMPLE = 64  # configs the analysis' choice is picked from (besides the baseline and near records)
@@ -103,19 +110,9 @@ ANALYSIS_SAMPLE = 64  # configs the analysis' choice is picked from (besides the
 def analysis_choice(workload: Workload, target: Target, records: Records | None) -> tuple[Config, str]:
     """The schedule of an untuned memory-bound expression operator that has no other CPE form (an
     element-wise expression reading several operands at offsets): the fastest by the simulator of
-    ``default_config``'s choice and a seeded sample of the space -- the analysis' best guess, no
+    ``default_config``'s candidates and a seeded sample of the space -- the analysis' best guess, no
     measurement."""
-    import numpy as np
-
-    from tuner.aot.timing import kernel_seconds
-    from tuner.space.factory import space_for
-
-    space = space_for(workload, target)
-    first, status = default_config(workload, target, records)
-    sample = [space.decode(row) for row in space.sample(ANALYSIS_SAMPLE, 0)]
-    times, _ = kernel_seconds(space, [first, *sample])
-    best = int(np.argmin(times))
-    return (first, status) if best == 0 else (sample[best - 1], Fallback.ANALYSIS.status())
+    return _fastest(workload, target, records, Fallback.UNTUNED, ANALYSIS_SAMPLE)
 
 
 def choose_config(workload: Workload, target: Target, records: Records | None) -> tuple[Config, str]:
