@@ -1,10 +1,10 @@
 """swtune's tuner: workloads and targets, the kinds of task, Sunway schedule spaces, measurement,
 search, codegen, the whole-model compiler and the TVM bridge.
 
-Its subpackages stack (highest first; a layer imports only the ones below it, checked by
-import-linter in CI, see docs/architecture.md): tune / tune_expr > kinds > bridge > aot > backends >
-codegen > search > baseline > measure > space > ir > expr, models > workloads > targets > dma_model,
-task_kind > errors. This module re-exports the domain values only.
+Its subpackages stack in layers, a layer importing only the ones below it. The stack is written once,
+as the import-linter contracts in pyproject.toml (``[tool.importlinter]``, checked in CI);
+docs/architecture.md shows it (``python scripts/architecture_docs.py --layers`` prints it). This module
+re-exports the domain values only.
 """
 
 from tuner.errors import InvalidConfigError, InvalidWorkloadError, SwtuneError, UnknownTargetError
