@@ -32,8 +32,6 @@ import argparse
 import copy
 import functools
 import inspect
-import os
-import subprocess
 import tempfile
 import time
 from collections.abc import Iterator
@@ -45,6 +43,7 @@ from typing import Any
 import numpy as np
 from _common import emit  # noqa: F401  (also puts the checkout on sys.path)
 
+from tuner.codegen.emulator.build import launch
 from tuner.codegen.emulator.cache import make_emulated
 
 TARGET = "sw26010"
@@ -114,11 +113,9 @@ def _emulate(out: Path, x: np.ndarray, dtype: type = np.float32) -> tuple[np.nda
     if build.returncode != 0:
         raise RuntimeError(f"make emu failed: {build.stderr[-2000:]}")
     x.astype(dtype).tofile(out / "input.bin")
-    env = {k: v for k, v in os.environ.items() if not k.startswith("SWEMU_")}
-    env.update(SWEMU_TARGET=TARGET, SWEMU_TIMEOUT="1800")
     start = time.perf_counter()
-    run = subprocess.run(["./model_emu", "weights.bin", "input.bin", "output.bin"], cwd=out, capture_output=True,
-                         text=True, timeout=3600, env=env)
+    run = launch(["./model_emu", "weights.bin", "input.bin", "output.bin"], cwd=out, wait_s=3600, target=TARGET,
+                 timeout="1800")
     if run.returncode != 0:
         raise RuntimeError(f"model_emu failed: {run.stderr[-2000:]}")
     return np.fromfile(out / "output.bin", dtype=dtype), time.perf_counter() - start

@@ -36,9 +36,7 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import re
-import subprocess
 import tempfile
 from pathlib import Path
 
@@ -108,24 +106,20 @@ def model_figures(space, config: dict) -> dict[str, float]:
 
 def emulate(directory: Path, workload, target, compute_only: bool) -> dict:
     """Build one variant with gcc against swemu and run it: its exit status, DMA totals and output check."""
-    from tuner.codegen.emulator.build import build, compile_emulator
+    from tuner.codegen.emulator.build import build_kernel, compile_emulator, launch
 
     pro = target.family is Family.SW26010_PRO
-    defs = ["-DSWTUNE_EMU", "-I", str(directory)] + (["-DSWTUNE_PRO"] if pro else [])
-    defs += ["-DSWTUNE_COMPUTE_ONLY"] if compute_only else []
     with tempfile.TemporaryDirectory(prefix="swtune_split_") as tmp:
         emu = compile_emulator(tmp, cflags=("-O2", "-Wno-psabi"))
-        prog = build([directory / "host.c"], [directory / "slave.c"], Path(tmp) / "kernel_emu",
-                     cflags=("-O2", "-Wno-psabi"), host_cflags=defs, slave_cflags=defs, emulator_object=emu)
+        prog = build_kernel(directory, Path(tmp) / "kernel_emu", pro=pro,
+                            defines=["-DSWTUNE_COMPUTE_ONLY"] if compute_only else [],
+                            cflags=("-O2", "-Wno-psabi"), emulator_object=emu)
         inputs = random_inputs(workload, np.random.default_rng(0))
         files = [Path(tmp) / f"in{i}.bin" for i in range(len(inputs))]
         for x, f in zip(inputs, files):
             x.tofile(f)
-        env = {k: v for k, v in os.environ.items() if not k.startswith("SWEMU_")}
-        env.update(SWEMU_REPORT=str(Path(tmp) / "report.json"), SWEMU_TIMEOUT="120",
-                   SWEMU_TARGET="sw26010pro" if pro else "sw26010", SWEMU_LDM_BYTES=str(target.ldm_bytes))
-        run = subprocess.run([str(prog), *map(str, files), str(Path(tmp) / "c.bin")], capture_output=True,
-                             text=True, timeout=300, env=env, cwd=tmp)
+        run = launch([prog, *files, Path(tmp) / "c.bin"], cwd=tmp, wait_s=300, target=target, timeout="120",
+                     report=Path(tmp) / "report.json", ldm_bytes=target.ldm_bytes)
         report = json.loads((Path(tmp) / "report.json").read_text())
         out = np.fromfile(Path(tmp) / "c.bin", dtype=workload.dtype) if run.returncode == 0 else np.zeros(0)
     totals = report.get("totals", {})

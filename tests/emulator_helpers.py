@@ -3,14 +3,13 @@
 from __future__ import annotations
 
 import json
-import os
-import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+from tuner.codegen.emulator.build import launch
 from tuner.codegen.emulator.cache import make_emulated
 
 
@@ -31,10 +30,8 @@ def run_model(out: Path, inputs: list[np.ndarray], target: str = "sw26010", dtyp
         a = np.asarray(a)
         np.ascontiguousarray(a, dtype=a.dtype if a.dtype.kind in "iub" else dtype).tofile(out / f"in{i}.bin")
         names.append(f"in{i}.bin")
-    env = {k: v for k, v in os.environ.items() if not k.startswith("SWEMU_")}
-    env.update(SWEMU_TARGET=target, SWEMU_TIMEOUT="60", SWEMU_REPORT=str(out / "report.json"))
-    run = subprocess.run(["./model_emu", "weights.bin", *names, "output.bin"], cwd=out, capture_output=True,
-                         text=True, timeout=300, env=env)
+    run = launch(["./model_emu", "weights.bin", *names, "output.bin"], cwd=out, wait_s=300, target=target,
+                 timeout="60", report=out / "report.json")
     assert run.returncode == 0, run.stdout[-2000:] + run.stderr[-3000:]
     return EmuRun(np.fromfile(out / "output.bin", dtype=dtype),
                   json.loads((out / "report.json").read_text()), run.stdout)

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import importlib.util
 import json
-import os
 import subprocess
 from pathlib import Path
 
@@ -64,14 +63,9 @@ def program(builddir, emu_obj):
 
 def run(prog: Path, tmp_path: Path, *args: str, **env_over):
     report = tmp_path / f"report_{prog.name}_{len(list(tmp_path.iterdir()))}.json"
-    env = dict(os.environ)
-    for k in list(env):
-        if k.startswith("SWEMU_"):
-            del env[k]
-    env["SWEMU_REPORT"] = str(report)
-    env["SWEMU_TIMEOUT"] = "20"
-    env.update({k: str(v) for k, v in env_over.items()})
-    proc = subprocess.run([str(prog), *args], capture_output=True, text=True, env=env, timeout=60)
+    target, timeout = env_over.pop("SWEMU_TARGET", "sw26010"), env_over.pop("SWEMU_TIMEOUT", "20")
+    proc = B.launch([prog, *args], wait_s=60, target=target, timeout=timeout, report=report,
+                    **{k.removeprefix("SWEMU_"): v for k, v in env_over.items()})
     rep = json.loads(report.read_text()) if report.exists() else None
     return proc, rep
 

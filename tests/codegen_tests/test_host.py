@@ -1,9 +1,7 @@
 """The one host program (tuner/codegen/host.py) of every op: its inputs, its prepass and packs, and
 what its timing line measures (what tuner/measure/simulator.py ``simulate`` models)."""
 
-import os
 import re
-import subprocess
 from pathlib import Path
 
 import numpy as np
@@ -97,17 +95,13 @@ def test_the_epilogue_channel_axis_is_the_output_dim_of_the_col_axis():
 @pytest.mark.slow
 @pytest.mark.needs("gcc", "objcopy", "nm")
 def test_emulated_program_prints_its_host_work_inside_the_kernel_time(tmp_path):
-    from tuner.codegen.emulator.build import build, compile_emulator
+    from tuner.codegen.emulator.build import build_kernel, compile_emulator, launch
 
     cfg = _config(BMM, "b")
     d = generate(BMM, "sw26010", cfg).write(tmp_path / "k")
-    defs = ["-DSWTUNE_EMU", "-I", str(d)]
     emu = compile_emulator(tmp_path, cflags=("-O2", "-Wno-psabi"))
-    prog = build([d / "host.c"], [d / "slave.c"], tmp_path / "kernel_emu", cflags=("-O2", "-Wno-psabi"),
-                 host_cflags=defs, slave_cflags=defs, emulator_object=emu)
-    env = {k: v for k, v in os.environ.items() if not k.startswith("SWEMU_")}
-    env.update(SWEMU_TIMEOUT="120", SWEMU_TARGET="sw26010", SWEMU_LDM_BYTES=str(get_target("sw26010").ldm_bytes))
-    run = subprocess.run([str(prog)], capture_output=True, text=True, timeout=300, env=env, cwd=tmp_path)
+    prog = build_kernel(d, tmp_path / "kernel_emu", cflags=("-O2", "-Wno-psabi"), emulator_object=emu)
+    run = launch([prog], cwd=tmp_path, wait_s=300, timeout="120", ldm_bytes=get_target("sw26010").ldm_bytes)
     assert run.returncode == 0, run.stderr
     prepass = float(re.search(r"^SWTUNE_PREPASS_SECONDS=(\S+)$", run.stdout, re.M).group(1))
     kernel = parse_timing(run.stdout)

@@ -120,7 +120,7 @@ class EmulatorBackend:
         return MeasureResult(config, status, error=error[-2000:], source=self.source, details=details)
 
     def _measure(self, space: ScheduleSpace, config: Config) -> MeasureResult:
-        from tuner.codegen.emulator.build import BuildError, build
+        from tuner.codegen.emulator.build import BuildError, build_kernel, launch
         from tuner.codegen.sources import generate
 
         workload, target = space.workload, space.target
@@ -142,11 +142,10 @@ class EmulatorBackend:
             return self._fail(config, Status.COMPILE_ERROR, f"codegen: {exc}")
         d = src.write(self.new_workdir())
         pro = target.family is Family.SW26010_PRO  # the emulator's Pro API and LDM size
-        defs = ["-DSWTUNE_EMU", "-I", str(d)] + (["-DSWTUNE_PRO"] if pro else [])
         t1 = time.perf_counter()
         try:
-            prog = build([d / "host.c"], [d / "slave.c"], d / "kernel_emu", cflags=self.cflags,
-                         host_cflags=defs, slave_cflags=defs, emulator_object=self.emulator_object())
+            prog = build_kernel(d, d / "kernel_emu", pro=pro, cflags=self.cflags,
+                                emulator_object=self.emulator_object())
         except BuildError as exc:
             return self._fail(config, Status.COMPILE_ERROR, exc.stderr or str(exc))
         except OSError as exc:  # gcc, nm or objcopy missing: no config builds on this machine
@@ -157,12 +156,9 @@ class EmulatorBackend:
         in_files = [d / f"in{i}.bin" for i in range(len(inputs))]
         for x, f in zip(inputs, in_files):
             x.tofile(f)
-        env = {k: v for k, v in os.environ.items() if not k.startswith("SWEMU_")}
-        env.update(SWEMU_REPORT=str(d / "report.json"), SWEMU_TIMEOUT=str(self.timeout_s),
-                   SWEMU_TARGET="sw26010pro" if pro else "sw26010", SWEMU_LDM_BYTES=str(target.ldm_bytes))
         try:
-            proc = subprocess.run([str(prog), *map(str, in_files), str(d / "c.bin")],
-                                  capture_output=True, text=True, timeout=self.timeout_s + 10, env=env, cwd=d)
+            proc = launch([prog, *in_files, d / "c.bin"], cwd=d, wait_s=self.timeout_s + 10, target=target,
+                          timeout=self.timeout_s, report=d / "report.json", ldm_bytes=target.ldm_bytes)
         except subprocess.TimeoutExpired:
             return self._fail(config, Status.TIMEOUT, f"emulator run exceeded {self.timeout_s} s")
         t3 = time.perf_counter()

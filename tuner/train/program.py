@@ -9,8 +9,6 @@ parameters and optimizer state) and ``training.json`` (what the program carries,
 from __future__ import annotations
 
 import json
-import os
-import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -20,6 +18,7 @@ from tuner.aot.compiler import AotResult, compile_model
 from tuner.aot.lookup import Lookup
 from tuner.aot.timing import ModelTime
 from tuner.aot.training_program import training_main
+from tuner.codegen.emulator.build import launch
 from tuner.codegen.emulator.cache import make_emulated
 from tuner.errors import SwtuneError
 from tuner.ir.training import Phase, TrainingStep
@@ -92,9 +91,7 @@ def run_emulated(out_dir: Path, data: Path, steps: int, dtype: str, *, checkpoin
             "final_state.bin"]
     if checkpoint is not None:
         args += [str(Path(checkpoint).resolve()), str(every)]
-    env = {k: v for k, v in os.environ.items() if not k.startswith("SWEMU_")}
-    env.update(SWEMU_TARGET=target, SWEMU_TIMEOUT=str(int(timeout)))
-    run = subprocess.run(args, cwd=out_dir, capture_output=True, text=True, timeout=timeout, env=env)
+    run = launch(args, cwd=out_dir, wait_s=timeout, target=target, timeout=int(timeout))
     if run.returncode != 0:
         raise TrainingRunError(f"the training program failed (exit {run.returncode}): "
                                f"{(run.stderr or run.stdout)[-3000:].strip()}")

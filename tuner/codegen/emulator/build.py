@@ -1,6 +1,6 @@
-"""Build Sunway athread programs (host + slave C files) for x86 with swemu.
+"""Build Sunway athread programs (host + slave C files) for x86 with swemu, and launch them.
 
-Two ways, both documented in README.md:
+Two ways to build, both documented in README.md:
 
 * ``build()`` -- the faithful two-stage build.  Host files are compiled with
   ``-D__sw_host__``, slave files with ``-D__sw_slave__``; then every global
@@ -10,6 +10,10 @@ Two ways, both documented in README.md:
   exactly as on the real machine.
 * ``build_single()`` -- one gcc command for everything (no renaming); the
   emulator's ``athread_spawn`` macro then falls back to the plain name.
+
+``build_kernel()`` builds a generated kernel's directory (host.c, slave.c) the way every caller does, and
+``launch()`` runs a built program in the emulator's environment (this process's, with its own ``SWEMU_``
+settings dropped and the run's set): the one home of both.
 
 Command line::
 
@@ -25,6 +29,10 @@ import sys
 import tempfile
 from collections.abc import Iterable, Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from tuner.targets import Target
 
 EMU_DIR = Path(__file__).resolve().parent
 EMU_SOURCE = EMU_DIR / "athread_emu.c"
@@ -36,7 +44,7 @@ ERROR_EXIT_CODE = 86  # SWEMU_ERROR_EXIT in swemu_common.h
 __all__ = [
     "BuildError", "EMU_DIR", "EMU_SOURCE", "EXAMPLES_DIR", "ERROR_EXIT_CODE",
     "find_cc", "compile_emulator", "rename_slave_objects", "build",
-    "single_command", "build_single",
+    "single_command", "build_single", "build_kernel", "swemu_target", "emulator_env", "launch",
 ]
 
 
@@ -154,6 +162,55 @@ def build_single(host_sources, slave_sources, output, *, cc: str | None = None,
     cmd = single_command(host_sources, slave_sources, output, cc=_need_cc(cc), cflags=cflags)
     _run(cmd)
     return Path(output)
+
+
+def build_kernel(directory: str | os.PathLike, output: str | os.PathLike, *, pro: bool = False,
+                 defines: Sequence[str] = (), cflags: Sequence[str] = DEFAULT_CFLAGS,
+                 emulator_object: str | os.PathLike | None = None) -> Path:
+    """A generated kernel (``directory``'s host.c and slave.c, see tuner.codegen.sources) built for swemu:
+    ``-DSWTUNE_EMU``, the directory on the include path, ``-DSWTUNE_PRO`` for SW26010-Pro, then
+    ``defines``. Returns the executable path."""
+    d = Path(directory)
+    defs = ["-DSWTUNE_EMU", "-I", str(d), *(["-DSWTUNE_PRO"] if pro else []), *defines]
+    return build([d / "host.c"], [d / "slave.c"], output, cflags=cflags, host_cflags=defs, slave_cflags=defs,
+                 emulator_object=emulator_object)
+
+
+def swemu_target(target: Target | str) -> str:
+    """``SWEMU_TARGET`` for ``target``: a Target's family, or a name given as swemu spells it."""
+    if isinstance(target, str):
+        return target
+    return "sw26010pro" if str(target.family) == "sw26010-pro" else "sw26010"
+
+
+def emulator_env(target: Target | str = "sw26010", *, timeout: float | str | None = None,
+                 report: str | os.PathLike | None = None, ldm_bytes: int | None = None,
+                 **settings: object) -> dict[str, str]:
+    """The environment a program runs in on swemu: this process's without its ``SWEMU_`` settings, then
+    the run's: the target, the emulator's own timeout (seconds), the JSON report's path, the LDM budget,
+    and any other ``SWEMU_<NAME>`` given as ``NAME=value``."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("SWEMU_")}
+    env["SWEMU_TARGET"] = swemu_target(target)
+    if timeout is not None:
+        env["SWEMU_TIMEOUT"] = str(timeout)
+    if report is not None:
+        env["SWEMU_REPORT"] = str(report)
+    if ldm_bytes is not None:
+        env["SWEMU_LDM_BYTES"] = str(ldm_bytes)
+    env.update({f"SWEMU_{k}": str(v) for k, v in settings.items()})
+    return env
+
+
+def launch(cmd: Sequence[str | os.PathLike], *, cwd: str | os.PathLike | None = None,
+           wait_s: float | None = None, target: Target | str = "sw26010", timeout: float | str | None = None,
+           report: str | os.PathLike | None = None, ldm_bytes: int | None = None,
+           **settings: object) -> subprocess.CompletedProcess[str]:
+    """Run a built program (``cmd``: the executable, or a launcher such as mpirun, and its arguments) in
+    ``emulator_env(target, timeout=..., report=..., ldm_bytes=..., **settings)``, output captured as text;
+    ``wait_s``: how long this process waits for it (subprocess.TimeoutExpired past it)."""
+    return subprocess.run([str(c) for c in cmd], cwd=cwd, capture_output=True, text=True, timeout=wait_s,
+                          env=emulator_env(target, timeout=timeout, report=report, ldm_bytes=ldm_bytes,
+                                           **settings))
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -10,7 +10,6 @@ the emulator's wall time of the run: a functional emulator, never hardware timin
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import time
 from pathlib import Path
@@ -18,12 +17,12 @@ from typing import Any
 
 import numpy as np
 
+from tuner.codegen.emulator.build import launch
 from tuner.codegen.emulator.cache import make_emulated
 from tuner.errors import InvalidConfigError
 from tuner.measure.base import InfrastructureError, MeasureResult, Source, Status
 from tuner.space.cpe.space import CpeKernelSpace
 from tuner.space.space import Config
-from tuner.targets import Family
 
 RTOL = {"float32": 1e-4, "float64": 1e-9}
 
@@ -36,7 +35,8 @@ def measure_on_emulator(space: CpeKernelSpace, config: Config, workdir: Path, ti
                         seed: int) -> MeasureResult:
     """One config's result on swemu; raises InfrastructureError only when this machine cannot build."""
     from tuner.aot import compile_model
-    from tuner.space.cpe.cuts import dma_plan, run_llvm
+    from tuner.ir import llvm
+    from tuner.space.cpe.cuts import dma_plan
     from tuner.space.cpe.plan import CpeOp
     from tuner.space.cpe.rebuild import random_module
 
@@ -65,13 +65,11 @@ def measure_on_emulator(space: CpeKernelSpace, config: Config, workdir: Path, ti
     inputs = {t.id: rng.uniform(-1, 1, t.shape).astype(wl.dtype) for t in result.graph.inputs}
     for i, t in enumerate(result.graph.inputs):
         inputs[t.id].tofile(workdir / f"in{i}.bin")
-    env = {k: v for k, v in os.environ.items() if not k.startswith("SWEMU_")}
-    env.update(SWEMU_TARGET="sw26010pro" if target.family is Family.SW26010_PRO else "sw26010",
-               SWEMU_TIMEOUT=str(timeout_s), SWEMU_REPORT=str(workdir / "report.json"))
     t2 = time.perf_counter()
     try:
-        run = subprocess.run(["./model_emu", "weights.bin", *(f"in{i}.bin" for i in range(len(inputs))), "out.bin"],
-                             cwd=workdir, capture_output=True, text=True, timeout=timeout_s + 10, env=env)
+        run = launch(["./model_emu", "weights.bin", *(f"in{i}.bin" for i in range(len(inputs))), "out.bin"],
+                     cwd=workdir, wait_s=timeout_s + 10, target=target, timeout=timeout_s,
+                     report=workdir / "report.json")
     except subprocess.TimeoutExpired:
         return _fail(config, Status.TIMEOUT, f"emulator run exceeded {timeout_s} s")
     seconds = time.perf_counter() - t2
@@ -86,7 +84,7 @@ def measure_on_emulator(space: CpeKernelSpace, config: Config, workdir: Path, ti
         return _fail(config, status, run.stderr or json.dumps(errors))
     args = [inputs[t.root.id] if t.root.id in inputs else np.asarray(t.root.data).reshape(t.shape)
             for t in node.inputs]
-    (ref,) = run_llvm(node.attrs["prim_func"], args, [node.output.shape], wl.dtype)
+    (ref,) = llvm.run(node.attrs["prim_func"], args, [(node.output.shape, wl.dtype)], opt_level=0)
     out = np.fromfile(workdir / "out.bin", dtype=wl.dtype)
     keys = ("get_reqs", "get_bytes", "put_reqs", "put_bytes")
     expect = dma_plan(op, int(np.dtype(wl.dtype).itemsize))
