@@ -15,6 +15,8 @@ from typing import Any
 
 import numpy as np
 
+from tuner.ir import llvm
+
 # Richardson-extrapolated central differences: (4 D(h/2) - D(h)) / 3 has an O(h^4) truncation error,
 # so a step this large keeps the rounding error (eps |L| / h) far below the 1e-6 the check asks for
 FD_STEP = 1e-3
@@ -22,21 +24,15 @@ FD_MIN_STEP = 1e-7  # below it rounding (eps |L| / h) dominates
 FD_AGREEMENT = 1e-7  # relative agreement of two successive estimates
 
 
-def _compile(tensors: Sequence[Any]) -> Any:
-    import tvm
+def _prim_func(tensors: Sequence[Any]) -> Any:
     from tvm import te
 
-    func = te.create_prim_func(list(tensors)).with_attr("global_symbol", "main")
-    return tvm.compile(tvm.IRModule({"main": func}), target="llvm")
+    return te.create_prim_func(list(tensors))
 
 
-def _run(exe: Any, inputs: Sequence[np.ndarray], out_shapes: Sequence[tuple[int, ...]]) -> list[np.ndarray]:
-    import tvm
-
-    args = [tvm.runtime.tensor(np.ascontiguousarray(x)) for x in inputs]
-    outs = [tvm.runtime.tensor(np.zeros(s, dtype="float64")) for s in out_shapes]
-    exe["main"](*args, *outs)
-    return [o.numpy() for o in outs]
+def _run(func: Any, inputs: Sequence[np.ndarray], out_shapes: Sequence[tuple[int, ...]]) -> list[np.ndarray]:
+    """``func``'s float64 outputs on ``inputs``, built for llvm once (tuner.ir.llvm)."""
+    return llvm.run(func, inputs, [(s, "float64") for s in out_shapes])
 
 
 def _shape(t: Any) -> tuple[int, ...]:
@@ -45,14 +41,14 @@ def _shape(t: Any) -> tuple[int, ...]:
 
 def gradients_float64(tensors: Sequence[Any], seed: int = 0) -> tuple[list[np.ndarray], np.ndarray,
                                                                       dict[str, np.ndarray], Any]:
-    """(inputs, head, derived gradient per input, the float64 forward executable) at random points."""
+    """(inputs, head, derived gradient per input, the float64 forward PrimFunc) at random points."""
     from tuner.expr.autodiff import with_dtype
 
     t64 = with_dtype(tensors, "float64")
     rng = np.random.default_rng(seed)
     inputs = [rng.uniform(0.5, 1.5, _shape(t)) for t in t64[:-1]]
     head = rng.standard_normal(_shape(t64[-1]))
-    return inputs, head, derived_gradients(t64, inputs, head), _compile(t64)
+    return inputs, head, derived_gradients(t64, inputs, head), _prim_func(t64)
 
 
 def derived_gradients(tensors: Sequence[Any], inputs: Sequence[np.ndarray], head: np.ndarray) -> dict[str, np.ndarray]:
@@ -61,7 +57,7 @@ def derived_gradients(tensors: Sequence[Any], inputs: Sequence[np.ndarray], head
     from tuner.expr.autodiff import differentiate, with_dtype
 
     grad = differentiate(with_dtype(tensors, "float64"))
-    values = _run(_compile(grad.program()), [*inputs, head], [_shape(t) for t in grad.outputs.values()])
+    values = _run(_prim_func(grad.program()), [*inputs, head], [_shape(t) for t in grad.outputs.values()])
     return dict(zip(grad.outputs, values))
 
 

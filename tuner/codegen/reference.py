@@ -22,13 +22,14 @@ _BUILT: dict[str, tuple[Any, list[str], PadPrepass | None]] = {}
 
 
 def _built(workload: Any) -> tuple[Any, list[str], PadPrepass | None]:
-    """(llvm executable, input parameter names, the prepass) of ``workload``, cached by its key."""
+    """(PrimFunc, input parameter names, the prepass) of ``workload``, cached by its key (tuner.ir.llvm
+    keeps the PrimFunc's build)."""
     if workload.key not in _BUILT:
 
         from tuner.codegen.te_ops import op_def
 
         op = op_def(workload)
-        _BUILT[workload.key] = llvm.compiled(op.func), list(op.inputs), geometry_for(workload).prepass
+        _BUILT[workload.key] = op.func, list(op.inputs), geometry_for(workload).prepass
         if len(_BUILT) > 32:  # a long session checks many operators: keep the recent ones
             del _BUILT[next(iter(_BUILT))]
     return _BUILT[workload.key]
@@ -43,16 +44,13 @@ def input_shapes(workload: Any) -> list[tuple[int, ...]]:
 
 def reference(workload: Any, inputs: Sequence[np.ndarray]) -> np.ndarray:
     """Output of ``workload`` on ``inputs`` (parameter order, as the host program reads them)."""
-    import tvm
-
-    exe, names, pre = _built(workload)
+    func, names, pre = _built(workload)
     expr = geometry_for(workload).expr
     shape = {acc.tensor: acc.shape for acc in expr.inputs}
     args = []
     for name, x in zip(names, inputs, strict=True):
         if pre is not None and name == pre.tensor:
             x = np.pad(x, [(p, p) for p in pre.pad]).reshape(shape[name])
-        args.append(tvm.runtime.tensor(np.ascontiguousarray(x)))
-    out = tvm.runtime.tensor(np.zeros(expr.output.shape, dtype=workload.dtype))
-    exe["main"](*args, out)
-    return out.numpy()
+        args.append(x)
+    (out,) = llvm.run(func, args, [(expr.output.shape, workload.dtype)])
+    return out
