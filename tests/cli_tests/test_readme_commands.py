@@ -1,9 +1,9 @@
-"""The README's commands run as written: every ``swtune ...`` line of its code blocks (also inside a
-``&&`` chain) is run, in order, as the console script runs it, in a scratch directory, with
-``SWTUNE_SERVER`` pointing at a live embedded service (driver and simulator workers) for the client
-commands; the others run on their own embedded default, as a reader's do. Commands that tune to the
-end (demo, tune, tune-model) get at most 4 ``--trials``, train 1; the submitted task is cancelled by
-the README itself. So the README cannot drift from the CLI."""
+"""The documentation's commands run as written: every ``swtune ...`` line of the code blocks of the README
+and of docs/*.md (also inside a ``&&`` chain) is run, in order, as the console script runs it, in a
+scratch directory, with ``SWTUNE_SERVER`` pointing at a live embedded service (driver and simulator
+workers) for the client commands; the others run on their own embedded default, as a reader's do.
+Commands that tune to the end (demo, tune, tune-model) get at most 4 ``--trials``, train 1; the
+submitted task is cancelled by the docs themselves. So the README and the docs cannot drift from the CLI."""
 
 from __future__ import annotations
 
@@ -21,6 +21,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 README = ROOT / "README.md"
+PAGES = [README, *sorted((ROOT / "docs").glob("*.md"))]  # the README first, then docs/ by name
 TUNING_COMMANDS = {"demo", "tune", "tune-model", "train"}  # train tunes by default (--trials 8)
 SMALL_TRIALS = 4
 # a training step is a hundred tasks (forward and backward): one trial each, the baseline, still tunes
@@ -31,13 +32,22 @@ SMALL_TRIALS_OF = {"train": 1}
 def readme_commands(text: str) -> list[list[str]]:
     """The argv (without the program) of every swtune command in the README's code blocks, in order."""
     commands: list[list[str]] = []
-    for block in re.findall(r"^```(?:bash|sh|console)?\n(.*?)^```", text, flags=re.S | re.M):
+    for language, block in re.findall(r"^```(\w*)\n(.*?)^```", text, flags=re.S | re.M):
+        if language not in ("", "bash", "sh", "console"):
+            continue  # a Python example, a TOML excerpt
         for line in block.splitlines():
             for part in line.split("&&"):
+                if not part.split() or Path(part.split()[0]).name != "swtune":
+                    continue  # not a command (a diagram, a program's output)
                 words = shlex.split(part, comments=True)
                 if words and Path(words[0]).name == "swtune":
                     commands.append(words[1:])
     return commands
+
+
+def doc_commands() -> list[list[str]]:
+    """The swtune commands of the README and of docs/, page by page, in order."""
+    return [argv for page in PAGES for argv in readme_commands(page.read_text())]
 
 
 def small(argv: list[str]) -> list[str]:
@@ -52,7 +62,7 @@ def small(argv: list[str]) -> list[str]:
 
 
 def test_the_readme_commands_are_found() -> None:
-    commands = readme_commands(README.read_text())
+    commands = doc_commands()
     heads = [" ".join(c[:2]) if c[0] in ("tasks", "db", "token") else c[0] for c in commands]
     assert {"demo", "tune-model", "compile", "submit", "tasks list", "tasks show", "tasks cancel", "best"} <= set(heads)
     assert small(["tune-model", "m", "--trials", "16"]) == ["tune-model", "m", "--trials", "4"]
@@ -89,7 +99,7 @@ def command_groups(commands: list[list[str]]) -> dict[str, list[list[str]]]:
 
 
 def test_every_readme_command_is_in_a_group_in_order() -> None:
-    commands = readme_commands(README.read_text())
+    commands = doc_commands()
     groups = command_groups(commands)
     assert set(groups) == {"model", "demo", "train", "calibrate", CLIENT}
     assert sorted(sum(groups.values(), [])) == sorted(commands)
@@ -97,13 +107,13 @@ def test_every_readme_command_is_in_a_group_in_order() -> None:
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("group", sorted(command_groups(readme_commands(README.read_text()))))
+@pytest.mark.parametrize("group", sorted(command_groups(doc_commands())))
 def test_every_readme_command_runs_as_written(tmp_path: Path, group: str) -> None:
     """Only the client commands talk to a service (``--server``, default ``$SWTUNE_SERVER``): their group
     gets a live one; the others run as a reader runs them, on their own embedded default."""
     from service.embedded import embedded_service
 
-    commands = command_groups(readme_commands(README.read_text()))[group]
+    commands = command_groups(doc_commands())[group]
     with contextlib.ExitStack() as stack:
         env = {**os.environ, "COLUMNS": "160",
                "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])}
