@@ -1,6 +1,7 @@
 """The documentation stays true to the code: docs/architecture.md's layer stack and module list are what
 scripts/architecture_docs.py prints from pyproject.toml's contracts and the modules' docstrings, and
-every relative link of the README and docs/ leads to a file of the repository."""
+every relative link of the README and docs/ leads to a file of the repository, and the reference pages
+list every model family, trainable model, novel network and command the code has."""
 
 from __future__ import annotations
 
@@ -66,3 +67,23 @@ def test_every_relative_link_of_the_docs_leads_to_a_file() -> None:
             if not (page.parent / target.split("#")[0]).exists():
                 broken.append(f"{page.relative_to(ROOT)}: {target}")
     assert broken == []
+
+
+def test_the_reference_pages_list_what_the_code_has() -> None:
+    """Every model family, trainable model, novel network and command is in its docs/ page."""
+    import typer
+
+    from cli.app import build_app
+    from tuner.models.torch_models import TORCH_MODELS
+    from tuner.models.trainable import TRAINABLE
+
+    models = (ROOT / "docs" / "models.md").read_text()
+    assert [f for f in TORCH_MODELS if f"`{f}`" not in models] == []
+    assert f"one of {len(TORCH_MODELS)} families" in models
+    training = (ROOT / "docs" / "training.md").read_text()
+    assert [m for m in TRAINABLE if f"`{m}`" not in training] == []
+    networks = sorted(p.name for p in (ROOT / "examples" / "novel").glob("*.py") if not p.name.startswith("_"))
+    assert networks and [n for n in networks if f"| `{n}` |" not in training] == []
+    commands = typer.main.get_command(build_app()).commands  # a click Group
+    cli = (ROOT / "docs" / "cli.md").read_text()
+    assert [c for c in commands if f"`swtune {c}" not in cli] == []
