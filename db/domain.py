@@ -23,8 +23,33 @@ def untuned_reason(state: str, trials_done: int, best_time: float | None) -> str
     return f"untuned: none of its {trials_done} trials succeeded"
 
 
+class JobCounts:
+    """A task's jobs by state and its best time, and what follows from them: the base of a task's view
+    (TaskInfo, db.submissions.SubmissionTask)."""
+
+    state: str
+    pending: int
+    leased: int
+    done: int
+    failed: int
+    best_time: float | None
+
+    @property
+    def trials_done(self) -> int:
+        """Jobs that used a trial for good: measured (ok or failed config) or given up after attempts."""
+        return self.done + self.failed
+
+    @property
+    def untuned_reason(self) -> str | None:
+        return untuned_reason(self.state, self.trials_done, self.best_time)
+
+    @property
+    def queued(self) -> int:
+        return self.pending + self.leased
+
+
 @dataclass(frozen=True)
-class TaskInfo:
+class TaskInfo(JobCounts):
     """A tuning task with its progress; ``curve`` is (trial number, best time so far) per trial."""
 
     id: int
@@ -57,19 +82,6 @@ class TaskInfo:
     @property
     def workload_key(self) -> str:
         return self.workload.key
-
-    @property
-    def trials_done(self) -> int:
-        """Jobs that used a trial for good: measured (ok or failed config) or given up after attempts."""
-        return self.done + self.failed
-
-    @property
-    def untuned_reason(self) -> str | None:
-        return untuned_reason(self.state, self.trials_done, self.best_time)
-
-    @property
-    def queued(self) -> int:
-        return self.pending + self.leased
 
 
 @dataclass(frozen=True)

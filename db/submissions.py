@@ -24,7 +24,7 @@ from typing import Any
 from sqlalchemy import select, update
 from sqlalchemy.orm import Session
 
-from db.domain import untuned_reason
+from db.domain import JobCounts
 from db.errors import InvalidInputError, NotFoundError
 from db.orm import JobRow, MeasurementRow, SubmissionRow, TargetRow, TaskRow, WorkloadRow
 from db.refs import parse_workload, target_id, target_name, workload_id, workload_of
@@ -50,7 +50,7 @@ class LayerSpec:
 
 
 @dataclass(frozen=True)
-class SubmissionTask:
+class SubmissionTask(JobCounts):
     """A task of a submission: the layers it stands for and its progress."""
 
     task_id: int
@@ -66,18 +66,6 @@ class SubmissionTask:
     pending: int
     leased: int
     best_time: float | None
-
-    @property
-    def used(self) -> int:
-        return self.done + self.failed
-
-    @property
-    def untuned_reason(self) -> str | None:
-        return untuned_reason(self.state, self.used, self.best_time)
-
-    @property
-    def queued(self) -> int:
-        return self.pending + self.leased
 
 
 @dataclass(frozen=True)
@@ -98,7 +86,7 @@ class Submission:
 
     @property
     def trials_done(self) -> int:
-        return sum(t.used for t in self.tasks)
+        return sum(t.trials_done for t in self.tasks)
 
     @property
     def trials_queued(self) -> int:
@@ -107,7 +95,7 @@ class Submission:
     @property
     def spent(self) -> int:
         """Trials of the budget used or promised: an active task's grant, or what a stopped task used."""
-        return sum(max(t.granted, t.used + t.queued) if t.state == "active" else t.used + t.queued
+        return sum(max(t.granted, t.trials_done + t.queued) if t.state == "active" else t.trials_done + t.queued
                    for t in self.tasks)
 
 

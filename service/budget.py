@@ -74,12 +74,12 @@ def plan(sub: Submission, times: Mapping[int, Sequence[float | None]], in_flight
         if t.state != "active":
             progress.stopped = True
         # a granted round counts as trials when it is granted, not when its results arrive
-        progress.trials = max(t.granted, t.used + t.queued) if t.state == "active" else t.used + t.queued
+        progress.trials = max(t.granted, t.trials_done + t.queued) if t.state == "active" else t.trials_done + t.queued
         # a task with no valid result yet has an unknown (infinite) gain: one round at a time
-        if t.state == "active" and not math.isfinite(progress.best) and t.granted > t.used:
+        if t.state == "active" and not math.isfinite(progress.best) and t.granted > t.trials_done:
             progress.stopped = True
     remaining = sub.trial_budget - sub.spent
-    in_flight = sum(max(tasks[i].granted - tasks[i].used, 0) for i in active)
+    in_flight = sum(max(tasks[i].granted - tasks[i].trials_done, 0) for i in active)
     grants: list[tuple[int, int]] = []
     # a budget smaller than a round per task still gives every task its warm-up (its baseline and
     # first candidates): warm-up rounds shrink to an equal share of the budget
@@ -101,11 +101,11 @@ def plan(sub: Submission, times: Mapping[int, Sequence[float | None]], in_flight
         granted_now = {task_id for task_id, _ in grants}
         stop += tuple(tasks[i].task_id for i in active
                       if tasks[i].task_id not in stop and tasks[i].task_id not in granted_now
-                      and tasks[i].queued == 0 and tasks[i].used >= tasks[i].granted)
+                      and tasks[i].queued == 0 and tasks[i].trials_done >= tasks[i].granted)
     if grants:
         return Plan(grants=tuple(grants), stop=stop)
     still = [tasks[i] for i in active if tasks[i].task_id not in stop]
-    settled = all(t.queued == 0 and t.used >= t.granted for t in still)
+    settled = all(t.queued == 0 and t.trials_done >= t.granted for t in still)
     if settled and (remaining <= 0 or scheduler.next_task() is None):
         everything_cancelled = all(t.state == "cancelled" for t in tasks)
         return Plan(stop=stop, finish="cancelled" if everything_cancelled else "done")

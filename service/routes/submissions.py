@@ -35,7 +35,7 @@ def submission_out(sub: Submission) -> SubmissionRecordOut:
                                  call_count=t.call_count, weight=t.weight, workload_key=t.workload.key,
                                  workload_label=t.workload.label, workload=t.workload.to_json(), state=t.state,
                                  untuned_reason=t.untuned_reason, trial_budget=t.granted,
-                                 trials_done=t.used, queued=t.queued, best_time=t.best_time)
+                                 trials_done=t.trials_done, queued=t.queued, best_time=t.best_time)
                for t in sub.tasks])
 
 
