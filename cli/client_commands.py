@@ -15,7 +15,7 @@ import typer
 from rich.table import Table
 
 from cli.errors import CommandError
-from cli.output import HELP_MARKUP, RATE, console, gflops, ms, print_json, task_rate, task_state, warn, workload_name
+from cli.output import RATE, console, gflops, ms, print_json, sub_app, task_rate, task_state, warn, workload_name
 
 if TYPE_CHECKING:
     from service.client import ServiceClient
@@ -103,12 +103,8 @@ def tasks_cancel(task_id: Annotated[int, typer.Argument(help="task id")], server
 
 def build_tasks_app() -> typer.Typer:
     """``swtune tasks``: a new sub-app on each call."""
-    app = typer.Typer(no_args_is_help=True, rich_markup_mode=HELP_MARKUP,
-                      help="Tuning tasks on a server: list, show, cancel.")
-    app.command("list")(tasks_list)
-    app.command("show")(tasks_show)
-    app.command("cancel")(tasks_cancel)
-    return app
+    return sub_app("Tuning tasks on a server: list, show, cancel.",
+                   [("list", tasks_list), ("show", tasks_show), ("cancel", tasks_cancel)])
 
 
 # --- best -------------------------------------------------------------------------------------

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Callable, Sequence
 from typing import Any, Literal
 
 import typer
@@ -30,6 +31,14 @@ def sized_at_print() -> Console:
 # rich resolves sys.stdout at print time, so a console made at import still writes where the
 # command's caller (a terminal, a pipe, typer's CliRunner) points stdout; it is sized then too
 console = sized_at_print()
+
+
+def sub_app(help: str, commands: Sequence[tuple[str, Callable[..., Any]]]) -> typer.Typer:
+    """A new sub-app (e.g. ``swtune db``) with ``commands``, each a (name, function), in that order."""
+    app = typer.Typer(no_args_is_help=True, rich_markup_mode=HELP_MARKUP, help=help)
+    for name, command in commands:
+        app.command(name)(command)
+    return app
 
 
 def print_json(value: Any) -> None:

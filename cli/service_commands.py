@@ -16,8 +16,8 @@ from typing import Annotated
 
 import typer
 
-from cli.output import HELP_MARKUP
-from cli.tuning_log import DB_HELP
+from cli.output import sub_app
+from cli.tuning_log import DB_HELP, log_session
 from cli.tuning_log import database_url as _url
 from tuner.measure.noise import DEFAULT_NOISE
 
@@ -149,45 +149,33 @@ def db_export(database_url: DbUrl = None,
               workload_key: Annotated[str | None, typer.Option()] = None) -> None:
     """Write the measurements as JSON lines."""
     from db import records
-    from db.engine import Database
 
     tname = records.check_export_args(target=target, workload_key=workload_key)  # before any output
-    database = Database(_url(database_url))
     stream = out.open("w") if out else sys.stdout
     try:
-        with database.session() as s:
+        with log_session(database_url) as s:
             for line in records.export_lines(s, target=tname, workload_key=workload_key):
                 stream.write(line)
     finally:
         if out:
             stream.close()
-        database.dispose()
 
 
 def db_import(path: Annotated[Path, typer.Argument(help="JSON lines file from `swtune db export`")],
               database_url: DbUrl = None) -> None:
     """Import measurements (idempotent: records already present are skipped)."""
     from db import records
-    from db.engine import Database
 
     f = path.open("rb")  # a missing file is reported before the database is touched
-    database = Database(_url(database_url))
-    try:
-        with f, database.session() as s:
-            stats = records.import_lines(s, f)
-    finally:
-        database.dispose()
+    with f, log_session(database_url) as s:
+        stats = records.import_lines(s, f)
     typer.echo(f"imported {stats.imported}, skipped {stats.skipped} already present")
 
 
 def build_db_app() -> typer.Typer:
     """``swtune db``: a new sub-app on each call."""
-    app = typer.Typer(no_args_is_help=True, rich_markup_mode=HELP_MARKUP,
-                      help="The tuning log: migrations, export, import.")
-    app.command("upgrade")(db_upgrade)
-    app.command("export")(db_export)
-    app.command("import")(db_import)
-    return app
+    return sub_app("The tuning log: migrations, export, import.",
+                   [("upgrade", db_upgrade), ("export", db_export), ("import", db_import)])
 
 
 # --- token ... --------------------------------------------------------------------------------
@@ -199,20 +187,16 @@ def token_create(role: Annotated[str, typer.Option(help="submit, worker, read or
                  database_url: DbUrl = None) -> None:
     """Create a token and print it (only its hash is stored: it cannot be shown again)."""
     from db import tokens
-    from db.engine import Database
     from db.errors import ConflictError
 
-    database = Database(_url(database_url))
     try:
-        with database.session() as s:
+        with log_session(database_url) as s:
             info, plaintext = tokens.create_token(s, role, name, value)
     except ConflictError:
         if not if_missing:
             raise
         typer.echo("token already present")
         return
-    finally:
-        database.dispose()
     typer.echo(plaintext)
     typer.echo(f"token {info.id} ({info.role}{', ' + info.name if info.name else ''}) created", err=True)
 
@@ -220,37 +204,23 @@ def token_create(role: Annotated[str, typer.Option(help="submit, worker, read or
 def token_list(database_url: DbUrl = None) -> None:
     """List the tokens: id, role, label, state (never the secret)."""
     from db import tokens
-    from db.engine import Database
 
-    database = Database(_url(database_url))
-    try:
-        with database.session() as s:
-            for t in tokens.list_tokens(s):
-                state = f"revoked {t.revoked_at:%Y-%m-%d}" if t.revoked_at else "active"
-                typer.echo(f"{t.id}\t{t.role}\t{t.name}\t{state}")
-    finally:
-        database.dispose()
+    with log_session(database_url) as s:
+        for t in tokens.list_tokens(s):
+            state = f"revoked {t.revoked_at:%Y-%m-%d}" if t.revoked_at else "active"
+            typer.echo(f"{t.id}\t{t.role}\t{t.name}\t{state}")
 
 
 def token_revoke(token_id: Annotated[int, typer.Argument()], database_url: DbUrl = None) -> None:
     """Revoke a token by its id."""
     from db import tokens
-    from db.engine import Database
 
-    database = Database(_url(database_url))
-    try:
-        with database.session() as s:
-            tokens.revoke_token(s, token_id)
-    finally:
-        database.dispose()
+    with log_session(database_url) as s:
+        tokens.revoke_token(s, token_id)
     typer.echo(f"token {token_id} revoked")
 
 
 def build_token_app() -> typer.Typer:
     """``swtune token``: a new sub-app on each call."""
-    app = typer.Typer(no_args_is_help=True, rich_markup_mode=HELP_MARKUP,
-                      help="API tokens (stored hashed).")
-    app.command("create")(token_create)
-    app.command("list")(token_list)
-    app.command("revoke")(token_revoke)
-    return app
+    return sub_app("API tokens (stored hashed).",
+                   [("create", token_create), ("list", token_list), ("revoke", token_revoke)])
