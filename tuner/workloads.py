@@ -190,6 +190,15 @@ class Conv2d(Workload):
         return 2 * self.n * self.k * self.oh * self.ow * (self.c // self.groups) * self.r * self.s
 
 
+def _check_gemm(workload: Dense | BatchMatmul, extents: tuple[str, ...]) -> None:
+    """A GEMM's checks, in this order: its epilogue, each extent, its dtype, its FLOPs."""
+    check_epilogue(workload.epilogue)
+    for name in extents:
+        _positive(name, getattr(workload, name))
+    _check_dtype(workload.dtype)
+    _check_flops(workload)
+
+
 @dataclass(frozen=True)
 class Dense(Workload):
     """out[M,N] = data[M,K] x weight[N,K]^T (TVM's dense; matmul with a transposed weight)."""
@@ -202,11 +211,7 @@ class Dense(Workload):
     epilogue: str = "none"  # see EPILOGUES
 
     def __post_init__(self) -> None:
-        check_epilogue(self.epilogue)
-        for name in ("m", "n", "k"):
-            _positive(name, getattr(self, name))
-        _check_dtype(self.dtype)
-        _check_flops(self)
+        _check_gemm(self, ("m", "n", "k"))
 
     @property
     def flops(self) -> int:
@@ -226,11 +231,7 @@ class BatchMatmul(Workload):
     epilogue: str = "none"  # see EPILOGUES
 
     def __post_init__(self) -> None:
-        check_epilogue(self.epilogue)
-        for name in ("b", "m", "n", "k"):
-            _positive(name, getattr(self, name))
-        _check_dtype(self.dtype)
-        _check_flops(self)
+        _check_gemm(self, ("b", "m", "n", "k"))
 
     @property
     def flops(self) -> int:

@@ -180,30 +180,21 @@ class RowCopyOp(RowBlocks):
 
     def slave_text(self, ty: str) -> str:
         item = f"sizeof({ty})"
-        if self.compact:
-            return "\n".join([
-                f"__thread_local {ty} X_ldm[{self.rows * self.cols}];",
-                f"__thread_local {ty} P_ldm[{self.rows * self.pitch}];",
-                "__thread_local volatile SW_REPLY_T g_reply[1];",
-                "void swtune_kernel(swtune_args *_arg) {",
-                "  int n_rep = 0;",
-                "  g_reply[0] = 0;",
-                f"  for (long blk = _MYID; blk < {self.blocks}L; blk += {CPES}) {{",
-                f"    const long r0 = blk * {self.rows}L;",
-                f"    const long n = {self.total_rows}L - r0 < {self.rows}L ? {self.total_rows}L - r0 : {self.rows}L;",
-                f"    SW_GET(_arg->p[0] + r0 * {self.pitch}L, P_ldm, n * {self.pitch}L * {item}, 0, 0, &g_reply[0]); "
-                "n_rep++;",
-                "    SW_WAIT(&g_reply[0], n_rep);",
-                f"    for (long r = 0; r < n; r++) for (long c = 0; c < {self.cols}L; c++) "
-                f"X_ldm[r * {self.cols}L + c] = P_ldm[r * {self.pitch}L + c];",
-                f"    SW_PUT(X_ldm, _arg->p[1] + r0 * {self.cols}L, n * {self.cols}L * {item}, 0, 0, &g_reply[0]); "
-                "n_rep++;",
-                "    SW_WAIT(&g_reply[0], n_rep);",
-                "  }",
-                "}",
-            ]) + "\n"
+        if self.compact:  # one contiguous get of whole pitched rows, compacted in LDM
+            packed = [f"__thread_local {ty} P_ldm[{self.rows * self.pitch}];"]
+            get = [f"    SW_GET(_arg->p[0] + r0 * {self.pitch}L, P_ldm, n * {self.pitch}L * {item}, 0, 0, "
+                   "&g_reply[0]); n_rep++;",
+                   "    SW_WAIT(&g_reply[0], n_rep);",
+                   f"    for (long r = 0; r < n; r++) for (long c = 0; c < {self.cols}L; c++) "
+                   f"X_ldm[r * {self.cols}L + c] = P_ldm[r * {self.pitch}L + c];"]
+        else:  # one strided get that skips each row's pitch
+            packed = []
+            get = [f"    SW_GET(_arg->p[0] + r0 * {self.pitch}L, X_ldm, n * {self.cols}L * {item}, "
+                   f"{self.cols}L * {item}, {self.pitch - self.cols}L * {item}, &g_reply[0]); n_rep++;",
+                   "    SW_WAIT(&g_reply[0], n_rep);"]
         return "\n".join([
             f"__thread_local {ty} X_ldm[{self.rows * self.cols}];",
+            *packed,
             "__thread_local volatile SW_REPLY_T g_reply[1];",
             "void swtune_kernel(swtune_args *_arg) {",
             "  int n_rep = 0;",
@@ -211,9 +202,7 @@ class RowCopyOp(RowBlocks):
             f"  for (long blk = _MYID; blk < {self.blocks}L; blk += {CPES}) {{",
             f"    const long r0 = blk * {self.rows}L;",
             f"    const long n = {self.total_rows}L - r0 < {self.rows}L ? {self.total_rows}L - r0 : {self.rows}L;",
-            f"    SW_GET(_arg->p[0] + r0 * {self.pitch}L, X_ldm, n * {self.cols}L * {item}, {self.cols}L * {item}, "
-            f"{self.pitch - self.cols}L * {item}, &g_reply[0]); n_rep++;",
-            "    SW_WAIT(&g_reply[0], n_rep);",
+            *get,
             f"    SW_PUT(X_ldm, _arg->p[1] + r0 * {self.cols}L, n * {self.cols}L * {item}, 0, 0, &g_reply[0]); "
             "n_rep++;",
             "    SW_WAIT(&g_reply[0], n_rep);",
