@@ -231,13 +231,13 @@ def test_builtin_te_compute_is_its_spec_expression():
     """dense and batch_matmul's kernel PrimFunc, read back as an expression, is the spec's (same axes,
     accesses and output); conv2d's loops carry its axes' names, output order then the reductions."""
     from tuner.codegen.te_ops import op_def
-    from tuner.expr.parse import _compute_block, describe
+    from tuner.expr.parse import compute_block, describe
     from tuner.space.ops import geometry_for
 
     for wl in (Dense(5, 7, 9), BatchMatmul(3, 4, 6, 5, "float64")):
         spec, got = geometry_for(wl).expr, describe(op_def(wl).func, wl.op)
         assert got.axes == spec.axes and got.inputs == spec.inputs and got.output == spec.output
     conv = Conv2d(1, 4, 7, 6, 6, 3, 2, groups=2)
-    block = _compute_block(op_def(conv).func)
+    block = compute_block(op_def(conv).func)
     assert [str(iv.var.name) for iv in block.iter_vars] == ["v_n", "v_k", "v_oh", "v_ow", "v_c", "v_r", "v_s"]
     assert "data[v_n, v_k // 3, v_c, v_oh + v_r, v_ow + v_s]" in str(block.body)  # the spec's group index

@@ -102,12 +102,12 @@ def builtin_op(w: Workload) -> OpDef:
 
 def _op(func: Any, geo: Any) -> OpDef:
     """The OpDef of ``func`` whose operands are the geometry's: roles from their sharing groups."""
-    from tuner.expr.parse import _compute_block
+    from tuner.expr.parse import compute_block
 
     group = {op.access.tensor: op.group for op in geo.operands}
     names = [str(p.name) for p in func.params]
     inputs = tuple(n for n in names if n in group)
-    return OpDef(func, str(_compute_block(func).name_hint), inputs, operand_roles([group[n] for n in inputs]),
+    return OpDef(func, str(compute_block(func).name_hint), inputs, operand_roles([group[n] for n in inputs]),
                  geo.expr.output.tensor)
 
 

@@ -55,9 +55,9 @@ class _Body:
     """The compute sblock's value as a numpy evaluator over an index domain."""
 
     def __init__(self, func: Any) -> None:
-        from tuner.expr.parse import _compute_block
+        from tuner.expr.parse import compute_block
 
-        block = _compute_block(func)
+        block = compute_block(func)
         self.var_names = {str(iv.var.name): str(iv.var.name).removeprefix("v_") for iv in block.iter_vars}
         value = block.body.value
         out = str(block.writes[0].source.name)

@@ -60,7 +60,9 @@ def script_text(func: Any) -> str:
     return "\n".join(line for line in lines if line.strip() and not line.lstrip().startswith("#")) + "\n"
 
 
-def _compute_block(func: Any) -> Any:
+def compute_block(func: Any) -> Any:
+    """The one compute block (an SBlock with iteration variables) of ``func``; InvalidWorkloadError
+    when it has none or several."""
     from tvm.s_tir.stmt import SBlock, SBlockRealize
 
     blocks: list[Any] = []
@@ -204,7 +206,7 @@ def _block_reason(value: Any, output: str) -> str:
 
 def describe(func: Any, name: str | None = None) -> Expr:
     """The geometry of a one-stage PrimFunc made by ``te.create_prim_func``."""
-    block = _compute_block(func)
+    block = compute_block(func)
     variables = [iv.var for iv in block.iter_vars]
     names = [str(iv.var.name).removeprefix("v_") for iv in block.iter_vars]
     axes = []
