@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from tuner.codegen.emulator.build import make_recipe
 from tuner.targets import Toolchain, get_target
 
 
@@ -22,7 +23,6 @@ def makefile(target: str, emulator_dir: str | Path) -> str:
     # Pro kernels assume 256 KB of LDM and 8-lane vectors: they cannot run on an SW26010
     guard = ("\t@echo 'the kernels were generated for SW26010-Pro: build with make swgcc' >&2; exit 2\n"
              if pro else "")
-    emu_def = "-DSWTUNE_EMU" + (" -DSWTUNE_PRO" if pro else "")
     return f"""# swtune AOT model for {target}.
 #   make {default}   build `model` with the Sunway toolchain (the default target)
 #   make emu     build `model_emu` for x86 against the athread emulator (SWEMU=<tuner/codegen/emulator>)
@@ -48,23 +48,12 @@ swgcc: $(HDRS) host.c slave.c
 # x86 + swemu (functional emulation: one pthread per CPE, LDM limited, DMA counted)
 emu: model_emu
 model_emu: $(HDRS) host.c slave.c
-\tgcc -O2 -Wno-psabi -pthread -I$(SWEMU) -I. {emu_def} -D__sw_host__ -c host.c -o host_emu.o
-\tgcc -O2 -fno-strict-aliasing -Wno-psabi -pthread -I$(SWEMU) -I. {emu_def} -D__sw_slave__ -c slave.c -o slave_emu.o
-\tnm -P -g --defined-only slave_emu.o | awk '$$2=="T"||$$2=="W"{{print $$1" slave_"$$1}}' > slave.syms
-\tobjcopy --redefine-syms=slave.syms slave_emu.o
-\tgcc -O2 -pthread -I$(SWEMU) -c $(SWEMU)/athread_emu.c -o athread_emu.o
-\tgcc -pthread host_emu.o slave_emu.o athread_emu.o -lm -o model_emu
-
+{make_recipe("model_emu", pro=pro, slave_flags=" -fno-strict-aliasing")}
 # the same with MPI (mpicc, -DSWTUNE_MPI): a training program's ranks average gradients with MPI_Allreduce
 emu-mpi: model_emu_mpi
 model_emu_mpi: $(HDRS) host.c slave.c
-\tmpicc -O2 -Wno-psabi -pthread -I$(SWEMU) -I. {emu_def} -DSWTUNE_MPI -D__sw_host__ -c host.c -o host_mpi.o
-\tgcc -O2 -fno-strict-aliasing -Wno-psabi -pthread -I$(SWEMU) -I. {emu_def} -D__sw_slave__ -c slave.c -o slave_mpi.o
-\tnm -P -g --defined-only slave_mpi.o | awk '$$2=="T"||$$2=="W"{{print $$1" slave_"$$1}}' > slave_mpi.syms
-\tobjcopy --redefine-syms=slave_mpi.syms slave_mpi.o
-\tgcc -O2 -pthread -I$(SWEMU) -c $(SWEMU)/athread_emu.c -o athread_emu.o
-\tmpicc -pthread host_mpi.o slave_mpi.o athread_emu.o -lm -o model_emu_mpi
-
+{make_recipe("model_emu_mpi", pro=pro, objects="mpi", syms="slave_mpi.syms", cc="mpicc",
+             host_defines=" -DSWTUNE_MPI", slave_flags=" -fno-strict-aliasing")}
 clean:
 \trm -f *.o model model_emu model_emu_mpi slave.syms slave_mpi.syms
 .PHONY: all sw5cc swgcc emu emu-mpi clean

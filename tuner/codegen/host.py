@@ -17,6 +17,7 @@ from math import prod
 
 import numpy as np
 
+from tuner.codegen.emulator.build import make_recipe
 from tuner.codegen.schedule import Scheduled
 from tuner.codegen.te_ops import role_group
 from tuner.ir.tir import ctype
@@ -281,7 +282,6 @@ slave.o: slave.c swtune_kernel.h swtune_slave_api.h
 \t$(CC_SLAVE) -slave -msimd -O1 -std=gnu99 -c slave.c -o slave.o
 kernel: host.o slave.o
 \t$(CC_HOST) -hybrid host.o slave.o -o kernel"""
-    emu_def = "-DSWTUNE_EMU" + (" -DSWTUNE_PRO" if pro else "")
     return f"""# swtune kernel for {s.target.name}: `make` builds with the Sunway toolchain,
 # `make emu SWEMU=<tuner/codegen/emulator>` builds for the x86 athread emulator.
 all: kernel
@@ -290,13 +290,7 @@ all: kernel
 SWEMU ?= ../emulator
 emu: kernel_emu
 kernel_emu: host.c slave.c
-\tgcc -O2 -Wno-psabi -pthread -I$(SWEMU) -I. {emu_def} -D__sw_host__ -c host.c -o host_emu.o
-\tgcc -O2 -Wno-psabi -pthread -I$(SWEMU) -I. {emu_def} -D__sw_slave__ -c slave.c -o slave_emu.o
-\tnm -P -g --defined-only slave_emu.o | awk '$$2=="T"||$$2=="W"{{print $$1" slave_"$$1}}' > slave.syms
-\tobjcopy --redefine-syms=slave.syms slave_emu.o
-\tgcc -O2 -pthread -I$(SWEMU) -c $(SWEMU)/athread_emu.c -o athread_emu.o
-\tgcc -pthread host_emu.o slave_emu.o athread_emu.o -lm -o kernel_emu
-clean:
+{make_recipe("kernel_emu", pro=pro)}clean:
 \trm -f *.o kernel kernel_emu slave.syms
 .PHONY: all emu clean
 """

@@ -44,7 +44,7 @@ ERROR_EXIT_CODE = 86  # SWEMU_ERROR_EXIT in swemu_common.h
 __all__ = [
     "BuildError", "EMU_DIR", "EMU_SOURCE", "EXAMPLES_DIR", "ERROR_EXIT_CODE",
     "find_cc", "compile_emulator", "rename_slave_objects", "build",
-    "single_command", "build_single", "build_kernel", "swemu_target", "emulator_env", "launch",
+    "single_command", "build_single", "build_kernel", "make_recipe", "swemu_target", "emulator_env", "launch",
 ]
 
 
@@ -174,6 +174,24 @@ def build_kernel(directory: str | os.PathLike, output: str | os.PathLike, *, pro
     defs = ["-DSWTUNE_EMU", "-I", str(d), *(["-DSWTUNE_PRO"] if pro else []), *defines]
     return build([d / "host.c"], [d / "slave.c"], output, cflags=cflags, host_cflags=defs, slave_cflags=defs,
                  emulator_object=emulator_object)
+
+
+def make_recipe(output: str, *, pro: bool, objects: str = "emu", syms: str = "slave.syms", cc: str = "gcc",
+                host_defines: str = "", slave_flags: str = "") -> str:
+    """The recipe of a Makefile rule (tab-led lines) that builds ``output`` from host.c and slave.c the way
+    :func:`build` does (gcc, the slave objects renamed ``slave_``), against ``$(SWEMU)``: the generated
+    kernel's and the compiled model's Makefiles. ``objects``: the object files' suffix (``host_<objects>.o``);
+    ``cc``: the host compiler and linker (mpicc for an MPI build); ``host_defines``, ``slave_flags``: more
+    flags, each with its leading space."""
+    emu_def = "-DSWTUNE_EMU" + (" -DSWTUNE_PRO" if pro else "")
+    inc = "-pthread -I$(SWEMU) -I."
+    host, slave = f"host_{objects}.o", f"slave_{objects}.o"
+    return (f"\t{cc} -O2 -Wno-psabi {inc} {emu_def}{host_defines} -D__sw_host__ -c host.c -o {host}\n"
+            f"\tgcc -O2{slave_flags} -Wno-psabi {inc} {emu_def} -D__sw_slave__ -c slave.c -o {slave}\n"
+            f"\tnm -P -g --defined-only {slave} | awk '$$2==\"T\"||$$2==\"W\"{{print $$1\" slave_\"$$1}}' > {syms}\n"
+            f"\tobjcopy --redefine-syms={syms} {slave}\n"
+            "\tgcc -O2 -pthread -I$(SWEMU) -c $(SWEMU)/athread_emu.c -o athread_emu.o\n"
+            f"\t{cc} -pthread {host} {slave} athread_emu.o -lm -o {output}\n")
 
 
 def swemu_target(target: Target | str) -> str:
