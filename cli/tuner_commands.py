@@ -30,7 +30,11 @@ DEFAULT_WORKLOAD = '{"op": "conv2d", "n": 1, "c": 64, "h": 27, "w": 27, "k": 192
 MODEL_HELP = ("a zoo model (alexnet, vgg19, resnet18, resnet50, mobilenet_v2, bert_layer, vit_tiny) or a path "
               "to an .onnx file")
 
-Target = Annotated[str, typer.Option(help="sw26010 or sw26010-pro")]
+Target = Annotated[str, typer.Option(help=(
+    "sw26010 or sw26010-pro; <preset>-<N>cg (sw26010-4cg) splits each kernel over up to N core groups"))]
+CgsOpt = Annotated[int, typer.Option(help=(
+    "core groups each kernel may be split over (1 to 4 on sw26010, 1 to 6 on sw26010-pro); the search "
+    "picks how many per kernel"))]
 Trials = Annotated[int, typer.Option(help="measurements per workload")]
 Seed = Annotated[int, typer.Option()]
 Width = Annotated[float, typer.Option(help="channel width multiplier of the built-in models")]
@@ -111,7 +115,7 @@ def _read_profile(path: Path, target: str) -> Any:
     except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
         raise CommandError(f"cannot read the profile {path}: {exc}") from None
     profile = Profile.from_json(document)
-    if profile.target != get_target(target).name:
+    if profile.target != get_target(target).base_name:
         raise CommandError(f"{path} is a profile of {profile.target}, not of {target}")
     return profile
 
@@ -304,6 +308,7 @@ def tune_on_service(url: str, token: str | None, model: str, layers: list[Any], 
 def tune_model(
     model: Annotated[str, typer.Argument(help=MODEL_HELP)],
     target: Target = "sw26010",
+    cgs: CgsOpt = 1,
     server: Annotated[str | None, typer.Option(help="URL of a running swtune service (default: embedded)")] = None,
     token: TokenOpt = None,
     trials: Annotated[int | None, typer.Option(min=1, show_default=False, help=(
@@ -342,8 +347,10 @@ def tune_model(
     from tuner.aot.lookup import TuningLog
     from tuner.bridge.extract import extract_relax, load_relax, memory_bound, trial_budget
     from tuner.ir.relax_reader import read_relax
-    from tuner.targets import get_target
+    from tuner.targets import get_target, with_cgs
 
+    if cgs != 1:
+        target = with_cgs(target, cgs).name
     get_target(target)
     if budget is not None and trials is not None:
         raise CommandError("give --trials (per task) or --budget (the whole model's), not both")
@@ -379,6 +386,12 @@ def tune_model(
                                           verbose=verbose)
     profile = active_profile(get_target(target).name, server=server, token=token, db_url=log_url)
     layer_report(layers, tasks, best, target, time.monotonic() - start, profile)
+    tgt = get_target(target)
+    if tgt.cgs > 1:  # the whole program is timed from its generated kernels, printed for one CG only
+        console.print(f"the whole program on {tgt.name} is not timed: kernels split over core groups are tuned "
+                      f"and simulated, not yet generated (compile with --target {tgt.base_name})",
+                      soft_wrap=True, highlight=False)
+        return
     # the program `swtune compile` would build from this log: fused, offloaded and grouped the same way
     program = lower_model(mod, profile.apply(target) if profile else target,
                           TuningLog(lambda w: best.get(w.key, {}).get("config")))

@@ -2,7 +2,8 @@
 read the active one (the built-in profile, version 0, when none is stored or active).
 
 A profile is validated by its one parse (``tuner.profile.Profile.from_json``) before anything is written;
-storing and activating are one transaction each, so a refused profile changes nothing.
+storing and activating are one transaction each, so a refused profile changes nothing. Profiles belong
+to a preset (``sw26010``): its core-group counts (``sw26010-4cg``) read and store the preset's.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from sqlalchemy.orm import Session
 
 from db.errors import InvalidInputError, NotFoundError
 from db.orm import ProfileRow, TargetRow
-from db.refs import is_postgres, target_id, target_name
+from db.refs import is_postgres, preset_name, target_id
 from tuner.errors import UnknownTargetError
 from tuner.profile import DEFAULT_VERSION, Profile, ProfileError, default_profile
 
@@ -42,8 +43,8 @@ def store_profile(session: Session, profile: Profile, *, activate: bool = True, 
     (InvalidInputError) rather than stored where nobody expects it. The version ``profile`` carries is
     ignored: the tuning log numbers versions."""
     profile = parse_profile(profile.to_json())  # the one validation, whatever built the object
-    if target is not None and target_name(target) != profile.target:
-        raise InvalidInputError(f"invalid profile: it describes {profile.target}, not {target_name(target)}")
+    if target is not None and preset_name(target) != profile.target:
+        raise InvalidInputError(f"invalid profile: it describes {profile.target}, not {preset_name(target)}")
     tid = _locked_target_id(session, profile.target)
     version = (session.scalar(select(func.max(ProfileRow.version)).where(ProfileRow.target_id == tid)) or 0) + 1
     stored = Profile(profile.target, profile.parameters, version, profile.fit)
@@ -66,7 +67,7 @@ def list_profiles(session: Session, target: str) -> list[Profile]:
 def _active_stmt(target: str, column: Any) -> Any:
     # one query from the target's name: no target row, or none active, is the built-in profile
     return (select(column).join(TargetRow, TargetRow.id == ProfileRow.target_id)
-            .where(TargetRow.name == target_name(target), ProfileRow.active.is_(True)))
+            .where(TargetRow.name == preset_name(target), ProfileRow.active.is_(True)))
 
 
 def active_version(session: Session, target: str) -> int:
@@ -78,12 +79,12 @@ def active_version(session: Session, target: str) -> int:
 def active_profile(session: Session, target: str) -> Profile:
     """``target``'s active profile: the stored one marked active, else the built-in profile."""
     row = session.scalars(_active_stmt(target, ProfileRow)).first()
-    return default_profile(target_name(target)) if row is None else _profile(row)
+    return default_profile(preset_name(target)) if row is None else _profile(row)
 
 
 def get_profile(session: Session, target: str, version: int) -> Profile:
     """One version of ``target``'s profiles (0: the built-in one); NotFoundError for an unknown version."""
-    tname = target_name(target)
+    tname = preset_name(target)
     if version == DEFAULT_VERSION:
         return default_profile(tname)
     tid = _existing_target_id(session, tname)
@@ -109,7 +110,7 @@ def _locked_target_id(session: Session, target: str) -> int:
     """The target's row id (created if new), its row locked on PostgreSQL: two writers of one target's
     profiles take turns, so versions are numbered without gaps or clashes and one stays active. (SQLite's
     immediate transactions already admit one writer at a time.)"""
-    tid = target_id(session, target_name(target))
+    tid = target_id(session, preset_name(target))
     if is_postgres(session):
         session.execute(select(TargetRow.id).where(TargetRow.id == tid).with_for_update())
     return tid
@@ -118,6 +119,6 @@ def _locked_target_id(session: Session, target: str) -> int:
 def _existing_target_id(session: Session, target: str) -> int | None:
     """The target's row id, None when nothing of it is stored yet (nothing to read, nothing to create)."""
     try:
-        return target_id(session, target_name(target), create=False)
+        return target_id(session, preset_name(target), create=False)
     except NotFoundError:
         return None

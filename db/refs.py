@@ -44,6 +44,11 @@ def target_name(name: str) -> str:
         raise InvalidInputError(str(exc)) from None
 
 
+def preset_name(name: str) -> str:
+    """The preset a target is a core-group count of (``sw26010-4cg``: ``sw26010``); the unit profiles belong to."""
+    return get_target(target_name(name)).base_name
+
+
 def target_id(session: Session, name: str, *, create: bool = True) -> int:
     name = target_name(name)
     found = session.scalar(select(TargetRow.id).where(TargetRow.name == name))

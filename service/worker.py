@@ -172,7 +172,7 @@ class Worker:
         except (ProfileError, UnknownTargetError) as exc:
             self.fatal = f"the service's simulator profile cannot be read by this worker (upgrade it?): {exc}"
             return None
-        if get_target(profile.target).name != get_target(self.target).name:
+        if get_target(profile.target).base_name != get_target(self.target).base_name:
             self.fatal = f"the service sent a profile of {profile.target} for a lease of {self.target}"
             return None
         if profile.version not in self._profiled:

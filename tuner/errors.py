@@ -17,6 +17,10 @@ class UnsupportedStrategyError(SwtuneError, ValueError):
     """A search strategy that a kind of task does not run (a kind never swaps in another)."""
 
 
+class NotBuiltYetError(SwtuneError, ValueError):
+    """A request for something swtune does not do yet; the message names what to use instead."""
+
+
 class UnknownTargetError(SwtuneError, KeyError):
     """A target name with no preset."""
 

@@ -12,7 +12,11 @@ Where each parameter acts: ``p0_cycles_per_fma`` and ``block_overhead_cycles`` i
 (tuner/space/compute.py), ``dma_overlap``, ``dma_wait_cycles`` and ``tile_overhead_cycles`` in the
 kernel's step and tile accounting (tuner/measure/simulator.py), ``spawn_join_s`` once per kernel
 everywhere. The memory-bound CPE kernels' own analysis (tuner/space/cpe/schedule.py) reads only
-``spawn_join_s`` of these.
+``spawn_join_s`` of these. The chip's parameters (``CHIP_PARAMETERS``: a kernel split over core groups,
+tuner/space/chip.py) act only on targets with more than one CG; a profile document written before they
+existed takes the preset's values for them.
+
+A profile belongs to a preset (``sw26010``) and applies to each of its core-group counts (``sw26010-4cg``).
 """
 
 from __future__ import annotations
@@ -68,8 +72,18 @@ SPECS: tuple[ParameterSpec, ...] = (
                   "swCandle synchronous copy: about 2 us per round trip with 64 CPEs"),
     ParameterSpec("spawn_join_s", 5e-6, 100e-6, "seconds",
                   "athread_spawn + athread_join of one kernel", "swCandle BCAST minimum kernel time"),
+    # No source gives a cross-CG cost (../shared/sunway/whole-chip-sources.md): the bounds are ours. None
+    # reaches zero cost: SWBWA's 6-CG runs without cross placement (2.5x, not 5.7x) show it is not free.
+    ParameterSpec("cross_bw_fraction", 0.25, 0.9, "fraction",
+                  "a CG's DMA rate when its CPEs read another CG's memory, over the rate from its own", ASSUMPTION),
+    ParameterSpec("cross_request_cycles", 50.0, 2000.0, "CPE cycles per request",
+                  "what crossing the on-chip network adds to one DMA request to another CG's memory", ASSUMPTION),
+    ParameterSpec("cg_launch_s", 2e-6, 100e-6, "seconds",
+                  "starting and joining the other CGs of a kernel split over several, beyond one CG's "
+                  "spawn and join (SW26010: a host thread per CG; SW26010-Pro: athread_spawn_cgs)", ASSUMPTION),
 )
 SPEC_BY_NAME: dict[str, ParameterSpec] = {s.name: s for s in SPECS}
+CHIP_PARAMETERS = ("cross_bw_fraction", "cross_request_cycles", "cg_launch_s")  # act only with several CGs
 
 
 @dataclass(frozen=True)
@@ -125,7 +139,7 @@ class Profile:
     def apply(self, target: Target | str) -> Target:
         """The target with this profile's costs; the target must be the profile's own."""
         base = get_target(target)
-        if base.name != self.target:
+        if base.base_name != self.target:
             raise ProfileError(f"a profile of {self.target!r} cannot be applied to {base.name!r}")
         values: dict[str, Any] = self.values  # every name is a float field of Target (checked at import)
         return replace(base, **values)
@@ -167,7 +181,11 @@ class Profile:
                     raise ProfileError(f"parameter {name!r}: 'interval' is two numbers or null")
                 interval = (float(interval[0]), float(interval[1]))
             params.append(Parameter(str(name), float(entry["value"]), interval))
-        return cls(get_target(target).name, tuple(params), version, dict(fit))
+        preset = get_target(target)
+        given = {p.name for p in params}
+        # a document from before the chip's parameters: the preset's values (they act only with several CGs)
+        params += [Parameter(name, float(getattr(preset, name))) for name in CHIP_PARAMETERS if name not in given]
+        return cls(preset.base_name, tuple(params), version, dict(fit))
 
 
 def _is_number(x: Any) -> bool:
@@ -183,7 +201,7 @@ def _check_value(name: str, value: float) -> None:
 def default_profile(target: Target | str) -> Profile:
     """Version 0: the Target preset's own values, so it reproduces the simulator as it was."""
     tgt = get_target(target)
-    return Profile(tgt.name, tuple(Parameter(s.name, float(getattr(tgt, s.name))) for s in SPECS))
+    return Profile(tgt.base_name, tuple(Parameter(s.name, float(getattr(tgt, s.name))) for s in SPECS))
 
 
 # Every parameter names a Target field: checked once at import so a renamed field fails loudly here.

@@ -8,11 +8,12 @@ the calibration data by ``benchmarks/fit_dma.py`` and live in ``tuner.dma_model.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+import re
+from dataclasses import dataclass, field, replace
 from enum import StrEnum
 from typing import TYPE_CHECKING
 
-from tuner.errors import UnknownTargetError
+from tuner.errors import NotBuiltYetError, UnknownTargetError
 
 if TYPE_CHECKING:
     from tuner.dma_model import DmaParams
@@ -53,7 +54,10 @@ class SustainedDma:
 
 @dataclass(frozen=True)
 class Target:
-    """One core group of a Sunway processor (the unit a kernel is spawned on)."""
+    """One core group of a Sunway processor (the unit a kernel is spawned on), or ``cgs`` of a chip's
+    core groups used together (:func:`with_cgs`: named like ``sw26010-4cg``). Every per-CG figure below
+    is one CG's; each CG has its own memory and memory controller, so a kernel split over ``cgs`` CGs
+    runs each part at one CG's rates, and pays the cross-CG costs at the end of the list."""
 
     name: str
     description: str
@@ -96,7 +100,28 @@ class Target:
     p0_cycles_per_fma: float = 1.0  # P0 cycles per vector FMA of the inner loop (tuner/space/compute.py)
     dma_overlap: float = 1.0  # fraction of double-buffered DMA under compute (tuner/measure/simulator.py)
     dma_wait_cycles: float = 0.0  # per DMA wait: each reduction step's gets, each tile's put
+    # --- the chip: how many core groups it has and what using several costs. No published figure
+    # gives any cross-CG cost (../shared/sunway/whole-chip-sources.md), so each is an assumption [A]
+    # with bounds, a parameter of the simulator profile (tuner/profile.py) that calibration can fit ---
+    cgs_per_chip: int = 1  # core groups on one chip
+    cgs: int = 1  # core groups a kernel may be split over (1: the preset; with_cgs sets more)
+    cross_bw_fraction: float = 0.5  # [A] a CG's DMA rate from another CG's memory, over its own
+    cross_request_cycles: float = 200.0  # [A] CPE cycles a DMA request to another CG's memory adds
+    cg_launch_s: float = 10e-6  # [A] starting and joining the other CGs of a split kernel, beyond one CG's
     extra: dict[str, str] = field(default_factory=dict)  # provenance notes shown by `swtune targets`
+
+    @property
+    def base_name(self) -> str:
+        """The preset this target is a core-group count of (its name without ``-Ncg``)."""
+        return _CHIP_NAME.sub("", self.name)
+
+    def require_one_cg(self, what: str) -> None:
+        """Refuse to generate code for a split kernel: the code generator prints one-CG kernels, so a
+        program for ``cgs`` CGs would not be the one the tuning timed."""
+        if self.cgs > 1:
+            raise NotBuiltYetError(f"{what} for {self.name}: the code generator prints kernels for one core "
+                                   f"group; kernels split over {self.cgs} CGs can be tuned and timed on the "
+                                   f"simulator, not yet compiled. Use target {self.base_name}.")
 
     @property
     def cpes(self) -> int:
@@ -117,7 +142,7 @@ class Target:
     def dma(self) -> DmaParams:
         from tuner.dma_model import FITTED  # local: keeps targets import-light
 
-        return FITTED[self.name]
+        return FITTED[self.base_name]
 
 
 SW26010 = Target(
@@ -145,6 +170,10 @@ SW26010 = Target(
     mem_bandwidth_Bps=34.1e9,  # [S] 136.51 GB/s per chip / 4
     mpe_copy_Bps=8e9,  # [A] MPE streaming copy through its caches
     sharing=Sharing.RLC,  # [P] swGEMM putr/putc
+    cgs_per_chip=4,  # [P] Dongarra report: 4 CGs per chip
+    # one host pthread per CG (swDNN's form): creating and joining 3 more threads, each spawning on its
+    # CG, and swCaffe's flag handshake through CG 0
+    cg_launch_s=15e-6,  # [A]
     share_latency_cycles=10.0,  # [A] FACTS 2.4: about 10 cycles is quoted but unverified
     share_bytes_per_cycle=32.0,  # [A] one 256-bit register per cycle per row/column bus (FACTS 2.4)
     # [D] FACTS §2.1 (swCandle PE_CONT, 64 CPEs, get+put pairs): T_pair = 4.33 us + 0.0061 us/B x S,
@@ -178,6 +207,8 @@ SW26010_PRO = Target(
     mem_bandwidth_Bps=51.2e9,  # [S] DDR4-3200 x 128 bit
     mpe_copy_Bps=12e9,  # [A]
     sharing=Sharing.RMA,  # [S] FACTS §1b: RMA replaces register communication
+    cgs_per_chip=6,  # [S] FACTS §1b: 6 CGs per chip
+    cg_launch_s=8e-6,  # [A] athread_spawn_cgs + athread_join_cgs beyond one CG's spawn and join
     share_latency_cycles=108.0,  # [P] sw_test RMA median one-way latency, 8 B
     share_bytes_per_cycle=24.5,  # [P] sw_test single-flow RMA bandwidth, 64 KiB
     # [D] FACTS §2.2 (sw_test, 64 CPEs): get 21.3 B/cycle, alpha 976 cycles / 64 = 15; put 16.0, 258 / 64 = 4
@@ -186,16 +217,33 @@ SW26010_PRO = Target(
 )
 
 TARGETS: dict[str, Target] = {t.name: t for t in (SW26010, SW26010_PRO)}
+_CHIP_NAME = re.compile(r"-(\d+)cg$")
+
+
+def with_cgs(target: str | Target, cgs: int) -> Target:
+    """The target with kernels split over ``cgs`` core groups (1 to the chip's count); named
+    ``<preset>-<cgs>cg`` when more than one, so a tuning log keeps its records apart."""
+    base = get_target(target)
+    preset = TARGETS[base.base_name]
+    if not isinstance(cgs, int) or isinstance(cgs, bool) or not 1 <= cgs <= preset.cgs_per_chip:
+        raise UnknownTargetError(f"{preset.name} has {preset.cgs_per_chip} core groups per chip: "
+                                 f"--cgs must be 1 to {preset.cgs_per_chip}, got {cgs}")
+    name = preset.name if cgs == 1 else f"{preset.name}-{cgs}cg"
+    return replace(base, name=name, cgs=cgs)
 
 
 def get_target(target: str | Target) -> Target:
-    """Resolve a preset name (or pass a Target through)."""
+    """Resolve a preset name, or a preset's core-group count ``<preset>-<N>cg`` (or pass a Target through)."""
     if isinstance(target, Target):
         return target
     key = str(target).lower().replace("_", "-")
+    chip = _CHIP_NAME.search(key)
+    if chip:
+        return with_cgs(get_target(key[: chip.start()]), int(chip.group(1)))
     if key in ("sw26010p", "sw26010pro"):
         key = "sw26010-pro"
     try:
         return TARGETS[key]
     except KeyError:
-        raise UnknownTargetError(f"unknown target {target!r}; expected one of {sorted(TARGETS)}") from None
+        raise UnknownTargetError(f"unknown target {target!r}; expected one of {sorted(TARGETS)}, "
+                                 f"or one of them with '-<N>cg' for N core groups") from None

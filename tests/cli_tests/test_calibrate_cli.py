@@ -15,6 +15,7 @@ from db.engine import Database
 from db.profiles import active_profile, list_profiles, store_profile
 from tuner.calibrate.recovery import synthetic_records
 from tuner.profile import default_profile
+from tuner.targets import get_target
 from tuner.workloads import Dense
 
 app = build_app()
@@ -66,7 +67,11 @@ def test_published_fit_prints_every_parameter_and_the_cross_validated_error(tmp_
     assert doc["fit"]["records"] == 172 and doc["fit"]["cv_median_abs_log_err"] <= 0.06
     assert doc["fit"]["pins"]["dgemm_peak_fraction"]["holds"] and "breaks a FACTS figure" not in result.output
     assert set(doc["parameters"]) == {"p0_cycles_per_fma", "block_overhead_cycles", "dma_overlap",
-                                      "dma_wait_cycles", "spawn_join_s", "tile_overhead_cycles"}
+                                      "dma_wait_cycles", "spawn_join_s", "tile_overhead_cycles",
+                                      "cross_bw_fraction", "cross_request_cycles", "cg_launch_s"}
+    # one-CG records say nothing of what crossing core groups costs: the preset's assumptions stay
+    for name in ("cross_bw_fraction", "cross_request_cycles", "cg_launch_s"):
+        assert doc["parameters"][name] == {"value": getattr(get_target("sw26010"), name), "interval": None}
     assert not (tmp_path / "swtune.db").exists()
 
 

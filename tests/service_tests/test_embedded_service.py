@@ -23,15 +23,19 @@ def _down(url: str) -> bool:
 
 
 @pytest.mark.slow
-def test_a_task_is_tuned_by_the_embedded_driver_and_workers(tmp_path: Path) -> None:
-    with embedded_service(f"sqlite:///{tmp_path / 'log.db'}", workers=1) as service, service.client() as client:
-        created = client.submit([DENSE], "sw26010", 4, strategy="random")
+@pytest.mark.parametrize("target", ["sw26010", "sw26010-4cg"])  # one core group, and kernels split over 4
+def test_a_task_is_tuned_by_the_embedded_driver_and_workers(tmp_path: Path, target: str) -> None:
+    url = f"sqlite:///{tmp_path / 'log.db'}"
+    with embedded_service(url, workers=1, target=target) as service, service.client() as client:
+        created = client.submit([DENSE], target, 4, strategy="random")
         deadline = time.monotonic() + 120
         while client.task(created["task_ids"][0])["state"] == "active":
             assert time.monotonic() < deadline, "the embedded workers measured nothing"
             time.sleep(0.2)
         task = client.task(created["task_ids"][0])
         assert task["state"] == "done" and task["trials_done"] == 4 and task["best_time"] > 0
+        best = client.best("dense-m16-n64-k128-float32", target)
+        assert best is not None and ("cgs" in best["config"]) == (target != "sw26010")
         workers, url = service.workers, service.url
         assert len(workers) == 1 and workers[0].poll() is None
     assert all(p.poll() is not None for p in workers)  # stopped, not left running

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from tuner.space import REASONS, ScheduleSpace
-from tuner.space.choices import Acc, Dma, Order, Pack, Reason, Share
+from tuner.space.choices import Acc, CgOperands, CgSplit, Dma, Order, Pack, Reason, Share
 from tuner.space.expr_space import ExprSpace
 from tuner.workloads import Dense
 
@@ -23,10 +23,13 @@ STORED = {
     "tile_order": (Order, ("row", "col")),
     "acc": (Acc, ("ldm", "reg")),
     "pack": (Pack, ("none", "b")),
+    "cg_split": (CgSplit, ("rows", "cols", "reduction")),  # issue #43: on targets of several core groups
+    "cg_operands": (CgOperands, ("replicate", "cross")),
 }
 STORED_REASONS = ("ok", "ldm_overflow", "sharing_needs_mesh_grid", "rlc_needs_square_grid", "operand_not_shareable",
                   "put_lines_unaligned", "dma_descriptor_limit", "acc_reg_needs_output_inner",
-                  "pack_needs_whole_tiles", "epilogue_needs_dense_rows")
+                  "pack_needs_whole_tiles", "epilogue_needs_dense_rows", "cg_split_fewer_tiles_than_cgs",
+                  "cg_knob_without_effect", "cg_reduction_with_epilogue")
 
 
 @pytest.mark.parametrize("knob", sorted(STORED))
@@ -41,7 +44,7 @@ def test_enum_labels_and_codes_are_the_stored_ones(knob: str) -> None:
 @pytest.mark.parametrize("knob", sorted(STORED))
 def test_spaces_use_the_enum_choices_and_codes(knob: str) -> None:
     enum, stored = STORED[knob]
-    space = ScheduleSpace(Dense(64, 64, 64), "sw26010")
+    space = ScheduleSpace(Dense(64, 64, 64), "sw26010-4cg")
     k = space.knobs[space.knob_index[knob]]
     assert k.choices == stored
     np.testing.assert_array_equal(k.codes, [float(m) for m in enum])
@@ -65,7 +68,7 @@ def test_expr_space_shares_the_choices_and_codes() -> None:
     from tuner.expr.workload import workload_from_op
 
     wl = workload_from_op(f"{EXAMPLES}/linalg.py:weighted_gemm", {"m": 24, "n": 20, "k": 36})
-    space = ExprSpace(wl, "sw26010")
+    space = ExprSpace(wl, "sw26010-4cg")
     for knob, (enum, stored) in STORED.items():
         k = space.knobs[space.knob_index[knob]]
         assert k.choices == stored[:len(k.choices)] or set(k.choices) <= set(stored)

@@ -238,6 +238,8 @@ def compile_model(model: Any, target: Target | str, out_dir: str | Path, lookup:
     from tuner.codegen.host import SLAVE_API
     from tuner.ir.tir import ctype
 
+    get_target(target).require_one_cg("compile")
+
     low = lower_model(to_relax(model, example_inputs), target, lookup, cpe_mode=cpe_mode, fuse=fuse,
                       group_launches=group_launches, fuse_cpe=fuse_cpe, framework_style=framework_style)
     graph, tgt, kernels = low.graph, low.target, low.kernels

@@ -141,6 +141,7 @@ def build_schedule(workload: Workload, target: Target | str, config: Config) -> 
     from tuner.codegen.te_ops import op_def
 
     target = get_target(target)
+    target.require_one_cg("a kernel's schedule")
     space = space_for(workload, target)
     space.check(config)
     geo = space.geometry

@@ -1,5 +1,8 @@
 """A calibrated performance model of one Sunway core group, used as a measurement backend.
 
+On a target of several core groups a kernel's time is its busiest CG's, plus what the split adds
+(tuner/space/chip.py: the other CGs' launch, operands read across the chip, replicas, partial sums).
+
 Time of a kernel = spawn/join + the busiest CPE's time (+ host-side padding of a conv input).
 The busiest CPE walks its output tiles; per (tile, reduction chunk) step it waits for the DMA of the
 operands it does not double-buffer, then for max(compute, DMA of the double-buffered ones) -- the
@@ -25,6 +28,7 @@ from tuner.measure.base import MeasureResult, Source, Status
 from tuner.measure.noise import DEFAULT_NOISE, noise_factors
 from tuner.profile import DEFAULT_VERSION, Profile
 from tuner.space.analysis import Analysis, BufferPlan
+from tuner.space.chip import chip_seconds, cross_factor
 from tuner.space.choices import Reason
 from tuner.space.compute import PipeBound
 from tuner.space.epilogue import RESIDUAL_CYCLES_PER_ELEMENT
@@ -83,6 +87,10 @@ def kernel_cycles(target: Target, a: Analysis) -> dict[str, np.ndarray]:
     steps = np.maximum(a.steps_per_cpe, 1.0)
     get_a = _transfer_cycles(target, "get", a.a, a.active_cpes)
     get_b = _transfer_cycles(target, "get", a.b, a.active_cpes)
+    if a.chip is not None:  # an operand read from another core group's memory (tuner/space/chip.py)
+        factor = cross_factor(target, a.chip.cgs)
+        get_a = np.where(a.chip.cross_a, get_a * factor + a.a.requests * target.cross_request_cycles, get_a)
+        get_b = np.where(a.chip.cross_b, get_b * factor + a.b.requests * target.cross_request_cycles, get_b)
     put_c = _transfer_cycles(target, "put", a.c, a.active_cpes)
     dma_a_step, dma_b_step = get_a / steps, get_b / steps
     db_c = a.double_buffer_c if a.double_buffer_c is not None else np.zeros(len(steps), dtype=bool)
@@ -131,6 +139,8 @@ def breakdown(space: ScheduleSpace, config: Config) -> dict[str, object]:
     seconds["host_prepass"] = space.geometry.prepass_bytes / target.mpe_copy_Bps
     if a.host_pack_bytes is not None:
         seconds["host_prepass"] += float(a.host_pack_bytes[0]) / target.mpe_copy_Bps
+    if a.chip is not None:
+        seconds["cross_cg"] = float(chip_seconds(target, a.chip)[0])
     total = float(simulate(space, index, a)[0])
     return {"seconds": seconds, "share_of_total": {k: v / total for k, v in seconds.items()},
             "total_s": total, "pipe_bound": PipeBound(int(parts["pipe_bound"][0])).name,
@@ -148,6 +158,8 @@ def simulate(space: ScheduleSpace, index: np.ndarray, analysis: Analysis | None 
     seconds = seconds + space.geometry.prepass_bytes / target.mpe_copy_Bps
     if a.host_pack_bytes is not None:  # packing a non-constant operand on the host, before the spawn
         seconds = seconds + a.host_pack_bytes / target.mpe_copy_Bps
+    if a.chip is not None:  # launching the other core groups, replicas, a split reduction's last pass
+        seconds = seconds + chip_seconds(target, a.chip)
     return np.where(a.valid, seconds, np.inf)
 
 

@@ -22,6 +22,10 @@ nominal bandwidth: the core group's measured plateau (bytes per cycle) and its f
 block (cycles), both shared by the active CPEs. Two figures per target and direction, taken from the
 published measurement fits, not from the simulator's DMA model or any per-config simulated time: they
 charge what the nominal estimate misses most, many small requests and a busy memory channel.
+
+On a target of several core groups the analysis' figures are the busiest CG's; both rooflines add what
+the split costs (tuner/space/chip.py: the slower cross reads, launch, replicas, partial sums), so the
+split enters the model through the same columns and a one-CG config's features are what they were.
 """
 
 from __future__ import annotations
@@ -29,6 +33,7 @@ from __future__ import annotations
 import numpy as np
 
 from tuner.space.analysis import Analysis
+from tuner.space.chip import chip_seconds, cross_factor
 from tuner.space.choices import Share
 from tuner.space.space import ScheduleSpace
 from tuner.targets import SustainedDma
@@ -64,6 +69,12 @@ def roofline(space: ScheduleSpace, a: Analysis, sustained: bool = False) -> dict
     steps = np.maximum(a.steps_per_cpe, 1.0)
     dma_a = dma(a.a, rates.get_bw, rates.get_block_cycles) / steps
     dma_b = dma(a.b, rates.get_bw, rates.get_block_cycles) / steps
+    split = np.zeros(len(steps))
+    if a.chip is not None:
+        factor = cross_factor(target, a.chip.cgs)
+        dma_a = np.where(a.chip.cross_a, dma_a * factor, dma_a)
+        dma_b = np.where(a.chip.cross_b, dma_b * factor, dma_b)
+        split = chip_seconds(target, a.chip) * target.clock_hz
     put_c = dma(a.c, rates.put_bw, rates.put_block_cycles)
     # two output copies (db_c): every tile's put but the last overlaps the next tile's steps
     db_c = a.double_buffer_c if a.double_buffer_c is not None else np.zeros(len(steps), dtype=bool)
@@ -72,7 +83,7 @@ def roofline(space: ScheduleSpace, a: Analysis, sustained: bool = False) -> dict
     overlapped = (np.where(a.double_buffer_a, dma_a, 0.0) + np.where(a.double_buffer_b, dma_b, 0.0)
                   + (put_c - put_tail) / steps)
     exposed = np.where(a.double_buffer_a, 0.0, dma_a) + np.where(a.double_buffer_b, 0.0, dma_b)
-    total = steps * (exposed + np.maximum(compute, overlapped)) + put_tail
+    total = steps * (exposed + np.maximum(compute, overlapped)) + put_tail + split
     return {"total": total, "exposed": steps * exposed, "excess": steps * np.maximum(overlapped - compute, 0.0),
             "compute": steps * compute, "put": put_tail}
 

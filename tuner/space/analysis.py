@@ -8,6 +8,7 @@ which keeps totals (bytes, blocks, flops) exact because a tile grid is a product
 The one analysis of every operator, built-in or expression: it reads only what the operator's
 geometry answers (tuner/space/ops.py OpGeometry: operands in two sharing groups, their boxes per tile,
 sharing, reuse, the inner loop's strides). A group's BufferPlan is its operands' merged (``_merge``).
+On a target of several core groups the figures are the busiest CG's (tuner/space/chip.py).
 """
 
 from __future__ import annotations
@@ -17,9 +18,10 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from tuner.space.chip import ChipPlan, plan_chip, tensor_bytes
 from tuner.space.choices import Acc, Dma, Order, Pack, Reason, Share
 from tuner.space.compute import BodyReads, ComputePlan, bcast_column_rlc, block_shape, inner_loop, mesh_rlc_ops
-from tuner.space.epilogue import EpiloguePlan, plan_epilogue
+from tuner.space.epilogue import EpiloguePlan, has_epilogue, plan_epilogue
 from tuner.space.ops import AxisTiles, Dim, axis_tiles
 from tuner.targets import Sharing
 
@@ -91,6 +93,8 @@ class Analysis:
     host_pack_bytes: np.ndarray | None = None
     # What a workload's epilogue adds (tuner/space/epilogue.py: a residual operand's DMA, LDM, work).
     epilogue: EpiloguePlan | None = None
+    # The split over core groups (tuner/space/chip.py); None on a one-CG target.
+    chip: ChipPlan | None = None
 
     def __len__(self) -> int:
         return len(self.valid)
@@ -102,7 +106,7 @@ class Analysis:
             value = getattr(self, f.name)
             if value is None:
                 continue
-            if isinstance(value, (BufferPlan, ComputePlan)):
+            if isinstance(value, (BufferPlan, ComputePlan, ChipPlan)):
                 for g in fields(value):
                     out[f"{f.name}_{g.name}"] = float(getattr(value, g.name)[i])
             else:
@@ -277,6 +281,15 @@ def analyze(space: ScheduleSpace, index: np.ndarray) -> Analysis:
             out_mean = out_mean * t[a.name].mean
             out_full = out_full * t[a.name].full
     red = t[geo.red_axis.name]
+    boxes, out_box = geo.boxes(t)
+    # Split over core groups (tuner/space/chip.py): the counts below are the busiest CG's share.
+    group_bytes = {"a": 0.0, "b": 0.0}
+    for op, box in zip(geo.operands, boxes):
+        group_bytes[op.group] += tensor_bytes(box, ds)
+    chip = plan_chip(v, n, rows_total, cols_total, np.ceil(geo.red_axis.extent / red.full), group_bytes,
+                     geo.b_constant, tensor_bytes(out_box, ds), has_epilogue(wl))
+    rows_total, cols_total = chip.rows_total, chip.cols_total
+    k_tiles = chip.k_tiles  # tiles of the reduction axis (= chunks unless mesh)
 
     rows_cpe, cols_cpe = np.ceil(rows_total / pr), np.ceil(cols_total / pc)
     tiles_cpe = rows_cpe * cols_cpe
@@ -293,15 +306,13 @@ def analyze(space: ScheduleSpace, index: np.ndarray) -> Analysis:
     b_shared = sharing & b_ok & (pr > 1) & bool(group_b)
     mesh = share == Share.MESH
     kf = np.where(mesh, pr, 1.0)  # with RLC/RMA a row's CPEs each hold a slice of a kf*tk chunk
-    chunks = np.ceil(geo.red_axis.extent / (red.full * kf))
+    chunks = np.ceil(k_tiles / kf)
     steps = tiles_cpe * chunks
 
-    boxes, out_box = geo.boxes(t)
     # Loads per CPE. Without a reduction split, consecutive tiles of one CPE reuse the operands that
     # the traversal order keeps fixed (row order keeps group a, column order group b), when the
     # kept operand's box does not change with the other tile index (conv groups: the data follows
     # the k tile; batch_matmul: B follows the batch).
-    k_tiles = np.ceil(geo.red_axis.extent / red.full)  # tiles of the reduction axis (= chunks unless mesh)
     single_chunk = k_tiles == 1
     row_order = v["tile_order"] == Order.ROW
     # Exact fetch counts over the mesh. Unshared: every CPE fetches for each of its tiles (once per
@@ -377,7 +388,7 @@ def analyze(space: ScheduleSpace, index: np.ndarray) -> Analysis:
     pack_a, pack_b = vector & gather["a"], vector & gather["b"]
     ldm_pack = np.where(pack_a, plan_a.ldm_bytes, 0.0) + np.where(pack_b, plan_b.ldm_bytes, 0.0)
 
-    macs_tile = out_mean * geo.red_axis.extent * geo.red_fixed
+    macs_tile = out_mean * geo.red_axis.extent * geo.red_fixed * chip.red_share
     fma_step = macs_tile * geo.fma_per_point / chunks
     # Every CPE packs the whole tile it holds, however many CPEs shared the fetch: with bcast a
     # row (column) splits the requests (plan.loads is this CPE's share of them), not the packing.
@@ -432,6 +443,8 @@ def analyze(space: ScheduleSpace, index: np.ndarray) -> Analysis:
     fail(Reason.PACK_NEEDS_WHOLE_TILES, packed_b & ~b_whole)
     if ep is not None:
         fail(Reason.EPILOGUE_NEEDS_DENSE_ROWS, ep.invalid)
+    for why in np.unique(chip.reason[chip.reason != Reason.OK]):
+        fail(Reason(int(why)), chip.reason == why)
 
     macs_cpe = tiles_cpe * macs_tile
     flops_cpe = macs_cpe * geo.ops_per_point
@@ -446,5 +459,5 @@ def analyze(space: ScheduleSpace, index: np.ndarray) -> Analysis:
         compute_cycles_per_step=compute, share_cycles_per_step=share_cost,
         double_buffer_a=db_a, double_buffer_b=db_b, share_mode=share, dma_mode=dma_mode,
         arithmetic_intensity=flops_cpe / np.maximum(mem_bytes, 1.0), double_buffer_c=db_c,
-        host_pack_bytes=host_pack, epilogue=ep,
+        host_pack_bytes=host_pack, epilogue=ep, chip=chip if "cgs" in v else None,
     )

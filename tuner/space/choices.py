@@ -70,6 +70,25 @@ class Pack(Labelled):
     B = 1
 
 
+class CgSplit(Labelled):
+    """What a kernel split over several core groups divides among them (tuner/space/chip.py): its row
+    tiles (a conv's batch and output rows, a GEMM's M), its col tiles (output channels, N), or the
+    reduction (K), each CG then holding partial sums that one more pass adds."""
+
+    ROWS = 0
+    COLS = 1
+    REDUCTION = 2
+
+
+class CgOperands(Labelled):
+    """Where a split kernel's operand that every CG needs in full lives: a copy in each CG's memory
+    (weights copied once at load; an activation copied before each call), or one copy the other CGs
+    read across the chip."""
+
+    REPLICATE = 0
+    CROSS = 1
+
+
 class Reason(Labelled):
     """Why a config is invalid, in the order the analysis checks them (the first that applies is reported)."""
 
@@ -83,6 +102,9 @@ class Reason(Labelled):
     ACC_REG_NEEDS_OUTPUT_INNER = 7
     PACK_NEEDS_WHOLE_TILES = 8
     EPILOGUE_NEEDS_DENSE_ROWS = 9
+    CG_SPLIT_FEWER_TILES_THAN_CGS = 10
+    CG_KNOB_WITHOUT_EFFECT = 11
+    CG_REDUCTION_WITH_EPILOGUE = 12
 
 
 def reason_label(code: SupportsInt) -> str:

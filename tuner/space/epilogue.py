@@ -43,10 +43,15 @@ class EpiloguePlan:
     invalid: np.ndarray  # configs it cannot run with
 
 
+def has_epilogue(workload: object) -> bool:
+    """Whether ``workload`` fuses a residual operand (its ``epilogue`` other than none)."""
+    return getattr(workload, "epilogue", NONE) in RESIDUAL_EPILOGUES.values()
+
+
 def plan_epilogue(workload: object, plan_c: BufferPlan, dtype_bytes: int, put_lines: np.ndarray
                   ) -> EpiloguePlan | None:
     """The plan of ``workload``'s epilogue given the output's DMA plan; None for ``none``."""
-    if getattr(workload, "epilogue", NONE) not in RESIDUAL_EPILOGUES.values():
+    if not has_epilogue(workload):
         return None
     return EpiloguePlan(get=replace(plan_c), elements=plan_c.bytes / dtype_bytes,
                         ldm_bytes=np.asarray(plan_c.ldm_bytes, dtype=float), invalid=put_lines.astype(bool))

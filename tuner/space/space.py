@@ -16,7 +16,8 @@ import numpy as np
 
 from tuner.errors import InvalidConfigError
 from tuner.space.analysis import Analysis, analyze
-from tuner.space.choices import Acc, Dma, Order, Pack, Reason, Share, reason_label
+from tuner.space.chip import chip_knobs
+from tuner.space.choices import Acc, CgOperands, CgSplit, Dma, Order, Pack, Reason, Share, reason_label
 from tuner.space.knobs import Knob, KnobSpace
 from tuner.space.ops import geometry_for
 from tuner.targets import Target, get_target
@@ -64,6 +65,7 @@ class ScheduleSpace(KnobSpace):
             Knob("unroll", UNROLL_CHOICES, doc="independent accumulators (register block)"),
             self._acc_knob(),
             self._pack_knob(),
+            *chip_knobs(self.target),
         ]
         if restrict:
             knobs = self._restricted(knobs, restrict)
@@ -200,6 +202,12 @@ class ScheduleSpace(KnobSpace):
         cfg.update(grid="1x8", share=Share.NONE.label, dma=Dma.ROWS.label, put_lines=0, db_a=0, db_b=0,
                    tile_order=Order.ROW.label, inner=self.geometry.inner_axes[0], simd=1, unroll=1,
                    acc=Acc.LDM.label, pack=Pack.NONE.label)
+        if "cgs" in self.knob_index:
+            # OpenACC on several CGs splits the outer loop (the row tiles) over them, as many as it can
+            for cgs in range(self.target.cgs, 0, -1):
+                split = {**cfg, "cgs": cgs, "cg_split": CgSplit.ROWS.label, "cg_operands": CgOperands.REPLICATE.label}
+                if self.analyze(self.encode(split)[None, :]).valid[0]:
+                    return split
         return cfg
 
     def __repr__(self) -> str:
