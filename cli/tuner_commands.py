@@ -386,12 +386,6 @@ def tune_model(
                                           verbose=verbose)
     profile = active_profile(get_target(target).name, server=server, token=token, db_url=log_url)
     layer_report(layers, tasks, best, target, time.monotonic() - start, profile)
-    tgt = get_target(target)
-    if tgt.cgs > 1:  # the whole program is timed from its generated kernels, printed for one CG only
-        console.print(f"the whole program on {tgt.name} is not timed: kernels split over core groups are tuned "
-                      f"and simulated, not yet generated (compile with --target {tgt.base_name})",
-                      soft_wrap=True, highlight=False)
-        return
     # the program `swtune compile` would build from this log: fused, offloaded and grouped the same way
     program = lower_model(mod, profile.apply(target) if profile else target,
                           TuningLog(lambda w: best.get(w.key, {}).get("config")))

@@ -48,7 +48,8 @@ def tune_workloads(workloads: Sequence[Workload], target: Target | str, trials: 
                    weights: Sequence[float] | None = None, total_trials: int | None = None,
                    early_stop: int | None = None, backend: MeasureBackend | None = None,
                    console: Console | None = None, profile: Profile | None = None,
-                   rank_quantile: float | None = None) -> list[TuneResult]:
+                   rank_quantile: float | None = None,
+                   seed_configs: Sequence[Sequence[Config]] | None = None) -> list[TuneResult]:
     """Tune workloads with up to ``trials`` measurements each.
 
     Rounds go to the task with the largest expected gain in weighted end-to-end time (the gradient
@@ -56,7 +57,9 @@ def tune_workloads(workloads: Sequence[Workload], target: Target | str, trials: 
     ``profile`` (a calibrated simulator profile) sets the simulator's uncertain costs; each result then
     carries its best time's interval under the profile's uncertainty. ``rank_quantile`` (with such a
     profile) makes the search rank configs by that quantile of their time over the profile's draws
-    (tuner/calibrate/quantile.py); the reported times stay the measured ones.
+    (tuner/calibrate/quantile.py); the reported times stay the measured ones. ``seed_configs`` (one list
+    per workload) are measured first, after the baseline, as part of the trials: records of another
+    space that start the search (a one-CG record of a chip target: tuner.space.chip.chip_seeds).
     """
     from tuner.search import strategy_names
 
@@ -86,6 +89,9 @@ def tune_workloads(workloads: Sequence[Workload], target: Target | str, trials: 
         bars = [progress.add_task(w.key[:48], total=trials, status="") for w in workloads]
     spent = 0
     pending_baseline = [s.queue_baseline() for s in searches]
+    with_baseline = [bool(b) for b in pending_baseline]
+    for i, seeds in enumerate(seed_configs or []):
+        pending_baseline[i] += searches[i].queue_seeds(seeds)
     baseline_times: list[float | None] = [None] * len(workloads)
     measured_time: list[dict[str, float]] = [{} for _ in workloads]  # config hash -> measured mean time
     try:
@@ -94,13 +100,14 @@ def tune_workloads(workloads: Sequence[Workload], target: Target | str, trials: 
                 break
             search, workload = searches[i], workloads[i]
             want = min(batch, trials - search.n_measured)
-            first, pending_baseline[i] = pending_baseline[i], []  # the baseline among the first candidates
+            # the baseline and the seeds among the first candidates (within the task's trials)
+            first, pending_baseline[i] = pending_baseline[i][:want], pending_baseline[i][want:]
             configs = first + (search.ask(want - len(first)) if want > len(first) else [])
             if not configs:
                 scheduler.tasks[i].stopped = True  # space exhausted
                 continue
             measured = backend.measure(workload, target, configs)
-            if first:
+            if first and with_baseline[i]:
                 baseline_times[i] = measured[0].mean_time
             search.tell(configs, ranking.rank(workload, measured) if ranking else measured)
             measured_time[i].update((config_hash(r.config), r.mean_time) for r in measured if r.ok)

@@ -37,8 +37,9 @@ from tuner.aot.untuned import (
     kept_unless_slower,
 )
 from tuner.ir.graph import AotError, Graph, Node, Note, Tensor, slave_symbol
+from tuner.space.chip import one_cg_part
 from tuner.space.space import Config
-from tuner.targets import Target
+from tuner.targets import Target, get_target
 from tuner.task_kind import kind_of
 from tuner.workloads import Workload
 
@@ -120,14 +121,20 @@ def _generate(workload: Workload, target: Target, config: Config, index: int, st
     from tuner.codegen.sources import generate
     from tuner.ir.tir import ctype
 
-    src = generate(workload, target, config)
+    if target.cgs > 1:
+        # A kernel split over core groups: every CG runs the one-CG schedule on its share, so the plan's
+        # buffers (c's pitch, packed operands) are that schedule's; its C is not printed yet (compile
+        # refuses the target), so only the program's plan and timing are built.
+        src = generate(workload, get_target(target.base_name), one_cg_part(config))
+    else:
+        src = generate(workload, target, config)
     s = src.scheduled
     c = shapes(s)["c"]
     rows = 1
     for d in c[:-1]:
         rows *= d
-    slave = src.files["slave.c"]
-    if epilogue is not None:
+    slave = src.files["slave.c"] if target.cgs == 1 else ""
+    if epilogue is not None and slave:
         slave = apply_epilogue(slave, epilogue, ctype(getattr(workload, "dtype", "float32")), tuple(c),
                                c_pitch(s), channel_axis(workload) if epilogue.vectors else -1)
     # the permutation of each packed operand: the same as the measured host's pack (tuner.codegen.host)

@@ -86,6 +86,21 @@ class SearchStrategy(ABC):
         self.mark_in_flight([config])
         return [config]
 
+    def queue_seeds(self, configs: Sequence[Config]) -> list[Config]:
+        """Of ``configs`` (e.g. records of another space: tuner.space.chip.chip_seeds), those that are
+        valid new points of this space, marked in flight to be measured ahead of the first proposals."""
+        out: list[Config] = []
+        for config in configs:
+            try:
+                row = self.space.encode(config)
+            except ValueError:
+                continue
+            if self.is_new(row) and bool(self.space.analyze(row[None, :]).valid[0]):
+                decoded = self.space.decode(row)
+                self.mark_in_flight([decoded])
+                out.append(decoded)
+        return out
+
     def tell(self, configs: Sequence[Config], results: Sequence[MeasureResult]) -> None:
         """Record measurements; failed configs count as infinitely slow."""
         for config, result in zip(configs, results, strict=True):

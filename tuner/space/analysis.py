@@ -99,6 +99,17 @@ class Analysis:
     def __len__(self) -> int:
         return len(self.valid)
 
+    @property
+    def cross_cg_bytes(self) -> np.ndarray:
+        """Bytes one call moves between core groups: an operand every other CG reads across (each reads
+        what the busiest CG's plan fetches), replicated activations, a split reduction's partial sums."""
+        if self.chip is None:
+            return np.zeros(len(self.valid))
+        others = self.chip.cgs - 1
+        reads = (np.where(self.chip.cross_a, self.a.total_bytes, 0.0)
+                 + np.where(self.chip.cross_b, self.b.total_bytes, 0.0))
+        return others * reads + self.chip.cross_bytes
+
     def row(self, i: int) -> dict[str, float]:
         """A flat dict of one config's figures (for reports and tests)."""
         out: dict[str, float] = {}

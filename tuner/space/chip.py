@@ -29,13 +29,21 @@ from tuner.space.knobs import Knob
 from tuner.space.ops import Dim
 from tuner.targets import Target
 
+CHIP_KNOBS = ("cgs", "cg_split", "cg_operands")
+
+
+def one_cg_part(config: Mapping[str, object]) -> dict[str, object]:
+    """The schedule each core group runs: a split config without its chip knobs (the same tiles, mesh
+    and loops), a config of the preset's one-CG space."""
+    return {k: v for k, v in config.items() if k not in CHIP_KNOBS}
+
 
 def chip_knobs(target: Target) -> list[Knob]:
     """The split's knobs: none on a one-CG target, so its space and stored configs stay as they were;
     a one-CG config read in a chip space takes the defaults (1 CG), which lets old records seed it."""
     if target.cgs == 1:
         return []
-    return [
+    knobs = [
         Knob("cgs", tuple(range(1, target.cgs + 1)), default=1,
              doc=f"core groups the kernel is split over (1 to {target.cgs})"),
         Knob("cg_split", CgSplit.labels(), ordered=False, default=CgSplit.ROWS.label,
@@ -45,6 +53,8 @@ def chip_knobs(target: Target) -> list[Knob]:
              doc="the operand every core group needs in full: a copy in each CG's memory, or one copy "
                  "read across the chip"),
     ]
+    assert tuple(k.name for k in knobs) == CHIP_KNOBS
+    return knobs
 
 
 @dataclass
@@ -136,3 +146,15 @@ def chip_seconds(target: Target, plan: ChipPlan) -> np.ndarray:
     reduce = np.where(plan.reduce_bytes > 0,
                       target.spawn_join_s + target.cg_launch_s + slice_bytes * (2.0 + others * factor) / rate, 0.0)
     return launch + replicate + reduce
+
+
+def chip_seeds(one_cg_config: Mapping[str, object], cgs: int) -> list[dict[str, object]]:
+    """Configs of a chip space that a one-CG record starts the search from: the record itself (one CG,
+    the same kernel and time) and its tiles split over all ``cgs`` CGs each way (the space keeps the
+    valid ones: tuner.search.base.SearchStrategy.queue_seeds)."""
+    base = one_cg_part(one_cg_config)
+    seeds: list[dict[str, object]] = [dict(base)]
+    if cgs > 1:
+        seeds += [{**base, "cgs": cgs, "cg_split": split.label, "cg_operands": CgOperands.REPLICATE.label}
+                  for split in CgSplit]
+    return seeds

@@ -208,7 +208,7 @@ class KernelPlan:
         if got is None:
             return None
         sizes, body_cycles, scratch, counted, failed = got
-        block, db, active = grid if grid is not None else configs(self.lead, self.ext, sizes)
+        block, db, active = grid if grid is not None else configs(self.lead, self.ext, sizes, target.cgs)
         return analyse_configs(target, self.item, self.lead, self.ext, self.operands, block, db, active, body_cycles,
                                scratch, counted, failed)
 

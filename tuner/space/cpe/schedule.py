@@ -7,7 +7,9 @@ A kernel cuts its operator into ``lead * ext / block`` blocks along one output a
 * ``db``: double-buffered gets. The sliced inputs get two LDM copies; while block i is computed and
   put, block i+1's gets are already in flight (its own reply counter per copy).
 * ``active``: CPEs that take blocks (round-robin). Fewer CPEs contend less for the DMA engine but
-  each takes more blocks.
+  each takes more blocks. On a target of several core groups (``Target.cgs``) ``active`` counts CPEs
+  over the chip: above 64 the blocks spread over ``active / 64`` CGs, each streaming its blocks from
+  its own memory at its own rates (the CGs' launch, ``Target.cg_launch_s``, is added; tuner/space/chip.py).
 
 SIMD lanes are the fourth knob (tuner.space.cpe.plan): a block's body is TVM's legalized PrimFunc printed
 as C (tuner.ir.tir_c, vector loops by tuner.ir.tir_simd), counted at the lanes it is printed with.
@@ -45,6 +47,7 @@ class Why(str, Enum):
     BLOCK = "block"  # the block size does not divide the cut's extent, or its operand blocks alone overflow
     IDLE_CPES = "idle_cpes"  # more active CPEs than blocks: the same schedule as fewer CPEs
     NO_BODY = "no_body"  # the operator does not legalize on blocks of this size
+    CHIP = "chip"  # more CPEs than the target's core groups hold
 
 
 @dataclass(frozen=True)
@@ -122,12 +125,19 @@ class Space:
                 "put_reqs": int(self.put_reqs[i]), "put_bytes": int(self.put_bytes[i])}
 
 
-def configs(lead: int, ext: int, sizes: list[int]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """(block, db, active) of every configuration over the block sizes ``sizes`` (divisors of ext)."""
+def chip_actives(cgs: int) -> tuple[int, ...]:
+    """The ``active`` choices above one CG's 64 CPEs: every CPE of 2 to ``cgs`` core groups."""
+    return tuple(CPES * c for c in range(2, cgs + 1))
+
+
+def configs(lead: int, ext: int, sizes: list[int], cgs: int = 1) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(block, db, active) of every configuration over the block sizes ``sizes`` (divisors of ext), on
+    up to ``cgs`` core groups."""
     rows = []
     for b in sizes:
         n = lead * (ext // b)
-        actives = sorted({a for a in ACTIVE_CHOICES if a <= CPES} | {min(CPES, n)})
+        actives = sorted({a for a in ACTIVE_CHOICES if a <= CPES} | {min(CPES, n)}
+                         | {a for a in chip_actives(cgs) if a - CPES < n})
         rows += [(b, db, a) for db in DB_CHOICES for a in actives]
     arr = np.array(rows, dtype=np.int64).reshape(-1, 3)
     return arr[:, 0], arr[:, 1].astype(bool), arr[:, 2]
@@ -181,6 +191,8 @@ def analyse_configs(target: Target, item: int, lead: int, ext: int, operands: li
     block, db, active = np.asarray(block, dtype=np.int64), np.asarray(db, dtype=bool), np.asarray(active, np.int64)
     blocks = lead * (ext // block)
     per_cpe = -(-blocks // active)
+    cgs = -(-active // CPES)  # core groups the blocks spread over, each with its own memory
+    on_cg = active // cgs  # CPEs of one CG contending for its DMA
     ldm = np.zeros(block.shape, dtype=np.int64)
     get_c = np.zeros(block.shape)  # one block's gets, cycles
     put_c = np.zeros(block.shape)
@@ -190,18 +202,19 @@ def analyse_configs(target: Target, item: int, lead: int, ext: int, operands: li
         nbytes = elems * item
         if not p.sliced:
             ldm += nbytes
-            whole_c += request_cycles(target.dma, "get", nbytes, active_cpes=active)
+            whole_c += request_cycles(target.dma, "get", nbytes, active_cpes=on_cg)
         elif p.is_input:
             ldm += nbytes * np.where(db, 2, 1)
-            get_c += request_cycles(target.dma, "get", nbytes, active_cpes=active)
+            get_c += request_cycles(target.dma, "get", nbytes, active_cpes=on_cg)
         else:
             ldm += nbytes
-            put_c += request_cycles(target.dma, "put", nbytes, active_cpes=active)
+            put_c += request_cycles(target.dma, "put", nbytes, active_cpes=on_cg)
     comp_c = np.array([body_cycles[b] for b in block.tolist()], dtype=float)
     ldm += np.array([scratch_bytes[b] for b in block.tolist()], dtype=np.int64)
     why = np.full(block.shape, Why.OK.value, dtype=object)
     why[ldm > target.ldm_budget_bytes] = Why.LDM.value
     why[active > blocks] = Why.IDLE_CPES.value
+    why[cgs > target.cgs] = Why.CHIP.value
     why[np.isin(block, list(no_body))] = Why.NO_BODY.value
     # without db every block waits for its gets, computes, puts; with db block i+1's gets run
     # during block i's compute (the longer of the two counts), the first block's gets are exposed
@@ -211,5 +224,6 @@ def analyse_configs(target: Target, item: int, lead: int, ext: int, operands: li
     counts = dma_counts(lead, ext, operands, item, block, active)
     return Space(block, db, active, blocks, per_cpe, ldm, why, counts["get_reqs"], counts["get_bytes"],
                  counts["put_reqs"], counts["put_bytes"], (whole_c + per_cpe * (get_c + put_c)) / target.clock_hz,
-                 per_cpe * comp_c / target.clock_hz, target.spawn_join_s + cycles / target.clock_hz,
+                 per_cpe * comp_c / target.clock_hz,
+                 target.spawn_join_s + np.where(cgs > 1, target.cg_launch_s, 0.0) + cycles / target.clock_hz,
                  np.isin(block, list(exact)))

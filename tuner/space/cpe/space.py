@@ -7,7 +7,8 @@ Knobs (tuner.space.cpe.schedule and tuner.space.cpe.plan say what each does to t
 * ``block``: output indices per block along the cut (a divisor of its extent): the bytes of every
   DMA request and the LDM it needs;
 * ``db``: double-buffered gets (the next block's operands in flight during this block's compute);
-* ``active``: CPEs that take blocks, round-robin (how the work splits over the 64 CPEs);
+* ``active``: CPEs that take blocks, round-robin (how the work splits over the 64 CPEs, or over the CPEs
+  of several core groups on a target of several);
 * ``simd``: vector lanes of the block's body (1 = scalar C).
 
 The space is small (a few thousand combinations), so it is analysed once, whole: every combination's
@@ -28,7 +29,7 @@ from functools import cached_property
 import numpy as np
 
 from tuner.errors import InvalidConfigError
-from tuner.space.cpe.schedule import ACTIVE_CHOICES, CPES, Why
+from tuner.space.cpe.schedule import ACTIVE_CHOICES, CPES, Why, chip_actives
 from tuner.space.cpe.workload import CpeKernelWorkload
 from tuner.space.knobs import Knob, KnobSpace
 from tuner.space.space import Config
@@ -66,7 +67,7 @@ class CpeKernelSpace(KnobSpace):
         if not self.plans:
             raise InvalidConfigError(f"{workload.key} does not cut into blocks that fit the LDM of {self.target.name}")
         sizes = sorted({b for p in self.plans.values() for b in p.sizes(self.target)})
-        actives = set(ACTIVE_CHOICES)
+        actives = set(ACTIVE_CHOICES) | set(chip_actives(self.target.cgs))
         for p in self.plans.values():
             actives |= {p.lead * (p.ext // b) for b in p.sizes(self.target) if p.lead * (p.ext // b) < CPES}
         lanes = sorted(set(self.target.simd_widths[workload.dtype]))
