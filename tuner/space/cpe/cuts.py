@@ -99,7 +99,7 @@ def _legalize_sliced(call: Any, shapes: list[tuple[int, ...] | None], dtype: str
     return mod[ct.args[0]], order
 
 
-def run_llvm(func: Any, arrays: list[np.ndarray], outs: list[tuple[int, ...]], dtype: str | list[str]
+def _run_llvm(func: Any, arrays: list[np.ndarray], outs: list[tuple[int, ...]], dtype: str | list[str]
              ) -> list[np.ndarray]:
     """Run ``func`` with TVM's llvm build (tuner.ir.llvm); ``dtype``: the outputs' (one for all, or one each).
     Unoptimised: a cut check runs each build once, on a few blocks."""
@@ -142,12 +142,12 @@ def _same_meaning(full: Any, sliced: Any, n: Node, plan: list[ParamSlice], axis:
 
     outs = [t.shape for t in n.outputs]
     out_dtypes = [t.dtype for t in n.outputs]
-    ref = run_llvm(full, ins, outs, out_dtypes)
+    ref = _run_llvm(full, ins, outs, out_dtypes)
     lead = prod(n.output.shape[:axis])
     for blk in checked_blocks(lead, nj):
         args = [x if not p.sliced else _block(_in_rank(x), axis, 1, blk // nj, 1) if not p.along
                 else _block(_in_rank(x), axis, b, blk if p.per_lead else blk % nj, nj) for x, p in zip(ins, plan)]
-        got = run_llvm(sliced, args, [_sliced_shape(s, axis, b) for s in outs], out_dtypes)
+        got = _run_llvm(sliced, args, [_sliced_shape(s, axis, b) for s in outs], out_dtypes)
         for g, r in zip(got, ref):
             if not np.allclose(g, _block(r, axis, b, blk, nj), rtol=1e-5, atol=1e-6, equal_nan=True):
                 return False
@@ -429,9 +429,9 @@ def _same_meaning_window(full: Any, sliced: Any, n: Node, op: CpeOp, dtype: str)
     """The row-sliced pool on its filled windows equals the full pool there (llvm, random data)."""
     rng = np.random.default_rng(0)
     x = rng.standard_normal(n.inputs[0].shape).astype(dtype)
-    (ref,) = run_llvm(full, [x], [n.output.shape], dtype)
+    (ref,) = _run_llvm(full, [x], [n.output.shape], dtype)
     for blk in sorted({0, op.nj - 1, op.blocks - 1, op.blocks // 2}):
-        (got,) = run_llvm(sliced, [_window_block(x, op, blk)], [(1, 1, op.block, n.output.shape[3])], dtype)
+        (got,) = _run_llvm(sliced, [_window_block(x, op, blk)], [(1, 1, op.block, n.output.shape[3])], dtype)
         if not np.allclose(got, _block(ref, 2, op.block, blk, op.nj), rtol=1e-5, atol=1e-6, equal_nan=True):
             return False
     return True
