@@ -5,7 +5,9 @@ fine-grained DMA: no 2-D mesh mapping, no tile sharing, per-row requests, no dou
 code. We give it the benefit of hand tuning: the programmer picks which output loop to parallelize
 (the row axes -- batch/spatial -- or the col axis -- output features/channels -- one element per
 CPE step) and the best tile sizes and loop orders under those restrictions, found by enumerating
-that small sub-space.
+that small sub-space. On a target of several core groups (tuner/space/chip.py) it splits that same
+outer loop over all of them too, as OpenACC would (falling back to one CG where the loop has fewer
+iterations than CGs), so a speedup over it compares the same number of CGs.
 """
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ import numpy as np
 
 from tuner.measure.simulator import simulate
 from tuner.profile import DEFAULT_VERSION, Profile
-from tuner.space.choices import Acc, Dma, Share
+from tuner.space.choices import Acc, CgOperands, CgSplit, Dma, Share
 from tuner.space.factory import space_for
 from tuner.space.space import Config, ScheduleSpace
 from tuner.task_kind import kind_of
@@ -37,6 +39,14 @@ def baseline_config(space: Any) -> Config:
     return kind_of(space.workload).baseline(space)
 
 
+def _chip_splits(space: ScheduleSpace, parallel_role: str) -> list[dict[str, Any]]:
+    """The parallel loop over every core group, or one CG (no chip knobs on a one-CG target)."""
+    if "cgs" not in space.knob_index:
+        return [{}]
+    split = CgSplit.ROWS if parallel_role == "row" else CgSplit.COLS
+    return [{}, {"cgs": space.target.cgs, "cg_split": split.label, "cg_operands": CgOperands.REPLICATE.label}]
+
+
 def openacc_baseline(space: ScheduleSpace) -> Config:
     """The fastest config (by the simulator) of a GEMM-like schedule space with the OpenACC restrictions."""
     rows = []
@@ -48,8 +58,9 @@ def openacc_baseline(space: ScheduleSpace) -> Config:
         choices.append(("tile_order", space.knobs[space.knob_index["tile_order"]].choices))
         choices.append(("inner", space.knobs[space.knob_index["inner"]].choices))
         names = [n for n, _ in choices]
-        for combo in itertools.product(*(c for _, c in choices)):
-            rows.append(space.encode({**FIXED, "grid": grid, **dict(zip(names, combo))}))
+        for combo, split in itertools.product(itertools.product(*(c for _, c in choices)), _chip_splits(space,
+                                                                                                         parallel_role)):
+            rows.append(space.encode({**FIXED, "grid": grid, **dict(zip(names, combo)), **split}))
     index = np.stack(rows)
     times = simulate(space, index)
     if not np.isfinite(times).any():

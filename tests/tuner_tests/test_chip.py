@@ -171,3 +171,19 @@ def test_code_is_not_generated_for_a_split_kernel() -> None:
 
     with pytest.raises(NotBuiltYetError, match="Use target sw26010"):
         build_schedule(BIG, "sw26010-4cg", config(cgs=1))
+
+
+@pytest.mark.parametrize("workload", [Conv2d(1, 64, 28, 28, 64, 3, 3, pad_h=1, pad_w=1), Dense(1, 1000, 2048)],
+                         ids=lambda w: w.op)
+def test_the_openacc_like_baseline_on_the_chip_splits_its_parallel_loop_over_every_cg(workload: object) -> None:
+    from tuner.baseline import openacc_baseline
+
+    one, chip = space_for(workload, "sw26010"), space_for(workload, "sw26010-4cg")
+    base_one, base_chip = openacc_baseline(one), openacc_baseline(chip)
+    assert base_chip["cgs"] == 4 and base_chip["cg_split"] == ("rows" if base_one["grid"] == "64x1" else "cols")
+    assert base_chip["grid"] == base_one["grid"] and base_chip["share"] == "none" and base_chip["simd"] == 1
+    t_one = simulate(one, one.encode(base_one)[None, :])[0]
+    t_chip = simulate(chip, chip.encode(base_chip)[None, :])[0]
+    # the same loop over four CGs' CPEs: faster (four memories); a quarter at best, plus the launch --
+    # the conv's loop over 64 output channels keeps 16 CPEs of each CG busy, the dense's 1000 all of them
+    assert t_one / 4 < t_chip < (t_one / 2 if workload.op == "dense" else 0.9 * t_one)
