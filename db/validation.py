@@ -18,7 +18,7 @@ from functools import lru_cache
 from typing import Any
 
 from db.errors import InvalidInputError
-from tuner.backends.registry import BACKEND_SOURCE
+from tuner.backends.registry import BACKENDS, source_of
 from tuner.errors import InvalidConfigError, UnknownTargetError
 from tuner.measure.base import OK, SOURCES, STATUSES
 from tuner.space.factory import space_for
@@ -36,10 +36,6 @@ MAX_PROFILE_VERSION = 2**31 - 1  # measurements.profile_version is an int4
 MAX_TIME_S = 86_400.0
 # A time no clock can read, whatever the workload.
 MIN_TIME_S = 1e-9
-
-# Which result source a worker of each backend may claim (a simulator worker cannot claim hardware).
-BACKEND_SOURCES: dict[str, frozenset[str]] = {name.value: frozenset({source.value})
-                                               for name, source in BACKEND_SOURCE.items()}
 
 
 @dataclass(frozen=True)
@@ -177,9 +173,9 @@ def check_measurement(workload: Workload, target: str, *, config: Any, status: A
         raise InvalidInputError(f"unknown status {status!r}; expected one of {list(STATUSES)}")
     if not isinstance(source, str) or source not in SOURCES:
         raise InvalidInputError(f"unknown source {source!r}; expected one of {list(SOURCES)}")
-    if backend and backend in BACKEND_SOURCES and source not in BACKEND_SOURCES[backend]:
-        raise InvalidInputError(f"a {backend} worker reports source {min(BACKEND_SOURCES[backend])!r}, "
-                                f"not {source!r}")
+    # the one source a worker of a registered backend may claim (a simulator worker cannot claim hardware)
+    if backend and backend in BACKENDS and source != source_of(backend):
+        raise InvalidInputError(f"a {backend} worker reports source {source_of(backend).value!r}, not {source!r}")
     if not isinstance(error, str) or len(error) > MAX_ERROR_CHARS:
         raise InvalidInputError(f"error must be a string of at most {MAX_ERROR_CHARS} characters")
     if not isinstance(worker, str) or len(worker) > MAX_WORKER_CHARS:

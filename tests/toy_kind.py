@@ -2,7 +2,7 @@
 through the CPEs in blocks, with its own workload, space, simulated time, baseline and strategy.
 
 It shows that a new kind is this one module plus one registration line (``register(KIND)``; a
-packaged kind declares the same in pyproject.toml's ``swtune.kinds`` entry points): nothing else in
+kind of another package declares the same in its pyproject.toml's ``swtune.kinds`` entry points): nothing else in
 swtune learns about it, yet parsing, ``space_for``, the simulator backend, the baseline, in-process
 tuning and the service's driver all handle it.
 """
@@ -19,7 +19,8 @@ import numpy as np
 from tuner.errors import InvalidConfigError, InvalidWorkloadError, UnsupportedStrategyError
 from tuner.measure.base import MeasureResult, Source, Status
 from tuner.measure.simulator import dma_time
-from tuner.search.base import SearchStrategy, create_strategy
+from tuner.search.base import SearchStrategy
+from tuner.search.registry import create_strategy
 from tuner.space.knobs import Knob, KnobSpace
 from tuner.targets import Target, get_target
 from tuner.task_kind import Factors

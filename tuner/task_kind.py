@@ -3,30 +3,38 @@
 A *kind* is everything the system asks of a family of workloads: built-in GEMM-like operators
 (conv2d, dense, batch_matmul), operators written as tensor expressions, memory-bound CPE kernels, and
 later backward operators and training steps. Each kind implements :class:`TaskKind` in one module of
-``tuner/kinds/`` and is registered once, by one line in ``pyproject.toml``::
+``tuner/kinds/`` and is registered once, by one line: swtune's own in :data:`BUILTIN_KINDS` below,
+another package's as an entry point in its ``pyproject.toml``::
 
     [project.entry-points."swtune.kinds"]
-    cpe_kernel = "tuner.kinds.cpe_kernel:KIND"
+    my_kind = "my_package.kind:KIND"
 
 The layers below the kinds (workload parsing, spaces, the simulator, codegen, the backends, the
 compiler, the driver) never import a kind and never ask which kind they hold: they call
-:func:`kind_of` and then the protocol. The registry loads the declared kinds the first time it is
-asked (the plugin mechanism TVM, pytest and Optuna's integrations use), so a module that only needs
-the simulator still finds every kind. Tests register their own kinds with :func:`register`.
+:func:`kind_of` and then the protocol. The kinds are a :class:`tuner.registry.Registry` (``KINDS``, the
+mechanism of the search strategies and the backends too), which loads the declared kinds the first time
+it is asked, so a module that only needs the simulator still finds every kind. Tests register their own
+kinds with :func:`register`.
 
-This module is domain-level: it imports nothing of swtune but the errors (tuner.workloads builds on it).
+This module is domain-level: it imports nothing of swtune but the errors and the registry
+(tuner.workloads builds on it).
 """
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Callable, Mapping, Sequence
-from importlib.metadata import entry_points
 from typing import Any, Protocol, runtime_checkable
 
 from tuner.errors import InvalidWorkloadError
+from tuner.registry import Registry
 
 ENTRY_POINT_GROUP = "swtune.kinds"
+# swtune's kinds, by reference: imported when first asked for (this module never imports a kind)
+BUILTIN_KINDS = {
+    "builtin": "tuner.kinds.builtin:KIND",
+    "cpe_kernel": "tuner.kinds.cpe_kernel:KIND",
+    "expr": "tuner.kinds.expr:KIND",
+}
 
 Workload = Any  # a tuner.workloads.Workload (that module builds on this one)
 Config = dict[str, Any]  # a knob assignment (tuner.space.space.Config)
@@ -122,56 +130,48 @@ def check_failure(space: Any, config: Config) -> str | None:
     return None
 
 
-_kinds: dict[str, TaskKind] = {}
-_loaded = False
-_lock = threading.Lock()
+def _check_kind(kind: TaskKind) -> None:
+    if not isinstance(kind, TaskKind):
+        raise TypeError(f"{kind!r} does not implement the TaskKind protocol")
+
+
+KINDS: Registry[TaskKind] = Registry("task kind", ENTRY_POINT_GROUP, BUILTIN_KINDS, check=_check_kind)
+_by_op: tuple[int, dict[str, TaskKind]] | None = None  # (KINDS.version it was built at, op -> kind)
 
 
 def register(kind: TaskKind) -> TaskKind:
     """Make ``kind`` answer for its ops (a later registration of the same op replaces it: tests)."""
-    if not isinstance(kind, TaskKind):
-        raise TypeError(f"{kind!r} does not implement the TaskKind protocol")
-    for op in kind.ops:
-        _kinds[op] = kind
-    return kind
+    return KINDS.register(kind.name, kind)
 
 
 def unregister(kind: TaskKind) -> None:
     """Forget ``kind`` (tests that registered their own)."""
-    for op in kind.ops:
-        if _kinds.get(op) is kind:
-            del _kinds[op]
-
-
-def _load_declared() -> None:
-    """Register every kind declared under the ``swtune.kinds`` entry points, once per process."""
-    global _loaded
-    with _lock:
-        if _loaded:
-            return
-        for ep in entry_points(group=ENTRY_POINT_GROUP):
-            kind = ep.load()
-            if not any(op in _kinds for op in kind.ops):  # a test's registration wins
-                register(kind)
-        _loaded = True
+    KINDS.unregister(kind.name)
 
 
 def kinds() -> tuple[TaskKind, ...]:
     """Every registered kind, each once."""
-    _load_declared()
-    return tuple(dict.fromkeys(_kinds.values()))
+    return tuple(dict.fromkeys(kind for _, kind in KINDS.items()))
+
+
+def _owners() -> dict[str, TaskKind]:
+    """Which kind owns each op: the declared kinds, then the registered ones (a later one wins an op)."""
+    global _by_op
+    index = _by_op
+    if index is None or index[0] != KINDS.version:
+        version = KINDS.version
+        owners = {op: kind for kind in kinds() for op in kind.ops}
+        index = _by_op = (version, owners)
+    return index[1]
 
 
 def kind_of_op(op: str) -> TaskKind:
     """The kind that owns workloads of ``op``; InvalidWorkloadError listing the known ops otherwise."""
-    if op not in _kinds:
-        _load_declared()
+    owners = _owners()
     try:
-        return _kinds[op]
+        return owners[op]
     except KeyError:
-        known = sorted(_kinds)
-        hint = "" if known else " (no task kinds are registered: is swtune installed? pip install -e .)"
-        raise InvalidWorkloadError(f"unknown op {op!r}; expected one of {known}{hint}") from None
+        raise InvalidWorkloadError(f"unknown op {op!r}; expected one of {sorted(owners)}") from None
 
 
 def kind_of(workload: Workload) -> TaskKind:

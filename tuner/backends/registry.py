@@ -1,8 +1,11 @@
 """The measurement backends by name: what a worker's ``--backend`` and in-process tuning construct.
 
-Each name maps to the one source its results carry (the service refuses a result whose source does
-not match the backend its worker leased with) and to a factory; the backends' modules are imported
-only when built, so a worker on the simulator never imports codegen.
+A backend is a :class:`BackendSpec` (the one source its results carry, and a factory), a plug-in of the
+:class:`tuner.registry.Registry` ``BACKENDS``: swtune's simulator, emulator and sunway in
+:data:`BUILTIN_BACKENDS` (tuner.backends.builtin), another package's under the ``swtune.backends``
+entry points. The service refuses a result whose source does not match the backend its
+worker leased with; the backends' modules are imported only when built, so a worker on the simulator
+never imports codegen.
 """
 
 from __future__ import annotations
@@ -14,24 +17,23 @@ from enum import StrEnum
 from tuner.measure.base import MeasureBackend, Source
 from tuner.measure.noise import DEFAULT_NOISE
 from tuner.profile import Profile
+from tuner.registry import Registry
 from tuner.targets import Target, get_target
+
+ENTRY_POINT_GROUP = "swtune.backends"
+BUILTIN_BACKENDS = {
+    "simulator": "tuner.backends.builtin:SIMULATOR",
+    "emulator": "tuner.backends.builtin:EMULATOR",
+    "sunway": "tuner.backends.builtin:SUNWAY",
+}
 
 
 class BackendName(StrEnum):
-    """A measurement backend a worker or ``tune`` can run (the worker's ``--backend``)."""
+    """The built-in backends' names, for code that spells one (any registered name is a backend)."""
 
     SIMULATOR = "simulator"
     EMULATOR = "emulator"
     SUNWAY = "sunway"
-
-
-# The source each backend's results carry. A Sunway backend pointed at a stand-in (the athread emulator
-# in tests) states "emulator" itself; a worker leasing as "sunway" may only report hardware times.
-BACKEND_SOURCE: dict[BackendName, Source] = {
-    BackendName.SIMULATOR: Source.SIMULATOR,
-    BackendName.EMULATOR: Source.EMULATOR,
-    BackendName.SUNWAY: Source.HARDWARE,
-}
 
 
 @dataclass(frozen=True)
@@ -47,45 +49,35 @@ class BackendOptions:
     time_pattern: str = ""  # sunway: regex with one group, the kernel seconds; default the host's timing line
 
 
-def _simulator(target: str, o: BackendOptions) -> MeasureBackend:
-    from tuner.measure.simulator import Simulator
+@dataclass(frozen=True)
+class BackendSpec:
+    """One backend as the registry holds it. ``source``: what its results carry (a Sunway backend pointed
+    at a stand-in states "emulator" itself; a worker leasing as "sunway" may only report hardware times).
+    ``build(target_name, options)``: a new backend, its heavy modules imported there."""
 
-    return Simulator(noise=o.noise, seed=o.seed, profile=o.profile)
-
-
-def _emulator(target: str, o: BackendOptions) -> MeasureBackend:
-    from tuner.backends.emulator_backend import EmulatorBackend
-
-    return EmulatorBackend(seed=o.seed)
+    source: Source
+    build: Callable[[str, BackendOptions], MeasureBackend]
 
 
-def _sunway(target: str, o: BackendOptions) -> MeasureBackend:
-    from tuner.backends.sunway import SunwayBackend
-
-    return SunwayBackend(target=target, compile_cmd=o.compile_cmd, run_cmd=o.run_cmd, queue=o.queue,
-                         time_pattern=o.time_pattern)
+def _check_spec(spec: BackendSpec) -> None:
+    if not isinstance(spec, BackendSpec):
+        raise TypeError(f"{spec!r} is not a BackendSpec")
 
 
-_FACTORIES: dict[BackendName, Callable[[str, BackendOptions], MeasureBackend]] = {
-    BackendName.SIMULATOR: _simulator,
-    BackendName.EMULATOR: _emulator,
-    BackendName.SUNWAY: _sunway,
-}
+BACKENDS: Registry[BackendSpec] = Registry("backend", ENTRY_POINT_GROUP, BUILTIN_BACKENDS, check=_check_spec)
 
 
-def backend_names() -> tuple[str, ...]:
-    return tuple(n.value for n in BackendName)
+def backend_names() -> list[str]:
+    """The registered backends' names, sorted."""
+    return BACKENDS.names()
 
 
-def parse_backend_name(name: str) -> BackendName:
-    """The BackendName ``name`` spells; ValueError listing the choices otherwise."""
-    try:
-        return BackendName(name)
-    except ValueError:
-        raise ValueError(f"unknown backend {name!r}; expected {', '.join(backend_names()[:-1])} or "
-                         f"{backend_names()[-1]}") from None
+def source_of(name: str) -> Source:
+    """The source the results of backend ``name`` carry; ValueError listing the backends otherwise."""
+    return BACKENDS.get(name).source
 
 
 def backend_for(name: str, target: Target | str, options: BackendOptions | None = None) -> MeasureBackend:
-    """A new backend ``name`` measuring on ``target`` (not yet preflighted)."""
-    return _FACTORIES[parse_backend_name(name)](get_target(target).name, options or BackendOptions())
+    """A new backend ``name`` measuring on ``target`` (not yet preflighted); ValueError listing the
+    backends when no backend has that name."""
+    return BACKENDS.get(name).build(get_target(target).name, options or BackendOptions())

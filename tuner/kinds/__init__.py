@@ -3,8 +3,8 @@
 Owns: what a kind of workload means to every layer (parse, space, simulated time, baseline, strategy,
 tensor program, emulator and Sunway builds). May import every tuner layer below it (domain, expr,
 space, measure, search, codegen, backends, aot); nothing below imports it: those layers reach a kind
-through ``tuner.task_kind.kind_of``. A kind is registered by one line of pyproject.toml's
-``[project.entry-points."swtune.kinds"]``.
+through ``tuner.task_kind.kind_of``. A kind is registered by one line of ``tuner.task_kind.BUILTIN_KINDS``
+(another package's: its ``[project.entry-points."swtune.kinds"]``).
 
 - ``gemm_like``: what the GEMM-like kinds share (a ScheduleSpace, the batch simulator, the
   OpenACC-like baseline, the registered strategies, the athread codegen);

@@ -16,7 +16,8 @@ from tuner.baseline import openacc_baseline, schedule_seconds
 from tuner.codegen.sunway import NodeJob, write_kernel
 from tuner.measure.base import MeasureResult, Source
 from tuner.measure.simulator import measure_schedule
-from tuner.search.base import SearchStrategy, create_strategy
+from tuner.search.base import SearchStrategy
+from tuner.search.registry import create_strategy
 from tuner.space.space import Config, ScheduleSpace
 from tuner.targets import Target
 from tuner.task_kind import Factors, check_failure

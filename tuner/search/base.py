@@ -1,4 +1,4 @@
-"""The ask/tell interface of search strategies, and their registry.
+"""The ask/tell interface of search strategies, and random search (by name: tuner.search.registry).
 
 A strategy proposes configs of one space (``ask``) and learns from their measurements (``tell``).
 It never proposes a config it has already seen measured or still has in flight, so a driver can
@@ -9,8 +9,7 @@ fresh strategy every stored measurement and marking queued jobs with ``mark_in_f
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Sequence
-from typing import Any
+from collections.abc import Sequence
 
 import numpy as np
 
@@ -149,23 +148,3 @@ class RandomSearch(SearchStrategy):
             self._seen.discard(self._key(row))  # ask() re-adds them as in flight
         return picked
 
-
-_REGISTRY: dict[str, Callable[..., SearchStrategy]] = {}
-
-
-def register(name: str, factory: Callable[..., SearchStrategy]) -> None:
-    _REGISTRY[name] = factory
-
-
-def create_strategy(name: str, space: ScheduleSpace, **options: Any) -> SearchStrategy:
-    """Create a registered strategy by name ("random", "model", ...)."""
-    if name not in _REGISTRY:
-        raise ValueError(f"unknown search strategy {name!r}; expected one of {sorted(_REGISTRY)}")
-    return _REGISTRY[name](space, **options)
-
-
-def strategy_names() -> list[str]:
-    return sorted(_REGISTRY)
-
-
-register("random", RandomSearch)

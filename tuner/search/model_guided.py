@@ -31,7 +31,7 @@ from enum import Enum
 import numpy as np
 
 from cost_model import BoosterEnsemble, CostModel, XGBoostCostModel
-from tuner.search.base import SearchStrategy, register
+from tuner.search.base import SearchStrategy
 from tuner.search.features import ESTIMATE_COLUMN, SUSTAINED_COLUMN, features
 from tuner.search.neighbourhood import best_moves, moves_with_parents, single_knob_moves
 from tuner.search.score_memo import ScoreMemo
@@ -221,6 +221,3 @@ class ModelGuidedSearch(SearchStrategy):
                 picked.append(row)
                 keys.add(self._key(row))
         return picked
-
-
-register("model", ModelGuidedSearch)
