@@ -36,7 +36,7 @@ from db.errors import (
     NotFoundError,
     StorageUnavailableError,
 )
-from tuner.errors import InvalidConfigError, InvalidWorkloadError, UnknownTargetError
+from tuner.errors import InvalidConfigError, InvalidWorkloadError, UnknownTargetError, UnsupportedStrategyError
 
 log = logging.getLogger(__name__)
 
@@ -89,7 +89,7 @@ STATUS = [
     (StorageUnavailableError, 503),
 ]
 NOT_MIGRATED = frozenset({"42P01", "42703"})  # PostgreSQL: undefined table, undefined column
-INVALID = (InvalidInputError, InvalidWorkloadError, InvalidConfigError, UnknownTargetError)
+INVALID = (InvalidInputError, InvalidWorkloadError, InvalidConfigError, UnknownTargetError, UnsupportedStrategyError)
 
 
 def validation_body(msg: str, loc: tuple[str | int, ...] = ("body",), kind: str = "value_error") -> dict[str, Any]:
