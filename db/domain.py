@@ -7,18 +7,19 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
+from db.states import JobState, TaskState
 from tuner.profile import Profile
 from tuner.workloads import Workload
 
 
-def untuned_reason(state: str, trials_done: int, best_time: float | None) -> str | None:
+def untuned_reason(state: TaskState, trials_done: int, best_time: float | None) -> str | None:
     """Why a task that ended (done or cancelled) has no successful measurement, or None when it has
     one or is still active. Such a task's "done" means "stopped", not "tuned": compile runs its
     workload untuned."""
-    if state == "active" or (best_time is not None and math.isfinite(best_time)):
+    if state == TaskState.ACTIVE or (best_time is not None and math.isfinite(best_time)):
         return None
     if trials_done == 0:
-        return "untuned: no trial was run (the budget gave it none)" if state == "done" else \
+        return "untuned: no trial was run (the budget gave it none)" if state == TaskState.DONE else \
             "untuned: cancelled before any trial"
     return f"untuned: none of its {trials_done} trials succeeded"
 
@@ -27,7 +28,7 @@ class JobCounts:
     """A task's jobs by state and its best time, and what follows from them: the base of a task's view
     (TaskInfo, db.submissions.SubmissionTask)."""
 
-    state: str
+    state: TaskState
     pending: int
     leased: int
     done: int
@@ -60,7 +61,7 @@ class TaskInfo(JobCounts):
     trial_budget: int
     strategy: str
     seed: int
-    state: str
+    state: TaskState
     submitter: str
     created_at: datetime | None
     updated_at: datetime | None
@@ -95,7 +96,7 @@ class Job:
     config: dict[str, Any]
     config_hash: str
     attempts: int
-    state: str = "leased"
+    state: JobState = JobState.LEASED
 
 
 @dataclass(frozen=True)

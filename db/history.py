@@ -19,6 +19,7 @@ from sqlalchemy.orm import Session
 
 from db.errors import NotFoundError
 from db.orm import JobRow, MeasurementRow, SubmissionRow, TargetRow, TaskRow
+from db.states import FINISHED_JOBS, JobState, SubmissionState
 from db.timeutil import as_utc, utcnow
 from tuner.measure.base import OK
 
@@ -86,7 +87,7 @@ class SubmissionInfo:
     trial_budget: int  # a model submission's one budget, else the sum of its tasks' budgets
     trials_done: int
     model: str | None = None
-    state: str | None = None
+    state: SubmissionState | None = None
     calls: int = 0  # layer calls of one model run: the sum of the tasks' call counts
 
 
@@ -103,7 +104,7 @@ def task_trials(session: Session, task_id: int) -> list[TrialPoint]:
             .outerjoin(MeasurementRow, and_(MeasurementRow.workload_id == JobRow.workload_id,
                                              MeasurementRow.target_id == JobRow.target_id,
                                              MeasurementRow.config_hash == JobRow.config_hash))
-            .where(JobRow.task_id == task_id, JobRow.state.in_(("done", "failed")))
+            .where(JobRow.task_id == task_id, JobRow.state.in_(FINISHED_JOBS))
             .order_by(JobRow.finished_at, JobRow.id))
     points = []
     for i, (job_id, _job_state, job_worker, job_error, finished, m_status, m_time, m_worker, m_error,
@@ -142,7 +143,7 @@ def database_now(session: Session) -> datetime:
 def current_leases(session: Session) -> list[WorkerLeases]:
     """The jobs leased right now, grouped by worker (a worker holding nothing is absent)."""
     stmt = (select(JobRow.worker, JobRow.task_id, JobRow.lease_expires_at)
-            .where(JobRow.state == "leased").order_by(JobRow.worker, JobRow.id))
+            .where(JobRow.state == JobState.LEASED).order_by(JobRow.worker, JobRow.id))
     jobs: dict[str, int] = defaultdict(int)
     tasks: dict[str, set[int]] = defaultdict(set)
     expiry: dict[str, datetime] = {}
@@ -181,7 +182,7 @@ def _submissions(session: Session, batches: list[str]) -> list[SubmissionInfo]:
                            .where(TaskRow.batch.in_(batches)).order_by(TaskRow.id)).all()
     done = dict(session.execute(select(TaskRow.batch, func.count(JobRow.id))
                                 .join(TaskRow, TaskRow.id == JobRow.task_id)
-                                .where(TaskRow.batch.in_(batches), JobRow.state.in_(("done", "failed")))
+                                .where(TaskRow.batch.in_(batches), JobRow.state.in_(FINISHED_JOBS))
                                 .group_by(TaskRow.batch)).all())
     records = {r.id: r for r in session.scalars(select(SubmissionRow).where(SubmissionRow.id.in_(batches))).all()}
     by_batch: dict[str, list[Any]] = defaultdict(list)
@@ -202,5 +203,6 @@ def _submissions(session: Session, batches: list[str]) -> list[SubmissionInfo]:
                                   labels=tuple(r.label for r in tasks),
                                   trial_budget=record.trial_budget if record else sum(r.trial_budget for r in tasks),
                                   trials_done=int(done.get(batch, 0)), model=record.model if record else None,
-                                  state=record.state if record else None, calls=sum(r.call_count for r in tasks)))
+                                  state=SubmissionState(record.state) if record else None,
+                                  calls=sum(r.call_count for r in tasks)))
     return out

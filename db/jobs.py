@@ -23,6 +23,7 @@ from db.errors import ForbiddenError, InvalidInputError, LeaseLostError
 from db.orm import JobRow, TargetRow, WorkloadRow
 from db.profiles import active_profile
 from db.refs import insert_ignore, is_postgres, target_id, workload_of
+from db.states import JobState
 from db.timeutil import utcnow, utcnow_plus
 from db.workers import touch_worker
 from tuner.backends.registry import BackendName
@@ -41,7 +42,7 @@ def enqueue(session: Session, task_id: int, workload_id: int, target_id_: int,
     if not configs:
         return []
     values: list[dict[str, Any]] = [dict(task_id=task_id, workload_id=workload_id, target_id=target_id_, config=dict(c),
-                   config_hash=config_hash(c), state="pending", attempts=0, max_attempts=max_attempts, error="")
+                   config_hash=config_hash(c), state=JobState.PENDING, attempts=0, max_attempts=max_attempts, error="")
               for c in configs]
     inserted: set[str] = set()
     for start in range(0, len(values), 1000):  # PostgreSQL takes at most 65535 parameters a statement
@@ -53,7 +54,7 @@ def enqueue(session: Session, task_id: int, workload_id: int, target_id_: int,
 def reclaim_expired(session: Session) -> tuple[int, int]:
     """Expired leases go back to pending, or to failed once their attempts are used up.
     Returns (returned to pending, failed)."""
-    pick = select(JobRow.id).where(JobRow.state == "leased", JobRow.lease_expires_at < utcnow())
+    pick = select(JobRow.id).where(JobRow.state == JobState.LEASED, JobRow.lease_expires_at < utcnow())
     if is_postgres(session):
         pick = pick.with_for_update(skip_locked=True)
     ids = list(session.scalars(pick).all())
@@ -61,13 +62,13 @@ def reclaim_expired(session: Session) -> tuple[int, int]:
         return 0, 0
     exhausted = JobRow.attempts >= JobRow.max_attempts
     rows = session.execute(
-        update(JobRow).where(JobRow.id.in_(ids), JobRow.state == "leased")
-        .values(state=case((exhausted, "failed"), else_="pending"),
+        update(JobRow).where(JobRow.id.in_(ids), JobRow.state == JobState.LEASED)
+        .values(state=case((exhausted, JobState.FAILED), else_=JobState.PENDING),
                 error=case((exhausted, "lease expired on its last attempt (worker lost)"), else_=JobRow.error),
                 finished_at=case((exhausted, utcnow()), else_=None),
                 lease_token=None, lease_expires_at=None, worker=None, leased_by_token=None)
         .returning(JobRow.state)).scalars().all()
-    failed = sum(1 for s in rows if s == "failed")
+    failed = sum(1 for s in rows if s == JobState.FAILED)
     return len(rows) - failed, failed
 
 
@@ -75,9 +76,9 @@ def _jobs_for_token(session: Session, token: str) -> list[Job]:
     stmt = (select(JobRow, WorkloadRow.canonical_json, TargetRow.name)
             .join(WorkloadRow, WorkloadRow.id == JobRow.workload_id)
             .join(TargetRow, TargetRow.id == JobRow.target_id)
-            .where(JobRow.lease_token == token, JobRow.state == "leased").order_by(JobRow.id))
+            .where(JobRow.lease_token == token, JobRow.state == JobState.LEASED).order_by(JobRow.id))
     return [Job(id=row.id, task_id=row.task_id, workload=workload_of(canonical), target=target, config=row.config,
-                config_hash=row.config_hash, attempts=row.attempts, state=row.state)
+                config_hash=row.config_hash, attempts=row.attempts, state=JobState(row.state))
             for row, canonical, target in session.execute(stmt).all()]
 
 
@@ -91,7 +92,7 @@ def lease(session: Session, *, target: str, worker: str, max_jobs: int, lease_se
     tid = target_id(session, target)
     reclaim_expired(session)
     token = secrets.token_urlsafe(24)
-    pick = (select(JobRow.id).where(JobRow.target_id == tid, JobRow.state == "pending")
+    pick = (select(JobRow.id).where(JobRow.target_id == tid, JobRow.state == JobState.PENDING)
             .order_by(JobRow.id).limit(max_jobs))
     if is_postgres(session):
         pick = pick.with_for_update(skip_locked=True)
@@ -99,8 +100,8 @@ def lease(session: Session, *, target: str, worker: str, max_jobs: int, lease_se
     leased = 0
     if ids:
         result = session.execute(
-            update(JobRow).where(JobRow.id.in_(ids), JobRow.state == "pending")  # the guard: still pending
-            .values(state="leased", lease_token=token, lease_expires_at=utcnow_plus(float(lease_seconds)),
+            update(JobRow).where(JobRow.id.in_(ids), JobRow.state == JobState.PENDING)  # the guard: still pending
+            .values(state=JobState.LEASED, lease_token=token, lease_expires_at=utcnow_plus(float(lease_seconds)),
                     attempts=JobRow.attempts + 1, worker=worker, leased_by_token=token_id))
         leased = result.rowcount  # type: ignore[attr-defined]
     touch_worker(session, worker, target=target, backend=backend, token_id=token_id, leased=leased)
@@ -116,7 +117,7 @@ def _check_holder(session: Session, token: str, worker: str, token_id: int | Non
                   job_ids: Sequence[int] | None = None) -> list[int]:
     """Ids of the leased jobs this lease token holds, after checking the caller is their lessee."""
     stmt = select(JobRow.id, JobRow.worker, JobRow.leased_by_token).where(
-        JobRow.lease_token == token, JobRow.state == "leased")
+        JobRow.lease_token == token, JobRow.state == JobState.LEASED)
     if job_ids is not None:
         stmt = stmt.where(JobRow.id.in_(list(job_ids)))
     if is_postgres(session):
@@ -149,7 +150,7 @@ def release(session: Session, *, lease_token: str, worker: str, job_ids: Sequenc
     ids = _check_holder(session, lease_token, worker, token_id, job_ids)
     if ids:
         session.execute(update(JobRow).where(JobRow.id.in_(ids))
-                        .values(state="pending", lease_token=None, lease_expires_at=None, worker=None,
+                        .values(state=JobState.PENDING, lease_token=None, lease_expires_at=None, worker=None,
                                 leased_by_token=None, attempts=func.max(JobRow.attempts - 1, 0)
                                 if not is_postgres(session) else func.greatest(JobRow.attempts - 1, 0)))
     return ids

@@ -25,6 +25,7 @@ from sqlalchemy import (
 )
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
+from db.states import JobState, SubmissionState, TaskState
 from db.timeutil import utcnow
 
 # Explicit constraint names: migrations and model comparisons then agree on every backend.
@@ -38,9 +39,6 @@ NAMING = {
 # SQLite only auto-increments an INTEGER PRIMARY KEY; PostgreSQL gets 64-bit ids for the big tables.
 BigId = BigInteger().with_variant(Integer(), "sqlite")
 
-JOB_STATES = ("pending", "leased", "done", "failed")
-TASK_STATES = ("active", "done", "cancelled")
-SUBMISSION_STATES = ("active", "done", "cancelled")
 ROLES = ("submit", "worker", "read", "admin")
 
 
@@ -87,7 +85,7 @@ class SubmissionRow(Base):
     early_stop: Mapped[int | None] = mapped_column(Integer, nullable=True)
     strategy: Mapped[str] = mapped_column(String(64), nullable=False)
     seed: Mapped[int] = mapped_column(Integer, nullable=False, default=0)
-    state: Mapped[str] = mapped_column(String(16), nullable=False, default="active", index=True)
+    state: Mapped[str] = mapped_column(String(16), nullable=False, default=SubmissionState.ACTIVE, index=True)
     submitter: Mapped[str] = mapped_column(String(128), nullable=False, default="")
     submitter_token_id: Mapped[int | None] = mapped_column(Integer, nullable=True)
     created_at: Mapped[datetime] = _created()
@@ -112,7 +110,7 @@ class TaskRow(Base):
     trial_budget: Mapped[int] = mapped_column(Integer, nullable=False)
     strategy: Mapped[str] = mapped_column(String(64), nullable=False)
     seed: Mapped[int] = mapped_column(Integer, nullable=False, default=0)
-    state: Mapped[str] = mapped_column(String(16), nullable=False, default="active")
+    state: Mapped[str] = mapped_column(String(16), nullable=False, default=TaskState.ACTIVE)
     submitter: Mapped[str] = mapped_column(String(128), nullable=False, default="")
     # The API token that submitted the task: with admins, the only one that may cancel it.
     submitter_token_id: Mapped[int | None] = mapped_column(Integer, nullable=True)
@@ -146,7 +144,7 @@ class JobRow(Base):
     target_id: Mapped[int] = mapped_column(ForeignKey("targets.id"), nullable=False)
     config: Mapped[dict[str, Any]] = mapped_column(JSON, nullable=False)
     config_hash: Mapped[str] = mapped_column(String(40), nullable=False)
-    state: Mapped[str] = mapped_column(String(16), nullable=False, default="pending")
+    state: Mapped[str] = mapped_column(String(16), nullable=False, default=JobState.PENDING)
     lease_token: Mapped[str | None] = mapped_column(String(64), nullable=True)
     lease_expires_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True), nullable=True)
     attempts: Mapped[int] = mapped_column(Integer, nullable=False, default=0)

@@ -18,6 +18,7 @@ from db.errors import ForbiddenError, InvalidInputError, LeaseLostError, NotFoun
 from db.orm import JobRow, MeasurementRow, TargetRow, WorkerRow, WorkloadRow
 from db.profiles import get_profile
 from db.refs import insert_ignore, is_postgres, workload_of
+from db.states import JobState
 from db.timeutil import utcnow
 from db.validation import CheckedMeasurement, check_measurement
 from tuner.measure.base import SOURCES, STATUSES
@@ -86,11 +87,11 @@ def post_results(session: Session, *, lease_token: str, worker: str, results: Se
         job = jobs.get(r.job_id)
         if job is None:
             outcomes[r.job_id] = PostOutcome(r.job_id, "not_found")
-        elif job.lease_token != lease_token or job.state not in ("leased", "done"):
+        elif job.lease_token != lease_token or job.state not in (JobState.LEASED, JobState.DONE):
             outcomes[r.job_id] = PostOutcome(r.job_id, "lease_lost")
         elif job.worker != worker or (token_id is not None and job.leased_by_token not in (None, token_id)):
             outcomes[r.job_id] = PostOutcome(r.job_id, "forbidden")
-        elif job.state == "done":
+        elif job.state == JobState.DONE:
             duplicates.append(job)  # a retried post: answer as before, store nothing
         else:
             to_store.append(job)
@@ -107,7 +108,7 @@ def post_results(session: Session, *, lease_token: str, worker: str, results: Se
             MeasurementRow.id, MeasurementRow.workload_id, MeasurementRow.target_id, MeasurementRow.config_hash))
         inserted = {(w, t, h): mid for mid, w, t, h in returned}
         session.execute(update(JobRow).where(JobRow.id.in_([j.id for j in to_store]))
-                        .values(state="done", finished_at=utcnow(), lease_expires_at=None))
+                        .values(state=JobState.DONE, finished_at=utcnow(), lease_expires_at=None))
         for job in to_store:
             key = (job.workload_id, job.target_id, job.config_hash)
             if key not in inserted:

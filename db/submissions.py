@@ -28,6 +28,7 @@ from db.domain import JobCounts
 from db.errors import InvalidInputError, NotFoundError
 from db.orm import JobRow, MeasurementRow, SubmissionRow, TargetRow, TaskRow, WorkloadRow
 from db.refs import parse_workload, target_id, target_name, workload_id, workload_of
+from db.states import FINISHED_JOBS, JobState, SubmissionState, TaskState
 from db.tasks import MAX_BUDGET, MAX_SEED, check_strategy, job_counts
 from db.timeutil import as_utc, utcnow
 from tuner.measure.base import OK
@@ -59,7 +60,7 @@ class SubmissionTask(JobCounts):
     layer_names: tuple[str, ...]
     call_count: int
     weight: float | None  # estimated seconds per model run: call_count x baseline time (None: no estimate)
-    state: str
+    state: TaskState
     granted: int  # the task's trial budget: what the driver has granted it so far
     done: int
     failed: int
@@ -78,7 +79,7 @@ class Submission:
     early_stop: int | None
     strategy: str
     seed: int
-    state: str
+    state: SubmissionState
     submitter: str
     created_at: datetime | None
     updated_at: datetime | None
@@ -95,7 +96,7 @@ class Submission:
     @property
     def spent(self) -> int:
         """Trials of the budget used or promised: an active task's grant, or what a stopped task used."""
-        return sum(max(t.granted, t.trials_done + t.queued) if t.state == "active" else t.trials_done + t.queued
+        return sum(max(t.granted, t.trials_done + t.queued) if t.state == TaskState.ACTIVE else t.trials_done + t.queued
                    for t in self.tasks)
 
 
@@ -155,13 +156,13 @@ def create_submission(session: Session, model: str, layers: Sequence[LayerSpec],
     sid = uuid.uuid4().hex[:16]
     tid = target_id(session, tname)
     session.add(SubmissionRow(id=sid, model=model, target_id=tid, trial_budget=trials, per_round=per_round,
-                              early_stop=early_stop, strategy=strategy, seed=seed, state="active",
+                              early_stop=early_stop, strategy=strategy, seed=seed, state=SubmissionState.ACTIVE,
                               submitter=submitter, submitter_token_id=submitter_token_id))
     session.flush()  # the tasks' foreign key needs the row on PostgreSQL
     for wl, names, calls in tasks:
         label = names[0] if len(names) == 1 else f"{names[0]} (+{len(names) - 1})"
         session.add(TaskRow(workload_id=workload_id(session, wl), target_id=tid, label=label[:MAX_NAME], batch=sid,
-                            trial_budget=0, strategy=strategy, seed=seed, state="active", submitter=submitter,
+                            trial_budget=0, strategy=strategy, seed=seed, state=TaskState.ACTIVE, submitter=submitter,
                             submitter_token_id=submitter_token_id, submission_id=sid, call_count=calls,
                             layer_names=names, weight=None))
     session.flush()
@@ -176,7 +177,8 @@ def _best_times(session: Session, task_ids: Sequence[int]) -> dict[int, float]:
             .join(MeasurementRow, (MeasurementRow.workload_id == JobRow.workload_id)
                   & (MeasurementRow.target_id == JobRow.target_id)
                   & (MeasurementRow.config_hash == JobRow.config_hash))
-            .where(JobRow.task_id.in_(task_ids), JobRow.state == "done", MeasurementRow.status == OK))
+            .where(JobRow.task_id.in_(task_ids), JobRow.state == JobState.DONE,
+                   MeasurementRow.status == OK))
     best: dict[int, float] = {}
     for task_id, t in session.execute(stmt).all():
         if t is not None and math.isfinite(t) and (task_id not in best or t < best[task_id]):
@@ -212,12 +214,14 @@ def _submissions(session: Session, ids: Sequence[str]) -> list[Submission]:
         c = counts[r.id]
         by_sub[r.submission_id or ""].append(SubmissionTask(
             task_id=r.id, workload=workload_of(canon[r.workload_id]), label=r.label,
-            layer_names=tuple(r.layer_names or ()), call_count=r.call_count, weight=r.weight, state=r.state,
-            granted=r.trial_budget, done=c["done"], failed=c["failed"], pending=c["pending"], leased=c["leased"],
+            layer_names=tuple(r.layer_names or ()), call_count=r.call_count, weight=r.weight,
+            state=TaskState(r.state), granted=r.trial_budget, done=c[JobState.DONE], failed=c[JobState.FAILED],
+            pending=c[JobState.PENDING], leased=c[JobState.LEASED],
             best_time=best.get(r.id)))
     order = {sid: i for i, sid in enumerate(ids)}
     out = [Submission(id=s.id, model=s.model, target=tname, trial_budget=s.trial_budget, per_round=s.per_round,
-                      early_stop=s.early_stop, strategy=s.strategy, seed=s.seed, state=s.state, submitter=s.submitter,
+                      early_stop=s.early_stop, strategy=s.strategy, seed=s.seed, state=SubmissionState(s.state),
+                      submitter=s.submitter,
                       created_at=as_utc(s.created_at), updated_at=as_utc(s.updated_at),
                       tasks=tuple(by_sub.get(s.id, ())))
            for s, tname in subs]
@@ -225,14 +229,15 @@ def _submissions(session: Session, ids: Sequence[str]) -> list[Submission]:
 
 
 def active_submission_ids(session: Session) -> list[str]:
-    return list(session.scalars(select(SubmissionRow.id).where(SubmissionRow.state == "active")
+    return list(session.scalars(select(SubmissionRow.id).where(SubmissionRow.state == SubmissionState.ACTIVE)
                                 .order_by(SubmissionRow.created_at, SubmissionRow.id)).all())
 
 
-def lock_submission(session: Session, submission_id: str) -> str | None:
+def lock_submission(session: Session, submission_id: str) -> SubmissionState | None:
     """Row-lock a submission for the rest of the transaction and return its state (None if gone):
     grants are decided under this lock, so two drivers never grant from one budget at once."""
-    return session.scalar(select(SubmissionRow.state).where(SubmissionRow.id == submission_id).with_for_update())
+    state = session.scalar(select(SubmissionRow.state).where(SubmissionRow.id == submission_id).with_for_update())
+    return None if state is None else SubmissionState(state)
 
 
 def trial_times(session: Session, submission_id: str) -> dict[int, list[float | None]]:
@@ -243,7 +248,7 @@ def trial_times(session: Session, submission_id: str) -> dict[int, list[float | 
             .outerjoin(MeasurementRow, (MeasurementRow.workload_id == JobRow.workload_id)
                        & (MeasurementRow.target_id == JobRow.target_id)
                        & (MeasurementRow.config_hash == JobRow.config_hash))
-            .where(TaskRow.submission_id == submission_id, JobRow.state.in_(("done", "failed")))
+            .where(TaskRow.submission_id == submission_id, JobRow.state.in_(FINISHED_JOBS))
             .order_by(JobRow.finished_at, JobRow.id))
     out: dict[int, list[float | None]] = defaultdict(list)
     for task_id, status, t in session.execute(stmt).all():
@@ -260,18 +265,19 @@ def set_weights(session: Session, weights: dict[int, float]) -> None:
 
 def grant(session: Session, task_id: int, trials: int) -> None:
     """Raise an active task's trial budget by ``trials`` (the driver's per-round grant)."""
-    session.execute(update(TaskRow).where(TaskRow.id == task_id, TaskRow.state == "active")
+    session.execute(update(TaskRow).where(TaskRow.id == task_id, TaskRow.state == TaskState.ACTIVE)
                     .values(trial_budget=TaskRow.trial_budget + trials, updated_at=utcnow()))
 
 
-def finish_submission(session: Session, submission_id: str, state: str = "done") -> bool:
+def finish_submission(session: Session, submission_id: str,
+                      state: SubmissionState = SubmissionState.DONE) -> bool:
     """Close a submission (done, or cancelled when every task was): its still active tasks are done.
     False if it was not active."""
     result = session.execute(update(SubmissionRow).where(SubmissionRow.id == submission_id,
-                                                         SubmissionRow.state == "active")
+                                                         SubmissionRow.state == SubmissionState.ACTIVE)
                              .values(state=state, updated_at=utcnow()))
     if not result.rowcount:  # type: ignore[attr-defined]
         return False
-    session.execute(update(TaskRow).where(TaskRow.submission_id == submission_id, TaskRow.state == "active")
-                    .values(state="done", updated_at=utcnow()))
+    session.execute(update(TaskRow).where(TaskRow.submission_id == submission_id, TaskRow.state == TaskState.ACTIVE)
+                    .values(state=TaskState.DONE, updated_at=utcnow()))
     return True

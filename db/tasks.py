@@ -15,6 +15,7 @@ from db.domain import TaskInfo
 from db.errors import ConflictError, ForbiddenError, InvalidInputError, NotFoundError
 from db.orm import JobRow, MeasurementRow, SubmissionRow, TargetRow, TaskRow, WorkloadRow
 from db.refs import parse_workload, target_id, target_name, workload_id, workload_of
+from db.states import FINISHED_JOBS, JobState, TaskState
 from db.timeutil import as_utc, utcnow
 from tuner.task_kind import kind_of
 from tuner.workloads import Workload
@@ -79,7 +80,7 @@ def create_tasks(session: Session, workloads: Sequence[Workload | dict[str, Any]
     rows = []
     for i, wl in enumerate(parsed):
         row = TaskRow(workload_id=workload_id(session, wl), target_id=tid, label=(labels[i] if labels else ""),
-                      batch=batch, trial_budget=trials, strategy=strategy, seed=seed, state="active",
+                      batch=batch, trial_budget=trials, strategy=strategy, seed=seed, state=TaskState.ACTIVE,
                       submitter=submitter, submitter_token_id=submitter_token_id)
         session.add(row)
         rows.append(row)
@@ -104,7 +105,7 @@ def _task_rows(session: Session, where: Any,
 
 def job_counts(session: Session, task_ids: Sequence[int]) -> dict[int, dict[str, int]]:
     """Jobs per state for each task (a task with no jobs maps to zeros)."""
-    counts: dict[int, dict[str, int]] = {t: {"pending": 0, "leased": 0, "done": 0, "failed": 0} for t in task_ids}
+    counts: dict[int, dict[str, int]] = {t: dict.fromkeys(JobState, 0) for t in task_ids}
     if not task_ids:
         return counts
     stmt = (select(JobRow.task_id, JobRow.state, func.count()).where(JobRow.task_id.in_(task_ids))
@@ -127,7 +128,7 @@ def _curves(session: Session, task_ids: Sequence[int]) -> dict[int, Curve]:
             .outerjoin(MeasurementRow, and_(MeasurementRow.workload_id == JobRow.workload_id,
                                              MeasurementRow.target_id == JobRow.target_id,
                                              MeasurementRow.config_hash == JobRow.config_hash))
-            .where(JobRow.task_id.in_(task_ids), JobRow.state.in_(("done", "failed")))
+            .where(JobRow.task_id.in_(task_ids), JobRow.state.in_(FINISHED_JOBS))
             .order_by(JobRow.task_id, JobRow.finished_at, JobRow.id))
     for task_id, t, config in session.execute(stmt):
         trials = curves[task_id]
@@ -147,9 +148,10 @@ def _info(row: TaskRow, canonical: str, target: str, model: str | None, counts: 
             points.append((trial, best_time))
     return TaskInfo(
         id=row.id, workload=workload_of(canonical), target=target, label=row.label, batch=row.batch,
-        trial_budget=row.trial_budget, strategy=row.strategy, seed=row.seed, state=row.state,
+        trial_budget=row.trial_budget, strategy=row.strategy, seed=row.seed, state=TaskState(row.state),
         submitter=row.submitter, created_at=as_utc(row.created_at), updated_at=as_utc(row.updated_at),
-        pending=counts["pending"], leased=counts["leased"], done=counts["done"], failed=counts["failed"],
+        pending=counts[JobState.PENDING], leased=counts[JobState.LEASED], done=counts[JobState.DONE],
+        failed=counts[JobState.FAILED],
         best_time=best_time, best_config=best_config, curve=tuple(points) if curve else (),
         submission_id=row.submission_id, model=model, call_count=row.call_count,
         layer_names=tuple(row.layer_names or ()), weight=row.weight,
@@ -167,7 +169,7 @@ def get_task(session: Session, task_id: int, *, curve: bool = True) -> TaskInfo:
                  _curves(session, [task_id])[task_id], curve)
 
 
-def list_tasks(session: Session, *, state: str | None = None, batch: str | None = None,
+def list_tasks(session: Session, *, state: TaskState | None = None, batch: str | None = None,
                limit: int = 100) -> list[TaskInfo]:
     where: ColumnElement[bool] = TaskRow.id.is_not(None)
     if state:
@@ -193,11 +195,12 @@ def cancel_task(session: Session, task_id: int, *, token_id: int | None = None, 
     if not admin and (token_id is None or row.submitter_token_id != token_id):
         raise ForbiddenError(f"tuning task {task_id} belongs to another submitter; only its submitter "
                              "or an admin may cancel it")
-    if row.state == "done":
+    if row.state == TaskState.DONE:
         raise ConflictError(f"tuning task {task_id} is already done")
-    if row.state == "active":
-        session.execute(delete(JobRow).where(JobRow.task_id == task_id, JobRow.state == "pending"))
-        session.execute(update(TaskRow).where(TaskRow.id == task_id).values(state="cancelled", updated_at=utcnow()))
+    if row.state == TaskState.ACTIVE:
+        session.execute(delete(JobRow).where(JobRow.task_id == task_id, JobRow.state == JobState.PENDING))
+        session.execute(update(TaskRow).where(TaskRow.id == task_id)
+                        .values(state=TaskState.CANCELLED, updated_at=utcnow()))
         session.expire(row)
     return get_task(session, task_id)
 
@@ -206,7 +209,7 @@ def active_tasks(session: Session) -> list[TaskSpec]:
     stmt = (select(TaskRow, WorkloadRow.canonical_json, TargetRow.name)
             .join(WorkloadRow, WorkloadRow.id == TaskRow.workload_id)
             .join(TargetRow, TargetRow.id == TaskRow.target_id)
-            .where(TaskRow.state == "active").order_by(TaskRow.id))
+            .where(TaskRow.state == TaskState.ACTIVE).order_by(TaskRow.id))
     return [TaskSpec(id=row.id, workload=workload_of(canonical), workload_id=row.workload_id, target=target,
                      target_id=row.target_id, trial_budget=row.trial_budget, strategy=row.strategy, seed=row.seed,
                      submission_id=row.submission_id)
@@ -215,12 +218,13 @@ def active_tasks(session: Session) -> list[TaskSpec]:
 
 def finish_task(session: Session, task_id: int) -> bool:
     """Mark an active task done; False if it was not active (cancelled or already done)."""
-    result = session.execute(update(TaskRow).where(TaskRow.id == task_id, TaskRow.state == "active")
-                             .values(state="done", updated_at=utcnow()))
+    result = session.execute(update(TaskRow).where(TaskRow.id == task_id, TaskRow.state == TaskState.ACTIVE)
+                             .values(state=TaskState.DONE, updated_at=utcnow()))
     return bool(result.rowcount)  # type: ignore[attr-defined]
 
 
-def lock_task(session: Session, task_id: int) -> str | None:
+def lock_task(session: Session, task_id: int) -> TaskState | None:
     """Row-lock a task for the rest of the transaction (PostgreSQL; SQLite's write lock already
     serializes writers) and return its state, or None if it is gone."""
-    return session.scalar(select(TaskRow.state).where(TaskRow.id == task_id).with_for_update())
+    state = session.scalar(select(TaskRow.state).where(TaskRow.id == task_id).with_for_update())
+    return None if state is None else TaskState(state)

@@ -20,6 +20,7 @@ import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
+from db.states import SubmissionState, TaskState
 from db.submissions import Submission
 from tuner.search.scheduler import GradientScheduler
 
@@ -43,7 +44,7 @@ class Plan:
 
     grants: tuple[tuple[int, int], ...] = ()  # (task id, trials) in grant order
     stop: tuple[int, ...] = ()  # active tasks the scheduler stopped, with nothing in flight
-    finish: str | None = None  # "done" or "cancelled": the submission is over
+    finish: SubmissionState | None = None  # done or cancelled: the submission is over
 
 
 def _replay(scheduler: GradientScheduler, i: int, times: Sequence[float | None], per_round: int) -> None:
@@ -61,22 +62,23 @@ def plan(sub: Submission, times: Mapping[int, Sequence[float | None]], in_flight
     # the heaviest tasks first: the scheduler breaks ties (every warm-up round) by position
     tasks = sorted(sub.tasks, key=lambda t: (-(t.weight or 0.0), t.task_id))
     if not tasks:
-        return Plan(finish="done")
+        return Plan(finish=SubmissionState.DONE)
     scheduler = GradientScheduler([float(t.call_count) for t in tasks], [sub.trial_budget] * len(tasks),
                                   early_stop=sub.early_stop)
     for i, t in enumerate(tasks):
         _replay(scheduler, i, times.get(t.task_id, ()), sub.per_round)
-    active = [i for i, t in enumerate(tasks) if t.state == "active"]
+    active = [i for i, t in enumerate(tasks) if t.state == TaskState.ACTIVE]
     # converged: the scheduler stopped giving it trials (no improvement in early_stop trials)
     stop = tuple(tasks[i].task_id for i in active if scheduler.tasks[i].stopped and tasks[i].queued == 0)
     for i, t in enumerate(tasks):
         progress = scheduler.tasks[i]
-        if t.state != "active":
+        active_now = t.state == TaskState.ACTIVE
+        if not active_now:
             progress.stopped = True
         # a granted round counts as trials when it is granted, not when its results arrive
-        progress.trials = max(t.granted, t.trials_done + t.queued) if t.state == "active" else t.trials_done + t.queued
+        progress.trials = max(t.granted, t.trials_done + t.queued) if active_now else t.trials_done + t.queued
         # a task with no valid result yet has an unknown (infinite) gain: one round at a time
-        if t.state == "active" and not math.isfinite(progress.best) and t.granted > t.trials_done:
+        if active_now and not math.isfinite(progress.best) and t.granted > t.trials_done:
             progress.stopped = True
     remaining = sub.trial_budget - sub.spent
     in_flight = sum(max(tasks[i].granted - tasks[i].trials_done, 0) for i in active)
@@ -107,6 +109,6 @@ def plan(sub: Submission, times: Mapping[int, Sequence[float | None]], in_flight
     still = [tasks[i] for i in active if tasks[i].task_id not in stop]
     settled = all(t.queued == 0 and t.trials_done >= t.granted for t in still)
     if settled and (remaining <= 0 or scheduler.next_task() is None):
-        everything_cancelled = all(t.state == "cancelled" for t in tasks)
-        return Plan(stop=stop, finish="cancelled" if everything_cancelled else "done")
+        everything_cancelled = all(t.state == TaskState.CANCELLED for t in tasks)
+        return Plan(stop=stop, finish=SubmissionState.CANCELLED if everything_cancelled else SubmissionState.DONE)
     return Plan(stop=stop)

@@ -23,6 +23,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 
 from db.engine import normalize_url
+from db.states import TaskState
 from service.client import ServiceClient
 from service.embedded import embedded_service
 from tuner.baseline import baseline_time
@@ -67,7 +68,7 @@ def follow_tasks(client: ServiceClient, submitted: dict[str, Any], deadline: flo
     while True:
         tasks = {t["id"]: t for t in client.tasks(batch=submitted["batch"])}
         show(tasks)
-        if all(tasks[tid]["state"] != "active" for tid in submitted["task_ids"]) or time.monotonic() > deadline:
+        if all(tasks[tid]["state"] != TaskState.ACTIVE for tid in submitted["task_ids"]) or time.monotonic() > deadline:
             return [tasks[tid] for tid in submitted["task_ids"]]
         time.sleep(0.5)
 
@@ -126,7 +127,7 @@ def _follow(client: ServiceClient, submitted: dict[str, Any], layers: list[Any],
                 progress.update(bar, total=t["trial_budget"], completed=t["trials_done"], best=best)
 
         tasks = follow_tasks(client, submitted, deadline, show)
-    if any(t["state"] == "active" for t in tasks):
+    if any(t["state"] == TaskState.ACTIVE for t in tasks):
         console.print("[red]timed out waiting for the tasks[/]")
     return tasks
 

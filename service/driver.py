@@ -47,6 +47,7 @@ from db import submissions as submissions_db
 from db import tasks as tasks_db
 from db.engine import Database
 from db.refs import workload_of
+from db.states import JobState, SubmissionState, TaskState
 from service import budget
 from service.settings import Settings
 from service.strategies import available
@@ -186,8 +187,8 @@ class TuningDriver:
     def _room(self, task: tasks_db.TaskSpec, counts: dict[str, int]) -> tuple[int, int, int]:
         """(trials used, jobs queued, jobs to add now). Refills wait until the queue is down to half
         its depth, so a model-guided strategy asks (and searches its model) in batches, not per result."""
-        used = counts["done"] + counts["failed"]
-        queued = counts["pending"] + counts["leased"]
+        used = counts[JobState.DONE] + counts[JobState.FAILED]
+        queued = counts[JobState.PENDING] + counts[JobState.LEASED]
         if queued > self.queue_depth // 2:
             return used, queued, 0
         want = min(task.trial_budget - used - queued, self.queue_depth - queued)
@@ -215,7 +216,7 @@ class TuningDriver:
             with self.db.session() as s:
                 submissions_db.set_weights(s, weights)
         with self.db.session() as s:
-            if submissions_db.lock_submission(s, submission_id) != "active":
+            if submissions_db.lock_submission(s, submission_id) != SubmissionState.ACTIVE:
                 return
             sub = submissions_db.get_submission(s, submission_id)
             times = submissions_db.trial_times(s, submission_id)
@@ -260,7 +261,7 @@ class TuningDriver:
                     self._finish(task.id)
                 return 0
             with self.db.session() as s:
-                if tasks_db.lock_task(s, task.id) != "active":
+                if tasks_db.lock_task(s, task.id) != TaskState.ACTIVE:
                     return 0  # cancelled meanwhile
                 counts = tasks_db.job_counts(s, [task.id])[task.id]
                 _, _, room = self._room(task, counts)

@@ -12,6 +12,7 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.registry import Collector
 
 from db import jobs as jobs_db
+from db.states import JobState
 
 
 class Metrics:
@@ -42,8 +43,8 @@ class StateCollector(Collector):
         try:
             with self.db.session() as s:
                 counts = jobs_db.count_jobs(s)
-            for state in ("pending", "leased", "done", "failed"):
-                jobs.add_metric([state], counts.get(state, 0))
+            for state in JobState:
+                jobs.add_metric([state.value], counts.get(state, 0))
         except Exception:  # noqa: BLE001 - a scrape must not fail because the database is away
             pass
         yield jobs

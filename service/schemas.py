@@ -12,6 +12,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from db.states import SubmissionState, TaskState
 from tuner.measure.base import SOURCES, STATUSES
 
 Status = Literal[STATUSES]  # type: ignore[valid-type]
@@ -55,7 +56,7 @@ class TaskCreated(BaseModel):
 
 class TaskOut(BaseModel):
     id: int
-    state: str
+    state: TaskState
     untuned_reason: str | None = Field(
         None, description="set when the task ended (done or cancelled) without any successful measurement: why, "
                           "e.g. 'untuned: no trial was run (the budget gave it none)'; its workload stays untuned")
@@ -144,7 +145,7 @@ class SubmissionTaskOut(BaseModel):
     workload_label: str = Field(description="a short name of the workload (operator, shapes, dtype); the key for "
                                                 "built-in operators, whose key is that already")
     workload: dict[str, Any]
-    state: str
+    state: TaskState
     untuned_reason: str | None = Field(
         None, description="set when the task ended (done or cancelled) without any successful measurement: why, "
                           "e.g. 'untuned: no trial was run (the budget gave it none)'; its workload stays untuned")
@@ -163,7 +164,7 @@ class SubmissionRecordOut(BaseModel):
     early_stop: int | None
     strategy: str
     seed: int
-    state: Literal["active", "done", "cancelled"]
+    state: SubmissionState
     submitter: str
     created_at: datetime | None
     trials_done: int

@@ -11,7 +11,7 @@ from __future__ import annotations
 import math
 from datetime import datetime
 from pathlib import Path as FsPath
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any
 
 from fastapi import APIRouter, FastAPI, Path, Query
 from fastapi.responses import RedirectResponse
@@ -22,6 +22,7 @@ from db import history
 from db import tasks as tasks_db
 from db.domain import TaskInfo
 from db.refs import parse_workload, target_name
+from db.states import SubmissionState
 from service.auth import Reader
 from service.deps import Db
 from service.errors import AUTH, responses
@@ -90,7 +91,7 @@ class SubmissionOut(BaseModel):
     trial_budget: int = Field(description="a model submission's one budget, else the sum of its tasks' budgets")
     trials_done: int
     model: str | None = Field(description="the model's name; null for tasks submitted one per workload")
-    state: Literal["active", "done", "cancelled"] | None = Field(
+    state: SubmissionState | None = Field(
         description="a model submission's state; null for tasks submitted one per workload")
     calls: int = Field(description="layer calls of one model run (the sum of the tasks' call counts)")
 

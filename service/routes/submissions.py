@@ -28,7 +28,7 @@ _LINKS = {"ReadSubmission": {"operationId": "submission_api_v1_submissions__batc
 def submission_out(sub: Submission) -> SubmissionRecordOut:
     return SubmissionRecordOut(
         id=sub.id, model=sub.model, target=sub.target, trial_budget=sub.trial_budget, per_round=sub.per_round,
-        early_stop=sub.early_stop, strategy=sub.strategy, seed=sub.seed, state=sub.state,  # type: ignore[arg-type]
+        early_stop=sub.early_stop, strategy=sub.strategy, seed=sub.seed, state=sub.state,
         submitter=sub.submitter, created_at=sub.created_at, trials_done=sub.trials_done,
         trials_queued=sub.trials_queued,
         tasks=[SubmissionTaskOut(task_id=t.task_id, label=t.label, layer_names=list(t.layer_names),

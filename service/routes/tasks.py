@@ -7,6 +7,7 @@ from typing import Annotated
 from fastapi import APIRouter, Path, Query
 
 from db import tasks as tasks_db
+from db.states import TaskState
 from service.auth import Reader, Submitter
 from service.deps import AppState, Db
 from service.errors import AUTH, BODY, responses
@@ -42,7 +43,7 @@ def submit(body: TaskCreate, db: Db, state: AppState, principal: Submitter) -> T
 
 
 @router.get("", response_model=list[TaskOut], responses=responses(422))
-def list_tasks(db: Db, _: Reader, state: str | None = Query(None, pattern="^(active|done|cancelled)$"),
+def list_tasks(db: Db, _: Reader, state: TaskState | None = None,
                batch: str | None = Query(None, max_length=64), limit: int = Query(100, ge=1, le=1000)
                ) -> list[TaskOut]:
     with db.session() as s:

@@ -71,6 +71,17 @@ def test_unknown_task_is_404(api) -> None:
     assert r.status_code == 404 and "999" in detail_text(r)
 
 
+def test_listing_by_state_takes_the_stored_strings(api) -> None:
+    ids = submit(api, {"workloads": [DENSE, CONV], "target": "sw26010", "trials": 2, "strategy": "random"}).json()[
+        "task_ids"]
+    api.client.post(f"/api/v1/tasks/{ids[0]}/cancel", headers=api.headers("submit"))
+    for state, want in (("cancelled", ids[:1]), ("active", ids[1:]), ("done", [])):
+        listed = api.client.get("/api/v1/tasks", params={"state": state}, headers=api.headers("read"))
+        assert [(t["id"], t["state"]) for t in listed.json()] == [(i, state) for i in want], listed.text
+    r = api.client.get("/api/v1/tasks", params={"state": "ACTIVE"}, headers=api.headers("read"))
+    assert r.status_code == 422, r.text
+
+
 def test_cancel_drops_pending_jobs(api) -> None:
     tid = submit(api, {"workloads": [DENSE], "target": "sw26010", "trials": 10, "strategy": "random"}).json()[
         "task_ids"][0]
