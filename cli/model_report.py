@@ -98,28 +98,28 @@ def _rate(workload: Any, seconds: float | None) -> str:
     return "-" if value is None else f"{value:.1f}" + (" GB/s" if rate_of(workload) == Rate.GBPS else "")
 
 
-_STYLE = {"tuned kernel": "green", "fallback kernel": "yellow", "MPE": "cyan"}
-
-
 def compile_report(result: Any, note: str = "") -> None:
     """What each Relax binding became (tuned kernel, fallback kernel, MPE C), the counts, the files;
     ``note``: the simulator profile behind the simulated times (cli.schedule_lookup.profile_note)."""
+    from tuner.ir.graph import Where
+
+    styles = {Where.TUNED_KERNEL: "green", Where.FALLBACK_KERNEL: "yellow", Where.MPE: "cyan"}
     table = Table(title=f"{result.out_dir} ({result.target})")
     for col in ("#", "binding", "op", "where", "detail"):
         table.add_column(col, justify="right" if col == "#" else "left")
     for i, r in enumerate(result.rows):
-        style = _STYLE.get(r.where, "dim")
+        style = styles.get(r.where, "dim")
         table.add_row(str(i), r.source, r.relax_op, f"[{style}]{r.where}[/]", r.detail)
     console.print(table)
     counts = result.counts()
     untuned = [k for k in result.kernels if not k.tuned]
     cpe_tasks = [op for op in result.cpe_ops if getattr(op, "workload", None) is not None]
     untuned_cpe = [op for op in cpe_tasks if not op.tuned]
-    console.print(f"{counts.get('tuned kernel', 0)} tuned kernel calls, {counts.get('fallback kernel', 0)} "
+    console.print(f"{counts.get(Where.TUNED_KERNEL, 0)} tuned kernel calls, {counts.get(Where.FALLBACK_KERNEL, 0)} "
                   f"fallback kernel calls ({len(untuned)} of {len(result.kernels)} distinct kernels untuned; "
                   f"{len(untuned_cpe)} of {len(cpe_tasks)} CPE kernel tasks untuned), "
-                  f"{counts.get('MPE', 0)} MPE steps, {counts.get('view (no-op)', 0)} views, "
-                  f"{counts.get('compile time', 0)} folded at compile time.", soft_wrap=True)
+                  f"{counts.get(Where.MPE, 0)} MPE steps, {counts.get(Where.VIEW, 0)} views, "
+                  f"{counts.get(Where.COMPILE_TIME, 0)} folded at compile time.", soft_wrap=True)
     if result.timing is not None:
         whole_model_report(result.timing, result.out_dir.name, result.target, note)
     console.print(f"wrote {', '.join(result.files)} to {result.out_dir}; build with "

@@ -27,7 +27,7 @@ from tuner.aot.memory import MemoryPlan, plan_memory
 from tuner.aot.mpe import describe
 from tuner.aot.timing import ModelTime, model_time
 from tuner.aot.weights import write_weights
-from tuner.ir.graph import AotError, Graph, Node, Note
+from tuner.ir.graph import AotError, Graph, Node, Note, Where
 from tuner.targets import Target, get_target
 
 EMULATOR_DIR = Path(__file__).resolve().parent.parent / "codegen" / "emulator"
@@ -39,9 +39,7 @@ class OpRow:
 
     source: str
     relax_op: str
-    # "tuned kernel" | "fallback kernel" | "CPE (memory-bound)" | "MPE" | "view (no-op)" | "compile time"
-    # | "removed (unused)"
-    where: str
+    where: Where
     detail: str = ""
 
 
@@ -65,8 +63,8 @@ class AotResult:
     def output_shapes(self) -> list[tuple[int, ...]]:
         return [t.shape for t in self.graph.outputs]
 
-    def counts(self) -> dict[str, int]:
-        out: dict[str, int] = {}
+    def counts(self) -> dict[Where, int]:
+        out: dict[Where, int] = {}
         for r in self.rows:
             out[r.where] = out.get(r.where, 0) + 1
         return out
@@ -99,7 +97,7 @@ def _rows(graph: Graph) -> list[OpRow]:
     rows: list[OpRow] = []
     for s in graph.steps:
         if isinstance(s, Note):
-            rows.append(OpRow(s.source, s.relax_op, s.where, s.detail))
+            rows.append(OpRow(s.source, s.relax_op, Where(s.where), s.detail))
         elif isinstance(s, Node) and s.op == "cpe":
             op = s.attrs["cpe"]
             how = ("tuned" if getattr(op, "tuned", False) else "untuned") + \
@@ -107,17 +105,17 @@ def _rows(graph: Graph) -> list[OpRow]:
             detail = f"{op.name}: {op.blocks} blocks of {op.block} along axis {op.axis}, {op.ldm_bytes} B LDM ({how})"
             members = s.attrs.get("members", [s])  # a fused kernel: a row per operator it runs
             fused = f"fused, {len(members)} operators in one kernel: " if len(members) > 1 else ""
-            rows += [OpRow(m.source, m.relax_op, "CPE (memory-bound)", fused + detail) for m in members]
+            rows += [OpRow(m.source, m.relax_op, Where.CPE_MEMORY_BOUND, fused + detail) for m in members]
         elif isinstance(s, Node) and s.op == "kernel":
             k: Kernel = s.attrs["kernel"]
-            where = "tuned kernel" if k.tuned else "fallback kernel"
+            where = Where.TUNED_KERNEL if k.tuned else Where.FALLBACK_KERNEL
             detail = f"{k.name} {k.workload.key}" + ("" if k.tuned else f" ({k.status.removeprefix('fallback: ')})")
             if k.epilogue is not None:
                 detail += f" + fused {k.epilogue.name}"
             rows.append(OpRow(s.source, s.relax_op, where, detail))
         else:
             assert isinstance(s, Node)
-            rows.append(OpRow(s.source, s.relax_op, "MPE", describe(s)))
+            rows.append(OpRow(s.source, s.relax_op, Where.MPE, describe(s)))
     return rows
 
 
@@ -276,7 +274,7 @@ def _manifest(r: AotResult, name: str) -> dict[str, Any]:
         "cpe_kernels": [{"name": op.name, "workload": op.workload.to_json(), "workload_key": op.workload.key,
                          "config": op.config, "status": "tuned" if op.tuned else "untuned"}
                         for op in r.cpe_ops if getattr(op, "workload", None) is not None],
-        "fused_epilogues": r.counts().get("fused epilogue", 0),
+        "fused_epilogues": r.counts().get(Where.FUSED_EPILOGUE, 0),
         "steps": [r.__dict__ for r in r.rows],
         "intermediate_bytes": r.memory.total_elems * (4 if g.dtype == "float32" else 8),
         "simulated_time": r.timing.summary() if r.timing else None,

@@ -39,7 +39,7 @@ from math import prod
 
 import numpy as np
 
-from tuner.ir.graph import Graph, Node, Note, Tensor
+from tuner.ir.graph import Graph, Node, Note, Tensor, Where
 from tuner.ir.tir_c import Work, scalar_epilogue
 from tuner.space.epilogue import RESIDUAL_ADD, RESIDUAL_EPILOGUES
 from tuner.space.ops import geometry_for
@@ -312,7 +312,7 @@ def fuse_epilogues(graph: Graph, ctype: str) -> int:
     steps: list[Node | Note] = []
     for s in graph.steps:
         if isinstance(s, Node) and id(s) in removed:
-            note = Note(s.source, s.relax_op, "fused epilogue", "applied to the kernel's output tile in LDM")
+            note = Note(s.source, s.relax_op, Where.FUSED_EPILOGUE, "applied to the kernel's output tile in LDM")
             undo = removed[id(s)]
             if undo is not None:
                 undo.note = note

@@ -8,6 +8,7 @@ tensor. Nothing here imports tvm.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from enum import StrEnum
 from math import prod
 from typing import Any
 
@@ -79,13 +80,28 @@ class Node:
         return [self.output, *self.attrs.get("extra_outputs", [])]
 
 
+class Where(StrEnum):
+    """Where a Relax binding runs in the compiled program: the ``where`` column of the AOT compiler's report
+    (tuner.aot.compiler.OpRow). A member equals its string, the text the report and manifest.json show."""
+
+    TUNED_KERNEL = "tuned kernel"  # a GEMM-like kernel at a tuned config
+    FALLBACK_KERNEL = "fallback kernel"  # a GEMM-like kernel at a near record or the default schedule
+    CPE_MEMORY_BOUND = "CPE (memory-bound)"  # a memory-bound operator moved to the CPEs
+    MPE = "MPE"  # plain C on the management core
+    # the notes: a binding that became no node
+    FUSED_EPILOGUE = "fused epilogue"  # applied to a kernel's output tile
+    VIEW = "view (no-op)"  # shares its input's storage
+    COMPILE_TIME = "compile time"  # folded when compiling
+    REMOVED = "removed (unused)"  # dead code, or composed into a later step
+
+
 @dataclass
 class Note:
-    """A Relax call that became no node: a view, a compile-time fold, or dead code."""
+    """A Relax call that became no node: a view, a compile-time fold, a fused epilogue, or dead code."""
 
     source: str
     relax_op: str
-    where: str  # "view" | "compile time" | "removed (unused)"
+    where: str  # a Where: FUSED_EPILOGUE, VIEW, COMPILE_TIME or REMOVED
     detail: str = ""
 
 
