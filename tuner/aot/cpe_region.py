@@ -1,9 +1,13 @@
-"""Region copies as CPE kernels: concat, split, strided_slice and tile (RegionOp, InterleaveOp).
+"""Region copies as CPE kernels: concat, split, strided_slice, tile and slice_scatter (RegionOp, InterleaveOp).
 
 Each of these operators copies rectangular regions between row-major tensors: concat copies each
 input into a box of the output (its slab along the axis), split copies a box of the input into each
-output, strided_slice copies a strided box of the input into the output, and tile copies the input
-into each of the output's repeat boxes. The static parameters come from the Relax call
+output, strided_slice copies a strided box of the input into the output, tile copies the input
+into each of the output's repeat boxes, and slice_scatter (a slice's gradient: the positions
+start:end:step of one axis replaced by ``src``) copies ``src`` into its strided box of the output and
+the input's complement into the rest -- the slabs before and after the slice and, for a step above
+1, one strided box per offset between its positions. The regions of one operator never overlap (the
+CPEs copy them in no set order). The static parameters come from the Relax call
 (tuner.ir.relax_reader puts them on the node as ``attrs["region"]``).
 
 Region form (RegionOp). A region is described per axis by (extent, input stride, output stride) in
@@ -19,10 +23,12 @@ span and compacted in LDM) and one DMA put (strided likewise in the output). Eac
 round-robin over all regions of the operator. Blocks hold about 1/64 of the copied elements (so
 every CPE gets work), at most the LDM budget the other layout kernels use.
 
-Whole-row form (InterleaveOp: concat, split, a tile along one axis). Seen as [O, W] rows, a block is
-consecutive rows: a concat gets each input's piece of them (contiguous) and interleaves them in LDM
-into one contiguous put, a split the reverse, a tile gets once and puts the rows repeated. It wins
-where the region form's DMA blocks are short (a concat or split of the last axis).
+Whole-row form (InterleaveOp: concat, split, a tile along one axis, slice_scatter). Seen as [O, W]
+rows, a block is consecutive rows: a concat gets each input's piece of them (contiguous) and
+interleaves them in LDM into one contiguous put, a split the reverse, a tile gets once and puts the
+rows repeated, a slice_scatter gets the input's rows and the source's, writes the source's into their
+positions in LDM and puts the rows. It wins where the region form's DMA blocks are short or strided
+(a concat, split or slice_scatter of an inner axis).
 
 The MPE form is the legalized PrimFunc run as plain C (tuner.ir.tir_c); ``plan_copy`` keeps the
 faster CPE form, and tuner.aot.cpe_ops.offload keeps it only when the time model says it beats the
@@ -101,9 +107,11 @@ def region(src: int, dst: int, src_off: int, dst_off: int, dims: list[Dim]) -> R
 def regions_of(spec: tuple[Any, ...], ins: list[tuple[int, ...]], outs: list[tuple[int, ...]]
                ) -> list[Region] | None:
     """The regions of a region-copy node (``spec`` from tuner.ir.relax_reader: ("concat", axis),
-    ("split", axis), ("strided_slice", axes, begin, end, strides), ("tile",)), or None when the
-    shapes do not fit the spec or there are too many regions."""
+    ("split", axis), ("strided_slice", axes, begin, end, strides), ("tile",), ("slice_scatter", axis,
+    start, end, step)), or None when the shapes do not fit the spec or there are too many regions."""
     op = spec[0]
+    if op == "slice_scatter":
+        return _scatter_regions(spec, ins, outs)
     if op == "concat":
         axis, out = spec[1], outs[0]
         ost, off, got = _strides(out), 0, []
@@ -147,6 +155,39 @@ def regions_of(spec: tuple[Any, ...], ins: list[tuple[int, ...]], outs: list[tup
         return [region(0, 0, 0, sum(k * x[d] * ost[d] for d, k in enumerate(ks)), dims)
                 for ks in product(*(range(r) for r in reps))]
     return None
+
+
+def _scatter_regions(spec: tuple[Any, ...], ins: list[tuple[int, ...]], outs: list[tuple[int, ...]]
+                     ) -> list[Region] | None:
+    """slice_scatter(input, src, start, end, step, axis): ``src`` (operand 1) into the positions
+    start, start + step, ... (below ``end``) along ``axis`` of the output, and the input (operand 0)
+    at every other position: the slab before the first, the slab after the last and, for a step above
+    1, for each offset 1 .. step - 1 the strided box of the positions that far past one of them. None
+    when the shapes or bounds are not those of a slice (TOPI's form takes them as given: a negative
+    start or a step below 1 stays on the MPE)."""
+    _, axis, start, end, step = spec
+    if len(ins) != 2 or len(outs) != 1:
+        return None
+    x, src, out = tuple(ins[0]), tuple(ins[1]), tuple(outs[0])
+    if x != out or len(src) != len(out) or step < 1 or start < 0 or \
+            any(src[d] != out[d] for d in range(len(out)) if d != axis):
+        return None
+    pos = range(start, min(end, out[axis]), step)
+    if len(pos) != src[axis]:
+        return None
+    ost, sst = _strides(out), _strides(src)
+    got = [region(1, 0, 0, start * ost[axis],
+                  [(src[d], sst[d], ost[d] * (step if d == axis else 1)) for d in range(len(out))])]
+    # the input's positions along the axis, as (first, count, stride): no position of src among them
+    rest = [(0, out[axis], 1)] if not pos else \
+        [(0, start, 1), (pos[-1] + 1, out[axis] - pos[-1] - 1, 1),
+         *((start + t, len(pos) - 1, step) for t in range(1, step))]
+    for first, count, stride in rest:
+        if count > 0:
+            got.append(region(0, 0, first * ost[axis], first * ost[axis],
+                              [(count, ost[d] * stride, ost[d] * stride) if d == axis else (out[d], ost[d], ost[d])
+                               for d in range(len(out))]))
+    return got if len(got) <= MAX_REGIONS else None
 
 
 @dataclass
@@ -342,7 +383,7 @@ def plan_region(spec: tuple[Any, ...], ins: list[tuple[int, ...]], outs: list[tu
     if not total or fit < 1:
         return None
     q = int(max(1, min(fit, -(-total // CPES))))
-    axis = spec[1] if spec[0] in ("concat", "split") else 0
+    axis = spec[1] if spec[0] in ("concat", "split", "slice_scatter") else 0
     op = RegionOp(regions, len(ins), q, item, fit, axis)
     op.seconds = _seconds(target, op)
     return op
@@ -350,16 +391,20 @@ def plan_region(spec: tuple[Any, ...], ins: list[tuple[int, ...]], outs: list[tu
 
 @dataclass
 class InterleaveOp(RowBlocks):
-    """concat / split / a tile along one axis as whole rows (interface of tuner.aot.cpe_ops.CpeOp).
+    """concat / split / a tile along one axis / slice_scatter as whole rows (interface of
+    tuner.aot.cpe_ops.CpeOp).
 
     Seen as [O, W] (O the product of the axes before the concat axis, W the output's row), each input
     of a concat is [O, w_k] (its slab of every row), a split's outputs likewise, and a tile's input
     is [O, w] repeated W / w times. A block is ``rows`` consecutive rows: a concat gets each input's
     rows (contiguous), interleaves them in LDM and puts one contiguous block; a split gets one block
-    and puts each output's rows; a tile gets its input's rows once and puts them repeated. Longer DMA
-    blocks than the region form's strided ones when the pieces of a row are short (the last axis)."""
+    and puts each output's rows; a tile gets its input's rows once and puts them repeated; a
+    slice_scatter gets the input's rows [O, W] and the source's [O, w] (``widths`` = (W - w, w)) and
+    writes each of the source's ``w / inner`` slices of ``inner`` elements at position ``start + j *
+    step`` of the row before the put. Longer DMA blocks than the region form's strided ones when the
+    pieces of a row are short (the last axis)."""
 
-    kind: str  # "concat" | "split" | "tile"
+    kind: str  # "concat" | "split" | "tile" | "slice_scatter"
     o: int
     widths: tuple[int, ...]  # the pieces of a row (a tile: the one input's row, repeated)
     rows: int
@@ -367,6 +412,9 @@ class InterleaveOp(RowBlocks):
     axis: int = 0
     seconds: float = 0.0
     index: int = -1
+    start: int = 0  # a slice_scatter's first position along its axis, its step, and the elements
+    step: int = 1  # of one position (the axes after it)
+    inner: int = 1
 
     @property
     def total_rows(self) -> int:
@@ -388,6 +436,9 @@ class InterleaveOp(RowBlocks):
             return {"get_reqs": pieces, "get_bytes": whole, "put_reqs": self.blocks, "put_bytes": whole}
         if self.kind == "split":
             return {"get_reqs": self.blocks, "get_bytes": whole, "put_reqs": pieces, "put_bytes": whole}
+        if self.kind == "slice_scatter":
+            return {"get_reqs": 2 * self.blocks, "get_bytes": whole + self.o * self.widths[1] * self.item,
+                    "put_reqs": self.blocks, "put_bytes": whole}
         return {"get_reqs": self.blocks, "get_bytes": self.o * self.widths[0] * self.item, "put_reqs": self.blocks,
                 "put_bytes": whole}
 
@@ -422,6 +473,14 @@ class InterleaveOp(RowBlocks):
                 lines.append(copy(f"Y_ldm[r * {big}L + {off}L + c]", f"S_ldm[r * {w}L + c]", w))
                 off += w
             lines += put("Y_ldm", f"_arg->p[{len(self.widths)}] + o0 * {big}L", f"n * {big}L")
+        elif self.kind == "slice_scatter":
+            w, inner = self.widths[1], self.inner
+            lines += get(f"_arg->p[0] + o0 * {big}L", "Y_ldm", f"n * {big}L")
+            lines += get(f"_arg->p[1] + o0 * {w}L", "S_ldm", f"n * {w}L")
+            lines.append(f"    for (long r = 0; r < n; r++) for (long j = 0; j < {w // inner}L; j++) "
+                         f"for (long c = 0; c < {inner}L; c++) Y_ldm[r * {big}L + ({self.start}L + j * {self.step}L) "
+                         f"* {inner}L + c] = S_ldm[r * {w}L + j * {inner}L + c];")
+            lines += put("Y_ldm", f"_arg->p[2] + o0 * {big}L", f"n * {big}L")
         elif self.kind == "split":
             lines += get(f"_arg->p[0] + o0 * {big}L", "Y_ldm", f"n * {big}L")
             for k, w in enumerate(self.widths):
@@ -441,11 +500,13 @@ class InterleaveOp(RowBlocks):
 
 def plan_interleave(spec: tuple[Any, ...], ins: list[tuple[int, ...]], outs: list[tuple[int, ...]], target: Target,
                     item: int) -> InterleaveOp | None:
-    """The whole-row form of a concat, a split or a tile along one axis, or None (another operator,
-    a tile along several axes, or a row that does not fit the LDM budget)."""
+    """The whole-row form of a concat, a split, a tile along one axis or a slice_scatter, or None
+    (another operator, a tile along several axes, or a row that does not fit the LDM budget)."""
     from tuner.measure.simulator import dma_time
 
     op = spec[0]
+    if op == "slice_scatter":
+        return _plan_scatter_rows(spec, ins, outs, target, item)
     if op == "concat":
         axis, full = spec[1], outs[0]
         parts = ins
@@ -482,6 +543,33 @@ def plan_interleave(spec: tuple[Any, ...], ins: list[tuple[int, ...]], outs: lis
     whole = dma_time(target, "put" if op != "split" else "get", rows * kop.width * item, active_cpes=active)
     work = 2.0 * rows * kop.width / target.clock_hz  # a load and a store per element, scalar
     kop.seconds = target.spawn_join_s + -(-kop.blocks // CPES) * (pieces + whole + work)
+    return kop
+
+
+def _plan_scatter_rows(spec: tuple[Any, ...], ins: list[tuple[int, ...]], outs: list[tuple[int, ...]],
+                       target: Target, item: int) -> InterleaveOp | None:
+    """A slice_scatter as whole rows (the shapes and bounds checked by ``_scatter_regions``): rows of
+    the input and the source got, the source's written into the input's in LDM, the rows put."""
+    from tuner.measure.simulator import dma_time
+
+    if _scatter_regions(spec, ins, outs) is None:
+        return None
+    _, axis, start, _, step = spec
+    out, src = outs[0], ins[1]
+    o, inner = prod(out[:axis]), prod(out[axis + 1:])
+    big, w = out[axis] * inner, src[axis] * inner
+    if w < 1:
+        return None
+    fit = target.ldm_budget_bytes // ((big + max(big - w, w)) * item)
+    if fit < 1:
+        return None
+    rows = int(max(1, min(fit, -(-o // CPES))))
+    kop = InterleaveOp("slice_scatter", o, (big - w, w), rows, item, axis, start=start, step=step, inner=inner)
+    active = min(CPES, kop.blocks)
+    gets = sum(dma_time(target, "get", rows * n * item, active_cpes=active) for n in (big, w))
+    whole = dma_time(target, "put", rows * big * item, active_cpes=active)
+    work = 2.0 * rows * w / target.clock_hz  # a load and a store per source element, scalar
+    kop.seconds = target.spawn_join_s + -(-kop.blocks // CPES) * (gets + whole + work)
     return kop
 
 

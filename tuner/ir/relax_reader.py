@@ -638,13 +638,14 @@ def _take_one(r: RelaxReader, x: Tensor, axis: int, i: int, out_shape: tuple[int
 
 
 # copies of rectangular regions between tensors (tuner.aot.cpe_region plans their CPE kernel)
-REGION_OPS = ("concat", "split", "strided_slice", "tile")
+REGION_OPS = ("concat", "split", "strided_slice", "tile", "slice_scatter")
 
 
 def _region_spec(op: str, call: Any, rank: int) -> tuple[Any, ...] | None:
     """The static parameters of a region-copy operator, as plain Python: ("concat", axis),
     ("split", axis), ("strided_slice", axes, begin, end, strides), ("tile",) (its repeats follow from
-    the shapes); None when the Relax call is unknown or its parameters are not static integers."""
+    the shapes), ("slice_scatter", axis, start, end, step); None when the Relax call is unknown or its
+    parameters are not static integers."""
     if call is None or rank == 0:
         return None
     try:
@@ -657,6 +658,9 @@ def _region_spec(op: str, call: Any, rank: int) -> tuple[Any, ...] | None:
             return (op, tuple(a % rank for a in axes), begin, end, strides)
         if op == "tile":
             return (op,)
+        if op == "slice_scatter":  # (input, src, start, end, step), the axis an attribute
+            first, last, step = (int(call.args[i].value) for i in (2, 3, 4))
+            return (op, int(call.attrs.axis) % rank, first, last, step)
     except (AttributeError, TypeError, ValueError):  # a symbolic begin/end/stride: the MPE copy runs
         return None
     return None
