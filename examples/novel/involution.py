@@ -50,7 +50,10 @@ def involution(n=2, c=8, h=6, w=6, groups=2, k=3, dtype="float32"):
 def involution_torch(data_pad, kernel, **_):
     """The reference module's unfold-multiply-sum, ``unfold`` written as the K*K shifted windows
     stacked (primitives torch.export keeps and TVM imports): K stacks of K windows, then a stack of
-    those, so that no concat or split has more operands than a CPE kernel takes (16 pointers)."""
+    those, so that no concat or split has more operands than a CPE kernel takes (16 pointers).
+    ``torch.nn.functional.unfold`` itself does not import: torch.export decomposes im2col into an
+    ``aten.index.Tensor`` of broadcast index grids with ``None`` axes, which TVM 0.27's importer
+    refuses ("index_tensor: cannot broadcast index shapes")."""
     import torch
 
     n, groups, cg, hp, wp = data_pad.shape
