@@ -90,8 +90,8 @@ def tune_workloads(workloads: Sequence[Workload], target: Target | str, trials: 
     spent = 0
     pending_baseline = [s.queue_baseline() for s in searches]
     with_baseline = [bool(b) for b in pending_baseline]
-    for i, seeds in enumerate(seed_configs or []):
-        pending_baseline[i] += searches[i].queue_seeds(seeds)
+    for task, seeds in enumerate(seed_configs or []):
+        pending_baseline[task] += searches[task].queue_seeds(seeds)
     baseline_times: list[float | None] = [None] * len(workloads)
     measured_time: list[dict[str, float]] = [{} for _ in workloads]  # config hash -> measured mean time
     try:
