@@ -150,12 +150,13 @@ def targets() -> None:
     """List the target presets and their main figures."""
     from tuner.targets import TARGETS
 
-    table = Table()
-    for col in ("name", "clock GHz", "LDM budget KB", "fp64 peak GFLOPS", "mem GB/s", "sharing"):
+    table = Table(caption="figures per core group; <name>-<N>cg (--cgs N) splits kernels over N of the chip's CGs")
+    for col in ("name", "clock GHz", "LDM budget KB", "fp64 peak GFLOPS", "mem GB/s", "sharing", "CGs per chip"):
         table.add_column(col)
     for t in TARGETS.values():
         table.add_row(t.name, f"{t.clock_hz / 1e9:.2f}", f"{t.ldm_budget_bytes // 1024}",
-                      f"{t.peak_flops('float64') / 1e9:.1f}", f"{t.mem_bandwidth_Bps / 1e9:.1f}", t.sharing)
+                      f"{t.peak_flops('float64') / 1e9:.1f}", f"{t.mem_bandwidth_Bps / 1e9:.1f}", t.sharing,
+                      str(t.cgs_per_chip))
     console.print(table)
 
 
