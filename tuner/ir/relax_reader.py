@@ -39,7 +39,7 @@ import numpy as np
 
 from tuner.errors import InvalidWorkloadError
 from tuner.ir import llvm
-from tuner.ir.graph import ALLREDUCE_MEAN, AotError, Graph, Node, Note, Tensor
+from tuner.ir.graph import ALLREDUCE_MEAN, AotError, Graph, Node, Note, Tensor, Where
 from tuner.ir.names import operator_name
 from tuner.ir.relax_ops import (
     MatmulForm,
@@ -121,7 +121,7 @@ class RelaxReader:
         self.steps.append(Node(op, list(inputs), out, dict(attrs), relax_op, source))
         return out
 
-    def note(self, source: str, relax_op: str, where: str, detail: str = "") -> None:
+    def note(self, source: str, relax_op: str, where: Where, detail: str = "") -> None:
         self.steps.append(Note(source, relax_op, where, detail))
 
     # ---- expressions --------------------------------------------------------------------------
@@ -208,7 +208,7 @@ class RelaxReader:
         keep: list[Node | Note] = []
         for s in reversed(self.steps):
             if isinstance(s, Node) and not any(o.id in used for o in s.outputs):
-                keep.append(Note(s.source, s.relax_op, "removed (unused)"))
+                keep.append(Note(s.source, s.relax_op, Where.REMOVED))
                 continue
             if isinstance(s, Node):
                 used.update(t.root.id for t in s.inputs)
@@ -364,7 +364,7 @@ def _batch_norm(r: RelaxReader, call: Any, name: str, op: str) -> Value:
 
 def _view(r: RelaxReader, call: Any, name: str, op: str) -> Value:
     x = r.tensor(call.args[0], name)
-    r.note(name, op, "compile time" if x.kind == "const" else "view (no-op)",
+    r.note(name, op, Where.COMPILE_TIME if x.kind == "const" else Where.VIEW,
            f"{list(x.shape)} -> {list(_out(call, name))}")
     return r.view(x, _out(call, name), name)
 
@@ -531,7 +531,7 @@ def _shape_of(r: RelaxReader, call: Any, name: str, op: str) -> Value:
     """A tensor's shape as a value (ONNX Expand/Reshape compute their target shapes from it): static, so
     known at compile time."""
     x = r.tensor(call.args[0], name)
-    r.note(name, op, "compile time", f"shape {list(x.shape)}")
+    r.note(name, op, Where.COMPILE_TIME, f"shape {list(x.shape)}")
     return tuple(x.shape)
 
 
@@ -541,7 +541,7 @@ def _tensor_to_shape(r: RelaxReader, call: Any, name: str, op: str) -> Value:
     x = r.tensor(call.args[0], name)
     if x.kind != "const" or x.data is None:
         raise AotError(f"{name} ({op}): a shape computed at run time; the AOT compiler needs static shapes")
-    r.note(name, op, "compile time", f"shape {x.data.astype(int).tolist()}")
+    r.note(name, op, Where.COMPILE_TIME, f"shape {x.data.astype(int).tolist()}")
     return tuple(int(v) for v in x.data.reshape(-1))
 
 
@@ -551,7 +551,7 @@ def _permute(r: RelaxReader, call: Any, name: str, op: str) -> Value:
     rank = len(x.shape)
     axes = tuple(reversed(range(rank))) if axes_attr is None else tuple(int(i) % rank for i in axes_attr)
     if x.kind == "const":
-        r.note(name, op, "compile time", "constant transposed")
+        r.note(name, op, Where.COMPILE_TIME, "constant transposed")
     return _transposed(r, x, axes, name, op)
 
 
@@ -575,7 +575,7 @@ def _call_tir(r: RelaxReader, call: Any, name: str, op: str) -> Value:
     if len(call.args) > 2:
         raise AotError(f"{name} ({relax_op}): call_tir with symbolic shape variables is not supported")
     if all(a.kind == "const" for a in args):
-        r.note(name, relax_op, "compile time", "constant operands folded")
+        r.note(name, relax_op, Where.COMPILE_TIME, "constant operands folded")
         values = llvm.run(func, [a.data for a in args], outs)
         consts = [r.const(v, name if len(values) == 1 else f"{name}.{i}") for i, v in enumerate(values)]
         return consts[0] if len(consts) == 1 else tuple(consts)
@@ -704,7 +704,7 @@ def _generic_node(r: RelaxReader, func: Any, args: list[Tensor], outs: list[tupl
     if len(args) == 1 and len(outs) == 1 and outs[0][1] == args[0].dtype and prod(outs[0][0]) == args[0].size:
         copy = scalar_epilogue(func, fname, ctype(r.dtype))
         if copy is not None and copy[0] == [f"const {ctype(r.dtype)} _e0 = v;"]:
-            r.note(name, relax_op, "view (no-op)", f"a copy: {list(args[0].shape)} -> {list(outs[0][0])}")
+            r.note(name, relax_op, Where.VIEW, f"a copy: {list(args[0].shape)} -> {list(outs[0][0])}")
             return r.view(args[0], outs[0][0], name)
     if fname not in r.functions:
         try:
