@@ -36,7 +36,7 @@ from tuner.aot.untuned import (
     default_config,
     kept_unless_slower,
 )
-from tuner.ir.graph import AotError, Graph, Node, Note, Tensor, slave_symbol
+from tuner.ir.graph import AotError, Graph, Node, Note, Tensor, Where, slave_symbol
 from tuner.space.chip import one_cg_part
 from tuner.space.space import Config
 from tuner.targets import Target, get_target
@@ -176,7 +176,7 @@ def _compose_transpose(steps: list[Any], graph: Graph, b: Tensor, shape: tuple[i
     x_shape = [0] * len(shape)
     for j, a in enumerate(t_axes):
         x_shape[2 * a], x_shape[2 * a + 1] = shape[2 * j], shape[2 * j + 1]
-    steps[steps.index(p)] = Note(p.source, p.relax_op, "removed (unused)",
+    steps[steps.index(p)] = Note(p.source, p.relax_op, Where.REMOVED,
                                  "transpose composed into the pack that follows")
     return x, tuple(x_shape), tuple(2 * t_axes[q // 2] + q % 2 for q in axes)
 

@@ -101,7 +101,7 @@ class Note:
 
     source: str
     relax_op: str
-    where: str  # a Where: FUSED_EPILOGUE, VIEW, COMPILE_TIME or REMOVED
+    where: Where  # FUSED_EPILOGUE, VIEW, COMPILE_TIME or REMOVED
     detail: str = ""
 
 
