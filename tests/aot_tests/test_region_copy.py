@@ -50,8 +50,9 @@ class _Op(torch.nn.Module):
         return self.fn(x, y, z)
 
 
-# the whole-row form (tuner.aot.cpe_region.InterleaveOp): concat, split, a tile along one axis
-ROWS = {"concat_axis1", "concat_last", "split_equal", "split_unequal", "tile_new_axis", "tile_last"}
+# the whole-row form (tuner.aot.cpe_region.InterleaveOp): concat, split, a tile along one axis, a slice of one
+ROWS = {"concat_axis1", "concat_last", "split_equal", "split_unequal", "tile_new_axis", "tile_last", "slice_inner_1",
+        "slice_inner_2", "slice_outer_1", "slice_outer_2", "slice_two_axes", "take_one_outer", "take_one_inner"}
 
 
 @pytest.mark.slow
@@ -208,6 +209,10 @@ def test_slice_scatters_of_a_slices_gradient_win_on_the_cpes() -> None:
     from tuner.targets import get_target
 
     tgt = get_target(TARGET)
+    slice_last = plan_copy(("strided_slice", (4,), (3,), (19,), (1,)), [(8, 2, 16, 16, 22)], [(8, 2, 16, 16, 16)],
+                           tgt, 4)  # and the windows themselves: the whole-row form of a slice of the last axis
+    assert slice_last is not None and slice_last.seconds + phase_seconds(tgt) < 2 * 8 * 2 * 16 * 16 * 19 * 4 / \
+        tgt.mpe_copy_Bps
     for spec, src in [(("slice_scatter", 4, 3, 19, 1), (8, 2, 16, 22, 16)),
                       (("slice_scatter", 3, 6, 22, 1), (8, 2, 16, 16, 22)),
                       (("slice_scatter", 1, 0, 128, 2), (1, 64, 32, 32))]:

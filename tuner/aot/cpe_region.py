@@ -23,12 +23,13 @@ span and compacted in LDM) and one DMA put (strided likewise in the output). Eac
 round-robin over all regions of the operator. Blocks hold about 1/64 of the copied elements (so
 every CPE gets work), at most the LDM budget the other layout kernels use.
 
-Whole-row form (InterleaveOp: concat, split, a tile along one axis, slice_scatter). Seen as [O, W]
-rows, a block is consecutive rows: a concat gets each input's piece of them (contiguous) and
-interleaves them in LDM into one contiguous put, a split the reverse, a tile gets once and puts the
-rows repeated, a slice_scatter gets the input's rows and the source's, writes the source's into their
+Whole-row form (InterleaveOp: concat, split, a tile along one axis, a strided_slice of one axis,
+slice_scatter). Seen as [O, W] rows, a block is consecutive rows: a concat gets each input's piece of
+them (contiguous) and interleaves them in LDM into one contiguous put, a split the reverse, a tile
+gets once and puts the rows repeated, a strided_slice gets the input's rows and puts the positions
+it keeps, a slice_scatter gets the input's rows and the source's, writes the source's into their
 positions in LDM and puts the rows. It wins where the region form's DMA blocks are short or strided
-(a concat, split or slice_scatter of an inner axis).
+(a concat, split, slice or slice_scatter of an inner axis).
 
 The MPE form is the legalized PrimFunc run as plain C (tuner.ir.tir_c); ``plan_copy`` keeps the
 faster CPE form, and tuner.aot.cpe_ops.offload keeps it only when the time model says it beats the
@@ -401,10 +402,11 @@ class InterleaveOp(RowBlocks):
     and puts each output's rows; a tile gets its input's rows once and puts them repeated; a
     slice_scatter gets the input's rows [O, W] and the source's [O, w] (``widths`` = (W - w, w)) and
     writes each of the source's ``w / inner`` slices of ``inner`` elements at position ``start + j *
-    step`` of the row before the put. Longer DMA blocks than the region form's strided ones when the
-    pieces of a row are short (the last axis)."""
+    step`` of the row before the put; a strided_slice of one axis gets the input's rows [O, W] and
+    puts [O, w], those positions' elements (``widths`` likewise). Longer DMA blocks than the region
+    form's strided ones when the pieces of a row are short (the last axis)."""
 
-    kind: str  # "concat" | "split" | "tile" | "slice_scatter"
+    kind: str  # "concat" | "split" | "tile" | "slice_scatter" | "strided_slice"
     o: int
     widths: tuple[int, ...]  # the pieces of a row (a tile: the one input's row, repeated)
     rows: int
@@ -439,6 +441,9 @@ class InterleaveOp(RowBlocks):
         if self.kind == "slice_scatter":
             return {"get_reqs": 2 * self.blocks, "get_bytes": whole + self.o * self.widths[1] * self.item,
                     "put_reqs": self.blocks, "put_bytes": whole}
+        if self.kind == "strided_slice":
+            return {"get_reqs": self.blocks, "get_bytes": whole, "put_reqs": self.blocks,
+                    "put_bytes": self.o * self.widths[1] * self.item}
         return {"get_reqs": self.blocks, "get_bytes": self.o * self.widths[0] * self.item, "put_reqs": self.blocks,
                 "put_bytes": whole}
 
@@ -481,6 +486,13 @@ class InterleaveOp(RowBlocks):
                          f"for (long c = 0; c < {inner}L; c++) Y_ldm[r * {big}L + ({self.start}L + j * {self.step}L) "
                          f"* {inner}L + c] = S_ldm[r * {w}L + j * {inner}L + c];")
             lines += put("Y_ldm", f"_arg->p[2] + o0 * {big}L", f"n * {big}L")
+        elif self.kind == "strided_slice":
+            w, inner = self.widths[1], self.inner
+            lines += get(f"_arg->p[0] + o0 * {big}L", "Y_ldm", f"n * {big}L")
+            lines.append(f"    for (long r = 0; r < n; r++) for (long j = 0; j < {w // inner}L; j++) "
+                         f"for (long c = 0; c < {inner}L; c++) S_ldm[r * {w}L + j * {inner}L + c] = "
+                         f"Y_ldm[r * {big}L + ({self.start}L + j * {self.step}L) * {inner}L + c];")
+            lines += put("S_ldm", f"_arg->p[1] + o0 * {w}L", f"n * {w}L")
         elif self.kind == "split":
             lines += get(f"_arg->p[0] + o0 * {big}L", "Y_ldm", f"n * {big}L")
             for k, w in enumerate(self.widths):
@@ -507,6 +519,8 @@ def plan_interleave(spec: tuple[Any, ...], ins: list[tuple[int, ...]], outs: lis
     op = spec[0]
     if op == "slice_scatter":
         return _plan_scatter_rows(spec, ins, outs, target, item)
+    if op == "strided_slice":
+        return _plan_slice_rows(spec, ins, outs, target, item)
     if op == "concat":
         axis, full = spec[1], outs[0]
         parts = ins
@@ -550,26 +564,51 @@ def _plan_scatter_rows(spec: tuple[Any, ...], ins: list[tuple[int, ...]], outs: 
                        target: Target, item: int) -> InterleaveOp | None:
     """A slice_scatter as whole rows (the shapes and bounds checked by ``_scatter_regions``): rows of
     the input and the source got, the source's written into the input's in LDM, the rows put."""
-    from tuner.measure.simulator import dma_time
-
     if _scatter_regions(spec, ins, outs) is None:
         return None
     _, axis, start, _, step = spec
-    out, src = outs[0], ins[1]
-    o, inner = prod(out[:axis]), prod(out[axis + 1:])
-    big, w = out[axis] * inner, src[axis] * inner
+    return _axis_rows("slice_scatter", outs[0], axis, start, step, ins[1][axis], target, item)
+
+
+def _plan_slice_rows(spec: tuple[Any, ...], ins: list[tuple[int, ...]], outs: list[tuple[int, ...]],
+                     target: Target, item: int) -> InterleaveOp | None:
+    """A strided_slice of one axis (every other axis whole) as whole rows: the input's rows got, the
+    positions kept put."""
+    if regions_of(spec, ins, outs) is None:
+        return None
+    _, axes, begin, end, strides = spec
+    x = ins[0]
+    cut = [(a, range(*slice(b, e, s).indices(x[a]))) for a, b, e, s in zip(axes, begin, end, strides)]
+    cut = [(a, r) for a, r in cut if r != range(x[a])]
+    if len({a for a, _ in cut}) != 1 or len(cut) != 1:
+        return None
+    ((axis, kept),) = cut
+    return _axis_rows("strided_slice", x, axis, kept.start, kept.step, len(kept), target, item)
+
+
+def _axis_rows(kind: str, full: tuple[int, ...], axis: int, start: int, step: int, count: int, target: Target,
+               item: int) -> InterleaveOp | None:
+    """The whole-row kernel of the positions start, start + step, ... (``count`` of them) along ``axis``
+    of ``full``: rows [O, W] of ``full`` in LDM, those positions' elements [O, w] beside them."""
+    from tuner.measure.simulator import dma_time
+
+    o, inner = prod(full[:axis]), prod(full[axis + 1:])
+    big, w = full[axis] * inner, count * inner
     if w < 1:
         return None
     fit = target.ldm_budget_bytes // ((big + max(big - w, w)) * item)
     if fit < 1:
         return None
     rows = int(max(1, min(fit, -(-o // CPES))))
-    kop = InterleaveOp("slice_scatter", o, (big - w, w), rows, item, axis, start=start, step=step, inner=inner)
+    kop = InterleaveOp(kind, o, (big - w, w), rows, item, axis, start=start, step=step, inner=inner)
     active = min(CPES, kop.blocks)
-    gets = sum(dma_time(target, "get", rows * n * item, active_cpes=active) for n in (big, w))
-    whole = dma_time(target, "put", rows * big * item, active_cpes=active)
-    work = 2.0 * rows * w / target.clock_hz  # a load and a store per source element, scalar
-    kop.seconds = target.spawn_join_s + -(-kop.blocks // CPES) * (gets + whole + work)
+    if kind == "slice_scatter":  # the input's rows and the source's got, the rows put
+        moves = [("get", big), ("get", w), ("put", big)]
+    else:  # the input's rows got, the positions kept put
+        moves = [("get", big), ("put", w)]
+    dma = sum(dma_time(target, d, rows * n * item, active_cpes=active) for d, n in moves)
+    work = 2.0 * rows * w / target.clock_hz  # a load and a store per element moved in LDM, scalar
+    kop.seconds = target.spawn_join_s + -(-kop.blocks // CPES) * (dma + work)
     return kop
 
 
