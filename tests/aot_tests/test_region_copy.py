@@ -202,7 +202,7 @@ def test_slice_scatter_on_the_cpes_matches_torch_and_its_dma_plan(tmp_path: Path
 
 
 def test_slice_scatters_of_a_slices_gradient_win_on_the_cpes() -> None:
-    """The gradients of involution's windows (tuner examples/novel/involution.py's twin: slices of
+    """The gradients of involution's windows (examples/novel/involution.py's torch twin: slices of
     the last two axes of [8, 2, 16, 22, 22]) run on the CPEs, faster than the MPE's copy."""
     from tuner.aot.cpe_region import plan_copy
     from tuner.aot.launch_groups import phase_seconds
