@@ -81,9 +81,12 @@ SPECS: tuple[ParameterSpec, ...] = (
     ParameterSpec("cg_launch_s", 2e-6, 100e-6, "seconds",
                   "starting and joining the other CGs of a kernel split over several, beyond one CG's "
                   "spawn and join (SW26010: a host thread per CG; SW26010-Pro: athread_spawn_cgs)", ASSUMPTION),
+    ParameterSpec("cg_sync_s", 0.5e-6, 30e-6, "seconds",
+                  "a barrier across the CGs between two phases of one spawn: no hardware barrier crosses CGs "
+                  "(only athread_syn within one), so flags through memory", ASSUMPTION),
 )
 SPEC_BY_NAME: dict[str, ParameterSpec] = {s.name: s for s in SPECS}
-CHIP_PARAMETERS = ("cross_bw_fraction", "cross_request_cycles", "cg_launch_s")  # act only with several CGs
+CHIP_PARAMETERS = ("cross_bw_fraction", "cross_request_cycles", "cg_launch_s", "cg_sync_s")  # act only with several CGs
 
 
 @dataclass(frozen=True)

@@ -108,6 +108,7 @@ class Target:
     cross_bw_fraction: float = 0.5  # [A] a CG's DMA rate from another CG's memory, over its own
     cross_request_cycles: float = 200.0  # [A] CPE cycles a DMA request to another CG's memory adds
     cg_launch_s: float = 10e-6  # [A] starting and joining the other CGs of a split kernel, beyond one CG's
+    cg_sync_s: float = 3e-6  # [A] a barrier across CGs between phases of one spawn (flags through memory)
     extra: dict[str, str] = field(default_factory=dict)  # provenance notes shown by `swtune targets`
 
     @property

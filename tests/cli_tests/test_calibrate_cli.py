@@ -68,9 +68,9 @@ def test_published_fit_prints_every_parameter_and_the_cross_validated_error(tmp_
     assert doc["fit"]["pins"]["dgemm_peak_fraction"]["holds"] and "breaks a FACTS figure" not in result.output
     assert set(doc["parameters"]) == {"p0_cycles_per_fma", "block_overhead_cycles", "dma_overlap",
                                       "dma_wait_cycles", "spawn_join_s", "tile_overhead_cycles",
-                                      "cross_bw_fraction", "cross_request_cycles", "cg_launch_s"}
+                                      "cross_bw_fraction", "cross_request_cycles", "cg_launch_s", "cg_sync_s"}
     # one-CG records say nothing of what crossing core groups costs: the preset's assumptions stay
-    for name in ("cross_bw_fraction", "cross_request_cycles", "cg_launch_s"):
+    for name in ("cross_bw_fraction", "cross_request_cycles", "cg_launch_s", "cg_sync_s"):
         assert doc["parameters"][name] == {"value": getattr(get_target("sw26010"), name), "interval": None}
     assert not (tmp_path / "swtune.db").exists()
 

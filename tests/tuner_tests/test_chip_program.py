@@ -3,6 +3,7 @@ CPEs, one-CG records seed the chip's search, and a model lowered for the chip is
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 from typing import Any
 
@@ -12,6 +13,7 @@ import pytest
 from tuner.baseline import baseline_config
 from tuner.errors import NotBuiltYetError
 from tuner.measure.simulator import simulate
+from tuner.profile import default_profile
 from tuner.space.chip import chip_seeds
 from tuner.space.factory import space_for
 from tuner.tune import tune_workloads
@@ -93,5 +95,12 @@ def test_a_model_for_the_chip_is_timed_not_compiled(relax: Any, tmp_path: Path) 
         assert all(k.slave == "" for k in program.kernels) == (target != "sw26010")
         timed[target] = program.timing().summary()
     assert timed["sw26010-4cg"]["tuned_ms"] < timed["sw26010"]["tuned_ms"]
+    # a phase after the first in a shared spawn waits at a barrier across the CGs: each costs cg_sync_s
+    slow_sync = default_profile("sw26010").with_values({"cg_sync_s": 30e-6}).apply("sw26010-4cg")
+    moved = dataclasses.replace(program, target=slow_sync).timing()  # the same program, re-timed
+    phases = sum(1 for s in moved.steps if not s.spawned)
+    assert phases >= 1
+    assert moved.summary()["tuned_ms"] - timed["sw26010-4cg"]["tuned_ms"] == pytest.approx(
+        phases * (30e-6 - slow_sync.__class__.cg_sync_s) * 1e3, rel=1e-6)
     with pytest.raises(NotBuiltYetError, match="not yet compiled"):
         compile_model(relax, "sw26010-4cg", tmp_path / "chip", lambda w: None)

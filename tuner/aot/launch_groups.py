@@ -39,10 +39,15 @@ class Group:
         return f"swtune_group_{self.index}"
 
 
-def phase_seconds(target: Target) -> float:
+def phase_seconds(target: Target, split: bool = False) -> float:
     """What a phase after the first costs beyond its own kernel time: the barrier, minus the spawn +
-    join it no longer needs (negative: grouping saves time)."""
-    return target.cpe_sync_cycles / target.clock_hz - target.spawn_join_s
+    join it no longer needs (negative: grouping saves time). On a target of several core groups a
+    phase boundary is also a barrier across them (``Target.cg_sync_s``), and a phase whose kernel is
+    ``split`` over CGs (its time holds their launch, tuner/space/chip.py) no longer launches them."""
+    barrier = target.cpe_sync_cycles / target.clock_hz
+    if target.cgs > 1:
+        barrier += target.cg_sync_s - (target.cg_launch_s if split else 0.0)
+    return barrier - target.spawn_join_s
 
 
 def runs(graph: Graph, same_call: SameCall | None = None) -> list[list[Node]]:

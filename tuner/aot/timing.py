@@ -173,19 +173,22 @@ def model_time(graph: Graph, target: Target | str, config_of: Callable[[Any], di
 
     tgt = get_target(target)
     item = int(np.dtype(graph.dtype).itemsize)
-    cache: dict[str, tuple[float, float, float]] = {}
+    # workload key -> (tuned s, baseline s, prepass s, tuned split over CGs, baseline split over CGs)
+    cache: dict[str, tuple[float, float, float, bool, bool]] = {}
+    split: dict[tuple[int, str], bool] = {}  # (node, program): its kernel is split over core groups
 
-    def kernel(w: Any) -> tuple[float, float, float]:
+    def kernel(w: Any) -> tuple[float, float, float, bool, bool]:
         if w.key not in cache:
             space = space_for(w, tgt)
             base = openacc_baseline(space)
-            times, prepass = kernel_seconds(space, [config_of(w) or base, base])
-            cache[w.key] = (float(times[0]), float(times[1]), float(prepass[0]))
+            config = config_of(w) or base
+            times, prepass = kernel_seconds(space, [config, base])
+            cache[w.key] = (float(times[0]), float(times[1]), float(prepass[0]), config.get("cgs", 1) > 1,
+                            base.get("cgs", 1) > 1)
         return cache[w.key]
 
     from tuner.aot.launch_groups import phase_seconds
 
-    grouped = phase_seconds(tgt)  # a later phase of a shared spawn: a barrier instead of a spawn + join
     steps: list[StepTime] = []
     for n in graph.nodes:
         if n.op in ("kernel", "cpe") and n.attrs.get("phase", 0) > 0:
@@ -194,7 +197,7 @@ def model_time(graph: Graph, target: Target | str, config_of: Callable[[Any], di
             n_steps = -1
         if n.op == "kernel":
             w = n.attrs["workload"]
-            t, b, _ = kernel(w)
+            t, b, _, tuned_split, base_split = kernel(w)
             ep = n.attrs.get("epilogue")
             if ep is not None:  # its scalar work on each CPE's share of the output (no extra DMA)
                 per_elem = ep.work.arith + tgt.cpe_transcendental_cycles * ep.work.transcendental
@@ -209,20 +212,24 @@ def model_time(graph: Graph, target: Target | str, config_of: Callable[[Any], di
             k = n.attrs.get("kernel")
             steps.append(StepTime(n.source, n.relax_op, CPE, t, b, w.key + (f" + {ep.name}" if ep else ""),
                                   untuned=k is not None and not k.tuned))
+            split[(id(n), "tuned")], split[(id(n), "baseline")] = tuned_split, base_split
         elif n.op == "cpe":  # a memory-bound operator as a CPE kernel (tuner.aot.cpe_ops), same in both programs
             op = n.attrs["cpe"]
             task = getattr(op, "workload", None) is not None  # a CPE kernel task (not a layout copy)
             steps.append(StepTime(n.source, n.relax_op, CPE, op.seconds, op.seconds,
                                   f"{op.blocks} blocks of {op.block} along axis {op.axis}",
                                   untuned=task and not getattr(op, "tuned", False)))
+            # blocks spread over several CGs' CPEs (tuner/space/cpe/schedule.py)
+            split[(id(n), "tuned")] = split[(id(n), "baseline")] = getattr(op, "active", 0) > tgt.cpes
         else:
             sec, detail = _mpe_step(n, graph, tgt, item)
             steps.append(StepTime(n.source, n.relax_op, MPE, sec, sec, detail, why=mpe_reason(n)))
         if n_steps >= 0:
             s = steps[n_steps]
-            s.tuned_s += grouped
+            # a later phase of a shared spawn: a barrier instead of a spawn + join
+            s.tuned_s += phase_seconds(tgt, split.get((id(n), "tuned"), False))
             if n.attrs.get("untuned_on_cpe", True):  # the baseline runs it on the CPEs too, sharing the spawn
-                s.baseline_s += grouped
+                s.baseline_s += phase_seconds(tgt, split.get((id(n), "baseline"), False))
             s.detail += f" (phase {n.attrs['phase']} of {n.attrs['group'].name})"
             s.spawned = False
     return ModelTime(steps, tgt.spawn_join_s)
