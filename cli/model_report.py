@@ -56,13 +56,16 @@ def layer_report(layers: list[Any], tasks: list[dict[str, Any]], best: dict[str,
     fitted ``profile`` (the tuning log's active one), each tuned config's simulated 95% interval."""
     from service.demo import baselines
     from tuner.calibrate.intervals import simulated_interval
+    from tuner.space.chip import split_label
+    from tuner.targets import get_target
 
     base = baselines(layers, target)
     with_draws = profile is not None and bool(profile.fit.get("draws"))
     title = f"per-layer result on {target}" + (f" (simulator profile version {profile.version})" if profile else "")
     table = Table(title=title)
+    chip = get_target(target).cgs > 1  # kernels may split over core groups: say how each does
     columns = ("layer", "calls", "trials", "baseline ms", "tuned ms", *(("95% interval ms",) if with_draws else ()),
-               "speedup", RATE)
+               "speedup", RATE, *(("core groups",) if chip else ()))
     for col in columns:
         table.add_column(col, justify="left" if col == "layer" else "right")
     total_base = total_tuned = 0.0
@@ -79,7 +82,8 @@ def layer_report(layers: list[Any], tasks: list[dict[str, Any]], best: dict[str,
         shown = [f"{interval[0] * 1e3:.3f} - {interval[1] * 1e3:.3f}" if interval else "-"] if with_draws else []
         table.add_row(layer.name, str(layer.weight), str(task.get("trials_done", 0)), f"{b * 1e3:.3f}",
                       f"{tuned * 1e3:.3f}" if tuned else "untuned", *shown, f"{b / tuned:.2f}x" if tuned else "-",
-                      _rate(layer.workload, tuned))
+                      _rate(layer.workload, tuned),
+                      *((split_label(found["config"]) if found else "-",) if chip else ()))
     console.print(table)
     if untuned:
         console.print(f"[yellow]{len(untuned)} of {len(layers)} tasks untuned[/] (no successful measurement; counted "

@@ -188,3 +188,13 @@ def test_the_openacc_like_baseline_on_the_chip_splits_its_parallel_loop_over_eve
     # the same loop over four CGs' CPEs: faster (four memories); a quarter at best, plus the launch --
     # the conv's loop over 64 output channels keeps 16 CPEs of each CG busy, the dense's 1000 all of them
     assert t_one / 4 < t_chip < (t_one / 2 if workload.op == "dense" else 0.9 * t_one)
+
+
+def test_reports_say_how_a_tuned_config_uses_the_chip() -> None:
+    from tuner.space.chip import split_label
+
+    assert split_label(config(cgs=4, cg_split="cols")) == "4 CGs, cols"
+    assert split_label(config(cgs=1)) == split_label(SPLIT) == "1 CG"
+    # a memory-bound CPE kernel: its blocks over 192 CPEs are three CGs'
+    assert split_label({"cut": "axis1", "block": 8, "db": 1, "active": 192, "simd": 4}) == "3 CGs"
+    assert split_label({"cut": "axis1", "block": 8, "db": 1, "active": 64, "simd": 4}) == "1 CG"

@@ -30,6 +30,7 @@ from tuner.space.ops import Dim
 from tuner.targets import Target
 
 CHIP_KNOBS = ("cgs", "cg_split", "cg_operands")
+CPES_PER_CG = 64  # a memory-bound CPE kernel's ``active`` above this spreads over several CGs
 
 
 def one_cg_part(config: Mapping[str, object]) -> dict[str, object]:
@@ -158,3 +159,16 @@ def chip_seeds(one_cg_config: Mapping[str, object], cgs: int) -> list[dict[str, 
         seeds += [{**base, "cgs": cgs, "cg_split": split.label, "cg_operands": CgOperands.REPLICATE.label}
                   for split in CgSplit]
     return seeds
+
+
+def split_label(config: Mapping[str, object]) -> str:
+    """How a tuned config uses the chip, for reports: "4 CGs, cols" for a split GEMM-like kernel, "4 CGs"
+    for a memory-bound CPE kernel whose blocks spread over 4 CGs' CPEs (its ``active`` above 64), else
+    "1 CG"."""
+    cgs = config.get("cgs", 1)
+    if isinstance(cgs, int) and cgs > 1:
+        return f"{cgs} CGs, {config.get('cg_split', CgSplit.ROWS.label)}"
+    active = config.get("active")
+    if isinstance(active, int) and active > CPES_PER_CG:
+        return f"{-(-active // CPES_PER_CG)} CGs"
+    return "1 CG"
