@@ -447,6 +447,15 @@ class InterleaveOp(RowBlocks):
         return {"get_reqs": self.blocks, "get_bytes": self.o * self.widths[0] * self.item, "put_reqs": self.blocks,
                 "put_bytes": whole}
 
+    def _positions(self, big: int, w: int, assign: str) -> str:
+        """The C loop over the ``start:...:step`` positions of a block's rows: ``assign`` names the row's
+        element at a position (``{whole}``, in Y_ldm) and the source's (``{picked}``, in S_ldm)."""
+        inner = self.inner
+        whole = f"Y_ldm[r * {big}L + ({self.start}L + j * {self.step}L) * {inner}L + c]"
+        picked = f"S_ldm[r * {w}L + j * {inner}L + c]"
+        return (f"    for (long r = 0; r < n; r++) for (long j = 0; j < {w // inner}L; j++) "
+                f"for (long c = 0; c < {inner}L; c++) " + assign.format(whole=whole, picked=picked))
+
     def slave_text(self, ty: str) -> str:
         """The CPE kernel as a generated slave file (merged by tuner.aot.kernels)."""
         item, big = f"sizeof({ty})", self.width
@@ -479,19 +488,15 @@ class InterleaveOp(RowBlocks):
                 off += w
             lines += put("Y_ldm", f"_arg->p[{len(self.widths)}] + o0 * {big}L", f"n * {big}L")
         elif self.kind == "slice_scatter":
-            w, inner = self.widths[1], self.inner
+            w = self.widths[1]
             lines += get(f"_arg->p[0] + o0 * {big}L", "Y_ldm", f"n * {big}L")
             lines += get(f"_arg->p[1] + o0 * {w}L", "S_ldm", f"n * {w}L")
-            lines.append(f"    for (long r = 0; r < n; r++) for (long j = 0; j < {w // inner}L; j++) "
-                         f"for (long c = 0; c < {inner}L; c++) Y_ldm[r * {big}L + ({self.start}L + j * {self.step}L) "
-                         f"* {inner}L + c] = S_ldm[r * {w}L + j * {inner}L + c];")
+            lines.append(self._positions(big, w, "{whole} = {picked};"))
             lines += put("Y_ldm", f"_arg->p[2] + o0 * {big}L", f"n * {big}L")
         elif self.kind == "strided_slice":
-            w, inner = self.widths[1], self.inner
+            w = self.widths[1]
             lines += get(f"_arg->p[0] + o0 * {big}L", "Y_ldm", f"n * {big}L")
-            lines.append(f"    for (long r = 0; r < n; r++) for (long j = 0; j < {w // inner}L; j++) "
-                         f"for (long c = 0; c < {inner}L; c++) S_ldm[r * {w}L + j * {inner}L + c] = "
-                         f"Y_ldm[r * {big}L + ({self.start}L + j * {self.step}L) * {inner}L + c];")
+            lines.append(self._positions(big, w, "{picked} = {whole};"))
             lines += put("S_ldm", f"_arg->p[1] + o0 * {w}L", f"n * {w}L")
         elif self.kind == "split":
             lines += get(f"_arg->p[0] + o0 * {big}L", "Y_ldm", f"n * {big}L")

@@ -175,7 +175,6 @@ def model_time(graph: Graph, target: Target | str, config_of: Callable[[Any], di
     item = int(np.dtype(graph.dtype).itemsize)
     # workload key -> (tuned s, baseline s, prepass s, tuned split over CGs, baseline split over CGs)
     cache: dict[str, tuple[float, float, float, bool, bool]] = {}
-    split: dict[tuple[int, str], bool] = {}  # (node, program): its kernel is split over core groups
 
     def kernel(w: Any) -> tuple[float, float, float, bool, bool]:
         if w.key not in cache:
@@ -195,6 +194,7 @@ def model_time(graph: Graph, target: Target | str, config_of: Callable[[Any], di
             n_steps = len(steps)
         else:
             n_steps = -1
+        tuned_split = base_split = False  # this step's kernel is split over core groups, in each program
         if n.op == "kernel":
             w = n.attrs["workload"]
             t, b, _, tuned_split, base_split = kernel(w)
@@ -212,7 +212,6 @@ def model_time(graph: Graph, target: Target | str, config_of: Callable[[Any], di
             k = n.attrs.get("kernel")
             steps.append(StepTime(n.source, n.relax_op, CPE, t, b, w.key + (f" + {ep.name}" if ep else ""),
                                   untuned=k is not None and not k.tuned))
-            split[(id(n), "tuned")], split[(id(n), "baseline")] = tuned_split, base_split
         elif n.op == "cpe":  # a memory-bound operator as a CPE kernel (tuner.aot.cpe_ops), same in both programs
             op = n.attrs["cpe"]
             task = getattr(op, "workload", None) is not None  # a CPE kernel task (not a layout copy)
@@ -220,16 +219,16 @@ def model_time(graph: Graph, target: Target | str, config_of: Callable[[Any], di
                                   f"{op.blocks} blocks of {op.block} along axis {op.axis}",
                                   untuned=task and not getattr(op, "tuned", False)))
             # blocks spread over several CGs' CPEs (tuner/space/cpe/schedule.py)
-            split[(id(n), "tuned")] = split[(id(n), "baseline")] = getattr(op, "active", 0) > tgt.cpes
+            tuned_split = base_split = getattr(op, "active", 0) > tgt.cpes
         else:
             sec, detail = _mpe_step(n, graph, tgt, item)
             steps.append(StepTime(n.source, n.relax_op, MPE, sec, sec, detail, why=mpe_reason(n)))
         if n_steps >= 0:
             s = steps[n_steps]
             # a later phase of a shared spawn: a barrier instead of a spawn + join
-            s.tuned_s += phase_seconds(tgt, split.get((id(n), "tuned"), False))
+            s.tuned_s += phase_seconds(tgt, tuned_split)
             if n.attrs.get("untuned_on_cpe", True):  # the baseline runs it on the CPEs too, sharing the spawn
-                s.baseline_s += phase_seconds(tgt, split.get((id(n), "baseline"), False))
+                s.baseline_s += phase_seconds(tgt, base_split)
             s.detail += f" (phase {n.attrs['phase']} of {n.attrs['group'].name})"
             s.spawned = False
     return ModelTime(steps, tgt.spawn_join_s)

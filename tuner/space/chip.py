@@ -25,12 +25,12 @@ from math import prod
 import numpy as np
 
 from tuner.space.choices import CgOperands, CgSplit, Reason
+from tuner.space.cpe.schedule import CPES
 from tuner.space.knobs import Knob
 from tuner.space.ops import Dim
 from tuner.targets import Target
 
 CHIP_KNOBS = ("cgs", "cg_split", "cg_operands")
-CPES_PER_CG = 64  # a memory-bound CPE kernel's ``active`` above this spreads over several CGs
 
 
 def one_cg_part(config: Mapping[str, object]) -> dict[str, object]:
@@ -169,6 +169,6 @@ def split_label(config: Mapping[str, object]) -> str:
     if isinstance(cgs, int) and cgs > 1:
         return f"{cgs} CGs, {config.get('cg_split', CgSplit.ROWS.label)}"
     active = config.get("active")
-    if isinstance(active, int) and active > CPES_PER_CG:
-        return f"{-(-active // CPES_PER_CG)} CGs"
+    if isinstance(active, int) and active > CPES:
+        return f"{-(-active // CPES)} CGs"
     return "1 CG"
