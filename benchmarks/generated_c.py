@@ -3,7 +3,7 @@ no generated program.
 
 Usage: python benchmarks/generated_c.py [--only alexnet,...] [--compare FILE] [--out FILE]
 
-Each model (at the reduced sizes of benchmarks/model_coverage.py) is compiled twice for the SW26010:
+Each zoo model (at the reduced sizes of benchmarks/model_coverage.py) is compiled twice for the SW26010:
 untuned (every kernel at its fallback or analysed schedule) and with a sampled config per task (one
 valid config of each task's space, drawn with a seed from its workload key, so GEMM-like kernels,
 expression kernels and CPE kernels all run a non-default configuration). ``--out`` writes the hashes
@@ -23,10 +23,11 @@ from pathlib import Path
 
 import numpy as np
 from _common import emit  # noqa: F401  (also puts the checkout on sys.path)
+from model_coverage import MODELS as COVERAGE_MODELS
 
 TARGET = "sw26010"
-MODELS = {"alexnet": (0.25, 224), "vgg19": (0.25, 64), "resnet18": (0.5, 64), "resnet50": (0.25, 64),
-          "mobilenet_v2": (0.5, 96), "bert_layer": (0.25, 0), "vit_tiny": (1.0, 112)}
+# every zoo model, at benchmarks/model_coverage.py's reduced (width, image)
+MODELS = {name: (width, image) for name, (_, width, image) in COVERAGE_MODELS.items() if not name.startswith("onnx_")}
 
 
 def model_hashes(name: str) -> dict[str, str]:
