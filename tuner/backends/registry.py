@@ -21,11 +21,6 @@ from tuner.registry import Registry
 from tuner.targets import Target, get_target
 
 ENTRY_POINT_GROUP = "swtune.backends"
-BUILTIN_BACKENDS = {
-    "simulator": "tuner.backends.builtin:SIMULATOR",
-    "emulator": "tuner.backends.builtin:EMULATOR",
-    "sunway": "tuner.backends.builtin:SUNWAY",
-}
 
 
 class BackendName(StrEnum):
@@ -34,6 +29,10 @@ class BackendName(StrEnum):
     SIMULATOR = "simulator"
     EMULATOR = "emulator"
     SUNWAY = "sunway"
+
+
+# each built-in's spec is the attribute of tuner.backends.builtin named as its member
+BUILTIN_BACKENDS = {name.value: f"tuner.backends.builtin:{name.name}" for name in BackendName}
 
 
 @dataclass(frozen=True)

@@ -41,6 +41,9 @@ WORKLOADS: tuple[Workload, ...] = (Dense(512, 512, 512, "float32"), Dense(64, 10
 
 @dataclass(frozen=True)
 class Recovery:
+    """What one recovery found: the hidden profile, the fit, whether each fitted parameter's interval
+    covers its hidden value, and the held-out records' count and largest errors (module docstring)."""
+
     hidden: Profile
     calibration: Calibration
     covered: dict[str, bool]

@@ -26,6 +26,8 @@ UPDATE_PREFIX = "update"  # the name of every binding the update emits
 
 
 class OptimizerKind(StrEnum):
+    """The optimizers an update is written for (their arithmetic: the module docstring)."""
+
     SGD = "sgd"
     MOMENTUM = "momentum"
     ADAM = "adam"

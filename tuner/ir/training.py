@@ -29,6 +29,9 @@ from tuner.ir.train_modules import Dropout, Loss, prepare
 
 
 class Phase(StrEnum):
+    """The part of the step a binding belongs to, in the order they run: the forward pass with the loss,
+    the backward pass, the optimizer's update (tuner.ir.optimizers)."""
+
     FORWARD = "forward"
     BACKWARD = "backward"
     UPDATE = "update"

@@ -21,6 +21,20 @@ def _ch(c: int, width: float, multiple: int = 4) -> int:
     return max(multiple, int(c * width) // multiple * multiple)
 
 
+def heads_dim(hidden: int, heads: int, width: float) -> int:
+    """An attention model's width: ``hidden`` scaled by ``width``, a whole number of heads (at least one)."""
+    return max(heads, int(hidden * width) // heads * heads)
+
+
+def _pre_norm_attention(block: Any, dim: int) -> None:
+    """Give a pre-norm attention block its layers: a LayerNorm before attention (``ln1``) and before the
+    MLP (``ln2``), the fused q/k/v projection (``qkv``) and attention's output projection (``proj``)."""
+    from torch import nn
+
+    block.ln1, block.ln2 = nn.LayerNorm(dim), nn.LayerNorm(dim)
+    block.qkv, block.proj = nn.Linear(dim, 3 * dim), nn.Linear(dim, dim)
+
+
 def convnext(width: float = 1.0, num_classes: int = 1000) -> Any:
     """ConvNeXt-T-like: 4x4 patchify stem, blocks of 7x7 depthwise conv, LayerNorm over channels-last
     and an inverted-bottleneck MLP as Linear layers on [N, H, W, C] (GELU), layer scale, residual."""
@@ -231,14 +245,13 @@ def gpt2_block(width: float = 1.0, hidden: int = 768, heads: int = 12) -> Any:
     import torch
     from torch import nn
 
-    dim = max(heads, int(hidden * width) // heads * heads)
+    dim = heads_dim(hidden, heads, width)
     hd = dim // heads
 
     class Block(nn.Module):
         def __init__(self) -> None:
             super().__init__()
-            self.ln1, self.ln2 = nn.LayerNorm(dim), nn.LayerNorm(dim)
-            self.qkv, self.proj = nn.Linear(dim, 3 * dim), nn.Linear(dim, dim)
+            _pre_norm_attention(self, dim)
             self.fc, self.out = nn.Linear(dim, 4 * dim), nn.Linear(4 * dim, dim)
 
         def forward(self, x: Any) -> Any:
@@ -262,14 +275,13 @@ def swin_block(width: float = 1.0, image: int = 56, window: int = 7, heads: int 
     import torch
     from torch import nn
 
-    dim = max(heads, int(96 * width) // heads * heads)
+    dim = heads_dim(96, heads, width)
     hd = dim // heads
 
     class Block(nn.Module):
         def __init__(self) -> None:
             super().__init__()
-            self.ln1, self.ln2 = nn.LayerNorm(dim), nn.LayerNorm(dim)
-            self.qkv, self.proj = nn.Linear(dim, 3 * dim), nn.Linear(dim, dim)
+            _pre_norm_attention(self, dim)
             self.bias = nn.Parameter(torch.randn(heads, window * window, window * window) * 0.02)
             self.mlp = nn.Sequential(nn.Linear(dim, 4 * dim), nn.GELU(), nn.Linear(4 * dim, dim))
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from tuner.models.torch_families import FAMILIES, build_family, family_input
+from tuner.models.torch_families import FAMILIES, build_family, family_input, heads_dim
 
 
 def alexnet(width: float = 1.0, num_classes: int = 1000) -> Any:
@@ -186,15 +186,11 @@ class _Attention:
         return Attention()
 
 
-def _heads_dim(hidden: int, heads: int, width: float) -> int:
-    return max(heads, int(hidden * width) // heads * heads)
-
-
 def bert_layer(width: float = 1.0, hidden: int = 768, heads: int = 12, ff: int = 3072) -> Any:
     """One BERT-base encoder layer (post-norm): self-attention, add & LayerNorm, GELU FFN, add & LayerNorm."""
     from torch import nn
 
-    dim = _heads_dim(hidden, heads, width)
+    dim = heads_dim(hidden, heads, width)
     inner = max(1, int(ff * width))
 
     class Layer(nn.Module):
@@ -217,7 +213,7 @@ def vit_tiny(width: float = 1.0, num_classes: int = 1000, image: int = 224, patc
     from torch import nn
 
     heads = 3
-    dim = _heads_dim(192, heads, width)
+    dim = heads_dim(192, heads, width)
     tokens = (image // patch) ** 2 + 1
 
     class Block(nn.Module):
