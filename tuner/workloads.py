@@ -125,7 +125,8 @@ class Workload:
 
 @dataclass(frozen=True)
 class Conv2d(Workload):
-    """2-D convolution, NCHW data and OIHW (K, C/groups, R, S) weights."""
+    """2-D convolution, NCHW data and OIHW (K, C/groups, R, S) weights: batch n, c input channels of
+    h x w, k output channels, an r x s kernel."""
 
     op: ClassVar[str] = "conv2d"
     n: int
@@ -190,17 +191,29 @@ class Conv2d(Workload):
         return 2 * self.n * self.k * self.oh * self.ow * (self.c // self.groups) * self.r * self.s
 
 
-def _check_gemm(workload: Dense | BatchMatmul, extents: tuple[str, ...]) -> None:
-    """A GEMM's checks, in this order: its epilogue, each extent, its dtype, its FLOPs."""
-    check_epilogue(workload.epilogue)
-    for name in extents:
-        _positive(name, getattr(workload, name))
-    _check_dtype(workload.dtype)
-    _check_flops(workload)
+class _Gemm(Workload):
+    """A dense or batched GEMM: every field but its dtype and epilogue is an extent of its loops."""
+
+    epilogue: str  # a field of each subclass (see EPILOGUES)
+
+    def __post_init__(self) -> None:
+        """A GEMM's checks, in this order: its epilogue, each extent, its dtype, its FLOPs."""
+        check_epilogue(self.epilogue)
+        for name in self._extents():
+            _positive(name, getattr(self, name))
+        _check_dtype(self.dtype)
+        _check_flops(self)
+
+    def _extents(self) -> list[str]:
+        return [f.name for f in fields(self) if f.name not in ("dtype", "epilogue")]
+
+    @property
+    def flops(self) -> int:
+        return 2 * math.prod(getattr(self, name) for name in self._extents())
 
 
 @dataclass(frozen=True)
-class Dense(Workload):
+class Dense(_Gemm):
     """out[M,N] = data[M,K] x weight[N,K]^T (TVM's dense; matmul with a transposed weight)."""
 
     op: ClassVar[str] = "dense"
@@ -210,17 +223,11 @@ class Dense(Workload):
     dtype: str = "float32"
     epilogue: str = "none"  # see EPILOGUES
 
-    def __post_init__(self) -> None:
-        _check_gemm(self, ("m", "n", "k"))
-
-    @property
-    def flops(self) -> int:
-        return 2 * self.m * self.n * self.k
-
 
 @dataclass(frozen=True)
-class BatchMatmul(Workload):
-    """out[B,M,N] = a[B,M,K] x b[B,N,K]^T (TVM's batch_matmul with transpose_b)."""
+class BatchMatmul(_Gemm):
+    """out[B,M,N] = a[B,M,K] x b[B,N,K]^T (TVM's batch_matmul with transpose_b): b independent GEMMs of
+    one shape, as attention's per-head products are."""
 
     op: ClassVar[str] = "batch_matmul"
     b: int
@@ -229,13 +236,6 @@ class BatchMatmul(Workload):
     k: int
     dtype: str = "float32"
     epilogue: str = "none"  # see EPILOGUES
-
-    def __post_init__(self) -> None:
-        _check_gemm(self, ("b", "m", "n", "k"))
-
-    @property
-    def flops(self) -> int:
-        return 2 * self.b * self.m * self.n * self.k
 
 
 WORKLOAD_TYPES: dict[str, type[Workload]] = {cls.op: cls for cls in (Conv2d, Dense, BatchMatmul)}
