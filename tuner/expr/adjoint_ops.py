@@ -24,6 +24,7 @@ PAD_ATTR = "swtune_pad"  # a padding stage's widths, (low, high) per dimension
 INTERLEAVE_ATTR = "swtune_interleave"  # an assembly that interleaves its pieces: the steps per dimension
 INTERLEAVE_SOURCES_ATTR = "swtune_interleave_sources"  # its pieces' names, by residue (row-major)
 PAD_MODE_ATTR = "swtune_pad_mode"  # nn.pad's mode: "constant" (zeros) or "replicate" (the edge repeated)
+RESHAPE_ATTR = "swtune_reshape"  # an assembly that only views its one piece as the target's shape
 
 
 @dataclass(frozen=True)
@@ -375,6 +376,15 @@ def _whole(piece: Piece, shape: list[int]) -> bool:
         and [int(s) for s in tensor.shape] == shape
 
 
+def _whole_view(piece: Piece, shape: list[int]) -> bool:
+    """Whether a piece holds the gradient at every point of a target of ``shape`` viewed in its mixed
+    radix (each dimension as the sizes it is split into)."""
+    step, first, residue, radix, tensor = piece
+    return bool(radix) and all(s == 1 for s in step) and not any(first) and not any(residue) \
+        and [math.prod(sizes) for sizes in radix] == shape \
+        and [int(s) for s in tensor.shape] == [n for sizes in radix for n in sizes]
+
+
 def assemble(target: Any, pieces: list[Piece], name: str) -> Any:
     """The program's gradient of ``target``: the sum of its pieces, each at its own points. A piece
     over the whole target (a consumer's gradient, one occurrence's term) is read as it is, without a
@@ -386,6 +396,12 @@ def assemble(target: Any, pieces: list[Piece], name: str) -> Any:
     dtype = str(target.dtype)
     if len(pieces) == 1 and _whole(pieces[0], shape):
         return pieces[0][4]
+    if len(pieces) == 1 and _whole_view(pieces[0], shape):
+        # the target viewed in mixed radix (a grouped shift's channel as its group and place): the
+        # piece is the gradient in another shape, read in place (a Relax reshape: tuner.ir.expr_gradients)
+        piece = pieces[0]
+        return te.compute(shape, lambda *i: piece[4](*_virtual(list(i), piece[3])), name=name,
+                          attrs={RESHAPE_ATTR: 1})
 
     attrs = _interleave_attrs(shape, pieces)
 

@@ -15,7 +15,17 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
-from tuner.expr.derivative import NotDifferentiableError, dtype_of, is_load, kind, load_parts, nodes, rebuild, show
+from tuner.expr.derivative import (
+    NotDifferentiableError,
+    dtype_of,
+    is_load,
+    kind,
+    load_parts,
+    nodes,
+    rebuild,
+    show,
+    show_indices,
+)
 
 POSITIONS_ATTR = "swtune_positions"  # marks a stage holding the row-major positions of a reduction's points
 
@@ -182,19 +192,21 @@ class Term:
     radix: tuple[tuple[int, ...], ...] = ()  # per target dimension, the sizes it is viewed as (mixed radix)
 
 
-def _mixed_radix(dims: list[Affine], shape: list[int], extents: dict[Any, int]) -> tuple[
+def _mixed_radix(dims: list[Affine], shape: list[int], extents: dict[Any, int], shared: bool = False) -> tuple[
         list[Affine], list[int], tuple[tuple[int, ...], ...]]:
     """A dimension indexed as ``ext(v) * u + v`` over exactly its size (a grouped conv's channel
     ``g * C_g + c``, a patch embedding's ``3 * y + r``) is a bijection: view it as the dimensions (u, v),
-    each solved directly, instead of splitting by residue. (dims, shape, the sizes of each original
-    dimension)."""
+    each solved directly, instead of splitting by residue. With ``shared``, its axes may also index other
+    dimensions (a grouped shift's channel ``(u*K + v)*C_g + q`` whose group (u, v) also shifts the rows
+    and columns): the triangular solve then substitutes them there. (dims, shape, the sizes of each
+    original dimension)."""
     out_dims: list[Affine] = []
     out_shape: list[int] = []
     radix: list[tuple[int, ...]] = []
     for d, (dim, size) in enumerate(zip(dims, shape)):
         ordered = sorted(dim.coefs.items(), key=lambda vc: vc[1])
-        mixed = len(ordered) > 1 and dim.offset == 0 and ordered[0][1] == 1 and all(
-            not any(v in other.coefs for e, other in enumerate(dims) if e != d) for v, _ in ordered)
+        mixed = len(ordered) > 1 and dim.offset == 0 and ordered[0][1] == 1 and (shared or all(
+            not any(v in other.coefs for e, other in enumerate(dims) if e != d) for v, _ in ordered))
         coef = 1
         for v, c in ordered:
             mixed = mixed and c == coef
@@ -217,23 +229,24 @@ def gather_terms(stage: Stage, index: list[Any], grad: Any, target: Any, head: A
 
     axes = list(stage.extents)
     name = str(target.op.name)
-    dims, shape, radix = _mixed_radix([affine(i, axes, name) for i in index], [int(s) for s in target.shape],
-                                      stage.extents)
+    affines = [affine(i, axes, name) for i in index]
+    target_shape = [int(s) for s in target.shape]
     # axes that are a whole dimension of the output's index: out of range, they read the head's zero
     # padding (a split axis, one of m * v_hi + v_lo, is not)
     head_dims = [affine(h, axes, "the output") for h in stage.head]
     head_axes = {v for h in head_dims for v, c in h.coefs.items() if len(h.coefs) == 1 and c == 1 and h.offset == 0}
-    pivots: list[Any | None] = []
-    for d, dim in enumerate(dims):
-        candidates = [v for v in dim.coefs if v not in pivots
-                      and all(v not in other.coefs for e, other in enumerate(dims) if e != d)]
-        if dim.coefs and not candidates:
-            raise NotDifferentiableError(f"every axis in the index {show(index[d])} of {name} also indexes another "
-                                         "dimension: its gradient needs a scatter form, which is not supported")
-        # a whole output dimension first (the head's padding bounds it), then the largest coefficient
-        # (the other axes split by it shrink to a point: v_hi of a split axis), then the largest extent
-        pivots.append(max(candidates, key=lambda v: (v in head_axes, abs(dim.coefs[v]), stage.extents[v]))
-                      if candidates else None)
+    # a mixed-radix dimension whose axes also index others (a grouped shift's channel) is viewed as its
+    # parts only where the triangular solve then takes every part: each part's axis becomes a pivot
+    # substituted into the other dimensions, instead of a reduction axis under a guard
+    dims, shape, radix = _mixed_radix(affines, target_shape, stage.extents, shared=True)
+    solved = _pivot_order(dims, stage.extents, head_axes)
+    if solved is None:
+        dims, shape, radix = _mixed_radix(affines, target_shape, stage.extents)
+        solved = _pivot_order(dims, stage.extents, head_axes)
+    if solved is None:
+        raise NotDifferentiableError(f"every axis in the index {show_indices(index)} of {name} also indexes "
+                                     "another dimension: its gradient needs a scatter form, which is not supported")
+    pivots, order = solved
     # the modulus each non-pivot axis is split by: the residue that solves every pivot's equation exactly
     modulus: dict[Any, int] = {}
     for dim, pivot in zip(dims, pivots):
@@ -252,7 +265,8 @@ def gather_terms(stage: Stage, index: list[Any], grad: Any, target: Any, head: A
     for rho in itertools.product(*residues):
         for t in itertools.product(*(range(modulus[u]) for u in split)):
             shift = dict(zip(split, t))
-            term = _one_term(stage, dims, pivots, steps, rho, shift, modulus, shape, grad, head, head_axes, name)
+            term = _one_term(stage, dims, pivots, order, steps, rho, shift, modulus, shape, grad, head,
+                             head_axes)
             if term is not None:
                 term.radix = radix
                 terms.append(term)
@@ -286,10 +300,53 @@ def gather_terms(stage: Stage, index: list[Any], grad: Any, target: Any, head: A
     return terms
 
 
-def _one_term(stage: Stage, dims: list[Affine], pivots: list[Any | None], steps: list[int], rho: tuple[int, ...],
-              shift: dict[Any, int], modulus: dict[Any, int], shape: list[int], grad: Any, head: Any,
-              head_axes: set[Any], name: str) -> Term | None:
-    """The term of one residue combination, or None when it is empty or never solves the index."""
+def _pivot_order(dims: list[Affine], extents: dict[Any, int], head_axes: set[Any]) -> tuple[
+        list[Any | None], list[int]] | None:
+    """(the pivot of each dimension, the order the dimensions are solved in), or None when the index
+    map is not triangular over distinct pivots. A pivot alone among the dimensions (the usual case: an
+    output axis, or a reduction axis of one dimension) is solved directly; an axis that also indexes
+    other dimensions (a shift's group (u, v): channel part u, row i + u) is a pivot solved first and
+    substituted into the dimensions that read it, each of which must then have a pivot of coefficient
+    +-1, so the substitution keeps its equation exact with no residue split. A dimension of several
+    axes: the whole output dimension first (the head's padding bounds it), then the largest coefficient
+    (the other axes split by it shrink to a point: v_hi of a split axis), then the largest extent."""
+
+    def best(d: int, candidates: list[Any]) -> Any:
+        return max(candidates, key=lambda v: (v in head_axes, abs(dims[d].coefs[v]), extents[v]))
+
+    pivots: list[Any | None] = [None] * len(dims)
+    # pivots in no other dimension at all: solved last, whatever the others are
+    last = [d for d, dim in enumerate(dims) if any(
+        all(v not in other.coefs for e, other in enumerate(dims) if e != d) for v in dim.coefs)]
+    for d in last:
+        pivots[d] = best(d, [v for v in dims[d].coefs if all(v not in o.coefs for e, o in enumerate(dims) if e != d)])
+    remaining = [d for d, dim in enumerate(dims) if dim.coefs and d not in last]
+    peeled: list[int] = []  # the dimension solved last first
+    while remaining:
+        for d in remaining:
+            candidates = [v for v in dims[d].coefs if v not in pivots
+                          and all(v not in dims[e].coefs for e in remaining if e != d)]
+            if candidates:
+                pivots[d] = best(d, candidates)
+                peeled.append(d)
+                remaining.remove(d)
+                break
+        else:
+            return None
+    for dim, pivot in zip(dims, pivots):
+        substituted = [u for u in dim.coefs if u != pivot and u in pivots]
+        if substituted and abs(dim.coefs[pivot]) != 1:
+            return None
+    constants = [d for d, dim in enumerate(dims) if not dim.coefs]
+    return pivots, constants + peeled[::-1] + last
+
+
+def _one_term(stage: Stage, dims: list[Affine], pivots: list[Any | None], order: list[int], steps: list[int],
+              rho: tuple[int, ...], shift: dict[Any, int], modulus: dict[Any, int], shape: list[int], grad: Any,
+              head: Any, head_axes: set[Any]) -> Term | None:
+    """The term of one residue combination, or None when it is empty or never solves the index. The
+    dimensions are solved in ``order`` (:func:`_pivot_order`): a pivot that also indexes a later
+    dimension is substituted there by its solution."""
     from tvm import tirx
 
     # the equation of each pivot dimension must be solvable for these residues
@@ -317,10 +374,11 @@ def _one_term(stage: Stage, dims: list[Affine], pivots: list[Any | None], steps:
         renamed[v] = new
         mapping[v] = new * m + t if m > 1 else new
     q = [tirx.Var(str(p.name) if p is not None else f"i{d}", "int32") for d, p in enumerate(pivots)]
-    first: list[int] = []
-    count: list[int] = []
+    first: list[int] = [0] * len(dims)
+    count: list[int] = [0] * len(dims)
     guards: list[tuple[Any, int]] = []
-    for d, (dim, pivot, m, r) in enumerate(zip(dims, pivots, steps, rho)):
+    for d in order:
+        dim, pivot, m, r = dims[d], pivots[d], steps[d], rho[d]
         points = -(-(shape[d] - r) // m) if pivot is not None else (1 if 0 <= r < shape[d] else 0)
         lo, hi = 0, points
         if pivot is not None:
@@ -328,9 +386,12 @@ def _one_term(stage: Stage, dims: list[Affine], pivots: list[Any | None], steps:
             rest_const = sum(cu * shift.get(u, 0) for u, cu in dim.coefs.items() if u != pivot)
             base = (r - dim.offset - rest_const) // m  # exact: checked above
             # axes split down to one point are constants of the residue (already in base)
-            others = [(u, cu) for u, cu in dim.coefs.items() if u != pivot and kind(renamed[u]) == "Var"]
+            others = [(u, cu) for u, cu in dim.coefs.items()
+                      if u != pivot and u not in pivots and kind(renamed[u]) == "Var"]
+            # pivots solved before, read here (m is 1: _pivot_order)
+            substituted = [(u, cu) for u, cu in dim.coefs.items() if u != pivot and u in pivots]
             ext = stage.extents[pivot]
-            if not others and pivot not in head_axes:
+            if not others and not substituted and pivot not in head_axes:
                 # tighten: the pivot sign * (q + first + base) must lie in [0, ext); a pivot of the head's
                 # index is kept in range by the head's zero padding instead, so that the taps of a
                 # stencil share one domain and make one operator
@@ -341,13 +402,15 @@ def _one_term(stage: Stage, dims: list[Affine], pivots: list[Any | None], steps:
             solved = q[d] + lo + base
             for u, cu in others:
                 solved = solved - (cu * modulus.get(u, 1) // m) * renamed[u]
+            for u, cu in substituted:
+                solved = solved - cu * mapping[u]
             mapping[pivot] = solved if sign > 0 else tirx.IntImm("int32", 0) - solved
-            if others and pivot not in head_axes:
+            if (others or substituted) and pivot not in head_axes:
                 guards.append((mapping[pivot], ext))
         if hi - lo <= 0:
             return None
-        first.append(lo)
-        count.append(hi - lo)
+        first[d] = lo
+        count[d] = hi - lo
 
     def load(tensor: Any, idx: list[Any]) -> Any:
         return tensor(*idx)

@@ -6,10 +6,12 @@ PrimFunc, and its ``te_grad_name`` names a hook that ``relax.transform.Gradient`
 backward: it emits the gradient program derived by tuner/expr/autodiff.py (every
 input's gradient) as one ``call_tir`` per stage: each derived operator a one-stage function of its own
 (a tuning task, as the compiler reads expressions), each memory pass (padding, compact copy,
-assembly) too; the pass hands each input its gradient. Two memory passes are Relax operators instead,
+assembly) too; the pass hands each input its gradient. Three memory passes are Relax operators instead,
 so the CPE cutter runs them where a call_tir of their select-and-clamp bodies would stay on the MPE:
-a padding is ``nn.pad``, and an assembly that only interleaves its pieces (a strided conv's data
-gradient, split by stride residue) is a concat, a transpose and two reshapes.
+a padding is ``nn.pad``, an assembly that only interleaves its pieces (a strided conv's data
+gradient, split by stride residue) is a concat, a transpose and two reshapes, and one that only views
+its piece in the input's shape (a gradient derived in a mixed-radix view: a grouped shift's) is a
+reshape, a view.
 
 TVM 0.27 never lowers ``call_tir_with_grad`` itself (the forward function keeps it and the VM cannot
 emit it): :func:`strip_with_grad` rewrites each one into the plain ``call_tir`` it stands for, once
@@ -31,7 +33,7 @@ import tvm_ffi
 from tvm import relax, te
 from tvm.relax.op.base import register_gradient
 
-from tuner.expr.adjoint_ops import INTERLEAVE_ATTR, INTERLEAVE_SOURCES_ATTR, PAD_ATTR, PAD_MODE_ATTR
+from tuner.expr.adjoint_ops import INTERLEAVE_ATTR, INTERLEAVE_SOURCES_ATTR, PAD_ATTR, PAD_MODE_ATTR, RESHAPE_ATTR
 from tuner.expr.autodiff import differentiate, program_stages
 from tuner.expr.layers import conv2d
 from tuner.expr.workload import script_hash
@@ -69,6 +71,11 @@ def emit_gradient(ctx: Any, tensors: Sequence[Any], name: str, inputs: Sequence[
         if widths is not None and len(sources) == 1:  # a padding: Relax's nn.pad, which the CPEs run
             values[t.op] = ctx.emit(relax.op.nn.pad(values[sources[0].op], [int(v) for v in widths],
                                                     str(t.op.attrs[PAD_MODE_ATTR]), 0.0))
+            continue
+        if t.op.attrs is not None and RESHAPE_ATTR in t.op.attrs and len(sources) == 1:
+            # a gradient derived in a mixed-radix view of its input (a grouped shift's channel as group
+            # and place): the same elements in the input's shape, a view and no pass over memory
+            values[t.op] = ctx.emit(relax.op.reshape(values[sources[0].op], [int(x) for x in t.shape]))
             continue
         interleaved = _interleave(ctx, t, sources, values)
         if interleaved is not None:
