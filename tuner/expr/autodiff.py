@@ -18,7 +18,10 @@ How (after Urban & van der Smagt's tensor-algebra AD and Halide's scatter-to-gat
   max_pool2d does.
 - **Gather form.** ``dX[a] = sum over (i, k) with J(i, k) = a of dOut[i] * d body/d X[J]``. Each index
   dimension of X is solved for one axis (its *pivot*: one in no other dimension, the output's axes
-  first, then the largest). Every other axis becomes a reduction axis of the adjoint.
+  first, then the largest). Every other axis becomes a reduction axis of the adjoint. Where a
+  dimension's every axis also indexes another, the map may still be triangular: a shift's group u
+  indexes its channel part and its row ``i + u``; u is solved from the channel first and substituted
+  in the row, whose pivot i is then ``i' - u`` -- a shift's adjoint is the opposite shift, a gather.
 - **Zero elimination.** A pivot with coefficient c (a stride) splits the adjoint by the residue of
   the index mod c, and each other axis u of that dimension by its residue mod c/gcd(c_u, c); only the
   residue combinations that solve the index exactly are kept, so no multiply-add falls on an inserted
