@@ -1,6 +1,7 @@
 """``swtune calibrate``: fit a target's simulator profile to measured times and keep it in the tuning log.
 
-Three sources of measurements, one per call:
+The command picks the source from its options and prints; the fit is ``swtune.calibrate``'s. Three
+sources of measurements, one per call:
 
 - ``--published``: swDNN's 172-shape sweep replayed with swDNN's own schedule (tuner/calibrate/swdnn.py);
   the DMA tables are already the DMA model's fit (tuner/dma_model.py) and are not refitted here. The sweep
@@ -21,7 +22,6 @@ during the fit instead (the records then fit as well as the pinned figures allow
 
 from __future__ import annotations
 
-import csv
 import json
 from collections.abc import Mapping
 from pathlib import Path
@@ -32,9 +32,7 @@ from rich.table import Table
 
 from cli.errors import CommandError
 from cli.output import console, warn
-from cli.tuning_log import DB_HELP, database_url
-
-CSV_COLUMNS = ("workload", "config", "seconds")
+from cli.tuning_log import DB_HELP
 
 
 def calibrate(
@@ -55,54 +53,19 @@ def calibrate(
 ) -> None:
     """Fit the simulator's uncertain costs (the profile) to measured times, with intervals and a
     cross-validated error, and make it the target's active profile."""
-    from tuner.calibrate.fit import calibrate as fit_profile
-    from tuner.calibrate.pins import DgemmPin, broken, check
-    from tuner.profile import default_profile
-    from tuner.targets import get_target
+    import swtune
+    from swtune.calibration import Source
 
     if sum((published, csv_file is not None, from_log)) != 1:
         raise CommandError("give exactly one source of measurements: --published, --csv FILE or --from-log")
-    tgt = get_target(target)
-    url = database_url(db)  # a bad --db is refused before any work
-    base = default_profile(tgt)
-    model: Any
-    if published:
-        from tuner.calibrate.swdnn import SwdnnReplay
-
-        if tgt.name != "sw26010":
-            raise CommandError(f"swDNN's sweep ran on SW26010, not {tgt.name}: use --csv or --from-log")
-        model = SwdnnReplay(tgt)
-    else:
-        from tuner.calibrate.records import SimulatedRecords
-
-        if csv_file is not None:
-            model = SimulatedRecords(base, read_csv(csv_file, tgt.name), f"CSV {csv_file.name}")
-        else:
-            model = SimulatedRecords(base, log_records(url, tgt.name), "tuning log hardware results")
-    constraints = [DgemmPin(base, weight=1000.0)] if pin_facts and check(base) else []
-    cal = fit_profile(model, base, bootstrap=bootstrap, folds=folds, seed=seed, constraints=constraints)
-    profile = cal.profile
-    breaks = broken(profile)
-    activate = not breaks or activate_anyway
-    if store:
-        from db import migrate
-        from db.engine import Database
-        from db.profiles import store_profile
-
-        migrate.upgrade(url)
-        database = Database(url)
-        try:
-            with database.session() as session:
-                profile = store_profile(session, profile, activate=activate)
-        finally:
-            database.dispose()
-    document = profile.to_json()
-    if out is not None:
-        out.write_text(json.dumps(document, indent=1))
+    source = Source.PUBLISHED if published else Source.CSV if csv_file is not None else Source.LOG
+    cal = swtune.calibrate(source, csv_file=csv_file, target=target, db=db, bootstrap=bootstrap, folds=folds,
+                           seed=seed, store=store, pin_facts=pin_facts, activate_anyway=activate_anyway, out=out)
     if json_out:
-        print(json.dumps(document))
+        print(json.dumps(cal.document))
         return
-    _print(profile, cal.summary(), cal.code_terms, stored=store, active=activate, url=url, breaks=breaks)
+    _print(cal.profile, cal.summary, cal.code_terms, stored=cal.stored, active=cal.active, url=cal.url,
+           breaks=cal.breaks)
 
 
 def _print(profile: Any, summary: dict[str, Any], code_terms: Mapping[str, Mapping[str, Any]], *, stored: bool,
@@ -136,71 +99,3 @@ def _print(profile: Any, summary: dict[str, Any], code_terms: Mapping[str, Mappi
     elif stored:
         console.print(f"stored as version {profile.version} of {profile.target} in {url}, not activated (it "
                       "breaks a FACTS figure; --activate-anyway to use it, --pin-facts to fit within them)")
-
-
-def read_csv(path: Path, target: str) -> list[Any]:
-    """The records of a calibration CSV; every row passes the tuning log's measurement check."""
-    from db.errors import InvalidInputError
-    from db.refs import parse_workload
-    from db.validation import check_measurement
-    from tuner.calibrate.records import Record
-
-    try:
-        text = path.read_text()
-    except (OSError, UnicodeDecodeError) as exc:
-        raise CommandError(f"cannot read {path}: {exc}") from None
-    reader = csv.DictReader(text.splitlines())
-    if reader.fieldnames is None or not set(CSV_COLUMNS) <= set(reader.fieldnames):
-        raise CommandError(f"{path}: the header must name the columns {', '.join(CSV_COLUMNS)}")
-    records = []
-    for line, row in enumerate(reader, start=2):
-        try:
-            workload = parse_workload(_json(row["workload"], "workload"))
-            seconds = _number(row["seconds"])
-            checked = check_measurement(workload, target, config=_json(row["config"], "config"), status="ok",
-                                        times=[seconds], source="hardware")
-        except InvalidInputError as exc:
-            raise CommandError(f"{path} line {line}: {exc}; nothing was fitted or stored") from None
-        records.append(Record(workload, checked.config, checked.times[0]))
-    if not records:
-        raise CommandError(f"{path} holds no measurements")
-    return records
-
-
-def _json(text: str | None, what: str) -> Any:
-    from db.errors import InvalidInputError
-
-    try:
-        return json.loads(text or "")
-    except json.JSONDecodeError:
-        raise InvalidInputError(f"{what} is not JSON: {text!r}") from None
-
-
-def _number(text: str | None) -> Any:
-    from db.errors import InvalidInputError
-
-    try:
-        return float(text or "")
-    except ValueError:
-        raise InvalidInputError(f"seconds is not a number: {text!r}") from None
-
-
-def log_records(url: str, target: str) -> list[Any]:
-    """The tuning log's successful hardware measurements of ``target`` (the median of each one's times)."""
-    import statistics
-
-    from db.engine import Database
-    from db.measurements import iter_measurements
-    from tuner.calibrate.records import Record
-
-    database = Database(url)
-    try:
-        with database.session() as session:
-            records = [Record(m.workload, m.config, statistics.median(m.times))
-                       for m in iter_measurements(session, target=target)
-                       if m.source == "hardware" and m.status == "ok" and m.times]
-    finally:
-        database.dispose()
-    if not records:
-        raise CommandError(f"the tuning log {url} holds no hardware results for {target}")
-    return records

@@ -16,12 +16,12 @@ from rich.table import Table
 
 from cli.errors import CommandError
 from cli.output import RATE, console, gflops, ms, print_json, sub_app, task_rate, task_state, warn, workload_name
+from swtune.tuning import DEFAULT_MODEL_TRIALS
 
 if TYPE_CHECKING:
     from service.client import ServiceClient
 
 DEFAULT_SERVER = "http://127.0.0.1:8000"
-DEFAULT_MODEL_TRIALS = 64  # trials per GEMM-like task of a model (submit --model, tune-model)
 
 Server = Annotated[str, typer.Option("--server", envvar="SWTUNE_SERVER", help="URL of the swtune service")]
 Token = Annotated[str | None, typer.Option("--token", envvar="SWTUNE_TOKEN", show_default=False,

@@ -1,13 +1,16 @@
-"""The tables ``tune-model`` and ``compile`` print: per layer, per operator of the whole program,
-and per Relax binding of a compiled model."""
+"""The tables ``tune-model``, ``compile`` and ``train`` print from the swtune API's results: per layer,
+per operator of the whole program, and per Relax binding of a compiled model."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rich.table import Table
 
 from cli.output import RATE, console
+
+if TYPE_CHECKING:
+    from swtune.results import ModelTuning
 
 MPE_LINES = 5  # the MPE operators the report names one by one (most time first), then one line for the rest
 
@@ -50,48 +53,46 @@ def whole_model_report(mt: Any, model: str, target: str, note: str = "") -> None
                       soft_wrap=True, highlight=False)
 
 
-def layer_report(layers: list[Any], tasks: list[dict[str, Any]], best: dict[str, Any], target: str,
-                 elapsed: float, profile: Any = None) -> None:
-    """Per layer: baseline (OpenACC-like schedule) vs the best measured time, weighted by calls; with a
-    fitted ``profile`` (the tuning log's active one), each tuned config's simulated 95% interval."""
-    from service.demo import baselines
-    from tuner.calibrate.intervals import simulated_interval
-    from tuner.space.chip import split_label
-    from tuner.targets import get_target
-
-    base = baselines(layers, target)
-    with_draws = profile is not None and bool(profile.fit.get("draws"))
-    title = f"per-layer result on {target}" + (f" (simulator profile version {profile.version})" if profile else "")
+def layer_report(result: ModelTuning) -> None:
+    """Per layer of a tuned model (``swtune.tune_model``): baseline (OpenACC-like schedule) vs the best
+    measured time, weighted by calls; with a fitted profile (the tuning log's active one), each tuned
+    config's simulated 95% interval."""
+    profile = result.profile
+    title = f"per-layer result on {result.target}" + (f" (simulator profile version {profile.version})" if profile
+                                                       else "")
     table = Table(title=title)
-    chip = get_target(target).cgs > 1  # kernels may split over core groups: say how each does
-    columns = ("layer", "calls", "trials", "baseline ms", "tuned ms", *(("95% interval ms",) if with_draws else ()),
-               "speedup", RATE, *(("core groups",) if chip else ()))
+    columns = ("layer", "calls", "trials", "baseline ms", "tuned ms",
+               *(("95% interval ms",) if result.with_intervals else ()), "speedup", RATE,
+               *(("core groups",) if result.chip else ()))
     for col in columns:
         table.add_column(col, justify="left" if col == "layer" else "right")
-    total_base = total_tuned = 0.0
-    untuned: list[str] = []
-    for layer, task in zip(layers, tasks):
-        found = best.get(layer.workload.key)
-        tuned = found["mean_time"] if found else None
-        b = base[layer.name]
-        total_base += layer.weight * b
-        total_tuned += layer.weight * (tuned if tuned else b)
-        if not tuned:
-            untuned.append(layer.name)
-        interval = simulated_interval(profile, layer.workload, found["config"]) if with_draws and found else None
-        shown = [f"{interval[0] * 1e3:.3f} - {interval[1] * 1e3:.3f}" if interval else "-"] if with_draws else []
-        table.add_row(layer.name, str(layer.weight), str(task.get("trials_done", 0)), f"{b * 1e3:.3f}",
-                      f"{tuned * 1e3:.3f}" if tuned else "untuned", *shown, f"{b / tuned:.2f}x" if tuned else "-",
-                      _rate(layer.workload, tuned),
-                      *((split_label(found["config"]) if found else "-",) if chip else ()))
+    for layer in result.layers:
+        tuned, interval = layer.tuned_s, layer.interval
+        shown = ([f"{interval[0] * 1e3:.3f} - {interval[1] * 1e3:.3f}" if interval else "-"]
+                 if result.with_intervals else [])
+        table.add_row(layer.name, str(layer.calls), str(layer.trials), f"{layer.baseline_s * 1e3:.3f}",
+                      f"{tuned * 1e3:.3f}" if tuned else "untuned", *shown,
+                      f"{layer.speedup:.2f}x" if layer.speedup else "-", _rate(layer.workload, tuned),
+                      *((layer.core_groups or "-",) if result.chip else ()))
     console.print(table)
+    untuned = result.untuned
     if untuned:
-        console.print(f"[yellow]{len(untuned)} of {len(layers)} tasks untuned[/] (no successful measurement; counted "
-                      f"at their baseline, and `swtune compile` runs them untuned): {', '.join(untuned)}",
+        console.print(f"[yellow]{len(untuned)} of {len(result.layers)} tasks untuned[/] (no successful measurement; "
+                      f"counted at their baseline, and `swtune compile` runs them untuned): {', '.join(untuned)}",
                       soft_wrap=True, highlight=False)
-    console.print(f"estimated end-to-end time of the tuned operators: {total_tuned * 1e3:.3f} ms "
-                  f"(baseline {total_base * 1e3:.3f} ms, {total_base / total_tuned:.2f}x); the whole model "
-                  f"follows. {elapsed:.0f} s.")
+    console.print(f"estimated end-to-end time of the tuned operators: {result.tuned_s * 1e3:.3f} ms "
+                  f"(baseline {result.baseline_s * 1e3:.3f} ms, {result.baseline_s / result.tuned_s:.2f}x); the "
+                  f"whole model follows. {result.elapsed_s:.0f} s.")
+
+
+def profile_note(profile: Any, interval: tuple[float, float] | None) -> str:
+    """How a report names the profile its simulated times come from, with the whole model's interval."""
+    if profile is None:
+        return ""
+    if interval is None:
+        return f" (simulator profile version {profile.version}, no fit draws: no interval)"
+    return (f" (simulator profile version {profile.version}; 95% interval {interval[0] * 1e3:.3f} - "
+            f"{interval[1] * 1e3:.3f} ms from its parameter uncertainty)")
 
 
 def _rate(workload: Any, seconds: float | None) -> str:
@@ -104,7 +105,7 @@ def _rate(workload: Any, seconds: float | None) -> str:
 
 def compile_report(result: Any, note: str = "") -> None:
     """What each Relax binding became (tuned kernel, fallback kernel, MPE C), the counts, the files;
-    ``note``: the simulator profile behind the simulated times (cli.schedule_lookup.profile_note)."""
+    ``note``: the simulator profile behind the simulated times (``profile_note``)."""
     from tuner.ir.graph import Where
 
     styles = {Where.TUNED_KERNEL: "green", Where.FALLBACK_KERNEL: "yellow", Where.MPE: "cyan"}

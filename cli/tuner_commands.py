@@ -1,10 +1,10 @@
 """The tuner's commands: ``tune`` (also ``--op``), ``targets``, ``check-op``, ``compile``, ``tune-model``.
 
-Each runs the tuner in this process; the tuner, TVM and torch are imported inside the commands, so
-``swtune --help`` stays fast. Two commands may reach the service, and import it only then:
-``compile --server`` looks schedules up over HTTP, and ``tune-model`` tunes through a server
-(``--server``) or an embedded one (``service.embedded.embedded_service``). Errors are raised, not
-printed: ``cli.errors`` turns them into one line and exit code 2.
+``tune`` and ``targets`` run the tuner in this process; ``check-op``, ``compile`` and ``tune-model`` parse
+their options, call the workflow of the swtune API (``swtune.check_op``, ``swtune.compile_model``,
+``swtune.tune_model``) and print its result. The API, the tuner, TVM and torch are imported inside the
+commands, so ``swtune --help`` stays fast. Errors are raised, not printed: ``cli.errors`` turns them into
+one line and exit code 2.
 """
 
 from __future__ import annotations
@@ -12,19 +12,22 @@ from __future__ import annotations
 import json
 import logging
 import shlex
-import time
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 from rich.table import Table
 
-from cli.client_commands import DEFAULT_MODEL_TRIALS
 from cli.errors import CommandError
-from cli.output import console, warn
-from cli.schedule_lookup import DEFAULT_CACHE, active_profile, db_lookup, profile_note, server_lookup
-from cli.tuning_log import DB_HELP, database_url
+from cli.model_report import compile_report, layer_report, profile_note, whole_model_report
+from cli.output import console
+from cli.progress import ConsoleProgress
+from cli.tuning_log import DB_HELP
+from swtune.tuning_log import DEFAULT_CACHE
 from tuner.measure.noise import DEFAULT_NOISE
+
+if TYPE_CHECKING:
+    from swtune.results import TuningPlan
 
 DEFAULT_WORKLOAD = '{"op": "conv2d", "n": 1, "c": 64, "h": 27, "w": 27, "k": 192, "r": 5, "s": 5, "padding": 2}'
 MODEL_HELP = ("a zoo model (alexnet, vgg19, resnet18, resnet50, mobilenet_v2, bert_layer, vit_tiny) or a path "
@@ -176,22 +179,13 @@ def check_op(
     lowered TIR) with the analysis. A tile check (each output tile computed in numpy only from the
     boxes its schedule fetches) runs on the same number of configs. Last line: JSON (the emulator
     figures, the tile check's under ``tile_check``)."""
-    from tuner.backends.expr_check import emulator_check
-    from tuner.codegen.tilecheck import check_space
-    from tuner.expr.workload import workload_from_op
-    from tuner.space import space_for
-    from tuner.space.expr_space import ExprSpace
+    import swtune
 
-    wl = workload_from_op(op, args)
-    space = space_for(wl, target)
-    assert isinstance(space, ExprSpace)
-    tiles = check_space(space, configs, seed=seed, max_steps=max_steps)
-    emu = emulator_check(space, configs, seed=seed)
-    for problem in (emu.problems + tiles.problems)[:10]:
+    check = swtune.check_op(op, args, target=target, configs=configs, seed=seed, max_steps=max_steps)
+    for problem in check.problems[:10]:
         console.print(f"[red]problem:[/red] {problem}")
-    print(json.dumps({"workload": wl.key, "check": "emulator", **emu.as_json(), "tile_check": tiles.as_json()}))
-    if (emu.wrong_results or emu.dma_count_mismatches or emu.tir_mismatches or emu.compile_failures
-            or emu.runtime_errors or tiles.wrong_results or tiles.dma_count_mismatches):
+    print(json.dumps(check.as_json()))
+    if check.failed:
         raise typer.Exit(1)
 
 
@@ -219,43 +213,18 @@ def compile_model(
         "call per primitive operator, each its own spawn, nothing fused across operators"))] = False,
 ) -> None:
     """Compile a whole model ahead of time: host C, tuned slave kernels, weights.bin, Makefile."""
-    from cli.model_report import compile_report
-    from tuner.aot import compile_model as aot_compile
-    from tuner.aot.framework_style import calls_per_binding
-    from tuner.bridge.extract import load_relax
-    from tuner.targets import get_target
+    import swtune
 
-    tname = get_target(target).name
-    if server:
-        url = None
-        lookup, close = server_lookup(server, token, tname, cache)
-    else:
-        url = database_url(db)
-        lookup, close = db_lookup(url, tname)
-    # simulated times (and the CPE offload decisions they drive) use the tuning log's active profile
-    profile = active_profile(tname, server=server, token=token, db_url=url)
     handler = _ConsoleHandler(logging.WARNING)
     log = logging.getLogger("tuner.aot")
     log.addHandler(handler)
     try:
-        mod = load_relax(model, batch, width, image)
-        name = Path(model).stem if model.endswith(".onnx") else model
-        calls = calls_per_binding(mod) if framework_style else None
-        result = aot_compile(mod, profile.apply(tname) if profile else tname, out, lookup, name=name,
-                             framework_style=calls)
+        compiled = swtune.compile_model(model, out, target=target, db=db, server=server, token=token, cache=cache,
+                                        batch=batch, width=width, image=image, framework_style=framework_style,
+                                        progress=ConsoleProgress())
     finally:
         log.removeHandler(handler)
-        close()
-    compile_report(result, _whole_model_note(profile, result.graph, result.kernels))
-
-
-def _whole_model_note(profile: Any, graph: Any, kernels: list[Any]) -> str:
-    """The report's note on the profile behind the simulated times, with the whole model's interval."""
-    if profile is None:
-        return ""
-    from tuner.calibrate.intervals import program_interval
-
-    return profile_note(profile, program_interval(profile, graph, {k.workload.key: k.config for k in kernels}))
+    compile_report(compiled.program, profile_note(compiled.profile, compiled.interval))
 
 
 # --- tune-model -------------------------------------------------------------------------------
@@ -265,45 +234,21 @@ VERBOSE_HELP = ("list every task in the tuning table (default: the tasks that ta
                 "line for the rest)")
 
 
-def _follow(client: Any, submitted: dict[str, Any], names: list[str], deadline: float,
-            verbose: bool = False) -> list[dict[str, Any]]:
-    """A live table of the submission's tasks (cli.task_table) until none is active (or the deadline passes)."""
-    from rich.live import Live
+class _TuneModelProgress(ConsoleProgress):
+    """``tune-model``'s stages: the tasks and the budget, then (embedded) the log and the compile that reads it."""
 
-    from cli.task_table import tasks_table
-    from service.demo import follow_tasks
+    def __init__(self, model: str, compile_hint: str | None, verbose: bool) -> None:
+        super().__init__(verbose)
+        self.model, self.compile_hint = model, compile_hint
 
-    def table(tasks: dict[int, dict[str, Any]]) -> Table:
-        return tasks_table(tasks, submitted["task_ids"], names, verbose)
-
-    with Live(table({}), console=console, refresh_per_second=4) as live:
-        tasks = follow_tasks(client, submitted, deadline, lambda tasks: live.update(table(tasks)))
-    if not console.is_terminal:  # off a terminal, Live ends its last frame without a line break
-        console.line()
-    return tasks
-
-
-def tune_on_service(url: str, token: str | None, model: str, layers: list[Any], target: str, budget: int,
-                    strategy: str | None, timeout: float, per_round: int = 16, verbose: bool = False
-                    ) -> tuple[list[dict[str, Any]], dict[str, Any]]:
-    """Submit the model to the service at ``url`` as one submission (one budget, spread by the
-    server's gradient task scheduler; ``per_round`` trials a grant), follow it (``verbose``: every
-    task's row), and fetch the best schedules. The tasks come back in ``layers`` order."""
-    from service.client import ServiceClient
-
-    with ServiceClient(url, token) as client:
-        name = Path(model).stem if model.endswith(".onnx") else model
-        created = client.submit_model(name[:128], [{"name": l.name, "workload": l.workload.to_json(),
-                                                     "calls": l.weight} for l in layers],
-                                      target, budget, strategy=strategy, per_round=per_round)
-        warn(created.get("warnings", []))
-        # layers sharing a workload are one task on the server: follow the tasks, report per layer
-        by_key = {t["workload_key"]: t["task_id"] for t in created["tasks"]}
-        submitted = {"batch": created["id"], "task_ids": [t["task_id"] for t in created["tasks"]]}
-        names = [", ".join(t["layer_names"]) for t in created["tasks"]]
-        by_id = {t["id"]: t for t in _follow(client, submitted, names, time.monotonic() + timeout, verbose)}
-        best = client.best_batch([l.workload.key for l in layers], target)["found"]
-    return [by_id[by_key[l.workload.key]] for l in layers], best
+    def tuning_planned(self, plan: TuningPlan) -> None:
+        console.print(f"[bold]{self.model}[/]: {len(plan.layers)} tunable tasks ({plan.memory_bound} memory-bound; "
+                      f"{plan.calls} calls), one budget of {plan.budget} trials; "
+                      "not tuned here (legalized: CPE kernels, or C on the MPE): "
+                      + (", ".join(f"{op} x{n}" for op, n in sorted(plan.untuned_ops.items())) or "none"))
+        if self.compile_hint is not None:
+            console.print(f"tuning log: {plan.log_url} (`{self.compile_hint}` reads it)", soft_wrap=True,
+                          highlight=False)
 
 
 def tune_model(
@@ -342,52 +287,18 @@ def tune_model(
     ``--budget`` for the whole model. A budget too small to give every task its baseline and a few
     trials is warned about; a task that ends without a successful measurement is reported untuned,
     and ``swtune compile`` runs it untuned."""
-    from cli.model_report import layer_report, whole_model_report
-    from tuner.aot import AotError
-    from tuner.aot.compiler import lower_model
-    from tuner.aot.lookup import TuningLog
-    from tuner.bridge.extract import extract_relax, load_relax, memory_bound, trial_budget
-    from tuner.ir.relax_reader import read_relax
-    from tuner.targets import get_target, with_cgs
+    import swtune
 
-    if cgs != 1:
-        target = with_cgs(target, cgs).name
-    get_target(target)
     if budget is not None and trials is not None:
         raise CommandError("give --trials (per task) or --budget (the whole model's), not both")
-    log_url = None if server else database_url(db)  # a bad --db is refused before any work
-    mod = load_relax(model, batch=batch, width=width, image=image)
-    extracted = extract_relax(mod)
-    try:
-        read_relax(mod)  # every operator must compile before anything is tuned
-    except AotError as exc:
-        raise CommandError(f"{model} cannot be compiled for Sunway, nothing was tuned: {exc}") from exc
-    layers = extracted.layers
-    memory = [l for l in layers if memory_bound(l.workload)]
-    whole = budget if budget is not None else trial_budget(layers, trials or DEFAULT_MODEL_TRIALS)
-    console.print(f"[bold]{model}[/]: {len(layers)} tunable tasks ({len(memory)} memory-bound; "
-                  f"{sum(l.weight for l in layers)} calls), one budget of {whole} trials; "
-                  "not tuned here (legalized: CPE kernels, or C on the MPE): "
-                  + (", ".join(f"{op} x{n}" for op, n in sorted(extracted.untuned.items())) or "none"))
-    start = time.monotonic()
-    if server:
-        tasks, best = tune_on_service(server, token, model, layers, target, whole, strategy, timeout,
-                                      verbose=verbose)
-    else:
-        from service.embedded import embedded_service
-
-        assert log_url is not None
+    hint = None
+    if not server:
         # the compile command that reads this log, with the model options given here
         shape = [f"--{name} {value}" for name, value, default in
                  (("batch", batch, 1), ("width", width, 1.0), ("image", image, 224)) if value != default]
         hint = " ".join(["swtune compile", model, *shape, "-o DIR --db", shlex.quote(db or "swtune.db")])
-        console.print(f"tuning log: {log_url} (`{hint}` reads it)", soft_wrap=True, highlight=False)
-        with embedded_service(log_url, workers=workers, target=target) as service:
-            tasks, best = tune_on_service(service.url, None, model, layers, target, whole, strategy, timeout,
-                                          verbose=verbose)
-    profile = active_profile(get_target(target).name, server=server, token=token, db_url=log_url)
-    layer_report(layers, tasks, best, target, time.monotonic() - start, profile)
-    # the program `swtune compile` would build from this log: fused, offloaded and grouped the same way
-    program = lower_model(mod, profile.apply(target) if profile else target,
-                          TuningLog(lambda w: best.get(w.key, {}).get("config")))
-    whole_model_report(program.timing(), model, target, _whole_model_note(profile, program.graph, program.kernels))
+    result = swtune.tune_model(model, target=target, cgs=cgs, trials=trials, budget=budget, db=db, server=server,
+                               token=token, workers=workers, strategy=strategy, batch=batch, width=width,
+                               image=image, timeout=timeout, progress=_TuneModelProgress(model, hint, verbose))
+    layer_report(result)
+    whole_model_report(result.timing, model, result.target, profile_note(result.profile, result.interval))

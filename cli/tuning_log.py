@@ -1,7 +1,7 @@
 """The tuning log a command names: ``--db`` / ``--database-url`` / ``SWTUNE_DATABASE_URL``.
 
 Each is a file path (relative or absolute: a SQLite file) or a SQLAlchemy URL. The conversion and
-the refusal of anything else are ``db.engine.normalize_url``'s; commands call :func:`database_url`
+the refusal of anything else are ``swtune.tuning_log.database_url``'s; commands call :func:`database_url`
 first, so a bad value is reported before any work starts; :func:`log_session` is a command's one
 transaction on it.
 """
@@ -12,17 +12,12 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import TYPE_CHECKING
 
+from swtune.tuning_log import database_url
+
 if TYPE_CHECKING:
     from sqlalchemy.orm import Session
 
 DB_HELP = "the tuning log: a file path (a SQLite file, e.g. swtune.db) or a SQLAlchemy URL [default: ./swtune.db]"
-
-
-def database_url(value: str | None) -> str:
-    """The SQLAlchemy URL of an option's value (None: the default ``./swtune.db``)."""
-    from db.engine import DEFAULT_URL, normalize_url
-
-    return normalize_url(value if value is not None else DEFAULT_URL)
 
 
 @contextmanager

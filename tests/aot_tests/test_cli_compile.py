@@ -84,9 +84,10 @@ def test_compile_with_a_server(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) 
 
 
 def test_no_tuning_log_means_untuned(capsys: Any) -> None:
-    from cli.schedule_lookup import db_lookup
+    from cli.progress import ConsoleProgress
+    from swtune import db_lookup
 
-    lookup, close = db_lookup("sqlite:////nonexistent-dir/swtune.db", "sw26010")
+    lookup, close = db_lookup("sqlite:////nonexistent-dir/swtune.db", "sw26010", ConsoleProgress())
     assert lookup(DENSE) is None
     close()
     assert "no tuning log" in capsys.readouterr().out

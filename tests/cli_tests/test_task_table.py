@@ -7,7 +7,6 @@ from __future__ import annotations
 import io
 from typing import Any
 
-import pytest
 from rich.console import Console
 from rich.table import Table
 
@@ -36,16 +35,13 @@ def test_a_long_table_shows_the_top_tasks_and_one_line_for_the_rest() -> None:
     assert _cells(tasks_table(tasks, list(tasks), names, verbose=True), 0) == names  # every row, in order
 
 
-def test_the_live_table_ends_its_line_off_a_terminal(monkeypatch: pytest.MonkeyPatch) -> None:
-    import cli.tuner_commands as commands
-    import service.demo
+def test_the_live_table_ends_its_line_off_a_terminal() -> None:
+    from cli.progress import ConsoleProgress
 
     console = Console(file=io.StringIO(), force_terminal=False, width=80)
-    monkeypatch.setattr(commands, "console", console)
     tasks = _tasks(2)
-    monkeypatch.setattr(service.demo, "follow_tasks", lambda client, submitted, deadline, show: (
-        show(tasks), list(tasks.values()))[1])
-    commands._follow(None, {"task_ids": [0, 1]}, ["a", "b"], 0.0)
+    with ConsoleProgress(console=console).following([0, 1], ["a", "b"]) as show:
+        show(tasks)
     after = Table(title="next table")
     after.add_column("a column wide enough for the title")
     console.print(after)

@@ -86,11 +86,11 @@ def test_a_budget_smaller_than_a_round_per_task_still_warms_every_task_up() -> N
 
 
 def test_a_training_step_s_budget_is_half_warm_up_and_half_by_share() -> None:
-    """swtune train grants half a task's trials at a time (cli.train_commands.per_round): after every
+    """swtune train grants half a task's trials at a time (swtune.trials_per_round): after every
     task's warm-up the rest of the budget goes to the task that weighs most in the step."""
-    from cli.train_commands import per_round
+    from swtune import trials_per_round
 
-    rounds = per_round(8)
+    rounds = trials_per_round(8)
     assert rounds == 4
     fresh = submission(task(1), task(2), budget=16, per_round=rounds)
     assert plan(fresh, {}, in_flight_cap=32).grants == ((1, 4), (2, 4))  # warm-ups of half the share

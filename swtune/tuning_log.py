@@ -1,20 +1,32 @@
-"""Where ``swtune compile`` finds tuned schedules: a running service, or the local tuning log.
+"""Where the workflows read tuned schedules and the simulator profile: the local tuning log, or a
+running service.
 
-A lookup maps a workload to its best config, or None (untuned: the default schedule). The second
-value of each pair releases what the lookup holds (a database engine).
+A tuning log is named by a file path (a SQLite file) or a SQLAlchemy URL (``database_url``). A lookup
+maps a workload to its best config, or None (untuned: the default schedule); ``db_lookup`` and
+``server_lookup`` return it with the function that releases what it holds (a database engine), and
+``open_log`` is the same as a context manager.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from cli.output import console
+from swtune.progress import Progress
 from tuner.aot.lookup import Lookup
 
-# where `compile --server` keeps the schedules it looked up
+# where a lookup on a server (compile_model(server=...)) keeps the schedules it looked up
 DEFAULT_CACHE = Path.home() / ".cache" / "swtune" / "schedules.json"
+
+
+def database_url(value: str | None) -> str:
+    """The SQLAlchemy URL of a tuning log named by a path or a URL (None: the default ``./swtune.db``);
+    raises ``ValueError`` naming the two accepted forms for anything else."""
+    from db.engine import DEFAULT_URL, normalize_url
+
+    return normalize_url(value if value is not None else DEFAULT_URL)
 
 
 def server_lookup(url: str, token: str | None, target: str, cache: Path | None = None
@@ -28,9 +40,9 @@ def server_lookup(url: str, token: str | None, target: str, cache: Path | None =
     return TuningLog(lookup.best), lambda: None
 
 
-def db_lookup(url: str, target: str) -> tuple[Lookup, Callable[[], None]]:
-    """Lookup in the local tuning log at ``url`` (cli.tuning_log.database_url); no database (or no
-    tables) means every workload is untuned."""
+def db_lookup(url: str, target: str, progress: Progress | None = None) -> tuple[Lookup, Callable[[], None]]:
+    """Lookup in the local tuning log at ``url`` (a URL: ``database_url``) for ``target``; no database
+    (or no tables) means every workload is untuned, which ``progress.warning`` is told."""
     from sqlalchemy.exc import SQLAlchemyError
 
     from db.engine import Database
@@ -38,10 +50,10 @@ def db_lookup(url: str, target: str) -> tuple[Lookup, Callable[[], None]]:
     from db.measurements import best_config
     from tuner.aot.lookup import TuningLog
 
+    progress = progress or Progress()
     none: Lookup = lambda w: None  # noqa: E731
-    if _missing_sqlite_file(url):
-        console.print(f"[yellow]warning:[/] no tuning log at {url}: every workload is untuned "
-                      "(default schedules)", soft_wrap=True)
+    if missing_sqlite_file(url):
+        progress.warning(f"no tuning log at {url}: every workload is untuned (default schedules)")
         return none, lambda: None
     database = Database(url)
     broken: list[str] = []
@@ -56,17 +68,30 @@ def db_lookup(url: str, target: str) -> tuple[Lookup, Callable[[], None]]:
             return None
         except SQLAlchemyError as exc:  # e.g. a database without the swtune tables
             broken.append(str(exc))
-            console.print(f"[yellow]warning:[/] cannot read the tuning log at {url} "
-                          f"({type(exc).__name__}): every workload is untuned", soft_wrap=True)
+            progress.warning(f"cannot read the tuning log at {url} ({type(exc).__name__}): every workload is "
+                             "untuned")
             return None
 
     return TuningLog(lookup), database.dispose
 
 
+@contextmanager
+def open_log(db: str | None, target: str, progress: Progress | None = None) -> Iterator[Lookup]:
+    """The best schedules of ``target`` in the tuning log ``db`` (a path or a URL; None: ``./swtune.db``),
+    as a lookup (workload -> config or None) for ``tuner.aot.compile_model`` and the like; the log's
+    engine is released on exit. Raises ``ValueError`` for a ``db`` that names no tuning log."""
+    lookup, close = db_lookup(database_url(db), target, progress)
+    try:
+        yield lookup
+    finally:
+        close()
+
+
 def active_profile(target: str, *, server: str | None = None, token: str | None = None,
-                   db_url: str | None = None) -> Any:
+                   db_url: str | None = None, progress: Progress | None = None) -> Any:
     """The target's active simulator profile in the tuning log (a service's, or the local one), or None
-    when it is the built-in profile (version 0) or cannot be read: times are then the built-in model's."""
+    when it is the built-in profile (version 0) or cannot be read (``progress.warning`` says why): times
+    are then the built-in model's."""
     import httpx
     from sqlalchemy.exc import SQLAlchemyError
 
@@ -76,8 +101,8 @@ def active_profile(target: str, *, server: str | None = None, token: str | None 
     try:
         profile = _served_profile(server, token, target) if server else _stored_profile(db_url, target)
     except (httpx.HTTPError, ServiceError, SQLAlchemyError, ProfileError) as exc:
-        console.print(f"[yellow]warning:[/] cannot read the active simulator profile of {target} "
-                      f"({type(exc).__name__}: {exc}); simulated times use the built-in profile", soft_wrap=True)
+        (progress or Progress()).warning(f"cannot read the active simulator profile of {target} "
+                                         f"({type(exc).__name__}: {exc}); simulated times use the built-in profile")
         return None
     return profile if profile is not None and profile.version > 0 else None
 
@@ -95,7 +120,7 @@ def _stored_profile(db_url: str | None, target: str) -> Any:
     from db.engine import Database
     from db.profiles import active_profile as stored_active
 
-    if db_url is None or _missing_sqlite_file(db_url):
+    if db_url is None or missing_sqlite_file(db_url):
         return None  # no tuning log yet: nothing calibrated
     database = Database(db_url)
     try:
@@ -105,7 +130,7 @@ def _stored_profile(db_url: str | None, target: str) -> Any:
         database.dispose()
 
 
-def _missing_sqlite_file(url: str) -> bool:
+def missing_sqlite_file(url: str) -> bool:
     """A SQLite tuning log whose file does not exist yet (opening it would create an empty one)."""
     from sqlalchemy.engine import make_url
 
@@ -114,11 +139,11 @@ def _missing_sqlite_file(url: str) -> bool:
             and not Path(parsed.database).exists())
 
 
-def profile_note(profile: Any, interval: tuple[float, float] | None) -> str:
-    """How a report names the profile its simulated times come from, with the whole model's interval."""
+def program_interval(profile: Any, graph: Any, kernels: list[Any]) -> tuple[float, float] | None:
+    """The whole program's 95% interval of simulated time under ``profile``'s uncertainty (None: no
+    profile, or one without fit draws)."""
     if profile is None:
-        return ""
-    if interval is None:
-        return f" (simulator profile version {profile.version}, no fit draws: no interval)"
-    return (f" (simulator profile version {profile.version}; 95% interval {interval[0] * 1e3:.3f} - "
-            f"{interval[1] * 1e3:.3f} ms from its parameter uncertainty)")
+        return None
+    from tuner.calibrate.intervals import program_interval as interval
+
+    return interval(profile, graph, {k.workload.key: k.config for k in kernels})
