@@ -26,7 +26,9 @@ model is useful from the first round, so no random warm-up is spent.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from enum import Enum
+from typing import Any
 
 import numpy as np
 
@@ -48,17 +50,36 @@ class Prior(str, Enum):
 PRIOR_COLUMN = {Prior.NOMINAL: ESTIMATE_COLUMN, Prior.SUSTAINED: SUSTAINED_COLUMN}
 
 
+@dataclass(frozen=True)
+class Knobs:
+    """How a round proposes (module docstring): its random share, the evolution, the local search and
+    the climbs, and when the model retrains."""
+
+    epsilon: float = 0.1  # share of random configs, for exploration
+    population: int = 1024
+    generations: int = 4
+    elite: int = 32  # best measured configs seeding the population
+    min_retrain: int = 8  # retrain once this many new measurements arrived ...
+    retrain_growth: float = 0.2  # ... and the data grew by this share
+    local: float = 0.25  # share of the round for the local search
+    local_starts: int = 4
+    local_pairs: int = 128
+    climb: float = 0.5  # share of the round for steepest ascent
+    climb_starts: int = 32
+    climb_steps: int = 6
+    climb_pool: int = 4
+
+
 class ModelGuidedSearch(SearchStrategy):
     name = "model"
 
     def __init__(self, space: ScheduleSpace, seed: int = 0, cost_model: CostModel | None = None,
-                 base_model: CostModel | None = None, n_init: int | None = None, epsilon: float = 0.1,
-                 population: int = 1024, generations: int = 4, elite: int = 32, min_retrain: int = 8,
-                 retrain_growth: float = 0.2, objective: str = "rank", local: float = 0.25,
-                 local_starts: int = 4, local_pairs: int = 128, ensemble: int = 0, kappa: float = 0.5,
-                 prior_weight: float = 1.0, prior_fade: float = 0.0, climb: float = 0.5, climb_starts: int = 32,
-                 climb_steps: int = 6, climb_pool: int = 4, prior: Prior | str = Prior.SUSTAINED) -> None:
+                 base_model: CostModel | None = None, n_init: int | None = None, objective: str = "rank",
+                 ensemble: int = 0, kappa: float = 0.5, prior_weight: float = 1.0, prior_fade: float = 0.0,
+                 prior: Prior | str = Prior.SUSTAINED, **knobs: Any) -> None:
+        """``knobs``: any field of :class:`Knobs` by name (TypeError for another name)."""
         super().__init__(space, seed)
+        self.knobs = Knobs(**knobs)
         if cost_model is None:
             column = PRIOR_COLUMN[Prior(prior)] if prior_weight > 0 else None
             if ensemble > 1:
@@ -70,19 +91,6 @@ class ModelGuidedSearch(SearchStrategy):
         self.model = cost_model
         self.kappa = kappa
         self.n_init = n_init if n_init is not None else (0 if base_model is not None else 16)
-        self.epsilon = epsilon
-        self.population = population
-        self.generations = generations
-        self.elite = elite
-        self.min_retrain = min_retrain
-        self.retrain_growth = retrain_growth
-        self.local = local
-        self.local_starts = local_starts
-        self.local_pairs = local_pairs
-        self.climb = climb
-        self.climb_starts = climb_starts
-        self.climb_steps = climb_steps
-        self.climb_pool = climb_pool
         self._features: list[np.ndarray] = []
         self._trained_on = 0
         self._memo = ScoreMemo(space)  # the model's scores of configs scored since it last changed
@@ -96,7 +104,7 @@ class ModelGuidedSearch(SearchStrategy):
     def _maybe_retrain(self) -> None:
         n = self.n_measured
         grown = n - self._trained_on
-        if n == 0 or grown < max(self.min_retrain, self.retrain_growth * self._trained_on):
+        if n == 0 or grown < max(self.knobs.min_retrain, self.knobs.retrain_growth * self._trained_on):
             return
         self.model.update(np.stack(self._features), np.asarray(self.measured_time))
         self._trained_on = n
@@ -117,16 +125,16 @@ class ModelGuidedSearch(SearchStrategy):
         """Population after a few generations of neighbour moves, ranked by predicted score."""
         # a quarter of the population starts fresh each round (diversity); sampling valid configs is
         # the costliest part of a round, and the generations refill the population from the best
-        starts = [self.space.sample(max(self.population // 4, 1), self.rng)]
+        starts = [self.space.sample(max(self.knobs.population // 4, 1), self.rng)]
         if self.measured_index:
             times = np.asarray(self.measured_time)
-            best = np.argsort(times)[: self.elite]
+            best = np.argsort(times)[: self.knobs.elite]
             starts.append(np.stack([self.measured_index[i] for i in best if np.isfinite(times[i])] or
                                    [self.measured_index[0]]))
         pop = np.unique(np.concatenate(starts), axis=0)
         scores = self._scores(pop)
-        for _ in range(self.generations):
-            parents = pop[np.argsort(-scores)[: max(self.population // 4, 1)]]
+        for _ in range(self.knobs.generations):
+            parents = pop[np.argsort(-scores)[: max(self.knobs.population // 4, 1)]]
             children = self.space.neighbours(np.repeat(parents, 4, axis=0), self.rng,
                                              n_moves=1 + int(self.rng.integers(0, 2)))
             child_scores = self._scores(children)
@@ -134,7 +142,7 @@ class ModelGuidedSearch(SearchStrategy):
             scores = np.concatenate([scores, child_scores])
             pop, first = np.unique(pop, axis=0, return_index=True)
             scores = scores[first]
-            keep = np.argsort(-scores)[: self.population]
+            keep = np.argsort(-scores)[: self.knobs.population]
             pop, scores = pop[keep], scores[keep]
         return pop, scores
 
@@ -143,13 +151,13 @@ class ModelGuidedSearch(SearchStrategy):
         if n <= 0 or not self.measured_index:
             return []
         times = np.asarray(self.measured_time)
-        order = [i for i in np.argsort(times)[: self.local_starts] if np.isfinite(times[i])]
+        order = [i for i in np.argsort(times)[: self.knobs.local_starts] if np.isfinite(times[i])]
         if not order:
             return []
         top = np.stack([self.measured_index[i] for i in order])
         cand = single_knob_moves(self.space, top)
-        if self.local_pairs:  # two-knob moves: trade one tile against another at the LDM limit
-            pairs = self.space.neighbours(np.repeat(top, self.local_pairs, axis=0), self.rng, n_moves=2)
+        if self.knobs.local_pairs:  # two-knob moves: trade one tile against another at the LDM limit
+            pairs = self.space.neighbours(np.repeat(top, self.knobs.local_pairs, axis=0), self.rng, n_moves=2)
             cand = np.unique(np.concatenate([cand, pairs]), axis=0) if len(cand) else pairs
         if len(cand) == 0:
             return []
@@ -165,17 +173,17 @@ class ModelGuidedSearch(SearchStrategy):
         """
         if n <= 0:
             return []
-        fresh = self.space.sample(self.climb_pool * self.climb_starts, self.rng)
-        fresh = fresh[np.argsort(-self._scores(fresh))[: self.climb_starts]]
+        fresh = self.space.sample(self.knobs.climb_pool * self.knobs.climb_starts, self.rng)
+        fresh = fresh[np.argsort(-self._scores(fresh))[: self.knobs.climb_starts]]
         starts = [fresh]
         if self.measured_index:
             times = np.asarray(self.measured_time)
-            best = [i for i in np.argsort(times)[: self.climb_starts // 2] if np.isfinite(times[i])]
+            best = [i for i in np.argsort(times)[: self.knobs.climb_starts // 2] if np.isfinite(times[i])]
             if best:
                 starts.append(np.stack([self.measured_index[i] for i in best]))
         rows = np.unique(np.concatenate(starts), axis=0)
         scores = self._scores(rows)
-        for _ in range(self.climb_steps):
+        for _ in range(self.knobs.climb_steps):
             moves, parents = moves_with_parents(self.space, rows)
             if len(moves) == 0:
                 break
@@ -199,10 +207,10 @@ class ModelGuidedSearch(SearchStrategy):
         self._maybe_retrain()
         if not self.model.trained:
             return self._random(n)
-        n_explore = int(round(self.epsilon * n))
-        picked = self._local(int(round(self.local * n)))
+        n_explore = int(round(self.knobs.epsilon * n))
+        picked = self._local(int(round(self.knobs.local * n)))
         keys = {self._key(r) for r in picked}
-        for row in self._climb(min(int(round(self.climb * n)), n - n_explore - len(picked))):
+        for row in self._climb(min(int(round(self.knobs.climb * n)), n - n_explore - len(picked))):
             if self._key(row) not in keys:
                 picked.append(row)
                 keys.add(self._key(row))
