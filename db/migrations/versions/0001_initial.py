@@ -1,7 +1,5 @@
 """Initial schema of the tuning log: targets, workloads, tasks, jobs, measurements, workers, tokens.
 
-Revision ID: 0001
-Revises:
 Create Date: 2026-11-30
 """
 
@@ -10,18 +8,10 @@ from __future__ import annotations
 import sqlalchemy as sa
 from alembic import op
 
-from db.timeutil import utcnow  # a dialect-compiled now(): millisecond strftime on SQLite
+from db.migrations.columns import BigId, created, foreign_key, primary_key, search_columns
 
 revision = "0001"
 down_revision = None
-branch_labels = None
-depends_on = None
-
-BigId = sa.BigInteger().with_variant(sa.Integer(), "sqlite")
-
-
-def _created(name: str = "created_at") -> sa.Column:
-    return sa.Column(name, sa.DateTime(timezone=True), server_default=utcnow(), nullable=False)
 
 
 def upgrade() -> None:
@@ -31,9 +21,9 @@ def upgrade() -> None:
         sa.Column("name", sa.String(128), nullable=False),
         sa.Column("role", sa.String(16), nullable=False),
         sa.Column("token_hash", sa.String(64), nullable=False),
-        _created(),
+        created(),
         sa.Column("revoked_at", sa.DateTime(timezone=True), nullable=True),
-        sa.PrimaryKeyConstraint("id", name="pk_api_tokens"),
+        primary_key("api_tokens"),
         sa.UniqueConstraint("token_hash", name="uq_api_tokens_token_hash"),
     )
     op.create_table(
@@ -41,8 +31,8 @@ def upgrade() -> None:
         sa.Column("id", sa.Integer(), nullable=False),
         sa.Column("name", sa.String(64), nullable=False),
         sa.Column("description", sa.Text(), nullable=False),
-        _created(),
-        sa.PrimaryKeyConstraint("id", name="pk_targets"),
+        created(),
+        primary_key("targets"),
         sa.UniqueConstraint("name", name="uq_targets_name"),
     )
     op.create_table(
@@ -53,9 +43,9 @@ def upgrade() -> None:
         sa.Column("backend", sa.String(32), nullable=False),
         sa.Column("token_id", sa.Integer(), nullable=True),
         sa.Column("jobs_leased", sa.Integer(), nullable=False),
-        _created(),
-        _created("last_seen_at"),
-        sa.PrimaryKeyConstraint("id", name="pk_workers"),
+        created(),
+        created("last_seen_at"),
+        primary_key("workers"),
         sa.UniqueConstraint("name", name="uq_workers_name"),
     )
     op.create_table(
@@ -65,8 +55,8 @@ def upgrade() -> None:
         sa.Column("op", sa.String(32), nullable=False),
         sa.Column("canonical_json", sa.Text(), nullable=False),
         sa.Column("flops", sa.BigInteger(), nullable=False),
-        _created(),
-        sa.PrimaryKeyConstraint("id", name="pk_workloads"),
+        created(),
+        primary_key("workloads"),
         sa.UniqueConstraint("canonical_json", name="uq_workloads_canonical_json"),
         sa.UniqueConstraint("key", name="uq_workloads_key"),
     )
@@ -86,10 +76,10 @@ def upgrade() -> None:
         sa.Column("details", sa.JSON(), nullable=False),
         sa.Column("task_id", sa.Integer(), nullable=True),
         sa.Column("job_id", sa.BigInteger(), nullable=True),
-        _created(),
-        sa.ForeignKeyConstraint(["target_id"], ["targets.id"], name="fk_measurements_target_id_targets"),
-        sa.ForeignKeyConstraint(["workload_id"], ["workloads.id"], name="fk_measurements_workload_id_workloads"),
-        sa.PrimaryKeyConstraint("id", name="pk_measurements"),
+        created(),
+        foreign_key("measurements", "target_id", "targets"),
+        foreign_key("measurements", "workload_id", "workloads"),
+        primary_key("measurements"),
         sa.UniqueConstraint("workload_id", "target_id", "config_hash",
                             name="uq_measurements_workload_id_target_id_config_hash"),
     )
@@ -102,15 +92,12 @@ def upgrade() -> None:
         sa.Column("label", sa.String(128), nullable=False),
         sa.Column("batch", sa.String(64), nullable=False),
         sa.Column("trial_budget", sa.Integer(), nullable=False),
-        sa.Column("strategy", sa.String(64), nullable=False),
-        sa.Column("seed", sa.Integer(), nullable=False),
-        sa.Column("state", sa.String(16), nullable=False),
-        sa.Column("submitter", sa.String(128), nullable=False),
-        _created(),
-        _created("updated_at"),
-        sa.ForeignKeyConstraint(["target_id"], ["targets.id"], name="fk_tuning_tasks_target_id_targets"),
-        sa.ForeignKeyConstraint(["workload_id"], ["workloads.id"], name="fk_tuning_tasks_workload_id_workloads"),
-        sa.PrimaryKeyConstraint("id", name="pk_tuning_tasks"),
+        *search_columns(),
+        created(),
+        created("updated_at"),
+        foreign_key("tuning_tasks", "target_id", "targets"),
+        foreign_key("tuning_tasks", "workload_id", "workloads"),
+        primary_key("tuning_tasks"),
     )
     op.create_index("ix_tuning_tasks_batch", "tuning_tasks", ["batch"])
     op.create_index("ix_tuning_tasks_state_target", "tuning_tasks", ["state", "target_id"])
@@ -131,13 +118,12 @@ def upgrade() -> None:
         sa.Column("worker", sa.String(128), nullable=True),
         sa.Column("leased_by_token", sa.Integer(), nullable=True),
         sa.Column("error", sa.Text(), nullable=False),
-        _created(),
+        created(),
         sa.Column("finished_at", sa.DateTime(timezone=True), nullable=True),
-        sa.ForeignKeyConstraint(["target_id"], ["targets.id"], name="fk_measure_jobs_target_id_targets"),
-        sa.ForeignKeyConstraint(["task_id"], ["tuning_tasks.id"], name="fk_measure_jobs_task_id_tuning_tasks",
-                                ondelete="CASCADE"),
-        sa.ForeignKeyConstraint(["workload_id"], ["workloads.id"], name="fk_measure_jobs_workload_id_workloads"),
-        sa.PrimaryKeyConstraint("id", name="pk_measure_jobs"),
+        foreign_key("measure_jobs", "target_id", "targets"),
+        foreign_key("measure_jobs", "task_id", "tuning_tasks", ondelete="CASCADE"),
+        foreign_key("measure_jobs", "workload_id", "workloads"),
+        primary_key("measure_jobs"),
         sa.UniqueConstraint("workload_id", "target_id", "config_hash",
                             name="uq_measure_jobs_workload_id_target_id_config_hash"),
     )

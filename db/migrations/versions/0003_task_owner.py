@@ -3,8 +3,6 @@
 Only that token or an admin may cancel the task. Tasks created before this revision (or in the
 embedded no-auth mode) have no owner token and can be cancelled by admins only.
 
-Revision ID: 0003
-Revises: 0002
 Create Date: 2026-12-01
 """
 
@@ -15,8 +13,6 @@ from alembic import op
 
 revision = "0003"
 down_revision = "0002"
-branch_labels = None
-depends_on = None
 
 
 def upgrade() -> None:

@@ -4,8 +4,6 @@ A submission row owns the one budget the driver spreads over its tasks; its task
 ``submission_id`` (NULL for tasks submitted one per workload, which keep their own budgets) and carry
 how many times the model runs their workload (``call_count``, 1 for older tasks).
 
-Revision ID: 0004
-Revises: 0003
 Create Date: 2026-12-01
 """
 
@@ -14,12 +12,10 @@ from __future__ import annotations
 import sqlalchemy as sa
 from alembic import op
 
-from db.timeutil import utcnow
+from db.migrations.columns import created, foreign_key, primary_key, search_columns
 
 revision = "0004"
 down_revision = "0003"
-branch_labels = None
-depends_on = None
 
 
 def upgrade() -> None:
@@ -31,15 +27,12 @@ def upgrade() -> None:
         sa.Column("trial_budget", sa.Integer(), nullable=False),
         sa.Column("per_round", sa.Integer(), nullable=False),
         sa.Column("early_stop", sa.Integer(), nullable=True),
-        sa.Column("strategy", sa.String(64), nullable=False),
-        sa.Column("seed", sa.Integer(), nullable=False),
-        sa.Column("state", sa.String(16), nullable=False),
-        sa.Column("submitter", sa.String(128), nullable=False),
+        *search_columns(),
         sa.Column("submitter_token_id", sa.Integer(), nullable=True),
-        sa.Column("created_at", sa.DateTime(timezone=True), server_default=utcnow(), nullable=False),
-        sa.Column("updated_at", sa.DateTime(timezone=True), server_default=utcnow(), nullable=False),
-        sa.ForeignKeyConstraint(["target_id"], ["targets.id"], name="fk_submissions_target_id_targets"),
-        sa.PrimaryKeyConstraint("id", name="pk_submissions"),
+        created(),
+        created("updated_at"),
+        foreign_key("submissions", "target_id", "targets"),
+        primary_key("submissions"),
     )
     op.create_index("ix_submissions_state", "submissions", ["state"])
     with op.batch_alter_table("tuning_tasks") as batch:

@@ -7,8 +7,6 @@ source. Every simulated row before profiles existed was measured with the built-
 ``ix_measurements_best_source`` lets the compile-time lookup find the fastest hardware time (preferred over
 simulated ones) with one index probe.
 
-Revision ID: 0005
-Revises: 0004
 Create Date: 2026-12-03
 """
 
@@ -17,12 +15,10 @@ from __future__ import annotations
 import sqlalchemy as sa
 from alembic import op
 
-from db.timeutil import utcnow
+from db.migrations.columns import created, foreign_key, primary_key
 
 revision = "0005"
 down_revision = "0004"
-branch_labels = None
-depends_on = None
 
 
 def upgrade() -> None:
@@ -33,9 +29,9 @@ def upgrade() -> None:
         sa.Column("version", sa.Integer(), nullable=False),
         sa.Column("document", sa.JSON(), nullable=False),
         sa.Column("active", sa.Boolean(), nullable=False),
-        sa.Column("created_at", sa.DateTime(timezone=True), server_default=utcnow(), nullable=False),
-        sa.ForeignKeyConstraint(["target_id"], ["targets.id"], name="fk_profiles_target_id_targets"),
-        sa.PrimaryKeyConstraint("id", name="pk_profiles"),
+        created(),
+        foreign_key("profiles", "target_id", "targets"),
+        primary_key("profiles"),
         sa.UniqueConstraint("target_id", "version", name="uq_profiles_target_id_version"),
     )
     with op.batch_alter_table("measurements") as batch:

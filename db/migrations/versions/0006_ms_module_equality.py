@@ -9,8 +9,6 @@ stored before was deduplicated structurally: backfilled "structural".
 (tuner.bridge.ms_rules: failed only at exactly 1e10, a trace with instructions before its first
 postproc, the plain mean), so a top-k query orders in SQL. Both are recomputed for the stored records.
 
-Revision ID: 0006
-Revises: 0005
 Create Date: 2026-12-04
 """
 
@@ -19,16 +17,14 @@ from __future__ import annotations
 import sqlalchemy as sa
 from alembic import op
 
+from db.migrations.columns import BigId
 from tuner.bridge.ms_rules import rank
 
 revision = "0006"
 down_revision = "0005"
-branch_labels = None
-depends_on = None
 
 BATCH = 500
 
-BigId = sa.BigInteger().with_variant(sa.Integer(), "sqlite")
 records = sa.table("ms_records", sa.column("id", BigId), sa.column("record_json", sa.JSON()),
                    sa.column("valid", sa.Boolean()), sa.column("mean_run_secs", sa.Float()))
 

@@ -1,0 +1,36 @@
+"""What the migrations' tables share: the id types, the creation stamps, the constraint names.
+
+A migration that has run has built its tables with these; so each maker here keeps making exactly
+what it made (a change is a new migration, never an edit here). Constraint names follow db.orm's
+naming convention: ``pk_<table>``, ``fk_<table>_<column>_<referred table>``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import sqlalchemy as sa
+
+from db.timeutil import utcnow  # a dialect-compiled now(): millisecond strftime on SQLite
+
+BigId = sa.BigInteger().with_variant(sa.Integer(), "sqlite")
+
+
+def created(name: str = "created_at") -> sa.Column:
+    """A stamp the database sets when the row is inserted."""
+    return sa.Column(name, sa.DateTime(timezone=True), server_default=utcnow(), nullable=False)
+
+
+def search_columns() -> list[sa.Column]:
+    """How a tuning task or a model submission searches, and who submitted it."""
+    return [sa.Column("strategy", sa.String(64), nullable=False), sa.Column("seed", sa.Integer(), nullable=False),
+            sa.Column("state", sa.String(16), nullable=False), sa.Column("submitter", sa.String(128), nullable=False)]
+
+
+def primary_key(table: str) -> sa.PrimaryKeyConstraint:
+    return sa.PrimaryKeyConstraint("id", name=f"pk_{table}")
+
+
+def foreign_key(table: str, column: str, referred: str, **options: Any) -> sa.ForeignKeyConstraint:
+    """``table.column`` refers to ``referred.id``."""
+    return sa.ForeignKeyConstraint([column], [f"{referred}.id"], name=f"fk_{table}_{column}_{referred}", **options)
