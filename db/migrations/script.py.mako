@@ -1,7 +1,5 @@
 """${message}
 
-Revision ID: ${up_revision}
-Revises: ${down_revision | comma,n}
 Create Date: ${create_date}
 
 """
@@ -11,11 +9,16 @@ from alembic import op
 import sqlalchemy as sa
 ${imports if imports else ""}
 
-# revision identifiers, used by Alembic.
+# revision identifiers, used by Alembic (they are stated here only; branch_labels and depends_on
+# default to None)
 revision: str = ${repr(up_revision)}
 down_revision: Union[str, Sequence[str], None] = ${repr(down_revision)}
+% if branch_labels:
 branch_labels: Union[str, Sequence[str], None] = ${repr(branch_labels)}
+% endif
+% if depends_on:
 depends_on: Union[str, Sequence[str], None] = ${repr(depends_on)}
+% endif
 
 
 def upgrade() -> None:
