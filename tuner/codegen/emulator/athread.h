@@ -21,12 +21,18 @@ int athread_init(void);
 int athread_halt(void);
 int athread_join(void);
 int __real_athread_spawn(void *fpc, void *arg);
+/* SW26010-Pro all-shared mode (and the SW26010 chip with SWEMU_CGS > 1): every core group */
+int athread_init_cgs(void);
+int __real_athread_spawn_cgs(void *fpc, void *arg);
+int athread_join_cgs(void);
+void *malloc_cross(size_t size);
 int athread_get_max_threads(void);
 int athread_set_num_threads(int num);
 int athread_get_num_threads(void);
 int athread_get_id(int core);
-/* used by the athread_spawn macro of the one-command build, see below */
+/* used by the athread_spawn(_cgs) macros of the one-command build, see below */
 int swemu_spawn_resolve(void *renamed, void *plain, const char *name, void *arg);
+int swemu_spawn_cgs_resolve(void *renamed, void *plain, const char *name, void *arg);
 
 #define SLAVE_FUN(x) slave_##x
 
@@ -43,20 +49,21 @@ int swemu_spawn_resolve(void *renamed, void *plain, const char *name, void *arg)
  */
 #if defined(__sw_host__) || defined(SWEMU_STRICT_SPAWN)
 #define athread_spawn(y, z) __real_athread_spawn((void *)(slave_##y), (void *)(z))
+#define athread_spawn_cgs(y, z) __real_athread_spawn_cgs((void *)(slave_##y), (void *)(z))
 #else
 #define SWEMU_PRAGMA_(x) _Pragma(#x)
-#define athread_spawn(y, z)                                                    \
+#define SWEMU_SPAWN_(resolver, y, z)                                           \
     ({                                                                         \
         SWEMU_PRAGMA_(weak slave_##y)                                          \
         extern void y(void *) __attribute__((weak));                           \
-        swemu_spawn_resolve((void *)(slave_##y), (void *)(y), #y, (void *)(z)); \
+        resolver((void *)(slave_##y), (void *)(y), #y, (void *)(z));           \
     })
+#define athread_spawn(y, z) SWEMU_SPAWN_(swemu_spawn_resolve, y, z)
+#define athread_spawn_cgs(y, z) SWEMU_SPAWN_(swemu_spawn_cgs_resolve, y, z)
 #endif
 
-/* SW26010-Pro: all-CG mode is mapped onto the single emulated core group */
-#define athread_init_cgs()        athread_init()
-#define athread_spawn_cgs(y, z)   athread_spawn(y, z)
-#define athread_join_cgs()        athread_join()
+/* SW26010-Pro all-shared mode: athread_spawn_cgs starts the kernel on the CPEs of every emulated core
+ * group (SWEMU_CGS, default 1), athread_join_cgs waits for them all */
 #define athread_halt_cgs()        athread_halt()
 #define CRTS_init()               athread_init()
 #define CRTS_athread_spawn        athread_spawn

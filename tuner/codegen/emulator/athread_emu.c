@@ -2,7 +2,11 @@
  * athread_emu.c - swemu: run Sunway SW26010 / SW26010-Pro athread programs
  * on x86 (gcc, pthreads).  See README.md for what is emulated and how.
  *
- *  - one pthread per CPE (SWEMU_CPES, default 64, 8x8 mesh, single CG)
+ *  - one pthread per CPE (SWEMU_CPES, default 64, 8x8 mesh) in each of
+ *    SWEMU_CGS core groups (default 1; 4 on an SW26010 chip, 6 on a Pro);
+ *    a host thread spawns on its own CG (athread_init binds it), or on every
+ *    CG at once (athread_spawn_cgs); each CG's CPEs, barriers, register buses
+ *    and DMA counters are its own
  *  - LDM = the thread's TLS (__thread_local objects), its ldm_malloc arena
  *    and its stack; the __thread_local + ldm_malloc bytes are checked
  *    against SWEMU_LDM_BYTES
@@ -32,6 +36,7 @@
 #include "athread.h"
 
 #define MAXCPE SWEMU_MAX_CPES
+#define MAXCG SWEMU_MAX_CGS
 #define MSG_MAX 64           /* bytes per register-communication message   */
 #define RLC_MAXDEPTH 16
 #define MAX_BLKS 512         /* live ldm_malloc blocks per CPE              */
@@ -48,7 +53,8 @@ typedef struct { msg_t q[RLC_MAXDEPTH]; int head, count; } fifo_t;
 typedef struct { char *p; size_t n; } blk_t;
 
 typedef struct {
-    int id, row, col;
+    int id, row, col;                 /* id, row, col within its core group */
+    int cg;                           /* its core group (_CGN)             */
     int active;                       /* member of the current spawn       */
     pthread_t th;
     char *tls_lo, *tls_hi;            /* this thread's TLS block (LDM)     */
@@ -79,7 +85,7 @@ typedef struct {
 
 static struct {
     pthread_once_t once;
-    int user_init, ncpe_max, nthreads, running;
+    int user_init, ncpe_max, nthreads, ncg, next_host_cg;
     size_t ldm_budget, static_ldm, stack_bytes, tls_memsz;
     double cpe_hz, mpe_hz, timeout_s;
     int rlc_depth, verbose, signals;
@@ -87,30 +93,40 @@ static struct {
     char target[32];
     pthread_mutex_t mu;
     pthread_cond_t done_cv;
-    int ndone;
-    void (*fn)(void *);
-    void *arg;
-    pthread_barrier_t start_bar;
     unsigned long long spawns, host_unaligned;
-    double t_spawn, wall_ns;
+    double wall_ns;
     int exit_hooked;
 } G = { .once = PTHREAD_ONCE_INIT, .mu = PTHREAD_MUTEX_INITIALIZER,
         .done_cv = PTHREAD_COND_INITIALIZER };
 
-static cpe_t C[MAXCPE];
+typedef struct { uint64_t key; int total, arrived; unsigned gen; } bar_t;
+
+/* one core group: its spawn, its barrier groups and its register buses */
+typedef struct {
+    int running, ndone;
+    void (*fn)(void *);
+    void *arg;
+    pthread_barrier_t start_bar;
+    double t_spawn;
+    bar_t bars[MAX_BARS];
+    int nbars;
+    pthread_mutex_t rlc_mu[2][8];
+    pthread_cond_t rlc_cv[2][8];
+} cg_t;
+
+static cg_t CG[MAXCG];
+static cpe_t CPE_ALL[MAXCG][MAXCPE];
+/* the CPEs of this thread's core group: a CPE's own, a host thread's bound CG
+ * (athread_init); ids below are within the group */
+static _Thread_local cpe_t *C = CPE_ALL[0];
+static _Thread_local int HOST_CG = -1;   /* a host thread's CG, -1 before athread_init */
 
 static event_t ERRS[MAX_EVENTS], WARNS[MAX_EVENTS];
 static int NERR, NWARN;
 static int FATAL_FLAG;
 
-typedef struct { uint64_t key; int total, arrived; unsigned gen; } bar_t;
-static bar_t BARS[MAX_BARS];
-static int NBARS;
 static pthread_mutex_t BMU = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t BCV = PTHREAD_COND_INITIALIZER;
-
-static pthread_mutex_t RLC_MU[2][8];
-static pthread_cond_t RLC_CV[2][8];
 
 /* CPE identity, visible to slave code through slave.h */
 _Thread_local int _MYID = -1;
@@ -330,8 +346,10 @@ static void write_report(void)
     sb_printf(&b, "  \"config\": {\"target\": ");
     sb_str(&b, G.target);
     sb_printf(&b, ", \"cpes\": %d, \"ldm_budget_bytes\": %zu, \"rlc_fifo_depth\": %d, "
-                  "\"cpe_hz\": %.0f, \"mpe_hz\": %.0f},\n",
+                  "\"cpe_hz\": %.0f, \"mpe_hz\": %.0f",
               n, G.ldm_budget, G.rlc_depth, G.cpe_hz, G.mpe_hz);
+    if (G.ncg > 1) sb_printf(&b, ", \"cgs\": %d", G.ncg);  /* a one-CG report reads as it always did */
+    sb_printf(&b, "},\n");
     sb_printf(&b, "  \"ldm_static_bytes\": %zu,\n  \"spawns\": %llu,\n  \"kernel_wall_ns\": %.0f,\n",
               G.static_ldm, G.spawns, G.wall_ns);
     sb_printf(&b, "  \"cpes\": [");
@@ -340,10 +358,12 @@ static void write_report(void)
     unsigned long long tot_rma_reqs = 0, tot_rma_bytes = 0, tot_rlc_put = 0, tot_rlc_get = 0;
     unsigned long long tot_syncs = 0, tot_unaligned = G.host_unaligned;
     size_t peak = 0;
-    for (int i = 0; i < n; i++) {
-        cpe_t *c = &C[i];
+    for (int k = 0; k < G.ncg * n; k++) {
+        int i = k % n, g = k / n;
+        cpe_t *c = &CPE_ALL[g][i];
         size_t lpeak = G.static_ldm + c->dyn_peak;
-        sb_printf(&b, "%s\n    {\"id\": %d, \"row\": %d, \"col\": %d", i ? "," : "", i, i / 8, i % 8);
+        sb_printf(&b, "%s\n    {\"id\": %d, \"row\": %d, \"col\": %d", k ? "," : "", i, i / 8, i % 8);
+        if (G.ncg > 1) sb_printf(&b, ", \"cg\": %d", g);
 #define X(f) sb_printf(&b, ", \"" #f "\": %llu", c->f);
         CPE_FIELDS(X)
 #undef X
@@ -357,7 +377,27 @@ static void write_report(void)
         tot_unaligned += c->unaligned;
         if (lpeak > peak) peak = lpeak;
     }
-    sb_printf(&b, "\n  ],\n  \"totals\": {\"get_reqs\": %llu, \"get_bytes\": %llu, \"get_lines\": %llu, "
+    sb_printf(&b, "\n  ],\n");
+    if (G.ncg > 1) {  /* each core group's DMA and sync counts, summed over its CPEs */
+        sb_printf(&b, "  \"core_groups\": [");
+        for (int g = 0; g < G.ncg; g++) {
+            unsigned long long sum[16] = {0};
+            for (int i = 0; i < n; i++) {
+                int f = 0;
+#define X(fld) sum[f++] += CPE_ALL[g][i].fld;
+                CPE_FIELDS(X)
+#undef X
+            }
+            sb_printf(&b, "%s\n    {\"cg\": %d", g ? "," : "", g);
+            int f = 0;
+#define X(fld) sb_printf(&b, ", \"" #fld "\": %llu", sum[f++]);
+            CPE_FIELDS(X)
+#undef X
+            sb_printf(&b, "}");
+        }
+        sb_printf(&b, "\n  ],\n");
+    }
+    sb_printf(&b, "  \"totals\": {\"get_reqs\": %llu, \"get_bytes\": %llu, \"get_lines\": %llu, "
                   "\"put_reqs\": %llu, \"put_bytes\": %llu, \"put_lines\": %llu, "
                   "\"rma_reqs\": %llu, \"rma_bytes\": %llu, \"rlc_put\": %llu, \"rlc_get\": %llu, "
                   "\"syncs\": %llu, \"ldm_peak_bytes\": %zu, \"simd_unaligned\": %llu},\n",
@@ -432,9 +472,16 @@ static void on_signal(int sig, siginfo_t *si, void *uc)
     fatal_event(SELF, "crash", msg, NULL);
 }
 
+static int any_running(void)
+{
+    for (int g = 0; g < MAXCG; g++)
+        if (CG[g].running) return 1;
+    return 0;
+}
+
 static void at_exit(void)
 {
-    if (G.running) warn(-1, "exit_without_join", "the program exited while CPE threads were still running");
+    if (any_running()) warn(-1, "exit_without_join", "the program exited while CPE threads were still running");
     write_report();
     if (NERR) {
         flush_stdout_if_free();
@@ -451,6 +498,9 @@ static void do_init(void)
     if (G.ncpe_max < 1) G.ncpe_max = 1;
     if (G.ncpe_max > MAXCPE) G.ncpe_max = MAXCPE;
     G.nthreads = G.ncpe_max;
+    G.ncg = (int)env_long("SWEMU_CGS", 1);
+    if (G.ncg < 1) G.ncg = 1;
+    if (G.ncg > MAXCG) G.ncg = MAXCG;
     long budget = env_long("SWEMU_LDM_BYTES", pro ? 262144 : 65536);
     G.ldm_budget = budget > 0 ? (size_t)budget : 65536;
     G.rlc_depth = (int)env_long("SWEMU_RLC_DEPTH", 4);
@@ -468,16 +518,20 @@ static void do_init(void)
                        ? (size_t)(__stop_swemu_ldm - __start_swemu_ldm) : 0;
     char *lo;
     my_tls_block(&lo, &G.tls_memsz);
-    for (int i = 0; i < MAXCPE; i++) {
-        C[i].id = i;
-        C[i].row = i / 8;
-        C[i].col = i % 8;
-    }
-    for (int d = 0; d < 2; d++)
-        for (int i = 0; i < 8; i++) {
-            pthread_mutex_init(&RLC_MU[d][i], NULL);
-            pthread_cond_init(&RLC_CV[d][i], NULL);
+    for (int g = 0; g < MAXCG; g++) {
+        for (int i = 0; i < MAXCPE; i++) {
+            cpe_t *c = &CPE_ALL[g][i];
+            c->id = i;
+            c->row = i / 8;
+            c->col = i % 8;
+            c->cg = g;
         }
+        for (int d = 0; d < 2; d++)
+            for (int i = 0; i < 8; i++) {
+                pthread_mutex_init(&CG[g].rlc_mu[d][i], NULL);
+                pthread_cond_init(&CG[g].rlc_cv[d][i], NULL);
+            }
+    }
     if (G.signals) {
         struct sigaction sa;
         memset(&sa, 0, sizeof sa);
@@ -497,12 +551,30 @@ static void ensure_init(void) { pthread_once(&G.once, do_init); }
 /* ------------------------------------------------------------------ */
 /* host (MPE) API                                                     */
 /* ------------------------------------------------------------------ */
+/* The core group of this host thread: the k-th thread to call athread_init gets CG k mod SWEMU_CGS (a
+ * host pthread per CG, each initialising before the next starts, as swDNN runs the SW26010's four CGs).
+ * A thread that never called it spawns on CG 0. */
+static int host_cg(void)
+{
+    return HOST_CG < 0 ? 0 : HOST_CG;
+}
+
 int athread_init(void)
 {
     ensure_init();
     G.user_init = 1;
+    if (HOST_CG < 0) {
+        pthread_mutex_lock(&G.mu);
+        HOST_CG = G.next_host_cg++ % G.ncg;
+        pthread_mutex_unlock(&G.mu);
+        C = CPE_ALL[HOST_CG];
+    }
     return 0;
 }
+
+int athread_init_cgs(void) { return athread_init(); }
+
+int swemu_cgs(void) { ensure_init(); return G.ncg; }
 
 int athread_get_max_threads(void) { ensure_init(); return G.ncpe_max; }
 int athread_get_num_threads(void) { ensure_init(); return G.nthreads; }
@@ -511,7 +583,7 @@ int athread_set_num_threads(int num)
 {
     ensure_init();
     if (num < 1 || num > G.ncpe_max) return -EAGAIN;
-    if (G.running) return -EINVAL;
+    if (any_running()) return -EINVAL;
     G.nthreads = num;
     return 0;
 }
@@ -522,11 +594,7 @@ int athread_get_id(int core)
     return core;
 }
 
-int athread_get_core(int id)
-{
-    if (id == -1) return SELF;
-    return id;
-}
+int athread_get_core(int id) { return athread_get_id(id); }
 
 int swemu_self(void) { return SELF; }
 int swemu_num_cpes(void) { ensure_init(); return G.nthreads; }
@@ -551,12 +619,14 @@ unsigned long swemu_mpe_cycles(void)
 static void *cpe_main(void *p)
 {
     cpe_t *c = p;
+    cg_t *k = &CG[c->cg];
+    C = CPE_ALL[c->cg];
     SELF = c->id;
     _MYID = c->id;
     _ROW = (char)c->row;
     _COL = (char)c->col;
     _PEN = (char)c->id;
-    _CGN = 0;
+    _CGN = (char)c->cg;
     size_t memsz;
     my_tls_block(&c->tls_lo, &memsz);
     c->tls_hi = c->tls_lo + memsz;
@@ -577,27 +647,30 @@ static void *cpe_main(void *p)
         sigaltstack(&st, NULL);
     }
     c->state = "waiting for the other CPEs to start";
-    pthread_barrier_wait(&G.start_bar);
+    pthread_barrier_wait(&k->start_bar);
     c->state = "running";
-    G.fn(G.arg);
+    k->fn(k->arg);
     c->state = "finished";
     pthread_mutex_lock(&G.mu);
-    G.ndone++;
+    k->ndone++;
     pthread_cond_broadcast(&G.done_cv);
     pthread_mutex_unlock(&G.mu);
     return NULL;
 }
 
-int __real_athread_spawn(void *fpc, void *arg)
+/* start fpc(arg) on the CPEs of core group g */
+static int spawn_cg(int g, void *fpc, void *arg, const char *api)
 {
     ensure_init();
-    if (SELF >= 0) fatal(SELF, "spawn_on_cpe", "athread_spawn called on a CPE");
+    cg_t *k = &CG[g];
+    if (SELF >= 0) fatal(SELF, "spawn_on_cpe", "%s called on a CPE", api);
     if (!G.user_init)
-        warn(-1, "spawn_without_init", "athread_spawn called before athread_init");
-    if (G.running)
+        warn(-1, "spawn_without_init", "%s called before athread_init", api);
+    if (k->running)
         fatal(-1, "spawn_while_running",
-              "athread_spawn called while the previous spawn has not been joined (athread_join missing)");
-    if (!fpc) fatal(-1, "spawn_null", "athread_spawn: the slave function pointer is NULL");
+              "%s called while the previous spawn on core group %d has not been joined (athread_join missing)",
+              api, g);
+    if (!fpc) fatal(-1, "spawn_null", "%s: the slave function pointer is NULL", api);
     if (G.static_ldm > G.ldm_budget) {
         event_t e;
         memset(&e, 0, sizeof e);
@@ -616,7 +689,7 @@ int __real_athread_spawn(void *fpc, void *arg)
     int n = G.nthreads;
     size_t arena_cap = G.ldm_budget + (size_t)LDM_ALIGN * MAX_BLKS;
     for (int i = 0; i < MAXCPE; i++) {
-        cpe_t *c = &C[i];
+        cpe_t *c = &CPE_ALL[g][i];
         c->active = i < n;
         if (!c->active) continue;
         if (!c->arena || c->arena_cap != arena_cap) {
@@ -633,45 +706,71 @@ int __real_athread_spawn(void *fpc, void *arg)
         c->cq.count = c->cq.head = 0;
         c->state = "created";
     }
-    NBARS = 0;
-    pthread_barrier_init(&G.start_bar, NULL, (unsigned)n);
-    G.fn = (void (*)(void *))fpc;
-    G.arg = arg;
-    G.ndone = 0;
-    G.running = 1;
-    G.spawns++;
-    G.t_spawn = now_ns();
+    k->nbars = 0;
+    pthread_barrier_init(&k->start_bar, NULL, (unsigned)n);
+    k->fn = (void (*)(void *))fpc;
+    k->arg = arg;
+    k->ndone = 0;
+    k->running = 1;
+    k->t_spawn = now_ns();
     pthread_attr_t at;
     pthread_attr_init(&at);
     pthread_attr_setstacksize(&at, G.stack_bytes + G.tls_memsz);
     for (int i = 0; i < n; i++) {
-        int rc = pthread_create(&C[i].th, &at, cpe_main, &C[i]);
+        int rc = pthread_create(&CPE_ALL[g][i].th, &at, cpe_main, &CPE_ALL[g][i]);
         if (rc) fatal(-1, "thread_create_failed", "pthread_create failed for CPE %d: %s", i, strerror(rc));
     }
     pthread_attr_destroy(&at);
     return 0;
 }
 
-int swemu_spawn_resolve(void *renamed, void *plain, const char *name, void *arg)
+int __real_athread_spawn(void *fpc, void *arg)
+{
+    ensure_init();
+    __atomic_fetch_add(&G.spawns, 1, __ATOMIC_RELAXED);
+    return spawn_cg(host_cg(), fpc, arg, "athread_spawn");
+}
+
+/* SW26010-Pro all-shared mode: fpc(arg) on the CPEs of every core group, each reading its _CGN */
+int __real_athread_spawn_cgs(void *fpc, void *arg)
+{
+    ensure_init();
+    __atomic_fetch_add(&G.spawns, 1, __ATOMIC_RELAXED);
+    for (int g = 0; g < G.ncg; g++) spawn_cg(g, fpc, arg, "athread_spawn_cgs");
+    return 0;
+}
+
+static void *resolve(void *renamed, void *plain, const char *name, const char *api)
 {
     void *f = renamed ? renamed : plain;
     if (!f)
         fatal(-1, "spawn_not_found",
-              "athread_spawn(%s): neither slave_%s nor %s is defined; is the slave file linked?",
-              name, name, name);
-    return __real_athread_spawn(f, arg);
+              "%s(%s): neither slave_%s nor %s is defined; is the slave file linked?", api, name, name, name);
+    return f;
 }
 
-static void timeout_fatal(void)
+int swemu_spawn_resolve(void *renamed, void *plain, const char *name, void *arg)
+{
+    return __real_athread_spawn(resolve(renamed, plain, name, "athread_spawn"), arg);
+}
+
+int swemu_spawn_cgs_resolve(void *renamed, void *plain, const char *name, void *arg)
+{
+    return __real_athread_spawn_cgs(resolve(renamed, plain, name, "athread_spawn_cgs"), arg);
+}
+
+static void timeout_fatal(int g)
 {
     char msg[512];
     size_t k = 0;
     int shown = 0;
+    char where[24] = "";
+    if (G.ncg > 1) snprintf(where, sizeof where, " of CG %d", g);
     k += (size_t)snprintf(msg + k, sizeof msg - k,
-                          "the kernel did not finish within SWEMU_TIMEOUT=%.1f s; unfinished CPEs:",
-                          G.timeout_s);
+                          "the kernel did not finish within SWEMU_TIMEOUT=%.1f s; unfinished CPEs%s:",
+                          G.timeout_s, where);
     for (int i = 0; i < G.nthreads && k < sizeof msg - 80; i++) {
-        const char *s = C[i].state;
+        const char *s = CPE_ALL[g][i].state;
         if (s && !strcmp(s, "finished")) continue;
         if (shown++ < 8) k += (size_t)snprintf(msg + k, sizeof msg - k, " %d (%s);", i, s ? s : "?");
     }
@@ -679,10 +778,12 @@ static void timeout_fatal(void)
     fatal_event(-1, "timeout", msg, NULL);
 }
 
-int athread_join(void)
+/* wait for core group g's CPEs */
+static int join_cg(int g)
 {
     ensure_init();
-    if (!G.running) return -EINVAL;
+    cg_t *k = &CG[g];
+    if (!k->running) return -EINVAL;
     pthread_mutex_lock(&G.mu);
     if (G.timeout_s > 0) {
         struct timespec dl;
@@ -690,46 +791,73 @@ int athread_join(void)
         double s = (double)dl.tv_sec + dl.tv_nsec * 1e-9 + G.timeout_s;
         dl.tv_sec = (time_t)s;
         dl.tv_nsec = (long)((s - (double)dl.tv_sec) * 1e9);
-        while (G.ndone < G.nthreads) {
+        while (k->ndone < G.nthreads) {
             int rc = pthread_cond_timedwait(&G.done_cv, &G.mu, &dl);
-            if (rc == ETIMEDOUT && G.ndone < G.nthreads) {
+            if (rc == ETIMEDOUT && k->ndone < G.nthreads) {
                 pthread_mutex_unlock(&G.mu);
-                timeout_fatal();
+                timeout_fatal(g);
             }
         }
     } else {
-        while (G.ndone < G.nthreads) pthread_cond_wait(&G.done_cv, &G.mu);
+        while (k->ndone < G.nthreads) pthread_cond_wait(&G.done_cv, &G.mu);
     }
     pthread_mutex_unlock(&G.mu);
-    for (int i = 0; i < G.nthreads; i++) pthread_join(C[i].th, NULL);
-    pthread_barrier_destroy(&G.start_bar);
-    G.running = 0;
-    G.wall_ns += now_ns() - G.t_spawn;
-    for (int i = 0; i < G.nthreads; i++)
-        if (C[i].rq.count || C[i].cq.count)
+    for (int i = 0; i < G.nthreads; i++) pthread_join(CPE_ALL[g][i].th, NULL);
+    pthread_barrier_destroy(&k->start_bar);
+    pthread_mutex_lock(&G.mu);
+    k->running = 0;
+    G.wall_ns += now_ns() - k->t_spawn;
+    pthread_mutex_unlock(&G.mu);
+    for (int i = 0; i < G.nthreads; i++) {
+        const cpe_t *c = &CPE_ALL[g][i];
+        if (c->rq.count || c->cq.count)
             warn(i, "rlc_unconsumed",
                  "register-communication messages left unread at the end of a kernel "
-                 "(CPE %d: %d row, %d column)", i, C[i].rq.count, C[i].cq.count);
+                 "(CPE %d: %d row, %d column)", i, c->rq.count, c->cq.count);
+    }
     return 0;
+}
+
+int athread_join(void) { return join_cg(host_cg()); }
+
+int athread_join_cgs(void)
+{
+    ensure_init();
+    int rc = -EINVAL;
+    for (int g = 0; g < G.ncg; g++)
+        if (CG[g].running && join_cg(g) == 0) rc = 0;
+    return rc;
 }
 
 int athread_halt(void)
 {
     ensure_init();
-    if (G.running) athread_join();
+    for (int g = 0; g < MAXCG; g++)
+        if (CG[g].running) join_cg(g);
     write_report();
     if (G.verbose) {
         unsigned long long gr = 0, gb = 0, pr = 0, pb = 0;
-        for (int i = 0; i < G.ncpe_max; i++) {
-            gr += C[i].get_reqs; gb += C[i].get_bytes;
-            pr += C[i].put_reqs; pb += C[i].put_bytes;
-        }
+        for (int g = 0; g < G.ncg; g++)
+            for (int i = 0; i < G.ncpe_max; i++) {
+                const cpe_t *c = &CPE_ALL[g][i];
+                gr += c->get_reqs; gb += c->get_bytes;
+                pr += c->put_reqs; pb += c->put_bytes;
+            }
         fprintf(stderr, "swemu: %llu spawn(s), DMA get %llu req / %llu B, put %llu req / %llu B\n",
                 G.spawns, gr, gb, pr, pb);
     }
     return 0;
 }
 
+/* memory every core group reaches (the SW26010-Pro cross segment; the all-share mode of SW26010):
+ * one address space here, so ordinary aligned memory */
+void *malloc_cross(size_t size)
+{
+    void *p = NULL;
+    return posix_memalign(&p, 128, size ? size : 1) ? NULL : p;
+}
+
+/* ------------------------------------------------------------------ */
 /* ------------------------------------------------------------------ */
 /* LDM ranges and address translation                                 */
 /* ------------------------------------------------------------------ */
@@ -835,16 +963,17 @@ static uint64_t cols_members(unsigned cols)
 
 static void barrier(int me, uint64_t members, const char *what)
 {
+    cg_t *k = &CG[C[me].cg];  /* a barrier group lies within one core group */
     pthread_mutex_lock(&BMU);
     bar_t *b = NULL;
-    for (int i = 0; i < NBARS; i++)
-        if (BARS[i].key == members) { b = &BARS[i]; break; }
+    for (int i = 0; i < k->nbars; i++)
+        if (k->bars[i].key == members) { b = &k->bars[i]; break; }
     if (!b) {
-        if (NBARS >= MAX_BARS) {
+        if (k->nbars >= MAX_BARS) {
             pthread_mutex_unlock(&BMU);
             fatal(me, "internal", "too many distinct synchronisation groups");
         }
-        b = &BARS[NBARS++];
+        b = &k->bars[k->nbars++];
         b->key = members;
         b->total = popcount64(members);
         b->arrived = 0;
@@ -914,6 +1043,16 @@ static int next_block(long len, long bsize, long stride, long k, mblk_t *b)
     b->moff = k * (bsize + stride);
     b->n = len - loff < bsize ? len - loff : bsize;
     return 1;
+}
+
+/* the blocks of one transfer between main memory and an LDM buffer */
+static void copy_blocks(int is_get, char *mem, char *ldm, long len, long bsize, long stride)
+{
+    mblk_t b;
+    for (long k = 0; next_block(len, bsize, stride, k, &b); k++) {
+        if (is_get) memcpy(ldm + b.loff, mem + b.moff, (size_t)b.n);
+        else memcpy(mem + b.moff, ldm + b.loff, (size_t)b.n);
+    }
 }
 
 static uint64_t count_lines(const char *mem, long len, long bsize, long stride)
@@ -1004,15 +1143,11 @@ static int sw_dma(int is_get, int mode, char *mem, char *ldm, long len, long str
             else memcpy(mem + b.moff, l, (size_t)b.n);
         }
     } else if (is_get) {
-        for (int t = 0; t < MAXCPE; t++) {
-            if (!(targets & (1ULL << t))) continue;
-            char *base = target_addr(me, ldm, t, api, "destination");
-            for (long k = 0; next_block(len, bsize, stride, k, &b); k++)
-                memcpy(base + b.loff, mem + b.moff, (size_t)b.n);
-        }
+        for (int t = 0; t < MAXCPE; t++)
+            if (targets & (1ULL << t))
+                copy_blocks(1, mem, target_addr(me, ldm, t, api, "destination"), len, bsize, stride);
     } else {
-        for (long k = 0; next_block(len, bsize, stride, k, &b); k++)
-            memcpy(mem + b.moff, ldm + b.loff, (size_t)b.n);
+        copy_blocks(0, mem, ldm, len, bsize, stride);
     }
     count_dma(c, is_get, mem, len, bsize, stride);
     rply_add(reply, 4);
@@ -1088,14 +1223,7 @@ static void pro_dma_issue(int me, int op, char *mem, char *ldm, long len, long b
     if (len > 0) check_dma_sides(me, ldm, (size_t)len, mem, op, api);
     if (rply && !ldm_region(c, rply, (size_t)rsize))
         fatal(me, "dma_reply_not_ldm", "%s: the reply word %p is not in this CPE's LDM", api, rply);
-    mblk_t b;
-    if (op) {
-        for (long k = 0; next_block(len, bsize, stride, k, &b); k++)
-            memcpy(ldm + b.loff, mem + b.moff, (size_t)b.n);
-    } else {
-        for (long k = 0; next_block(len, bsize, stride, k, &b); k++)
-            memcpy(mem + b.moff, ldm + b.loff, (size_t)b.n);
-    }
+    copy_blocks(op, mem, ldm, len, bsize, stride);
     count_dma(c, op, mem, len, bsize, stride);
     if (op && bc) {
         uint64_t targets = bc_members(c, bc);
@@ -1255,8 +1383,8 @@ void swemu_rlc_put(int dir, const void *v, int size, int dst)
         warn(me, "rlc_no_receiver", "%s broadcast with no other CPE on the bus", api);
         return;
     }
-    pthread_mutex_t *mu = &RLC_MU[dir][bus];
-    pthread_cond_t *cv = &RLC_CV[dir][bus];
+    pthread_mutex_t *mu = &CG[c->cg].rlc_mu[dir][bus];
+    pthread_cond_t *cv = &CG[c->cg].rlc_cv[dir][bus];
     pthread_mutex_lock(mu);
     c->state = dir ? "simd_putc (a receiver FIFO is full)" : "simd_putr (a receiver FIFO is full)";
     for (;;) {
@@ -1291,8 +1419,8 @@ void swemu_rlc_get(int dir, void *v, int size)
     if (size <= 0 || size > MSG_MAX) fatal(me, "rlc_bad_size", "%s: %d-byte message", api, size);
     int bus = dir ? c->col : c->row;
     fifo_t *f = dir ? &c->cq : &c->rq;
-    pthread_mutex_t *mu = &RLC_MU[dir][bus];
-    pthread_cond_t *cv = &RLC_CV[dir][bus];
+    pthread_mutex_t *mu = &CG[c->cg].rlc_mu[dir][bus];
+    pthread_cond_t *cv = &CG[c->cg].rlc_cv[dir][bus];
     pthread_mutex_lock(mu);
     c->state = dir ? "simd_getc (waiting for data)" : "simd_getr (waiting for data)";
     while (f->count == 0) pthread_cond_wait(cv, mu);

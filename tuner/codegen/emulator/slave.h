@@ -168,26 +168,30 @@ unsigned int get_allocatable_size(void);
     SWEMU_PRMA(SWEMU_RMA_BCAST, src, lrply, SWEMU_RSZ(lrply), len, -1, dst, rrply, SWEMU_RSZ(rrply), 0, "athread_rma_ibcast")
 #define athread_rma_bcast_coll(dst, src, len, root) \
     SWEMU_PRMA(SWEMU_RMA_BCAST_COLL, src, 0, 0, len, -1, dst, 0, 0, root, "athread_rma_bcast_coll")
+/* the mesh-row and mesh-column families, side by side: broadcast (issuer included), collective (root
+ * = the column / row given), multicast to the rows / columns in the mask (issuer excluded) */
+#define SWEMU_LINE_(kind, dst, src, len, lrply, mask, rrply, name) \
+    SWEMU_PRMA(kind, src, lrply, SWEMU_RSZ(lrply), len, -1, dst, rrply, SWEMU_RSZ(rrply), mask, name)
 #define athread_rma_row_bcast(dst, src, len, rrply) \
-    SWEMU_PRMA(SWEMU_RMA_ROW_BCAST, src, 0, 0, len, -1, dst, rrply, SWEMU_RSZ(rrply), 0, "athread_rma_row_bcast")
-#define athread_rma_row_ibcast(dst, src, len, lrply, rrply) \
-    SWEMU_PRMA(SWEMU_RMA_ROW_BCAST, src, lrply, SWEMU_RSZ(lrply), len, -1, dst, rrply, SWEMU_RSZ(rrply), 0, "athread_rma_row_ibcast")
-#define athread_rma_row_bcast_coll(dst, src, len, root) \
-    SWEMU_PRMA(SWEMU_RMA_ROW_BCAST_COLL, src, 0, 0, len, -1, dst, 0, 0, root, "athread_rma_row_bcast_coll")
-#define athread_rma_row_mcast(dst, src, len, rows_mask, rrply) \
-    SWEMU_PRMA(SWEMU_RMA_ROW_MCAST, src, 0, 0, len, -1, dst, rrply, SWEMU_RSZ(rrply), rows_mask, "athread_rma_row_mcast")
-#define athread_rma_row_imcast(dst, src, len, lrply, rows_mask, rrply) \
-    SWEMU_PRMA(SWEMU_RMA_ROW_MCAST, src, lrply, SWEMU_RSZ(lrply), len, -1, dst, rrply, SWEMU_RSZ(rrply), rows_mask, "athread_rma_row_imcast")
+    SWEMU_LINE_(SWEMU_RMA_ROW_BCAST, dst, src, len, 0, 0, rrply, "athread_rma_row_bcast")
 #define athread_rma_col_bcast(dst, src, len, rrply) \
-    SWEMU_PRMA(SWEMU_RMA_COL_BCAST, src, 0, 0, len, -1, dst, rrply, SWEMU_RSZ(rrply), 0, "athread_rma_col_bcast")
+    SWEMU_LINE_(SWEMU_RMA_COL_BCAST, dst, src, len, 0, 0, rrply, "athread_rma_col_bcast")
+#define athread_rma_row_ibcast(dst, src, len, lrply, rrply) \
+    SWEMU_LINE_(SWEMU_RMA_ROW_BCAST, dst, src, len, lrply, 0, rrply, "athread_rma_row_ibcast")
 #define athread_rma_col_ibcast(dst, src, len, lrply, rrply) \
-    SWEMU_PRMA(SWEMU_RMA_COL_BCAST, src, lrply, SWEMU_RSZ(lrply), len, -1, dst, rrply, SWEMU_RSZ(rrply), 0, "athread_rma_col_ibcast")
+    SWEMU_LINE_(SWEMU_RMA_COL_BCAST, dst, src, len, lrply, 0, rrply, "athread_rma_col_ibcast")
+#define athread_rma_row_bcast_coll(dst, src, len, root) \
+    SWEMU_LINE_(SWEMU_RMA_ROW_BCAST_COLL, dst, src, len, 0, root, 0, "athread_rma_row_bcast_coll")
 #define athread_rma_col_bcast_coll(dst, src, len, root) \
-    SWEMU_PRMA(SWEMU_RMA_COL_BCAST_COLL, src, 0, 0, len, -1, dst, 0, 0, root, "athread_rma_col_bcast_coll")
+    SWEMU_LINE_(SWEMU_RMA_COL_BCAST_COLL, dst, src, len, 0, root, 0, "athread_rma_col_bcast_coll")
+#define athread_rma_row_mcast(dst, src, len, rows_mask, rrply) \
+    SWEMU_LINE_(SWEMU_RMA_ROW_MCAST, dst, src, len, 0, rows_mask, rrply, "athread_rma_row_mcast")
 #define athread_rma_col_mcast(dst, src, len, cols_mask, rrply) \
-    SWEMU_PRMA(SWEMU_RMA_COL_MCAST, src, 0, 0, len, -1, dst, rrply, SWEMU_RSZ(rrply), cols_mask, "athread_rma_col_mcast")
+    SWEMU_LINE_(SWEMU_RMA_COL_MCAST, dst, src, len, 0, cols_mask, rrply, "athread_rma_col_mcast")
+#define athread_rma_row_imcast(dst, src, len, lrply, rows_mask, rrply) \
+    SWEMU_LINE_(SWEMU_RMA_ROW_MCAST, dst, src, len, lrply, rows_mask, rrply, "athread_rma_row_imcast")
 #define athread_rma_col_imcast(dst, src, len, lrply, cols_mask, rrply) \
-    SWEMU_PRMA(SWEMU_RMA_COL_MCAST, src, lrply, SWEMU_RSZ(lrply), len, -1, dst, rrply, SWEMU_RSZ(rrply), cols_mask, "athread_rma_col_imcast")
+    SWEMU_LINE_(SWEMU_RMA_COL_MCAST, dst, src, len, lrply, cols_mask, rrply, "athread_rma_col_imcast")
 #define athread_rma_barrier()     (0)
 #define athread_rma_all_barrier() (0)
 

@@ -18,6 +18,7 @@
 #define SWEMU 1            /* lets generated code detect the emulator */
 #define SWEMU_VERSION 1
 #define SWEMU_MAX_CPES 64
+#define SWEMU_MAX_CGS 6  /* core groups of an SW26010-Pro chip (4 on an SW26010) */
 #define SWEMU_ERROR_EXIT 86 /* process exit code after an emulator error */
 
 #ifdef __cplusplus
@@ -50,6 +51,7 @@ typedef volatile int crts_rply_t;
 
 /* ---- internal entry points (implemented in athread_emu.c) ---- */
 int  swemu_self(void);                      /* CPE id, -1 on the host (MPE)  */
+int  swemu_cgs(void);                       /* core groups emulated (SWEMU_CGS) */
 int  swemu_num_cpes(void);                  /* CPEs in the current spawn     */
 unsigned long swemu_cpe_cycles(void);       /* CPE clock (RPCC / stime)      */
 unsigned long swemu_mpe_cycles(void);       /* MPE clock (rtc / time_cycle)  */
