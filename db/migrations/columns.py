@@ -1,4 +1,4 @@
-"""What the migrations' tables share: the id types, the creation stamps, the constraint names.
+"""What the migrations' tables share: the id column and key, the creation stamps, the constraint names.
 
 A migration that has run has built its tables with these; so each maker here keeps making exactly
 what it made (a change is a new migration, never an edit here). Constraint names follow db.orm's
@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 import sqlalchemy as sa
+from alembic import op
 
 from db.timeutil import utcnow  # a dialect-compiled now(): millisecond strftime on SQLite
 
@@ -27,8 +28,14 @@ def search_columns() -> list[sa.Column]:
             sa.Column("state", sa.String(16), nullable=False), sa.Column("submitter", sa.String(128), nullable=False)]
 
 
-def primary_key(table: str) -> sa.PrimaryKeyConstraint:
-    return sa.PrimaryKeyConstraint("id", name=f"pk_{table}")
+def create_table(name: str, *items: Any, id_type: Any = None) -> None:
+    """``op.create_table`` with the table's first column, ``id`` (an integer unless ``id_type`` says
+    otherwise), as its primary key ``pk_<name>``, then ``items``."""
+    key = sa.PrimaryKeyConstraint("id", name=f"pk_{name}")
+    # the key stands where the migrations first wrote it, before the unique constraints: the DDL is as it was
+    at = next((i for i, item in enumerate(items) if isinstance(item, sa.UniqueConstraint)), len(items))
+    op.create_table(name, sa.Column("id", sa.Integer() if id_type is None else id_type, nullable=False),
+                    *items[:at], key, *items[at:])
 
 
 def foreign_key(table: str, column: str, referred: str, **options: Any) -> sa.ForeignKeyConstraint:

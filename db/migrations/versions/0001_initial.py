@@ -8,36 +8,31 @@ from __future__ import annotations
 import sqlalchemy as sa
 from alembic import op
 
-from db.migrations.columns import BigId, created, foreign_key, primary_key, search_columns
+from db.migrations.columns import BigId, create_table, created, foreign_key, search_columns
 
 revision = "0001"
 down_revision = None
 
 
 def upgrade() -> None:
-    op.create_table(
+    create_table(
         "api_tokens",
-        sa.Column("id", sa.Integer(), nullable=False),
         sa.Column("name", sa.String(128), nullable=False),
         sa.Column("role", sa.String(16), nullable=False),
         sa.Column("token_hash", sa.String(64), nullable=False),
         created(),
         sa.Column("revoked_at", sa.DateTime(timezone=True), nullable=True),
-        primary_key("api_tokens"),
         sa.UniqueConstraint("token_hash", name="uq_api_tokens_token_hash"),
     )
-    op.create_table(
+    create_table(
         "targets",
-        sa.Column("id", sa.Integer(), nullable=False),
         sa.Column("name", sa.String(64), nullable=False),
         sa.Column("description", sa.Text(), nullable=False),
         created(),
-        primary_key("targets"),
         sa.UniqueConstraint("name", name="uq_targets_name"),
     )
-    op.create_table(
+    create_table(
         "workers",
-        sa.Column("id", sa.Integer(), nullable=False),
         sa.Column("name", sa.String(128), nullable=False),
         sa.Column("target", sa.String(64), nullable=False),
         sa.Column("backend", sa.String(32), nullable=False),
@@ -45,24 +40,20 @@ def upgrade() -> None:
         sa.Column("jobs_leased", sa.Integer(), nullable=False),
         created(),
         created("last_seen_at"),
-        primary_key("workers"),
         sa.UniqueConstraint("name", name="uq_workers_name"),
     )
-    op.create_table(
+    create_table(
         "workloads",
-        sa.Column("id", sa.Integer(), nullable=False),
         sa.Column("key", sa.String(255), nullable=False),
         sa.Column("op", sa.String(32), nullable=False),
         sa.Column("canonical_json", sa.Text(), nullable=False),
         sa.Column("flops", sa.BigInteger(), nullable=False),
         created(),
-        primary_key("workloads"),
         sa.UniqueConstraint("canonical_json", name="uq_workloads_canonical_json"),
         sa.UniqueConstraint("key", name="uq_workloads_key"),
     )
-    op.create_table(
+    create_table(
         "measurements",
-        sa.Column("id", BigId, autoincrement=True, nullable=False),
         sa.Column("workload_id", sa.Integer(), nullable=False),
         sa.Column("target_id", sa.Integer(), nullable=False),
         sa.Column("config_hash", sa.String(40), nullable=False),
@@ -79,14 +70,13 @@ def upgrade() -> None:
         created(),
         foreign_key("measurements", "target_id", "targets"),
         foreign_key("measurements", "workload_id", "workloads"),
-        primary_key("measurements"),
         sa.UniqueConstraint("workload_id", "target_id", "config_hash",
                             name="uq_measurements_workload_id_target_id_config_hash"),
+        id_type=BigId,
     )
     op.create_index("ix_measurements_best", "measurements", ["workload_id", "target_id", "status", "mean_time"])
-    op.create_table(
+    create_table(
         "tuning_tasks",
-        sa.Column("id", sa.Integer(), nullable=False),
         sa.Column("workload_id", sa.Integer(), nullable=False),
         sa.Column("target_id", sa.Integer(), nullable=False),
         sa.Column("label", sa.String(128), nullable=False),
@@ -97,14 +87,12 @@ def upgrade() -> None:
         created("updated_at"),
         foreign_key("tuning_tasks", "target_id", "targets"),
         foreign_key("tuning_tasks", "workload_id", "workloads"),
-        primary_key("tuning_tasks"),
     )
     op.create_index("ix_tuning_tasks_batch", "tuning_tasks", ["batch"])
     op.create_index("ix_tuning_tasks_state_target", "tuning_tasks", ["state", "target_id"])
     op.create_index("ix_tuning_tasks_workload_id", "tuning_tasks", ["workload_id"])
-    op.create_table(
+    create_table(
         "measure_jobs",
-        sa.Column("id", BigId, autoincrement=True, nullable=False),
         sa.Column("task_id", sa.Integer(), nullable=False),
         sa.Column("workload_id", sa.Integer(), nullable=False),
         sa.Column("target_id", sa.Integer(), nullable=False),
@@ -123,9 +111,9 @@ def upgrade() -> None:
         foreign_key("measure_jobs", "target_id", "targets"),
         foreign_key("measure_jobs", "task_id", "tuning_tasks", ondelete="CASCADE"),
         foreign_key("measure_jobs", "workload_id", "workloads"),
-        primary_key("measure_jobs"),
         sa.UniqueConstraint("workload_id", "target_id", "config_hash",
                             name="uq_measure_jobs_workload_id_target_id_config_hash"),
+        id_type=BigId,
     )
     op.create_index("ix_measure_jobs_expiry", "measure_jobs", ["state", "lease_expires_at"])
     op.create_index("ix_measure_jobs_lease", "measure_jobs", ["target_id", "state", "id"])

@@ -12,16 +12,15 @@ from __future__ import annotations
 import sqlalchemy as sa
 from alembic import op
 
-from db.migrations.columns import created, foreign_key, primary_key, search_columns
+from db.migrations.columns import create_table, created, foreign_key, search_columns
 
 revision = "0004"
 down_revision = "0003"
 
 
 def upgrade() -> None:
-    op.create_table(
+    create_table(
         "submissions",
-        sa.Column("id", sa.String(64), nullable=False),
         sa.Column("model", sa.String(128), nullable=False),
         sa.Column("target_id", sa.Integer(), nullable=False),
         sa.Column("trial_budget", sa.Integer(), nullable=False),
@@ -32,7 +31,7 @@ def upgrade() -> None:
         created(),
         created("updated_at"),
         foreign_key("submissions", "target_id", "targets"),
-        primary_key("submissions"),
+        id_type=sa.String(64),
     )
     op.create_index("ix_submissions_state", "submissions", ["state"])
     with op.batch_alter_table("tuning_tasks") as batch:

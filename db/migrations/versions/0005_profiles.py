@@ -15,23 +15,21 @@ from __future__ import annotations
 import sqlalchemy as sa
 from alembic import op
 
-from db.migrations.columns import created, foreign_key, primary_key
+from db.migrations.columns import create_table, created, foreign_key
 
 revision = "0005"
 down_revision = "0004"
 
 
 def upgrade() -> None:
-    op.create_table(
+    create_table(
         "profiles",
-        sa.Column("id", sa.Integer(), nullable=False),
         sa.Column("target_id", sa.Integer(), nullable=False),
         sa.Column("version", sa.Integer(), nullable=False),
         sa.Column("document", sa.JSON(), nullable=False),
         sa.Column("active", sa.Boolean(), nullable=False),
         created(),
         foreign_key("profiles", "target_id", "targets"),
-        primary_key("profiles"),
         sa.UniqueConstraint("target_id", "version", name="uq_profiles_target_id_version"),
     )
     with op.batch_alter_table("measurements") as batch:
