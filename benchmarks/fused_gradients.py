@@ -28,16 +28,12 @@ TARGET = "sw26010"
 
 
 def _tune(step: Any, url: str, trials: int) -> int:
-    from cli.train_commands import per_round
-    from cli.tuner_commands import tune_on_service
-    from service.embedded import embedded_service
-    from tuner.bridge.extract import extract_relax, trial_budget
+    import swtune
+    from tuner.bridge.extract import extract_relax
 
     both = [*extract_relax(step.module).layers, *extract_relax(step.module, fused=False).layers]
     layers = list({layer.workload.key: layer for layer in both}.values())
-    with embedded_service(url, workers=2, target=TARGET) as service:
-        tune_on_service(service.url, None, "fused-gradients", layers, TARGET, trial_budget(layers, trials), None,
-                        7200.0, per_round=per_round(trials))
+    swtune.tune_layers(layers, url, name="fused-gradients", target=TARGET, trials=trials, timeout=7200.0)
     return len(layers)
 
 
@@ -49,7 +45,7 @@ def main() -> None:
     ap.add_argument("--log", default="", help="a tuning log URL holding both forms' tasks (skips tuning)")
     args = ap.parse_args()
 
-    from cli.schedule_lookup import db_lookup
+    import swtune
     from tuner.aot.compiler import lower_model
     from tuner.expr.workload import ExprWorkload
     from tuner.ir.optimizers import Optimizer, OptimizerKind
@@ -62,8 +58,7 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         url = args.log or f"sqlite:///{Path(tmp) / 'log.db'}"
         tasks = None if args.log else _tune(step, url, args.trials)
-        lookup, close = db_lookup(url, TARGET)
-        try:
+        with swtune.open_log(url, TARGET) as lookup:
             def plain(w: Any) -> Any:  # the fused expression forms hidden: the compiler undoes those fusions
                 fused_expression = isinstance(w, ExprWorkload) and w.epilogue != "none"
                 return None if fused_expression else lookup(w)
@@ -76,8 +71,6 @@ def main() -> None:
                     "step_ms": round(timing.tuned_s * 1e3, 4), "mpe_time_fraction": round(timing.mpe_fraction, 4),
                     "fused_expression_kernels": sum(1 for k in low.kernels if isinstance(k.workload, ExprWorkload)
                                                     and k.workload.epilogue != "none")}
-        finally:
-            close()
     emit({"model": args.model, "batch": args.batch, "trials": args.trials, "tasks_tuned": tasks,
           "tuning_log_reused": bool(args.log), **figures,
           "fused_over_plain": round(figures["fused"]["step_ms"] / figures["plain"]["step_ms"], 4)})

@@ -67,16 +67,12 @@ def _steps(path: Path, batch: int) -> tuple[Any, Any, Any, Any]:
 
 def _tune(name: str, ours: Any, framework: Any, url: str, trials: int) -> int:
     """Both programs' tasks, one submission, one log: the same trial cap per task."""
-    from cli.train_commands import per_round
-    from cli.tuner_commands import tune_on_service
-    from service.embedded import embedded_service
-    from tuner.bridge.extract import extract_relax, trial_budget
+    import swtune
+    from tuner.bridge.extract import extract_relax
 
     both = [*extract_relax(ours.module).layers, *extract_relax(framework.module, fused=False).layers]
     layers = list({layer.workload.key: layer for layer in both}.values())
-    with embedded_service(url, workers=2, target=TARGET) as service:
-        tune_on_service(service.url, None, f"{name}-novel", layers, TARGET, trial_budget(layers, trials), None,
-                        7200.0, per_round=per_round(trials))
+    swtune.tune_layers(layers, url, name=f"{name}-novel", target=TARGET, trials=trials, timeout=7200.0)
     return len(layers)
 
 
@@ -114,7 +110,7 @@ def main() -> None:
     ap.add_argument("--log", default=None, help="an earlier run's tuning log (URL): compile with it, tune nothing")
     args = ap.parse_args()
 
-    from cli.schedule_lookup import db_lookup
+    import swtune
 
     work = Path(tempfile.mkdtemp(prefix="swtune_novel_"))
     url = args.log or f"sqlite:///{work / 'log.db'}"
@@ -123,13 +119,10 @@ def main() -> None:
         start = time.monotonic()
         module, ours, framework, batches = _steps(path, args.batch)
         tasks = 0 if args.log or not args.trials else _tune(path.stem, ours, framework, url, args.trials)
-        lookup, close = db_lookup(url, TARGET)
-        try:
+        with swtune.open_log(url, TARGET) as lookup:
             figures = {form: _program(module, step, batches, lookup, work / f"{path.stem}_{form}", args.steps,
                                       form == "framework")
                        for form, step in (("swtune", ours), ("framework", framework))}
-        finally:
-            close()
         mine, theirs = figures["swtune"], figures["framework"]
         networks[path.stem] = {
             "tasks_tuned": tasks, "seconds": round(time.monotonic() - start, 1),

@@ -77,8 +77,8 @@ def _build(spec: str, batch: int) -> tuple[Any, tuple[Any, ...]]:
     return build_trainable(spec, batch)
 
 
-def _one(spec: str, kind: str, batch: int, steps: int, work: Path, lookup: Any, trials: int, db: str) -> dict[str, Any]:
-    from cli.train_commands import tune_step
+def _one(spec: str, kind: str, batch: int, steps: int, work: Path, trials: int, db: str) -> dict[str, Any]:
+    import swtune
     from tuner.ir.optimizers import Optimizer, OptimizerKind
     from tuner.ir.training import Loss, target_shape, training_step
     from tuner.train import data as train_data
@@ -100,9 +100,10 @@ def _one(spec: str, kind: str, batch: int, steps: int, work: Path, lookup: Any, 
     step = training_step(module, inputs, Loss.CROSS_ENTROPY, opt)
     name = Path(spec.split(":")[0]).stem
     if trials:
-        tune_step(step, name, "sw26010", trials, 2, db, db)
+        swtune.tune_step(step, db, name=name, target="sw26010", trials=trials)
     out = work / f"{name}_{kind}"
-    program = compile_training(step, "sw26010", out, lookup(), name)
+    with swtune.open_log(db, "sw26010") as lookup:
+        program = compile_training(step, "sw26010", out, lookup, name)
     batches.tofile(out / "data.bin", step.dtype)
     build_emulated(out)
     start = time.monotonic()
@@ -228,21 +229,14 @@ def main() -> None:
     parser.add_argument("--log", default=None,
                         help="an earlier run's tuning log (URL): the steps compile with its schedules, untuned again")
     args = parser.parse_args()
-    from cli.schedule_lookup import db_lookup
-
     work = Path(tempfile.mkdtemp(prefix="swtune_training_"))
     db = args.log or f"sqlite:///{work / 'log.db'}"
-
-    def lookup() -> Any:
-        found, _ = db_lookup(db, "sw26010")
-        return found
-
     sections = set(args.sections.split(","))
     models: dict[str, Any] = {}
     for spec in args.models if "models" in sections else []:
         per_opt = {}
         for kind in ("momentum", "sgd", "adam"):  # momentum first: its step is the one tuned
-            per_opt[kind] = _one(spec, kind, args.batch, args.steps, work, lookup,
+            per_opt[kind] = _one(spec, kind, args.batch, args.steps, work,
                                  args.trials if kind == "momentum" and args.log is None else 0, db)
             print(Path(spec.split(":")[0]).stem, kind, per_opt[kind], flush=True)
         models[Path(spec.split(":")[0]).stem] = model_summary(per_opt)
