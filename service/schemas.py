@@ -11,7 +11,9 @@ from datetime import datetime
 from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic.dataclasses import dataclass as pydantic_dataclass
 
+from db.domain import WorkerInfo
 from db.states import SubmissionState, TaskState
 from tuner.measure.base import SOURCES, STATUSES
 
@@ -257,13 +259,10 @@ class ResultsOut(BaseModel):
     results: list[ResultOut]
 
 
-class WorkerOut(BaseModel):
-    name: str
-    target: str
-    backend: str
-    jobs_leased: int
-    created_at: datetime | None
-    last_seen_at: datetime | None
+# a worker as the tuning log knows it, field for field (no docstring: the schema carries no description)
+@pydantic_dataclass(frozen=True)
+class WorkerOut(WorkerInfo):
+    pass
 
 
 # --- simulator profiles -----------------------------------------------------------------------

@@ -17,6 +17,7 @@ from fastapi import APIRouter, FastAPI, Path, Query
 from fastapi.responses import RedirectResponse
 from fastapi.staticfiles import StaticFiles
 from pydantic import BaseModel, Field
+from pydantic.dataclasses import dataclass as pydantic_dataclass
 
 from db import history
 from db import tasks as tasks_db
@@ -80,16 +81,11 @@ class LeasesOut(BaseModel):
     leases: list[WorkerLeasesOut]
 
 
-class SubmissionOut(BaseModel):
-    batch: str
-    target: str
-    submitter: str
-    created_at: datetime | None
-    tasks: int
-    states: dict[str, int]
-    labels: list[str]
+# a submission as the tuning log knows it (db.history.SubmissionInfo), field for field; these fields
+# carry their descriptions into the API's schema (no docstring: the schema carries no description)
+@pydantic_dataclass(frozen=True, kw_only=True)
+class SubmissionOut(history.SubmissionInfo):
     trial_budget: int = Field(description="a model submission's one budget, else the sum of its tasks' budgets")
-    trials_done: int
     model: str | None = Field(description="the model's name; null for tasks submitted one per workload")
     state: SubmissionState | None = Field(
         description="a model submission's state; null for tasks submitted one per workload")
@@ -117,13 +113,15 @@ class LayerOut(BaseModel):
     share: float | None = Field(description="share of the tuned end-to-end time (call count x time)")
 
 
+@pydantic_dataclass(frozen=True, kw_only=True)
 class SubmissionReportOut(SubmissionOut):
-    layers: list[LayerOut]
+    # every field is a Field(): a dataclass's plain fields would move behind them, reordering the body
+    layers: list[LayerOut] = Field()
     baseline_total: float | None = Field(
         description="end-to-end baseline estimate: sum of call count x baseline time over the layers")
     tuned_total: float | None = Field(
         description="end-to-end tuned estimate: sum of call count x tuned time (baseline where nothing is tuned yet)")
-    speedup: float | None
+    speedup: float | None = Field()
     untuned: int = Field(description="layers with no successful trial yet (counted at their baseline)")
 
 
@@ -183,17 +181,11 @@ def worker_leases(db: Db, _: Reader) -> LeasesOut:
         for held in leases])
 
 
-def _submission_out(info: history.SubmissionInfo) -> dict[str, Any]:
-    return dict(batch=info.batch, target=info.target, submitter=info.submitter, created_at=info.created_at,
-                tasks=info.tasks, states=info.states, labels=list(info.labels), trial_budget=info.trial_budget,
-                trials_done=info.trials_done, model=info.model, state=info.state, calls=info.calls)
-
-
 @router.get("/submissions", response_model=list[SubmissionOut], responses=responses(422))
 def submissions(db: Db, _: Reader, limit: int = Query(100, ge=1, le=1000)) -> list[SubmissionOut]:
     """Tasks grouped by the submission that created them, newest first."""
     with db.session() as s:
-        return [SubmissionOut(**_submission_out(i)) for i in history.list_submissions(s, limit=limit)]
+        return [SubmissionOut(**vars(i)) for i in history.list_submissions(s, limit=limit)]
 
 
 @router.get("/submissions/{batch}", response_model=SubmissionReportOut, responses=responses(404, 422))
@@ -221,7 +213,7 @@ def submission(batch: Batch, db: Db, _: Reader) -> SubmissionReportOut:
                        share=(t.call_count * (tuned or base) / tuned_total
                               if base is not None and tuned_total else None))
               for t, base, tuned in rows]
-    return SubmissionReportOut(**_submission_out(info), layers=layers, baseline_total=base_total,
+    return SubmissionReportOut(**vars(info), layers=layers, baseline_total=base_total,
                                tuned_total=tuned_total,
                                speedup=base_total / tuned_total if base_total and tuned_total else None,
                                untuned=sum(1 for layer in layers if layer.tuned_time is None))
