@@ -16,7 +16,7 @@ from emulator_helpers import run_model  # noqa: E402
 
 from tuner.aot import compile_model  # noqa: E402
 from tuner.aot.compiler import lower_model, to_relax  # noqa: E402
-from tuner.ir.tir_c import CFunction, Work  # noqa: E402
+from tuner.ir.cprint.legalized import CFunction, Work  # noqa: E402
 from tuner.space.cpe.fused import Member, fuse_plans  # noqa: E402
 from tuner.space.cpe.plan import KernelPlan, ParamSlice  # noqa: E402
 

@@ -18,9 +18,9 @@ import pytest
 tvm = pytest.importorskip("tvm")
 from tvm import relax  # noqa: E402
 
-from tuner.ir.tir_c import PRELUDE, CFunction, Work  # noqa: E402
-from tuner.ir.tir_print import print_prim_func  # noqa: E402
-from tuner.ir.tir_simd import affine, flat_offset, is_aligned  # noqa: E402
+from tuner.ir.cprint.legalized import PRELUDE, CFunction, Work  # noqa: E402
+from tuner.ir.cprint.legalized_simd import affine, flat_offset, is_aligned  # noqa: E402
+from tuner.ir.cprint.prim_func import print_prim_func  # noqa: E402
 
 EMU = Path(__file__).resolve().parents[2] / "tuner" / "codegen" / "emulator"
 pytestmark = pytest.mark.needs("gcc")

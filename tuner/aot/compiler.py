@@ -201,8 +201,8 @@ def lower_model(mod: Any, target: Target | str, lookup: Lookup | None, *, cpe_mo
     (tuner.aot.framework_style): no epilogue fused, CPE kernels fused and spawns shared only within
     a call.
     ``swtune compile`` writes the program from it; ``swtune tune-model`` times it."""
+    from tuner.ir.cprint.dtypes import ctype
     from tuner.ir.relax_reader import read_relax
-    from tuner.ir.tir import ctype
 
     tgt = get_target(target)
     graph = read_relax(mod)
@@ -234,7 +234,7 @@ def compile_model(model: Any, target: Target | str, out_dir: str | Path, lookup:
     consecutive memory-bound CPE steps of one cut run as one kernel (tuner.aot.cpe_fusion);
     ``framework_style``: the reference that runs one library call at a time (tuner.aot.framework_style)."""
     from tuner.codegen.host import SLAVE_API
-    from tuner.ir.tir import ctype
+    from tuner.ir.cprint.dtypes import ctype
 
     get_target(target).require_one_cg("compile")
 

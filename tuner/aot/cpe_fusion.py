@@ -20,8 +20,8 @@ import logging
 from tuner.aot import cpe_ops
 from tuner.aot.fusion import readers_by_root
 from tuner.aot.launch_groups import SameCall, phase_seconds
+from tuner.ir.cprint.dtypes import ctype
 from tuner.ir.graph import Graph, Node, Tensor
-from tuner.ir.tir import ctype
 from tuner.space.cpe.cuts import MAX_PARAMS, plans_for, same_meaning
 from tuner.space.cpe.fused import Member, fuse_plans
 from tuner.space.cpe.plan import CpeOp, KernelPlan, ParamSlice

@@ -39,8 +39,9 @@ from math import prod
 
 import numpy as np
 
+from tuner.ir.cprint.epilogue import scalar_epilogue
+from tuner.ir.cprint.legalized import Work
 from tuner.ir.graph import Graph, Node, Note, Tensor, Where
-from tuner.ir.tir_c import Work, scalar_epilogue
 from tuner.space.epilogue import RESIDUAL_ADD, RESIDUAL_EPILOGUES
 from tuner.space.ops import geometry_for
 from tuner.task_kind import kind_of

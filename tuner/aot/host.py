@@ -15,8 +15,9 @@ from tuner.aot.memory import MemoryPlan
 from tuner.aot.mpe import Ref, describe, emit_mpe
 from tuner.aot.weights import WeightsLayout, weights_header_lines
 from tuner.codegen.host import HOST_HELPERS
+from tuner.ir.cprint.dtypes import INPUT_FILE_TYPES
+from tuner.ir.cprint.legalized import PRELUDE
 from tuner.ir.graph import Graph, Node, Tensor
-from tuner.ir.tir_c import INPUT_FILE_TYPES, PRELUDE
 from tuner.targets import get_target
 
 Driver = Callable[[Graph, MemoryPlan, str, float], str]  # (graph, memory plan, C type, MPE Hz) -> main()

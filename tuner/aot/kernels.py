@@ -119,7 +119,7 @@ def _generate(workload: Workload, target: Target, config: Config, index: int, st
               epilogue: Any = None) -> Kernel:
     from tuner.codegen.host import c_pitch, pack_tiles, packed_roles, shapes
     from tuner.codegen.sources import generate
-    from tuner.ir.tir import ctype
+    from tuner.ir.cprint.dtypes import ctype
 
     if target.cgs > 1:
         # A kernel split over core groups: every CG runs the one-CG schedule on its share, so the plan's
@@ -413,7 +413,7 @@ def slave_file(kernels: list[Kernel], cpe_ops: list[Any] | None = None, ty: str 
     from tuner.aot.cpe_ops import slave_text
     from tuner.aot.launch_groups import slave_wrappers
     from tuner.codegen.printer import SLAVE_INCLUDES, SW_RLC_HELPER
-    from tuner.ir.tir_c import PRELUDE
+    from tuner.ir.cprint.legalized import PRELUDE
 
     structs: list[str] = []
     codes: list[str] = []

@@ -193,9 +193,9 @@ def _compiled_graph(mod: Any, fused: bool) -> Any:
     """The graph the ahead-of-time compiler builds (epilogues fused when ``fused``), or None when it
     cannot read the model (its built-in and GEMM-like tasks are still listed)."""
     from tuner.aot.fusion import fuse_epilogues
+    from tuner.ir.cprint.dtypes import ctype
     from tuner.ir.graph import AotError
     from tuner.ir.relax_reader import read_relax
-    from tuner.ir.tir import ctype
 
     try:
         graph = read_relax(mod)

@@ -14,7 +14,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from tuner.ir.tir import cexpr, const_int, free_vars, kind
+from tuner.ir.cprint.expr import cexpr
+from tuner.ir.tir import const_int, free_vars, kind
 from tuner.space.choices import Dma
 
 LDM_SCOPE = "local.ldm"

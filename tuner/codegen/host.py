@@ -20,7 +20,7 @@ import numpy as np
 from tuner.codegen.emulator.build import make_recipe
 from tuner.codegen.schedule import Scheduled
 from tuner.codegen.te_ops import role_group
-from tuner.ir.tir import ctype
+from tuner.ir.cprint.dtypes import ctype
 from tuner.space.choices import Pack
 from tuner.space.ops import PadPrepass, axis_tiles, geometry_for
 from tuner.targets import Toolchain

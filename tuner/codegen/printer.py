@@ -11,36 +11,30 @@ before its copy is reused two tiles later), sharing (bcast: round-robin requests
 for ``a``; ``b`` over a column by column broadcast DMA on SW26010-Pro or by register communication on
 SW26010), and line-padded puts. An operand a vector loop reads strided along its lanes is repacked after
 each fetch into ``{R}_pk`` with the lanes' dimension innermost (the packing the analysis charges), and
-an ``acc = "reg"`` register block is printed as a micro-kernel (tuner.codegen.simd.microkernel).
+an ``acc = "reg"`` register block is printed as a micro-kernel. The compute statements, their
+expressions and vector loops are printed by the one C printer (tuner.ir.cprint).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from typing import Any
 
 from tuner.codegen.boxes import LDM_SCOPE, BoxC, CopyNest, box_c, match_copy
 from tuner.codegen.schedule import Scheduled
-from tuner.codegen.simd import gathered_dims, microkernel, simd_loop
-from tuner.codegen.simd_expr import expr_simd_loop
 from tuner.codegen.te_ops import role_group
-from tuner.ir.tir import cexpr, const_int, ctype, kind, lower
+from tuner.ir.cprint.dtypes import ctype
+from tuner.ir.cprint.expr import cexpr
+from tuner.ir.cprint.kernel_loop import vector_loop
+from tuner.ir.cprint.lanes import gathered_dims
+from tuner.ir.cprint.lines import Ctx, for_line
+from tuner.ir.cprint.register_block import microkernel
+from tuner.ir.tir import const_int, kind, lower
 from tuner.space.choices import Order, Pack, Share
 from tuner.targets import Family
 
 KERNEL = "swtune_kernel"
 LINE = 128
 RLC_MSG = 32  # bytes of one register-communication message: a 256-bit vector register (SW26010)
-
-
-@dataclass
-class Ctx:
-    lines: list[str] = field(default_factory=list)
-    depth: int = 1
-
-    def emit(self, *lines: str) -> None:
-        for ln in lines:
-            self.lines.append("  " * self.depth + ln)
 
 
 def _cname(name: str) -> str:
@@ -107,7 +101,7 @@ class SlavePrinter:
         return box
 
     # ---- expressions -----------------------------------------------------------------------
-    def _ldm_ref(self, buf: Any, indices: list, env: dict[str, str] | None = None) -> str:
+    def ldm_ref(self, buf: Any, indices: list, env: dict[str, str] | None = None) -> str:
         role = self.roles[buf.name]
         slot = f"{role}_s"
         # a dimension TVM allocated with extent 1 holds one point per tile: its local index is 0 (TVM
@@ -125,7 +119,7 @@ class SlavePrinter:
             shape[-1] = self.line_elems
         return shape
 
-    def _pk_ref(self, e: Any, env: dict[str, str] | None = None) -> str:
+    def pk_ref(self, e: Any, env: dict[str, str] | None = None) -> str:
         """An element of the packed copy of a gathered operand (its lanes' dimension innermost)."""
         role = self.roles[e.source.name]
         slot = f"{role}_s"
@@ -160,11 +154,11 @@ class SlavePrinter:
         dst = " + ".join(f"_k{d} * {role}_q[{d}]" for d in range(nd))
         ctx.emit(f"  {role.upper()}_pk[{dst}] = {role.upper()}_ldm[{slot}][{src}];")
 
-    def _load(self, e: Any, env: dict[str, str] | None = None) -> str:
+    def load(self, e: Any, env: dict[str, str] | None = None) -> str:
         src = e.source
         if src.scope() != LDM_SCOPE:
             raise NotImplementedError(f"compute reads global buffer {src.name}")
-        return self._ldm_ref(src, list(e.indices), env)
+        return self.ldm_ref(src, list(e.indices), env)
 
     # ---- statements ------------------------------------------------------------------------
     def stmt(self, node: Any, ctx: Ctx, guard: str | None) -> None:
@@ -208,12 +202,12 @@ class SlavePrinter:
             if block and microkernel(self, node, ctx):
                 return
             w = int(ann.get("swtune.simd", 1))
-            if w > 1 and (simd_loop(self, node, ctx, w) or expr_simd_loop(self, node, ctx, w)):
+            if w > 1 and vector_loop(self, node, ctx, w):
                 return
             unroll = int(ann.get("swtune.unroll", 1))
             if unroll > 1:
                 ctx.emit(f"SW_UNROLL({unroll})")
-            ctx.emit(f"for (int {v} = 0; {v} < {cexpr(node.extent, {})}; {v}++) {{")
+            ctx.emit(for_line("int", v, None, cexpr(node.extent, {}), f"{v}++"))
             ctx.depth += 1
             self.plain(node.body, ctx)
             ctx.depth -= 1
@@ -232,8 +226,8 @@ class SlavePrinter:
         elif k == "BufferStore":
             if node.buffer.scope() != LDM_SCOPE:
                 raise NotImplementedError(f"compute writes global buffer {node.buffer.name}")
-            lhs = self._ldm_ref(node.buffer, list(node.indices))
-            ctx.emit(f"{lhs} = {cexpr(node.value, {}, self._load)};")
+            lhs = self.ldm_ref(node.buffer, list(node.indices))
+            ctx.emit(f"{lhs} = {cexpr(node.value, {}, self.load)};")
         else:
             raise NotImplementedError(f"cannot print statement {k}")
 
@@ -283,7 +277,7 @@ class SlavePrinter:
         for nest in direct:
             if self.db[nest.role]:
                 self.fetch(nest, ctx, self._copy_guard(nest, guard, {v: "0"}), {v: "0"}, "0")
-        ctx.emit(f"for (int {v} = 0; {v} < {ext}; {v}++) {{")
+        ctx.emit(for_line("int", v, None, str(ext), f"{v}++"))
         ctx.depth += 1
         inner_guard = guard
         if rounds == "inner":

@@ -39,6 +39,7 @@ import numpy as np
 
 from tuner.errors import InvalidWorkloadError
 from tuner.ir import llvm
+from tuner.ir.cprint.dtypes import INPUT_FILE_TYPES
 from tuner.ir.graph import ALLREDUCE_MEAN, AotError, Graph, Node, Note, Tensor, Where
 from tuner.ir.names import operator_name
 from tuner.ir.relax_ops import (
@@ -51,7 +52,6 @@ from tuner.ir.relax_ops import (
     matmul_workload,
     transpose_expression,
 )
-from tuner.ir.tir_c import INPUT_FILE_TYPES
 
 Value = Any  # Tensor | tuple[Value, ...] | int | float
 
@@ -697,9 +697,9 @@ def _generic_node(r: RelaxReader, func: Any, args: list[Tensor], outs: list[tupl
                   name: str, relax_op: str, relax_call: Any, fname: str) -> Value:
     """A node running a legalized PrimFunc (printed once per function name), or a view when the
     function only copies its operand (e.g. a broadcast_to that does not broadcast)."""
-    from tuner.ir.tir import ctype
-    from tuner.ir.tir_c import scalar_epilogue
-    from tuner.ir.tir_print import print_prim_func
+    from tuner.ir.cprint.dtypes import ctype
+    from tuner.ir.cprint.epilogue import scalar_epilogue
+    from tuner.ir.cprint.prim_func import print_prim_func
 
     if len(args) == 1 and len(outs) == 1 and outs[0][1] == args[0].dtype and prod(outs[0][0]) == args[0].size:
         copy = scalar_epilogue(func, fname, ctype(r.dtype))

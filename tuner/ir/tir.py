@@ -1,4 +1,5 @@
-"""Lowering of a scheduled PrimFunc (front passes: compacted LDM buffers) and TIR -> C expressions."""
+"""Lowering of a scheduled PrimFunc (front passes: compacted LDM buffers) and walks of TIR expressions:
+the kind of a node, its free variables, the value of an integer expression (C printing: tuner.ir.cprint)."""
 
 from __future__ import annotations
 
@@ -6,11 +7,6 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 import numpy as np
-
-_BIN = {"Add": "+", "Sub": "-", "Mul": "*", "LT": "<", "LE": "<=", "GT": ">", "GE": ">=", "EQ": "==",
-        "NE": "!=", "And": "&&", "Or": "||"}
-# floordiv/floormod: every index expression the schedules produce is non-negative
-_DIV = {"FloorDiv": "/", "Div": "/", "FloorMod": "%", "Mod": "%"}
 
 
 def lower(mod: Any, compact: bool = False) -> Any:
@@ -38,7 +34,7 @@ def free_vars(e: Any, acc: set | None = None) -> set:
     k = kind(e)
     if k == "Var":
         acc.add(e.name)
-    elif k in _BIN or k in _DIV or k in ("Min", "Max"):
+    elif k in _OPS:  # the binary operators
         free_vars(e.a, acc)
         free_vars(e.b, acc)
     elif k == "TensorLoad":
@@ -52,46 +48,6 @@ def free_vars(e: Any, acc: set | None = None) -> set:
         for x in (e.condition, e.true_value, e.false_value):
             free_vars(x, acc)
     return acc
-
-
-def cexpr(e: Any, env: dict[str, str], load: Callable[[Any], str] | None = None) -> str:
-    """C text of a TIR expression; ``env`` renames variables, ``load`` prints buffer loads."""
-    k = kind(e)
-    if k == "Var":
-        return env.get(e.name, e.name)
-    if k == "IntImm":
-        return str(int(e.value))
-    if k == "FloatImm":
-        return repr(float(e.value))
-    if k in _BIN:
-        return f"({cexpr(e.a, env, load)} {_BIN[k]} {cexpr(e.b, env, load)})"
-    if k in _DIV:
-        return f"({cexpr(e.a, env, load)} {_DIV[k]} {cexpr(e.b, env, load)})"
-    if k in ("Min", "Max"):
-        return f"SW_{k.upper()}({cexpr(e.a, env, load)}, {cexpr(e.b, env, load)})"
-    if k == "Not":
-        return f"(!{cexpr(e.a, env, load)})"
-    if k == "Cast":
-        return f"(({ctype(str(e.ty))}){cexpr(e.value, env, load)})"  # tirx.Cast is typed in ``ty``
-    if k == "Select":
-        return (f"({cexpr(e.condition, env, load)} ? {cexpr(e.true_value, env, load)} : "
-                f"{cexpr(e.false_value, env, load)})")
-    if k == "TensorLoad":
-        if load is None:
-            raise NotImplementedError("buffer load in an index expression")
-        return load(e)
-    if k == "Call":
-        from tuner.expr.intrinsics import INTRINSICS, c_function
-
-        op = str(e.op.name)
-        if op in INTRINSICS:  # the math functions an expression may call (libm, as TVM's C codegen)
-            dtype = str(getattr(e, "dtype", None) or e.ty)  # a tirx Call types itself in ``ty``
-            return f"{c_function(op, dtype)}({', '.join(cexpr(a, env, load) for a in e.args)})"
-    raise NotImplementedError(f"cannot print TIR expression {k}: {e}")
-
-
-def ctype(dtype: str) -> str:
-    return {"float32": "float", "float64": "double", "int32": "int", "int64": "long", "bool": "int"}[dtype]
 
 
 def const_int(e: Any) -> int:

@@ -29,9 +29,9 @@ from typing import Any
 import numpy as np
 
 from tuner.ir import content_cache, llvm
+from tuner.ir.cprint.legalized import CFunction
+from tuner.ir.cprint.prim_func import print_prim_func
 from tuner.ir.graph import Node
-from tuner.ir.tir_c import CFunction
-from tuner.ir.tir_print import print_prim_func
 from tuner.space.cpe.plan import CpeOp, KernelPlan, ParamSlice
 from tuner.space.cpe.schedule import Window, dma_counts
 from tuner.targets import Target
@@ -267,7 +267,9 @@ def _print_body(func: Any, lanes: int) -> CFunction | None:
 def _plan_elementwise(n: Node, dtype: str) -> KernelPlan | None:
     """A PrimFunc given as is (e.g. the ONNX importer's call_tir for Clip) that is element-wise on one
     operand (0-d constants aside, checked on its TIR): blocks of consecutive elements."""
-    from tuner.ir.tir_c import Work, ctype_of, scalar_epilogue
+    from tuner.ir.cprint.dtypes import ctype_of
+    from tuner.ir.cprint.epilogue import scalar_epilogue
+    from tuner.ir.cprint.legalized import Work
 
     if len(n.outputs) != 1:
         return None

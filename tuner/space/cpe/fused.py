@@ -19,7 +19,7 @@ import re
 from collections.abc import Hashable, Sequence
 from dataclasses import dataclass
 
-from tuner.ir.tir_c import CFunction, Work
+from tuner.ir.cprint.legalized import CFunction, Work
 from tuner.space.cpe.plan import KernelPlan, ParamSlice
 
 SIMD_BYTES = 64  # an LDM buffer is rounded to whole 64 B, aligned, so any body may read it with vectors

@@ -23,8 +23,8 @@ from typing import Any
 
 import numpy as np
 
+from tuner.ir.cprint.legalized import CFunction, Work
 from tuner.ir.graph import slave_symbol
-from tuner.ir.tir_c import CFunction, Work
 from tuner.space.cpe.schedule import CPES, Operand, Space, Window, analyse_configs, configs
 from tuner.targets import Target
 

@@ -1,12 +1,12 @@
-"""SIMD printing of a legalized TIR PrimFunc: the ``lanes`` knob of tuner.ir.tir_c.print_prim_func.
+"""SIMD printing of a legalized TIR PrimFunc: the ``lanes`` knob of tuner.ir.cprint.prim_func.print_prim_func.
 
-A memory-bound CPE kernel's body (tuner/aot/cpe_ops.py) is printed by tir_c as scalar C. With
+A memory-bound CPE kernel's body (tuner/aot/cpe_ops.py) is printed by tuner.ir.cprint.legalized as scalar C. With
 ``lanes`` = 4 or 8 this printer writes the loops a Sunway programmer would vectorise with the vector
 types of simd.h (floatv4/doublev4 for 4 lanes, floatv8/doublev8 for 8; on SW26010 both float and
 double have 4 lanes, the caller picks ``lanes`` from Target.simd_widths) and leaves every other loop
-exactly as tir_c prints it. The rules:
+exactly as the scalar printer prints it. The rules:
 
-1. Only an innermost ``For`` (after tir_c.lower_for_mpe) with a constant extent that is a multiple
+1. Only an innermost ``For`` (after legalized.lower_for_mpe) with a constant extent that is a multiple
    of ``lanes``, unit step, and a body of BufferStores is vectorised; no peel loop is written, so a
    loop with a remainder stays scalar. Every buffer access, flattened row-major, must be unit-stride
    in the loop variable (coefficient exactly 1) or independent of it; any other access (stride != 1,
@@ -20,7 +20,7 @@ exactly as tir_c prints it. The rules:
    others, and is folded into ``buf[i]`` after the loop by a pairwise horizontal reduction (lanes-1
    arith). Float sums are reordered: results differ from the scalar order by rounding.
 3. ``+ - * /`` are GCC vector operators (a vector divide is charged as one transcendental); min/max
-   are a compare and a select (``simd_vfcmplt`` + ``simd_vseleq``, NaN-exact with tir_c's SWG_MIN/
+   are a compare and a select (``simd_vfcmplt`` + ``simd_vseleq``, NaN-exact with the scalar SWG_MIN/
    SWG_MAX; charged one arith per vector like the scalar SWG_* are). There is no vector libm on the
    CPE: exp, erf, tanh, sqrt, rsqrt, sigmoid... are the scalar C call on each lane (``v[0]`` ..
    ``v[lanes-1]``, charged ``lanes`` transcendental per vector; the lane moves are not charged), and
@@ -33,7 +33,7 @@ exactly as tir_c prints it. The rules:
    declarations). A vector access is aligned when its flattened offset is provably a multiple of
    ``lanes`` (the constant part and every other variable's coefficient): ``simd_load``/``simd_store``
    then, else ``simd_loadu``/``simd_storeu``, charged as 2 loads/stores.
-5. Work: one load/store/arith per vector instruction; the scalar parts are counted as tir_c counts
+5. Work: one load/store/arith per vector instruction; the scalar parts are counted as the scalar printer counts
    them. ``CFunction.vector_loops`` is how many loops were vectorised; with none the result is the
    scalar printer's.
 """
@@ -42,11 +42,14 @@ from __future__ import annotations
 
 from typing import Any
 
+from tuner.ir.cprint import vector
+from tuner.ir.cprint.dtypes import ctype_of, dtype_of
+from tuner.ir.cprint.functions import is_math, math_call, op_name
+from tuner.ir.cprint.legalized import LegalizedPrinter, Work
+from tuner.ir.cprint.lines import for_line
 from tuner.ir.graph import AotError
-from tuner.ir.tir_c import _MATH, CFunction, Work, _dtype, _kind, _Printer, ctype_of
+from tuner.ir.tir import kind
 
-VECTOR_TYPES = {("float", 4): "floatv4", ("double", 4): "doublev4", ("float", 8): "floatv8",
-                ("double", 8): "doublev8"}
 _SUBS = ("a", "b", "value", "condition", "true_value", "false_value")
 # Assumption [A]: an unaligned vector load/store costs two aligned ones (SW26010's unaligned access
 # is a sequence of aligned accesses); FACTS gives no figure.
@@ -59,23 +62,23 @@ class _NotVector(Exception):
 
 def _children(e: Any) -> list[Any]:
     out = [getattr(e, a) for a in _SUBS if getattr(e, a, None) is not None and hasattr(getattr(e, a), "ty")]
-    if _kind(e) == "Call":
+    if kind(e) == "Call":
         out += list(e.args)
-    if _kind(e) == "TensorLoad":
+    if kind(e) == "TensorLoad":
         out += list(e.indices)
     return out
 
 
 def _uses(e: Any, var: Any) -> bool:
     """Whether expression ``e`` mentions variable ``var``."""
-    if _kind(e) == "Var":
+    if kind(e) == "Var":
         return bool(e.same_as(var))
     return any(_uses(c, var) for c in _children(e))
 
 
 def _loads(e: Any, out: list[Any]) -> list[Any]:
     """Every TensorLoad in ``e`` (outermost first)."""
-    if _kind(e) == "TensorLoad":
+    if kind(e) == "TensorLoad":
         out.append(e)
     for c in _children(e):
         _loads(c, out)
@@ -85,12 +88,12 @@ def _loads(e: Any, out: list[Any]) -> list[Any]:
 def affine(e: Any) -> dict[Any, int] | None:
     """``e`` as {variable: coefficient, None: constant}, or None when it is not affine in its
     variables with integer coefficients (floordiv, floormod, a product of variables...)."""
-    k = _kind(e)
+    k = kind(e)
     if k == "IntImm":
         return {None: int(e.value)}
     if k == "Var":
         return {e: 1}
-    if k == "Cast" and not _dtype(e).startswith("float"):
+    if k == "Cast" and not dtype_of(e).startswith("float"):
         return affine(e.value)
     if k in ("Add", "Sub"):
         a, b = affine(e.a), affine(e.b)
@@ -140,8 +143,8 @@ def is_aligned(lin: dict[Any, int], rest: list[Any], loop_var: Any, lo: int, lan
                                       and not v.same_as(loop_var))
 
 
-class SimdPrinter(_Printer):
-    """tir_c's printer with the innermost loops that qualify (module docstring) vectorised."""
+class SimdPrinter(LegalizedPrinter):
+    """The scalar printer with the innermost loops that qualify (module docstring) vectorised."""
 
     def __init__(self, func: Any, name: str, store_type: str, ldm_prefix: str | None, lanes: int) -> None:
         super().__init__(func, name, store_type, ldm_prefix)
@@ -159,13 +162,13 @@ class SimdPrinter(_Printer):
         self.cache: dict[tuple[str, str], str] = {}  # (buffer, offset) -> vector register holding it
         self.hoisted: dict[str, str] = {}  # loop-invariant scalar expression -> its splat
 
-    def _finish(self) -> None:
+    def finish(self) -> None:
         if self.vector_loops:  # vector loads/stores of the scratch need it (rule 4)
             self.ldm_decls = [d.replace("];", "] __attribute__((aligned(64)));") for d in self.ldm_decls]
             self.statics = [d.replace("];", "] __attribute__((aligned(64)));", 1) for d in self.statics]
 
     def stmt(self, s: Any, depth: int) -> None:
-        if _kind(s) == "For" and _kind(s.body) in ("BufferStore", "SeqStmt"):
+        if kind(s) == "For" and kind(s.body) in ("BufferStore", "SeqStmt"):
             saved = (len(self.lines), Work(**vars(self.work)), dict(self.vars), self.ntmp, list(self.trips))
             try:
                 self._vector_for(s, depth)
@@ -196,27 +199,27 @@ class SimdPrinter(_Printer):
         cname, _, dt = self.buffer(b)
         if dt != self.dtype:
             raise _NotVector(f"{b.name} is {dt}, not {self.dtype}")
-        if self._stored_as_model_type(b) and self.store in ("float", "double") and self.store != self.ctype:
+        if self.is_param(b) and self.store in ("float", "double") and self.store != self.ctype:
             raise _NotVector(f"{b.name} is stored as {self.store}")
 
     def _vector_for(self, s: Any, depth: int) -> None:
         step = getattr(s, "step", None)
-        if step is not None and not (_kind(step) == "IntImm" and int(step.value) == 1):
+        if step is not None and not (kind(step) == "IntImm" and int(step.value) == 1):
             raise _NotVector("step")
-        if _kind(s.extent) != "IntImm" or _kind(s.min) != "IntImm":
+        if kind(s.extent) != "IntImm" or kind(s.min) != "IntImm":
             raise _NotVector("bounds not constant")
         ext, self.lo = int(s.extent.value), int(s.min.value)
         if ext <= 0 or ext % self.lanes:
             raise _NotVector(f"extent {ext} is not a multiple of {self.lanes}")
-        items = list(s.body.seq) if _kind(s.body) == "SeqStmt" else [s.body]
-        stores = [x for x in items if _kind(x) == "BufferStore"]
-        if not stores or any(_kind(x) not in ("BufferStore", "IfThenElse") for x in items):
+        items = list(s.body.seq) if kind(s.body) == "SeqStmt" else [s.body]
+        stores = [x for x in items if kind(x) == "BufferStore"]
+        if not stores or any(kind(x) not in ("BufferStore", "IfThenElse") for x in items):
             raise _NotVector("body is not a sequence of stores")
         self.dtype = str(stores[0].buffer.dtype)
         if self.dtype not in ("float32", "float64"):
             raise _NotVector(f"stores {self.dtype}")
         self.ctype = ctype_of(self.dtype)
-        self.vtype = VECTOR_TYPES[(self.ctype, self.lanes)]
+        self.vtype = vector.vector_type(self.ctype, self.lanes)
         self.loop_var = s.loop_var
         # --- classify the stores, check the dependences ---
         reductions: dict[str, tuple[Any, str, Any]] = {}  # buffer C name -> (store, op, operand e)
@@ -235,7 +238,7 @@ class SimdPrinter(_Printer):
             written.setdefault(cname, []).append(list(x.indices))
         inits: dict[str, tuple[Any, list[Any]]] = {}  # reduction -> (init store, outer conditions)
         for p, x in enumerate(items):
-            if _kind(x) == "IfThenElse":
+            if kind(x) == "IfThenElse":
                 cname, init, conds = self._init(x, reductions, inits)
                 if not any(st.same_as(reductions[cname][0]) for st in items[p + 1:]):
                     raise _NotVector("a reduction init after the reduction")
@@ -264,7 +267,7 @@ class SimdPrinter(_Printer):
                      "Min": "INFINITY"}[op]
             if cname in inits and not inits[cname][1]:  # the init value itself goes to lane 0
                 first = self.expr(inits[cname][0].value)
-                self._count(inits[cname][0].value)
+                self.count(inits[cname][0].value)
             else:
                 if cname in inits:  # an init on outer variables too: done before the loop
                     init, conds = inits[cname]
@@ -272,7 +275,7 @@ class SimdPrinter(_Printer):
                     self.pre.append(f"if ({cond}) {{ {self.index(init.buffer, list(init.indices))} = "
                                     f"{self.expr(init.value)}; }}")
                     self.work.stores += outer
-                    self._count(init.value)
+                    self.count(init.value)
                 first = self.index(x.buffer, list(x.indices))
                 self.work.loads += outer
             self.pre.append(f"{self.vtype} {acc} = {self._set([first] + [ident] * (self.lanes - 1))};")
@@ -285,14 +288,13 @@ class SimdPrinter(_Printer):
                 _, op, e = reductions[cname]
                 acc = accs[cname]
                 val = self._name(self.vexpr(e))
-                upd = {"Add": f"{acc} + {val}", "Max": self._max(acc, val), "Min": self._min(acc, val)}[op]
+                upd = f"{acc} + {val}" if op == "Add" else vector.select_exact(op, acc, val)
                 self.body.append(f"{acc} = {upd};")
                 self.work.arith += n
                 continue
             val = self._name(self.vexpr(x.value))
             _, aligned = self._access(x.buffer, list(x.indices))
-            fn = "simd_store" if aligned else "simd_storeu"
-            self.body.append(f"{fn}({val}, &{self.index(x.buffer, list(x.indices))});")
+            self.body.append(vector.store(val, f"&{self.index(x.buffer, list(x.indices))}", aligned))
             self.work.stores += n * (1 if aligned else UNALIGNED_COST)
             self.cache[(cname, self.index(x.buffer, list(x.indices)))] = val  # store-to-load forwarding
         self.trips.pop()
@@ -305,8 +307,7 @@ class SimdPrinter(_Printer):
         self.emit(depth, f"/* simd: {ext // self.lanes} iterations of {self.vtype} */")
         for line in self.pre:
             self.emit(depth, line)
-        self.emit(depth, f"for (long {v} = {lo}; {v} < {lo} + {ext}L; {v} += {self.lanes}) {{" if self.lo
-                  else f"for (long {v} = 0; {v} < {ext}L; {v} += {self.lanes}) {{")
+        self.emit(depth, for_line("long", v, lo if self.lo else None, f"{ext}L", f"{v} += {self.lanes}"))
         for line in self.body:
             self.emit(depth + 1, line)
         self.emit(depth, "}")
@@ -317,11 +318,11 @@ class SimdPrinter(_Printer):
         """(op, operand e) when store ``x`` is ``buf[i] = buf[i] (+|max|min) e``."""
         from tvm_ffi import structural_equal
 
-        k = _kind(x.value)
+        k = kind(x.value)
         if k not in ("Add", "Max", "Min"):
             return None
         for own, e in ((x.value.a, x.value.b), (x.value.b, x.value.a)):
-            if _kind(own) == "TensorLoad" and own.source.same_as(x.buffer) and all(
+            if kind(own) == "TensorLoad" and own.source.same_as(x.buffer) and all(
                     structural_equal(i, j) for i, j in zip(own.indices, x.indices)):
                 return k, e
         return None
@@ -332,7 +333,7 @@ class SimdPrinter(_Printer):
         from tvm_ffi import structural_equal
 
         t = x.then_case
-        if x.else_case is not None or _kind(t) != "BufferStore":
+        if x.else_case is not None or kind(t) != "BufferStore":
             raise _NotVector("a condition in the body")
         cname = self.buffer(t.buffer)[0]
         if cname not in reductions or cname in seen or not all(
@@ -341,17 +342,17 @@ class SimdPrinter(_Printer):
         conds, todo = [], [x.condition]
         while todo:
             c = todo.pop()
-            if _kind(c) == "And":
+            if kind(c) == "And":
                 todo += [c.b, c.a]
             else:
                 conds.append(c)
         mine = [c for c in conds if _uses(c, self.loop_var)]
-        if len(mine) != 1 or _kind(mine[0]) != "EQ":
+        if len(mine) != 1 or kind(mine[0]) != "EQ":
             raise _NotVector("a condition on the loop variable")
         a, b = mine[0].a, mine[0].b
-        if _kind(a) != "Var":
+        if kind(a) != "Var":
             a, b = b, a
-        if not (_kind(a) == "Var" and a.same_as(self.loop_var) and _kind(b) == "IntImm" and int(b.value) == self.lo):
+        if not (kind(a) == "Var" and a.same_as(self.loop_var) and kind(b) == "IntImm" and int(b.value) == self.lo):
             raise _NotVector("a condition on the loop variable")
         return cname, t, [c for c in conds if not _uses(c, self.loop_var)]
 
@@ -368,7 +369,7 @@ class SimdPrinter(_Printer):
 
     # ---- vector expressions -------------------------------------------------------------------
     def _set(self, lanes: list[str]) -> str:
-        return f"simd_set_{self.vtype}({', '.join(lanes)})"
+        return vector.set_lanes(self.vtype, lanes)
 
     def _name(self, v: str) -> str:
         """``v`` in a named register (simd.h's macros evaluate their arguments more than once)."""
@@ -377,14 +378,6 @@ class SimdPrinter(_Printer):
         t = self._tmp()
         self.body.append(f"const {self.vtype} {t} = {v};")
         return t
-
-    @staticmethod
-    def _max(a: str, b: str) -> str:  # SWG_MAX(a, b) = a > b ? a : b = !(b < a) ? b : a
-        return f"simd_vseleq(simd_vfcmplt({b}, {a}), {b}, {a})"
-
-    @staticmethod
-    def _min(a: str, b: str) -> str:  # SWG_MIN(a, b) = a < b ? a : b = !(a < b) ? b : a
-        return f"simd_vseleq(simd_vfcmplt({a}, {b}), {b}, {a})"
 
     def _fold(self, acc: str, op: str) -> str:
         terms = [f"{acc}[{i}]" for i in range(self.lanes)]
@@ -399,7 +392,7 @@ class SimdPrinter(_Printer):
 
     def vexpr(self, e: Any) -> str:
         """A vector-valued C expression of float expression ``e`` (lane l = iteration v + l)."""
-        k, dt, n = _kind(e), _dtype(e), self.trips[-1]
+        k, dt, n = kind(e), dtype_of(e), self.trips[-1]
         if dt != self.dtype:
             raise _NotVector(f"a {dt} value in a {self.dtype} body")
         outer = self.trips[-2]
@@ -409,7 +402,7 @@ class SimdPrinter(_Printer):
                 if addr not in self.hoisted:
                     t = self._tmp()
                     self.pre.append(f"{self.vtype} {t};")
-                    self.pre.append(f"simd_loade({t}, {addr});")
+                    self.pre.append(vector.load_replicated(t, addr))
                     self.work.loads += outer
                     self.hoisted[addr] = t
                 return self.hoisted[addr]
@@ -423,7 +416,7 @@ class SimdPrinter(_Printer):
                     self.pre.append(f"const {self.ctype} {sv} = {scalar};")
                     self.pre.append(f"const {self.vtype} {t} = {self._set([sv] * self.lanes)};")
                     self.trips.append(outer)
-                    self._count(e)
+                    self.count(e)
                     self.trips.pop()
                 self.work.arith += outer
                 self.hoisted[scalar] = t
@@ -436,7 +429,7 @@ class SimdPrinter(_Printer):
                 _, aligned = self._access(e.source, list(e.indices))
                 t = self._tmp()
                 self.body.append(f"{self.vtype} {t};")
-                self.body.append(f"{'simd_load' if aligned else 'simd_loadu'}({t}, &{ref});")
+                self.body.append(vector.load(t, f"&{ref}", aligned))
                 self.work.loads += n * (1 if aligned else UNALIGNED_COST)
                 self.cache[key] = t
             return self.cache[key]
@@ -450,13 +443,13 @@ class SimdPrinter(_Printer):
         if k in ("Min", "Max"):
             a, b = self._name(self.vexpr(e.a)), self._name(self.vexpr(e.b))
             self.work.arith += n
-            return self._max(a, b) if k == "Max" else self._min(a, b)
+            return vector.select_exact(k, a, b)
         if k == "Call":
-            op = str(e.op.name).removeprefix("tirx.").removeprefix("tir.").removeprefix("prim.")
-            if (op in _MATH or op in ("rsqrt", "sigmoid")) and all(_dtype(a) == dt for a in e.args):
+            op = op_name(e)
+            if is_math(op) and all(dtype_of(a) == dt for a in e.args):
                 args = [self._name(self.vexpr(a)) for a in e.args]
                 self.work.transcendental += n * self.lanes
-                return self._set([self._lane_call(op, [f"{a}[{i}]" for a in args]) for i in range(self.lanes)])
+                return self._set([math_call(op, [f"{a}[{i}]" for a in args], self.dtype) for i in range(self.lanes)])
         if k == "Select":  # both sides are evaluated in TIR: vectors, the condition per lane
             a, b = self._name(self.vexpr(e.true_value)), self._name(self.vexpr(e.false_value))
             conds = self._lanes(e.condition)
@@ -475,20 +468,7 @@ class SimdPrinter(_Printer):
         finally:
             self.vars[self.loop_var] = v
         self.trips.append(self.trips[-1] * self.lanes)
-        self._count(e)
+        self.count(e)
         self.trips.pop()
         return lanes
 
-    def _lane_call(self, op: str, args: list[str]) -> str:
-        sfx = "f" if self.ctype == "float" else ""
-        one = "1.0f" if self.ctype == "float" else "1.0"
-        if op == "rsqrt":
-            return f"({one} / sqrt{sfx}({args[0]}))"
-        if op == "sigmoid":
-            return f"({one} / ({one} + exp{sfx}(-({args[0]}))))"
-        return f"{_MATH[op]}{sfx}({', '.join(args)})"
-
-
-def print_simd(func: Any, name: str, store_type: str, ldm_prefix: str | None, lanes: int) -> CFunction:
-    """tir_c.print_prim_func with ``lanes`` (4 or 8) SIMD lanes; ``func`` is already lowered."""
-    return SimdPrinter(func, name, store_type, ldm_prefix, lanes).function()
