@@ -31,22 +31,28 @@ def with_search_path(url: str, schema: str) -> str:
 @contextlib.contextmanager
 def fresh_url(kind: str, directory: Path, *, upgrade: bool = True) -> Iterator[str]:
     """A URL of an empty database of ``kind``, migrated to head unless ``upgrade`` is False."""
-    if kind == "sqlite":
-        url = f"sqlite:///{directory / f'swtune-{uuid.uuid4().hex[:8]}.db'}"
+    empty = _sqlite_file(directory) if kind == "sqlite" else _postgres_schema()
+    with empty as url:
         if upgrade:
             migrate.upgrade(url)
         yield url
-        return
+
+
+@contextlib.contextmanager
+def _sqlite_file(directory: Path) -> Iterator[str]:
+    yield f"sqlite:///{directory / f'swtune-{uuid.uuid4().hex[:8]}.db'}"
+
+
+@contextlib.contextmanager
+def _postgres_schema() -> Iterator[str]:
+    """A new schema of the test server, dropped with everything in it afterwards."""
     base = normalize_url(os.environ[PG_ENV])
     schema = f"swt_test_{uuid.uuid4().hex[:12]}"
     admin = create_engine(base, pool_pre_ping=True)  # its connection may predate a restart test
     with admin.begin() as conn:
         conn.execute(text(f'CREATE SCHEMA "{schema}"'))
-    url = with_search_path(base, schema)
     try:
-        if upgrade:
-            migrate.upgrade(url)
-        yield url
+        yield with_search_path(base, schema)
     finally:
         with admin.begin() as conn:
             conn.execute(text(f'DROP SCHEMA "{schema}" CASCADE'))

@@ -22,14 +22,20 @@ def batch_matmul_at(b=8, m=256, n=256, k=256):
     return [a, bt, c]
 
 
-def weighted_gemm(m=512, n=512, k=512):
-    """C[i,j] = sum_k A[i,k] * B[k,j] * w[k]."""
+def _scaled_gemm(m, n, k, vector, length, at, name):
+    """C[i,j] = sum_k A[i,k] * B[k,j] * v[at(i, k)]: a GEMM whose products a vector ``v`` (named ``vector``,
+    ``length`` long) scales."""
     a = te.placeholder((m, k), name="A")
     b = te.placeholder((k, n), name="B")
-    w = te.placeholder((k,), name="w")
+    v = te.placeholder((length,), name=vector)
     rk = te.reduce_axis((0, k), name="rk")
-    c = te.compute((m, n), lambda i, j: te.sum(a[i, rk] * b[rk, j] * w[rk], axis=rk), name="weighted_gemm")
-    return [a, b, w, c]
+    c = te.compute((m, n), lambda i, j: te.sum(a[i, rk] * b[rk, j] * v[at(i, rk)], axis=rk), name=name)
+    return [a, b, v, c]
+
+
+def weighted_gemm(m=512, n=512, k=512):
+    """C[i,j] = sum_k A[i,k] * B[k,j] * w[k]."""
+    return _scaled_gemm(m, n, k, "w", k, lambda i, rk: rk, "weighted_gemm")
 
 
 def attention_score(batch=1, heads=8, seq=256, d=64):
@@ -45,9 +51,4 @@ def attention_score(batch=1, heads=8, seq=256, d=64):
 
 def row_scaled_gemm(m=256, n=192, k=320):
     """C[i,j] = s[i] * sum_k A[i,k] * B[k,j]: a GEMM with a per-row scale."""
-    a = te.placeholder((m, k), name="A")
-    b = te.placeholder((k, n), name="B")
-    s = te.placeholder((m,), name="s")
-    rk = te.reduce_axis((0, k), name="rk")
-    c = te.compute((m, n), lambda i, j: te.sum(a[i, rk] * b[rk, j] * s[i], axis=rk), name="row_scaled_gemm")
-    return [a, b, s, c]
+    return _scaled_gemm(m, n, k, "s", m, lambda i, rk: i, "row_scaled_gemm")

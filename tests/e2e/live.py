@@ -4,13 +4,14 @@ simulator worker processes, with tokens, stopped (SIGTERM, then SIGKILL) however
 from __future__ import annotations
 
 import os
-import signal
 import subprocess
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
+
+from processes import stop
 
 from db import tokens as tokens_db
 from db.engine import Database
@@ -32,15 +33,6 @@ class LiveService:
     db: Database
 
 
-def _stop(proc: subprocess.Popen[bytes]) -> None:
-    if proc.poll() is None:
-        proc.send_signal(signal.SIGTERM)
-    try:
-        proc.wait(20)
-    except subprocess.TimeoutExpired:
-        proc.kill()
-
-
 @contextmanager
 def live_service(url: str, workers: int = 2, target: str = "sw26010") -> Iterator[LiveService]:
     """A server on the tuning log ``url`` with ``workers`` simulator workers."""
@@ -59,6 +51,6 @@ def live_service(url: str, workers: int = 2, target: str = "sw26010") -> Iterato
         yield LiveService(base, submit_token, db)
     finally:
         for proc in procs:
-            _stop(proc)
-        _stop(server)
+            stop(proc)
+        stop(server)
         db.dispose()

@@ -16,6 +16,7 @@ import time
 from pathlib import Path
 
 import pytest
+from processes import stop
 from sqlalchemy import func, select
 
 from db import tokens as tokens_db
@@ -137,9 +138,5 @@ def test_alexnet_over_http_with_a_worker_killed(backend_url: str) -> None:
         for proc in workers.values():
             if proc.poll() is None:
                 proc.kill()
-        server.send_signal(signal.SIGTERM)
-        try:
-            server.wait(20)
-        except subprocess.TimeoutExpired:
-            server.kill()
+        stop(server)
         db.dispose()

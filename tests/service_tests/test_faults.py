@@ -27,6 +27,7 @@ from pathlib import Path
 
 import httpx
 import pytest
+from processes import stop
 from sqlalchemy import create_engine, func, select, text
 from sqlalchemy.engine import make_url
 
@@ -164,11 +165,7 @@ def _run(url: str, tmp_path: Path, fault: str) -> None:
             if proc.poll() is None:
                 proc.send_signal(signal.SIGCONT)
                 proc.kill()
-        server.send_signal(signal.SIGTERM)
-        try:
-            server.wait(20)
-        except subprocess.TimeoutExpired:
-            server.kill()
+        stop(server)
         db.dispose()
 
 
