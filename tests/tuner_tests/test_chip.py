@@ -166,12 +166,32 @@ def test_the_openacc_baseline_splits_its_outer_loop_over_every_cg() -> None:
     assert gemv.naive_config().get("cgs", 1) == 1
 
 
-def test_code_is_not_generated_for_a_split_kernel() -> None:
+@pytest.mark.parametrize(("split", "rows", "cols"), [("rows", 8, 32), ("cols", 32, 8)])
+def test_a_split_kernels_schedule_gives_each_cg_the_share_the_analysis_charges(split: str, rows: int,
+                                                                               cols: int) -> None:
+    """Each CG's part of the generated schedule holds ceil(tiles / cgs) tiles of the split axis (32 here,
+    over 4 CGs), the busiest CG's share of the analysis; a one-CG config of the chip space is the one-CG
+    kernel."""
     pytest.importorskip("tvm")
     from tuner.codegen.schedule import build_schedule
 
-    with pytest.raises(NotBuiltYetError, match="Use target sw26010"):
-        build_schedule(BIG, "sw26010-4cg", config(cgs=1))
+    cfg = config(cgs=4, cg_split=split, cg_operands="replicate")
+    s = build_schedule(BIG, "sw26010-4cg", cfg)
+    space = space_for(BIG, "sw26010-4cg")
+    chip = space.analyze(space.encode(cfg)[None, :]).chip
+    assert chip is not None
+    assert (s.cgs, s.rows_total, s.cols_total) == (4, rows, cols)
+    assert (chip.rows_total[0], chip.cols_total[0]) == (rows, cols)
+    one = build_schedule(BIG, "sw26010-4cg", config(cgs=1))
+    assert (one.cgs, one.rows_total, one.cols_total) == (1, 32, 32)
+
+
+def test_a_split_reduction_is_not_generated_yet() -> None:
+    pytest.importorskip("tvm")
+    from tuner.codegen.schedule import build_schedule
+
+    with pytest.raises(NotBuiltYetError, match="reduction split over 4 core groups"):
+        build_schedule(BIG, "sw26010-4cg", config(cgs=4, cg_split="reduction", cg_operands="replicate"))
 
 
 @pytest.mark.parametrize("workload", [Conv2d(1, 64, 28, 28, 64, 3, 3, pad_h=1, pad_w=1), Dense(1, 1000, 2048)],

@@ -9,10 +9,18 @@ once), spawns the slave kernel on the core group and joins it. It prints ``SWTUN
 (the host work: what the simulator's breakdown calls host_prepass) and ``SWTUNE_KERNEL_SECONDS``
 (host work + spawn to join: what tuner/measure/simulator.py ``simulate`` models, which charges the
 prepass and the per-call pack), then writes the output with any line padding of its rows stripped.
+
+A kernel split over several core groups (tuner/codegen/schedule.py: each CG runs its share of the tiles,
+chosen by ``_CGN``) is launched on each of them with the same arguments, in the target's form
+(:func:`chip_launch`): on SW26010 swDNN's, a host pthread per CG, each calling ``athread_init`` (which
+binds it to the next CG) and then ``athread_spawn`` / ``athread_join`` on it; on SW26010-Pro the
+all-shared mode, ``athread_spawn_cgs`` / ``athread_join_cgs``. Its buffers are in memory every CG
+reaches (``malloc_cross``).
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from math import prod
 
 import numpy as np
@@ -23,7 +31,7 @@ from tuner.codegen.te_ops import role_group
 from tuner.ir.cprint.dtypes import ctype
 from tuner.space.choices import Pack
 from tuner.space.ops import PadPrepass, axis_tiles, geometry_for
-from tuner.targets import Toolchain
+from tuner.targets import Family, Target, Toolchain
 
 HOST_HELPERS = r"""static unsigned long sw_cycles(void) {
 #if defined(SWTUNE_EMU) || defined(SWTUNE_PRO)
@@ -51,9 +59,14 @@ static void sw_read(const char *path, void *dst, size_t bytes) {
 }
 """  # cycle counter, aligned allocation and exact-size input reads shared by every host program
 
-def host_prologue(ty: str) -> str:
+def host_prologue(ty: str, chip: ChipLaunch | None = None) -> str:
     """The start of every single-kernel host program: includes, the slave entry, the helpers and a
-    deterministic fill for runs without input files."""
+    deterministic fill for runs without input files; ``chip``: a split kernel's launch, its helpers
+    added and its buffers in cross memory."""
+    helpers = HOST_HELPERS
+    if chip is not None:
+        helpers = helpers.replace("posix_memalign(&p, 128, bytes ? bytes : 128)",
+                                  "!(p = malloc_cross(bytes ? bytes : 128))") + chip.helpers
     return f"""#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -62,7 +75,7 @@ def host_prologue(ty: str) -> str:
 
 extern void SLAVE_FUN(swtune_kernel)(swtune_args *);
 
-{HOST_HELPERS}
+{helpers}
 
 static void sw_fill({ty} *p, long n, unsigned seed) {{
   for (long i = 0; i < n; i++) {{ seed = seed * 1103515245u + 12345u; p[i] = ({ty})((seed >> 8) % 2001) / 1000 - 1; }}
@@ -194,6 +207,49 @@ def header(s: Scheduled) -> str:
             f"typedef struct {{ {ty} {', '.join('*' + r for r in (*s.roles, 'c'))}; }} swtune_args;\n#endif\n")
 
 
+@dataclass(frozen=True)
+class ChipLaunch:
+    """C of a kernel's launch on ``cgs`` core groups: helpers before main, the runtime's
+    initialisation, and the spawn-to-join lines (arguments in ``args``)."""
+
+    helpers: str
+    init: str
+    run: str
+
+
+def chip_launch(target: Target, cgs: int, kernel: str = "swtune_kernel", args: str = "&args") -> ChipLaunch:
+    """The target's form of running ``kernel(args)`` on ``cgs`` core groups (the module docstring); one
+    CG: ``athread_spawn`` and ``athread_join`` as ever."""
+    if cgs == 1:
+        return ChipLaunch("", "athread_init();", f"athread_spawn({kernel}, {args});\n  athread_join();")
+    if target.family is Family.SW26010_PRO:
+        return ChipLaunch("", "athread_init_cgs();",
+                          f"athread_spawn_cgs({kernel}, {args});  /* every core group; each runs part _CGN */"
+                          "\n  athread_join_cgs();")
+    helpers = f"""
+#include <pthread.h>
+#include <semaphore.h>
+
+static void *sw_cg_args;  /* the kernel's arguments, the same for every core group */
+static sem_t sw_cg_bound;
+
+/* one host thread per core group (swDNN's form): its athread_init binds it to the next CG */
+static void *sw_cg_main(void *unused) {{
+  (void)unused;
+  athread_init();
+  sem_post(&sw_cg_bound);
+  athread_spawn({kernel}, sw_cg_args);
+  athread_join();
+  return NULL;
+}}
+"""
+    run = (f"sw_cg_args = {args};\n  pthread_t sw_cg[{cgs}];\n  sem_init(&sw_cg_bound, 0, 0);"
+           f"\n  for (int g = 0; g < {cgs}; g++) {{  /* one after another: thread g holds CG g */"
+           "\n    pthread_create(&sw_cg[g], NULL, sw_cg_main, NULL);\n    sem_wait(&sw_cg_bound);\n  }"
+           f"\n  for (int g = 0; g < {cgs}; g++) pthread_join(sw_cg[g], NULL);")
+    return ChipLaunch(helpers, "", run)
+
+
 def host_file(s: Scheduled) -> str:
     """The host program of any op: one input per kernel operand (parameter order), the spec's
     prepass, the per-call packs, the spawn; the one time it prints is what tuner/measure/simulator.py
@@ -229,23 +285,24 @@ def host_file(s: Scheduled) -> str:
     # operands or none (OpGeometry.b_constant).
     pack_const, pack_run = (pack, "") if geo.b_constant else ("", pack)
     args = ", ".join([f"{r}_p" if r in packed else r for r in roles] + ["c"])
-    free = " ".join(f"free({b});" for b in bufs)
+    launch = chip_launch(s.target, s.cgs)
+    # cross memory is not freed: the runtime releases it with the program
+    free = "".join(f"\n  {' '.join(f'free({b});' for b in bufs + ['c'])}" if s.cgs == 1 else "")
     files = " ".join(s.op.inputs)
+    init = f"\n  {launch.init}" if launch.init else ""
     return f"""/* swtune host program: {w.key} on {s.target.name}
  * usage: prog [{files} output]   (raw {w.dtype} arrays; without files: a fixed pattern) */
-{host_prologue(ty)}
+{host_prologue(ty, launch if s.cgs > 1 else None)}
 
 int main(int argc, char **argv) {{{alloc}
   {ty} *c = sw_alloc(sizeof({ty}) * {rows_c * pitch}L);
   if (argc >= {k + 1}) {{ {read} }}
   else {{ {fill} }}
-  memset(c, 0, sizeof({ty}) * {rows_c * pitch}L);{pack_const}
-  athread_init();
+  memset(c, 0, sizeof({ty}) * {rows_c * pitch}L);{pack_const}{init}
   unsigned long t0 = sw_cycles();{prepass}{pack_run}
   unsigned long t1 = sw_cycles();
   swtune_args args = {{{args}}};
-  athread_spawn(swtune_kernel, &args);
-  athread_join();
+  {launch.run}
   unsigned long t2 = sw_cycles();
   athread_halt();
   printf("SWTUNE_PREPASS_SECONDS=%.9e\\n", (double)(t1 - t0) / {hz!r});
@@ -255,8 +312,7 @@ int main(int argc, char **argv) {{{alloc}
     if (!f) {{ fprintf(stderr, "cannot write %s\\n", argv[{k + 1}]); return 2; }}
     for (long r = 0; r < {rows_c}L; r++) fwrite(c + r * {pitch}L, sizeof({ty}), {w_c}, f);
     fclose(f);
-  }}
-  {free} free(c);
+  }}{free}
   return 0;
 }}
 """
@@ -282,6 +338,9 @@ slave.o: slave.c swtune_kernel.h swtune_slave_api.h
 \t$(CC_SLAVE) -slave -msimd -O1 -std=gnu99 -c slave.c -o slave.o
 kernel: host.o slave.o
 \t$(CC_HOST) -hybrid host.o slave.o -o kernel"""
+        if s.cgs > 1:  # the all-share mode, every CG's memory in one process (swCaffe's Makefile); a pthread per CG
+            real = real.replace("-hybrid host.o", "-hybrid -allshare host.o").replace("o -o kernel",
+                                                                                      "o -lpthread -o kernel")
     return f"""# swtune kernel for {s.target.name}: `make` builds with the Sunway toolchain,
 # `make emu SWEMU=<tuner/codegen/emulator>` builds for the x86 athread emulator.
 all: kernel

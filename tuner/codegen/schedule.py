@@ -24,6 +24,11 @@ Row tile ``t`` is ``rounds*pr + i``; col tile ``rounds*pc + j``. Knobs -> schedu
   copy, the next iteration of the copy's loop prefetched), ``swtune.dma`` (strided|rows),
   ``swtune.put_lines``. With ``mesh`` the chunk loop walks k tiles and k tile ``t`` of ``a`` (``b``)
   is fetched by CPE column (row) ``t % p`` and sent over the row (column).
+* ``cgs`` / ``cg_split`` (a chip target, tuner/space/chip.py): the fused row (col) tile loop is split
+  into ``cgs`` parts of ceil(tiles / cgs) tiles, outermost; core group g runs part ``_CGN``
+  (:func:`bind_core_group`), so each CG walks the one-CG schedule over its share of the tiles, the
+  busiest CG's share the analysis charges. A CG's tiles past the axis' last are empty boxes (no DMA)
+  under the split's predicate (no compute). A split reduction is not generated yet.
 * ``simd`` / ``unroll``: annotations on the innermost loop. ``acc = "reg"`` (inner an output axis): the
   register block -- rb_i vectors of the inner axis x rb_o rows of the output axis with the largest tile
   (:func:`register_block`, the shape tuner/space/compute.py models) -- is split off and moved inside
@@ -40,7 +45,8 @@ from typing import Any
 import numpy as np
 
 from tuner.codegen.te_ops import role_group
-from tuner.space.choices import Acc, Order, Share
+from tuner.errors import NotBuiltYetError
+from tuner.space.choices import Acc, CgSplit, Order, Share
 from tuner.space.compute import rows_axis
 from tuner.space.expr_geometry import PAD_AXIS
 from tuner.space.factory import space_for
@@ -50,6 +56,7 @@ from tuner.targets import Target, get_target
 from tuner.workloads import Workload
 
 LDM_SCOPE = "local.ldm"
+CGN = "_CGN"  # the core group a CPE belongs to (slave.h): the part of a split kernel it runs
 
 @dataclass
 class Scheduled:
@@ -69,6 +76,8 @@ class Scheduled:
     share_a: bool  # group a is shared along mesh rows
     share_b: bool  # group b is shared along mesh columns
     ldm_roles: dict[str, str]  # LDM buffer name -> role (a, a1, b, ..., c)
+    cgs: int = 1  # core groups the kernel is split over; rows_total / cols_total are then one CG's share
+    cg_split: CgSplit | None = None  # what they divide (None on one CG)
 
     @property
     def func(self) -> Any:
@@ -141,9 +150,13 @@ def build_schedule(workload: Workload, target: Target | str, config: Config) -> 
     from tuner.codegen.te_ops import op_def
 
     target = get_target(target)
-    target.require_one_cg("a kernel's schedule")
     space = space_for(workload, target)
     space.check(config)
+    cgs, split = core_groups(config)
+    if split is CgSplit.REDUCTION:
+        raise NotBuiltYetError(f"{workload.key} on {target.name}: a reduction split over {cgs} core groups "
+                               "(partial outputs and the pass that adds them) is not generated as C yet; "
+                               "rows and cols splits are")
     geo = space.geometry
     op = op_def(workload)
     sch = tvm.s_tir.Schedule(tvm.IRModule({"main": op.func}))
@@ -196,10 +209,17 @@ def build_schedule(workload: Workload, target: Target | str, config: Config) -> 
     sch.reorder(*[outer[n] for n in rows], *[outer[n] for n in cols], outer[red], *intra_loops)
     row_f = sch.fuse(*[outer[n] for n in rows]) if len(rows) > 1 else outer[rows[0]]
     col_f = sch.fuse(*[outer[n] for n in cols]) if len(cols) > 1 else outer[cols[0]]
+    cg_loop = []
+    if split is CgSplit.ROWS:  # core group g holds row tiles [g*q, (g+1)*q), q = ceil(tiles / cgs)
+        cg, row_f = sch.split(row_f, [cgs, None])
+        cg_loop, rows_total = [cg], -(-rows_total // cgs)
+    elif split is CgSplit.COLS:
+        cg, col_f = sch.split(col_f, [cgs, None])
+        cg_loop, cols_total = [cg], -(-cols_total // cgs)
     r_round, r_cpe = sch.split(row_f, [None, pr])
     c_round, c_cpe = sch.split(col_f, [None, pc])
     order = [r_round, c_round] if config["tile_order"] == Order.ROW.label else [c_round, r_round]
-    sch.reorder(r_cpe, c_cpe, *order, outer[red])
+    sch.reorder(*cg_loop, r_cpe, c_cpe, *order, outer[red])
     cpe = sch.fuse(r_cpe, c_cpe)
     sch.annotate(cpe, "swtune.cpe", f"{pr}x{pc}")
     sch.annotate(order[0], "swtune.rounds", "outer")
@@ -239,8 +259,38 @@ def build_schedule(workload: Workload, target: Target | str, config: Config) -> 
         sch.annotate(stage, "swtune.put_lines", int(config["put_lines"]) if g == "c" else 0)
     if layout.reduces:
         sch.decompose_reduction(blk, outer[red])
+    if cg_loop:
+        sch = bind_core_group(sch, cg_loop[0])
     return Scheduled(sch, workload, target, dict(config), op, pr, pc, rows_total, cols_total, chunks,
-                     reuse, share_a, share_b, ldm_roles)
+                     reuse, share_a, share_b, ldm_roles, cgs, split)
+
+
+def core_groups(config: Config) -> tuple[int, CgSplit | None]:
+    """(core groups, what they divide) of a config: (1, None) for one CG (a one-CG target's config has no
+    chip knobs, tuner/space/chip.py)."""
+    cgs = int(config.get("cgs", 1))
+    return (cgs, CgSplit.of(str(config["cg_split"]))) if cgs > 1 else (1, None)  # type: ignore[return-value]
+
+
+def bind_core_group(sch: Any, cg_loop: Any) -> Any:
+    """The schedule with its outermost loop ``cg_loop`` (over the core groups' parts) run once, at part
+    ``_CGN``: the loop becomes a unit loop from ``_CGN`` (a scalar parameter of the kernel, the CPE's
+    core group in the C), which lowering (tuner.ir.tir.lower: LowerOpaqueBlock) replaces by ``_CGN``."""
+    import tvm
+    from tvm import s_tir, tirx
+
+    func = sch.mod["main"]
+    realize = func.body
+    root = realize.block
+    loop = sch.get(cg_loop)
+    assert root.body.same_as(loop), "the core groups' loop is the outermost of the kernel"
+    cgn = tirx.Var(CGN, "int32")
+    unit = tirx.For(loop.loop_var, cgn, 1, loop.kind, loop.body)
+    block = s_tir.SBlock(root.iter_vars, root.reads, root.writes, root.name_hint, unit, root.init,
+                         root.alloc_buffers, root.match_buffers, root.annotations)
+    body = s_tir.SBlockRealize(realize.iter_values, realize.predicate, block)
+    bound = tirx.PrimFunc([*func.params, cgn], body, func.ret_type, func.attrs)
+    return s_tir.Schedule(tvm.IRModule({"main": bound}))
 
 
 def register_block(config: Config, tiles: dict[str, int], reduction: list[str],

@@ -15,6 +15,13 @@ TIMING_RE = re.compile(r"^SWTUNE_KERNEL_SECONDS=([0-9eE+\-.]+)\s*$", re.M)
 DEFAULT_BUILD = "make -C {dir} kernel"
 DEFAULT_RUN = {"sw26010": "bsub -b -I -q {queue} -n 1 -cgsp 64 -share_size 4096 -host_stack 2048 {dir}/kernel",
                "sw26010-pro": "bsub -I -b -q {queue} -N 1 -cgsp 64 -mpecg 6 -share_size 4096 {dir}/kernel"}
+# a kernel split over several core groups: the chip in one process, with memory every CG reaches (the
+# SW26010 all-share mode, swCaffe's scripts; the Pro cross segment, RabbitBAM's notes:
+# ../shared/sunway/whole-chip-sources.md)
+CHIP_RUN = {"sw26010": "bsub -b -I -q {queue} -n 1 -cgsp 64 -share_size 4096 -host_stack 2048 "
+                       "-sw3run sw3run-all -cross_size 28000 {dir}/kernel",
+            "sw26010-pro": "bsub -I -b -q {queue} -N 1 -cgsp 64 -mpecg 6 -share_size 4096 -cross_size 4096 "
+                           "{dir}/kernel"}
 
 
 def parse_timing(stdout: str) -> float | None:
@@ -43,6 +50,7 @@ def write_kernel(workload: Workload, target: Target | str, config: Config, direc
 
     src = generate(workload, target, config)
     d = src.write(directory)
-    name = src.scheduled.target.name
-    run = run_template or DEFAULT_RUN.get(name, DEFAULT_RUN["sw26010"])
+    target = src.scheduled.target
+    runs = CHIP_RUN if src.scheduled.cgs > 1 else DEFAULT_RUN
+    run = run_template or runs.get(target.base_name, runs["sw26010"])
     return NodeJob(d, build_template.format(dir=d, queue=queue), run.format(dir=d, queue=queue))

@@ -205,10 +205,13 @@ def emulator_env(target: Target | str = "sw26010", *, timeout: float | str | Non
                  report: str | os.PathLike | None = None, ldm_bytes: int | None = None,
                  **settings: object) -> dict[str, str]:
     """The environment a program runs in on swemu: this process's without its ``SWEMU_`` settings, then
-    the run's: the target, the emulator's own timeout (seconds), the JSON report's path, the LDM budget,
-    and any other ``SWEMU_<NAME>`` given as ``NAME=value``."""
+    the run's: the target (a Target of several core groups, ``sw26010-4cg``, runs that many: SWEMU_CGS),
+    the emulator's own timeout (seconds), the JSON report's path, the LDM budget, and any other
+    ``SWEMU_<NAME>`` given as ``NAME=value``."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("SWEMU_")}
     env["SWEMU_TARGET"] = swemu_target(target)
+    if not isinstance(target, str) and target.cgs > 1:
+        env["SWEMU_CGS"] = str(target.cgs)
     if timeout is not None:
         env["SWEMU_TIMEOUT"] = str(timeout)
     if report is not None:

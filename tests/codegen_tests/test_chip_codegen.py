@@ -1,0 +1,125 @@
+"""A kernel split over the chip's core groups, generated as C and run on swemu with 4 and 6 CGs.
+
+Each CG runs the one-CG schedule over its share of the split axis' tiles (tuner/codegen/schedule.py,
+``_CGN``); the host program launches it in the target's form (tuner/codegen/host.py). The checks: the
+output against TVM's build of the op, each CG's DMA requests and bytes (the emulator's ``core_groups``)
+against the analysis' plan for the busiest CG, and the host program's form on each target.
+"""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from tuner.space.factory import space_for
+from tuner.targets import get_target
+from tuner.workloads import Conv2d, Dense, Workload
+
+pytestmark = pytest.mark.needs("gcc", "nm", "objcopy")
+
+GEMM = dict(tile_m=8, tile_n=8, tile_k=8, grid="2x2", share="none", dma="strided", put_lines=0, db_a=0, db_b=0,
+            tile_order="row", inner="n", simd=1, unroll=1)
+CONV = dict(tile_n=1, tile_oh=2, tile_ow=8, tile_k=4, tile_c=2, grid="2x2", share="bcast", dma="strided",
+            put_lines=0, db_a=1, db_b=1, tile_order="row", inner="ow", simd=4, unroll=2)
+
+# (workload, target, config): every CG gets the same number of whole tiles, so each CG's DMA is the plan's
+EVEN = [
+    (Dense(64, 64, 16), "sw26010-4cg", dict(GEMM, cgs=4, cg_split="rows", cg_operands="replicate")),
+    (Dense(64, 64, 16), "sw26010-4cg", dict(GEMM, cgs=4, cg_split="cols", cg_operands="cross")),
+    (Dense(48, 40, 24), "sw26010-pro-6cg", dict(GEMM, share="bcast", db_a=1, db_b=1, simd=4, cgs=6,
+                                                cg_split="rows", cg_operands="cross")),
+    (Dense(40, 48, 24), "sw26010-pro-6cg", dict(GEMM, share="mesh", db_a=1, db_b=1, cgs=6, cg_split="cols",
+                                                cg_operands="replicate")),
+    (Conv2d(1, 4, 8, 8, 8, 3, 3, pad_h=1, pad_w=1), "sw26010-4cg",
+     dict(CONV, cgs=4, cg_split="rows", cg_operands="replicate")),
+    (Conv2d(1, 4, 8, 8, 24, 3, 3, pad_h=1, pad_w=1), "sw26010-pro-6cg",
+     dict(CONV, cgs=6, cg_split="cols", cg_operands="replicate")),
+]
+
+
+@pytest.fixture(scope="module")
+def emulator(tmp_path_factory) -> Path:
+    from tuner.codegen.emulator.build import compile_emulator
+
+    return compile_emulator(tmp_path_factory.mktemp("swemu_chip"))
+
+
+def run_split(workload: Workload, target: str, cfg: dict, d: Path, emulator: Path) -> tuple[dict, object]:
+    """Generate, build and run the kernel on its inputs; returns the report and the analysis. Asserts the
+    output matches the reference."""
+    from tuner.backends.emulator_backend import RTOL, random_inputs, reference
+    from tuner.codegen.emulator.build import build_kernel, launch
+    from tuner.codegen.sources import generate
+
+    t = get_target(target)
+    src = generate(workload, t, cfg)
+    src.write(d)
+    prog = build_kernel(d, d / "kernel_emu", pro="pro" in t.name, emulator_object=emulator)
+    inputs = random_inputs(workload, np.random.default_rng(0))
+    files = []
+    for i, x in enumerate(inputs):
+        files.append(d / f"in{i}.bin")
+        x.tofile(files[-1])
+    proc = launch([prog, *files, d / "c.bin"], wait_s=60, target=t, timeout=30, report=d / "report.json")
+    assert proc.returncode == 0, proc.stderr
+    ref = reference(workload, *inputs)
+    out = np.fromfile(d / "c.bin", dtype=workload.dtype).reshape(ref.shape)
+    np.testing.assert_allclose(out, ref, rtol=RTOL[workload.dtype], atol=RTOL[workload.dtype] * np.abs(ref).max())
+    space = space_for(workload, t)
+    return json.loads((d / "report.json").read_text()), space.analyze(space.encode(cfg)[None, :])
+
+
+def plan(an: object) -> dict[str, float]:
+    """The busiest CG's DMA as the analysis plans it."""
+    return {"get_reqs": an.a.total_requests[0] + an.b.total_requests[0],  # type: ignore[attr-defined]
+            "get_bytes": an.a.total_bytes[0] + an.b.total_bytes[0],  # type: ignore[attr-defined]
+            "put_reqs": an.c.total_requests[0], "put_bytes": an.c.total_bytes[0]}  # type: ignore[attr-defined]
+
+
+@pytest.mark.parametrize("case", range(len(EVEN)), ids=lambda i: f"{EVEN[i][0].op}-{EVEN[i][2]['cg_split']}-"
+                                                            f"{EVEN[i][2]['cgs']}cg")
+def test_a_split_kernel_matches_the_reference_and_each_cg_moves_the_planned_dma(case, tmp_path, emulator):
+    workload, target, cfg = EVEN[case]
+    report, an = run_split(workload, target, cfg, tmp_path, emulator)
+    assert an.valid[0]
+    want = plan(an)
+    per_cg = report["core_groups"]
+    assert len(per_cg) == cfg["cgs"]
+    for g in per_cg:
+        assert {k: g[k] for k in want} == pytest.approx(want), g["cg"]
+
+
+def test_a_ragged_split_gives_the_busiest_cg_the_planned_requests(tmp_path, emulator):
+    """7 row tiles over 4 CGs: 2, 2, 2 and 1. The busiest CGs issue the plan's requests (its bytes
+    average the ragged last tile over the axis), the last one fewer."""
+    cfg = dict(GEMM, cgs=4, cg_split="rows", cg_operands="replicate")
+    report, an = run_split(Dense(50, 40, 24), "sw26010-4cg", cfg, tmp_path, emulator)
+    want = plan(an)
+    reqs = [(g["get_reqs"], g["put_reqs"]) for g in report["core_groups"]]
+    assert reqs[:3] == [(want["get_reqs"], want["put_reqs"])] * 3
+    assert reqs[3][1] == want["put_reqs"] / 2
+
+
+@pytest.mark.parametrize("target", ["sw26010-4cg", "sw26010-pro-6cg", "sw26010"])
+def test_the_host_program_launches_the_kernel_in_the_targets_form(target):
+    pytest.importorskip("tvm")
+    from tuner.codegen.sources import generate
+
+    t = get_target(target)
+    cfg = dict(GEMM, cgs=t.cgs, cg_split="rows", cg_operands="replicate") if t.cgs > 1 else GEMM
+    files = generate(Dense(64, 64, 16), t, cfg).files
+    host, slave = files["host.c"], files["slave.c"]
+    if t.cgs == 1:  # the one-CG program as ever
+        assert "athread_init();\n" in host and "athread_spawn(swtune_kernel, &args);" in host
+        assert "pthread" not in host and "malloc_cross" not in host and "_CGN" not in slave
+        return
+    assert "malloc_cross" in host and "_CGN" in slave
+    if t.base_name == "sw26010":  # swDNN's form: a host thread per CG, each spawning on its own
+        assert "pthread_create(&sw_cg[g], NULL, sw_cg_main, NULL);" in host
+        assert "athread_spawn(swtune_kernel, sw_cg_args);" in host and "athread_spawn_cgs" not in host
+        assert "for (int g = 0; g < 4; g++)" in host and "-allshare" in files["Makefile"]
+    else:  # the all-shared mode
+        assert "athread_init_cgs();" in host and "athread_spawn_cgs(swtune_kernel, &args);" in host
+        assert "athread_join_cgs();" in host and "pthread" not in host
