@@ -258,20 +258,24 @@ def test_strided_blocks_after_the_first_cost_like_aligned_blocks(params, op, blo
 # --------------------------------------------------------------------------------- API contract
 
 
+def _random_requests(seed: int, count: int, *, block: int, n: int, gap: int,
+                     offset: int) -> tuple[np.ndarray, dict[str, np.ndarray]]:
+    """``count`` random requests: their block sizes below ``block`` and request_cycles' other keyword
+    arrays (blocks below ``n``, gaps below ``gap``, 1 to 64 active CPEs, host offsets below ``offset``)."""
+    rng = np.random.default_rng(seed)
+    sizes = rng.integers(1, block, count).astype(float)
+    bounds = {"n_blocks": (1, n), "gap_bytes": (0, gap), "active_cpes": (1, 65), "host_offset": (0, offset)}
+    return sizes, {name: rng.integers(low, high, count).astype(float) for name, (low, high) in bounds.items()}
+
+
 def test_vectorized_call_equals_elementwise_calls() -> None:
-    rng = np.random.default_rng(7)
     k = 300
-    block = rng.integers(1, 40000, k).astype(float)
-    n = rng.integers(1, 40, k).astype(float)
-    gap = rng.integers(0, 3000, k).astype(float)
-    cpes = rng.integers(1, 65, k).astype(float)
-    offset = rng.integers(0, 200, k).astype(float)
+    block, rest = _random_requests(7, k, block=40000, n=40, gap=3000, offset=200)
     for params in (SW, PRO):
         for op in ("get", "put"):
-            vec = request_cycles(params, op, block, n_blocks=n, gap_bytes=gap, active_cpes=cpes, host_offset=offset)
+            vec = request_cycles(params, op, block, **rest)
             assert vec.shape == (k,) and vec.dtype == np.float64
-            one = [cycles(params, op, block[i], n_blocks=n[i], gap_bytes=gap[i], active_cpes=cpes[i],
-                          host_offset=offset[i]) for i in range(k)]
+            one = [cycles(params, op, block[i], **{name: v[i] for name, v in rest.items()}) for i in range(k)]
             np.testing.assert_allclose(vec, one, rtol=1e-12)
 
 
@@ -284,16 +288,10 @@ def test_broadcasting_shapes() -> None:
 
 
 def test_large_vectorized_call_is_fast() -> None:
-    rng = np.random.default_rng(0)
-    m = 1_000_000
-    block = rng.integers(1, 65536, m).astype(float)
-    n = rng.integers(1, 64, m).astype(float)
-    gap = rng.integers(0, 4096, m).astype(float)
-    cpes = rng.integers(1, 65, m).astype(float)
-    offset = rng.integers(0, 128, m).astype(float)
-    request_cycles(PRO, "put", block[:1000], n_blocks=n[:1000])  # warm-up
+    block, rest = _random_requests(0, 1_000_000, block=65536, n=64, gap=4096, offset=128)
+    request_cycles(PRO, "put", block[:1000], n_blocks=rest["n_blocks"][:1000])  # warm-up
     start = time.perf_counter()
-    request_cycles(PRO, "put", block, n_blocks=n, gap_bytes=gap, active_cpes=cpes, host_offset=offset)
+    request_cycles(PRO, "put", block, **rest)
     elapsed = time.perf_counter() - start
     assert elapsed < 0.5  # ~40 ms on a 2-core box: any per-element Python loop would take seconds
 
