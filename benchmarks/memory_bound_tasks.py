@@ -41,14 +41,14 @@ def _model(c: int, h: int, w: int) -> tuple[Any, Any]:
     return torch_to_relax(Ops().eval(), args), args
 
 
-def _tasks(mod: Any) -> tuple[Any, dict[str, Any]]:
+def _tasks(mod: Any, target: Any) -> tuple[Any, dict[str, Any]]:
     """The memory-bound tasks and, per workload key, the graph node that runs it."""
     from tuner.bridge.extract import extract_relax, memory_bound
     from tuner.ir.relax_reader import read_relax
 
-    graph = read_relax(mod)
+    graph = read_relax(mod, target)
     nodes = {n.attrs["expr_workload"].key: n for n in graph.nodes if "expr_workload" in n.attrs}
-    layers = [layer for layer in extract_relax(mod).layers if memory_bound(layer.workload)]
+    layers = [layer for layer in extract_relax(mod, target=target).layers if memory_bound(layer.workload)]
     return graph, {layer.workload.key: (layer, nodes[layer.workload.key]) for layer in layers}
 
 
@@ -72,7 +72,7 @@ def main() -> None:
     tgt = get_target(args.target)
     c, h, w = (int(v) for v in args.shape.split(","))
     mod, _ = _model(c, h, w)
-    graph, tasks = _tasks(mod)
+    graph, tasks = _tasks(mod, tgt)
     untuned = untuned_seconds(graph, tgt, CpeMode.FASTER)
     start = time.perf_counter()
     results = tune_workloads([layer.workload for layer, _ in tasks.values()], tgt, trials=args.trials, batch=8,
@@ -98,7 +98,7 @@ def main() -> None:
         from tuner.backends.expr_check import emulator_check
 
         cc, ch, cw = (int(v) for v in args.check_shape.split(","))
-        _, small = _tasks(_model(cc, ch, cw)[0])
+        _, small = _tasks(_model(cc, ch, cw)[0], tgt)
         for layer, node in small.values():
             s = emulator_check(space_for(layer.workload, tgt), args.configs, seed=1)
             checks[layer.workload.key] = {"operator": node.relax_op, **s.as_json()}

@@ -152,9 +152,9 @@ def tune_model(model: Any, *, target: str = "sw26010", cgs: int = 1, trials: int
     log_url = None if server else database_url(db)  # a bad db is refused before any work
     name = model_name(model)
     mod = load_model(model, batch=batch, width=width, image=image, example_inputs=example_inputs)
-    extracted = extract_relax(mod)
+    extracted = extract_relax(mod, target=target)
     try:
-        read_relax(mod)  # every operator must compile before anything is tuned
+        read_relax(mod, target)  # every operator must compile before anything is tuned
     except AotError as exc:
         raise ArgumentError(f"{model if isinstance(model, str) else name} cannot be compiled for Sunway, nothing "
                             f"was tuned: {exc}") from exc

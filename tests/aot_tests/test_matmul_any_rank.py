@@ -147,7 +147,7 @@ def test_attention_reads_k_without_a_transpose_copy(tmp_path: Path, frontend: st
         mod = onnx_to_relax(path)
     else:
         mod = torch_to_relax(Attention(), (q, k))
-    graph = read_relax(mod)
+    graph = read_relax(mod, "sw26010")
     assert [n.attrs["workload"].key for n in graph.nodes if n.op == "kernel"] == ["batch_matmul-b4-m8-n8-k16-float32"]
     assert not [n for n in graph.nodes if n.op == "transpose"]
 

@@ -173,7 +173,7 @@ def test_simd_configs_start_at_blocks_long_enough_to_vectorise() -> None:
         with bb.dataflow():
             out = bb.emit_output(bb.emit(relax.op.nn.gelu(x)))
         bb.emit_func_output(out)
-    (node,) = [n for n in read_relax(bb.get()).nodes if n.op == "tir"]
+    (node,) = [n for n in read_relax(bb.get(), "sw26010").nodes if n.op == "tir"]
     space = space_for(kernel_workload(node, "float32"), TARGET)
     assert "axis1" in space.plans
     vector = [space.decode(r) for r in space.valid_rows if space.decode(r)["simd"] == 4]

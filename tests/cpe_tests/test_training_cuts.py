@@ -38,7 +38,7 @@ def _module(shapes: list[tuple[int, ...]], body: Callable[..., Any]) -> Any:
 
 
 def _one_node(mod: Any) -> Any:
-    (node,) = [n for n in read_relax(mod).nodes if n.op == "tir"]
+    (node,) = [n for n in read_relax(mod, "sw26010").nodes if n.op == "tir"]
     return node
 
 
@@ -99,7 +99,7 @@ def test_split_reductions_keep_the_value_and_reduce_trailing_axes_first(reduce: 
     split = split_leading_reductions(mod)
     x = np.random.default_rng(0).standard_normal((8, 8, 32, 32)).astype("float32")
     np.testing.assert_allclose(_run(split, [x]), _run(mod, [x]), rtol=1e-5, atol=1e-5)
-    nodes = [n for n in read_relax(mod).nodes if n.op == "tir"]
+    nodes = [n for n in read_relax(mod, "sw26010").nodes if n.op == "tir"]
     # the pass over the whole tensor is one the CPE cutter slices, and so is the small rest (after a
     # transpose): no step of the reduction is left to the MPE
     big = [n for n in nodes if n.inputs[0].size == x.size and n.relax_op in ("sum", "mean")]

@@ -205,7 +205,7 @@ def lower_model(mod: Any, target: Target | str, lookup: Lookup | None, *, cpe_mo
     from tuner.ir.relax_reader import read_relax
 
     tgt = get_target(target)
-    graph = read_relax(mod)
+    graph = read_relax(mod, tgt)
     if lookup is None:  # inside `with apply_best(...)`: the block's schedules
         from tuner.aot.context import current_lookup
 

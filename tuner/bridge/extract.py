@@ -35,6 +35,7 @@ from tuner.ir.importers import require
 from tuner.ir.importers import torch_to_relax as torch_to_relax
 from tuner.ir.relax_ops import READERS, Routing, expression_workload
 from tuner.models.zoo import Layer
+from tuner.targets import Target
 from tuner.task_kind import kind_of
 from tuner.workloads import Workload, with_epilogue
 
@@ -99,12 +100,14 @@ class _Legalized:
         return self._funcs.get(var_name)
 
 
-def extract_relax(mod: Any, reductions: bool = False, fused: bool = True) -> ExtractedModel:
+def extract_relax(mod: Any, reductions: bool = False, fused: bool = True,
+                  target: Target | str = "sw26010") -> ExtractedModel:
     """Workloads of a Relax IRModule's main function (before legalization); ``fused``: in the form
-    the compiler builds them (an epilogue that is part of the workload gives a task of its own, an
-    element-wise operator fused into its producer none). Memory-bound expression tasks come from the
-    compiled graph; ``reductions``: when the compiler cannot read the model, single-input reductions
-    are still taken from the Relax calls, like the GEMM-like operators."""
+    the compiler builds them for ``target`` (an epilogue that is part of the workload gives a task of its
+    own, an element-wise operator fused into its producer none; a group norm in the steps its LDM
+    splits it into). Memory-bound expression tasks come from the compiled graph; ``reductions``: when
+    the compiler cannot read the model, single-input reductions are still taken from the Relax calls,
+    like the GEMM-like operators."""
     from tvm import relax
 
     from tuner.ir.relax_reader import reader_form
@@ -114,7 +117,7 @@ def extract_relax(mod: Any, reductions: bool = False, fused: bool = True) -> Ext
     # to it by name
     mod = reader_form(mod)
     legal = _Legalized(mod)
-    graph = _compiled_graph(mod, fused)
+    graph = _compiled_graph(mod, fused, target)
     # memory-bound operators as the compiler builds them: binding name -> their expression or CPE kernel tasks
     routed: dict[str, list[Workload]] = {}
     for n in graph.nodes if graph is not None else []:
@@ -189,7 +192,7 @@ def _cpe_kernel(n: Any, graph: Any) -> Workload | None:
         return None
 
 
-def _compiled_graph(mod: Any, fused: bool) -> Any:
+def _compiled_graph(mod: Any, fused: bool, target: Target | str) -> Any:
     """The graph the ahead-of-time compiler builds (epilogues fused when ``fused``), or None when it
     cannot read the model (its built-in and GEMM-like tasks are still listed)."""
     from tuner.aot.fusion import fuse_epilogues
@@ -198,7 +201,7 @@ def _compiled_graph(mod: Any, fused: bool) -> Any:
     from tuner.ir.relax_reader import read_relax
 
     try:
-        graph = read_relax(mod)
+        graph = read_relax(mod, target)
         if fused:
             fuse_epilogues(graph, ctype(graph.dtype))
     except AotError:

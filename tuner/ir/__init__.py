@@ -1,8 +1,8 @@
 """The model front end: a Relax module read into swtune's graph IR, and TIR bodies printed as C.
 
-Owns: the graph IR (graph: tensors, nodes, the MPE/CPE steps), the Relax reader (relax_reader) and
-the readers of single Relax operators into workloads (relax_ops: conv2d, matmul, expressions), and
-the TIR -> C printer that also counts a body's work (tir_c, tir_simd for vector bodies). It is below
-the spaces because a memory-bound CPE kernel's space is planned on a rebuilt Relax operator. May import
-the domain and expr layers and tvm.
+Owns: the graph IR (graph: tensors, nodes, the MPE/CPE steps), the Relax reader (relax_reader) and its
+lowering passes (passes: one job each), the readers of single Relax operators into workloads
+(relax_ops: conv2d, matmul, expressions), and the TIR -> C printer that also counts a body's work
+(cprint). It is below the spaces because a memory-bound CPE kernel's space is planned on a rebuilt
+Relax operator. May import the domain and expr layers and tvm.
 """

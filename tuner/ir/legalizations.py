@@ -4,11 +4,12 @@
 * ``relax.cumsum`` -> ``topi.cumsum`` (a scan along one axis: one sequential loop per line, the other
   axes independent, so the CPE cutter can slice it along any axis before the scanned one).
 
-A legalization TVM itself provides is never replaced.
+A legalization TVM itself provides is never replaced. ``legalize`` runs LegalizeOps with them.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 
@@ -32,3 +33,14 @@ def register() -> None:
     for name, fn in _MISSING.items():
         if tvm.ir.Op.get(name).get_attr("FLegalize") is None:
             register_legalize(name, fn)
+
+
+def legalize(mod: Any, skip: Sequence[str]) -> Any:
+    """Every Relax operator of ``mod`` but ``skip`` (names without "relax.") lowered by TVM to ``call_tir``
+    of a PrimFunc, these legalizations included."""
+    import tvm
+    from tvm import relax
+
+    register()
+    with tvm.transform.PassContext(opt_level=3):
+        return relax.transform.LegalizeOps(skip_ops=[f"relax.{op}" for op in skip])(mod)
