@@ -295,32 +295,25 @@ def _query_after_commits(db: Any) -> Callable[..., Any]:
     return commit_and_query
 
 
-def test_meta_schedule_pydatabase_default_query() -> None:
+# upstream's test_meta_schedule_pydatabase_default_query and ..._override_query: a scheduled trace, then a
+# faster empty one; the default database answers the fastest, the override the second best
+@pytest.mark.parametrize("database, times, answer", [
+    (PyMemoryDatabaseDefault, (1.0, 0.2), "empty"),
+    (PyMemoryDatabaseOverride, (1.14, 0.514), "scheduled"),
+], ids=["default", "override"])
+def test_meta_schedule_pydatabase_query(database: type, times: tuple[float, float], answer: str) -> None:
     mod = Matmul
     sch = _create_schedule(mod, _schedule_matmul)
-    commit_and_query = _query_after_commits(PyMemoryDatabaseDefault())
-    record, sch_res, mod_res = commit_and_query(sch.trace, 1.0)
-    assert record is not None and record.run_secs[0].value == 1.0
+    commit_and_query = _query_after_commits(database())
+    record, sch_res, mod_res = commit_and_query(sch.trace, times[0])
+    assert record is not None and record.run_secs[0].value == times[0]
     assert sch_res is not None and tvm_ffi.structural_equal(sch_res.mod, sch.mod)
     assert mod_res is not None and tvm_ffi.structural_equal(mod_res, sch.mod)
-    record, sch_res, mod_res = commit_and_query(Schedule(mod).trace, 0.2)  # an empty trace
-    assert record is not None and record.run_secs[0].value == 0.2
-    assert sch_res is not None and tvm_ffi.structural_equal(sch_res.mod, mod)
-    assert mod_res is not None and tvm_ffi.structural_equal(mod_res, mod)
-
-
-def test_meta_schedule_pydatabase_override_query() -> None:
-    mod = Matmul
-    sch = _create_schedule(mod, _schedule_matmul)
-    commit_and_query = _query_after_commits(PyMemoryDatabaseOverride())
-    record, sch_res, mod_res = commit_and_query(sch.trace, 1.14)
-    assert record is not None and record.run_secs[0].value == 1.14
-    assert sch_res is not None and tvm_ffi.structural_equal(sch_res.mod, sch.mod)
-    assert mod_res is not None and tvm_ffi.structural_equal(mod_res, sch.mod)
-    record, sch_res, mod_res = commit_and_query(Schedule(mod).trace, 0.514)  # an empty trace
-    assert record is not None and record.run_secs[0].value == 1.14  # the override answers the second best
-    assert sch_res is not None and tvm_ffi.structural_equal(sch_res.mod, sch.mod)
-    assert mod_res is not None and tvm_ffi.structural_equal(mod_res, sch.mod)
+    record, sch_res, mod_res = commit_and_query(Schedule(mod).trace, times[1])  # an empty trace
+    best_time, best_mod = (times[1], mod) if answer == "empty" else (times[0], sch.mod)
+    assert record is not None and record.run_secs[0].value == best_time
+    assert sch_res is not None and tvm_ffi.structural_equal(sch_res.mod, best_mod)
+    assert mod_res is not None and tvm_ffi.structural_equal(mod_res, best_mod)
 
 
 def test_meta_schedule_pydatabase_current() -> None:
