@@ -10,7 +10,7 @@ from pathlib import Path
 
 import grimp
 
-PACKAGES = ("tuner", "cost_model", "db", "service", "cli")
+PACKAGES = ("tuner", "cost_model", "db", "service", "swtune", "cli")
 ROOT = Path(__file__).resolve().parents[2]
 
 
