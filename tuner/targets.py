@@ -117,12 +117,15 @@ class Target:
         return _CHIP_NAME.sub("", self.name)
 
     def require_one_cg(self, what: str) -> None:
-        """Refuse to generate code for a split kernel: the code generator prints one-CG kernels, so a
-        program for ``cgs`` CGs would not be the one the tuning timed."""
+        """Refuse to compile a whole program for ``cgs`` CGs: one split kernel is generated
+        (tuner/codegen/schedule.py: rows and cols splits), but a program's shared spawns across CGs, its
+        memory-bound CPE kernels over several CGs and its tensor placement are not, so a compiled program
+        would not be the one the tuning timed."""
         if self.cgs > 1:
-            raise NotBuiltYetError(f"{what} for {self.name}: the code generator prints kernels for one core "
-                                   f"group; kernels split over {self.cgs} CGs can be tuned and timed on the "
-                                   f"simulator, not yet compiled. Use target {self.base_name}.")
+            raise NotBuiltYetError(f"{what} for {self.name}: one kernel split over {self.cgs} CGs is generated, "
+                                   "a whole program (its shared spawns across CGs, CPE kernels over several "
+                                   "CGs, tensor placement) is not; it can be tuned and timed on the simulator, "
+                                   f"not yet compiled. Use target {self.base_name}.")
 
     @property
     def cpes(self) -> int:
