@@ -40,7 +40,8 @@ def readme_commands(text: str) -> list[list[str]]:
                 if not part.split() or Path(part.split()[0]).name != "swtune":
                     continue  # not a command (a diagram, a program's output)
                 words = shlex.split(part, comments=True)
-                if words and Path(words[0]).name == "swtune":
+                # a bare "swtune" names the package (docs/architecture.md's layer stack), not a command
+                if len(words) > 1 and Path(words[0]).name == "swtune":
                     commands.append(words[1:])
     return commands
 
