@@ -210,13 +210,19 @@ static void add_event(event_t *arr, int *n, int dedupe, int cpe, const char *typ
 
 static void warn(int cpe, const char *type, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
+/* msg: the text of a printf-style call's format and arguments */
+#define FORMAT_ARGS(msg, fmt)                                                  \
+    char msg[512];                                                             \
+    do {                                                                       \
+        va_list ap_;                                                           \
+        va_start(ap_, fmt);                                                    \
+        vsnprintf(msg, sizeof msg, fmt, ap_);                                  \
+        va_end(ap_);                                                           \
+    } while (0)
+
 static void warn(int cpe, const char *type, const char *fmt, ...)
 {
-    char msg[512];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(msg, sizeof msg, fmt, ap);
-    va_end(ap);
+    FORMAT_ARGS(msg, fmt);
     pthread_mutex_lock(&G.mu);
     int first = 1;
     for (int i = 0; i < NWARN; i++)
@@ -268,11 +274,7 @@ static void fatal_event(int cpe, const char *type, const char *msg, const event_
 
 static void fatal(int cpe, const char *type, const char *fmt, ...)
 {
-    char msg[512];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(msg, sizeof msg, fmt, ap);
-    va_end(ap);
+    FORMAT_ARGS(msg, fmt);
     fatal_event(cpe, type, msg, NULL);
 }
 
