@@ -15,7 +15,7 @@ from typing import Any
 from swtune.errors import ArgumentError
 from swtune.progress import Progress
 from swtune.results import CompiledStep, ScalingPoint, ServiceTuning, StepInfo, Training
-from swtune.tuning import tune_layers
+from swtune.tuning import trials_per_round, tune_layers
 from swtune.tuning_log import database_url, db_lookup
 
 DEFAULT_BATCH = 8
@@ -31,7 +31,9 @@ def tune_step(step: Any, db: str | None, *, name: str, target: str = "sw26010", 
     """Tune every task of a training step (a ``tuner.ir.training.TrainingStep``) as one submission,
     ``trials`` per GEMM-like task, on an embedded service writing the tuning log ``db`` (``tune_layers``:
     half of each task's trials a grant, the rest by its share of the step). ``fused``: the tasks of
-    swtune's program, else of the framework-style one, whose kernels take no epilogue."""
+    swtune's program, else of the framework-style one, whose kernels take no epilogue. Returns the
+    ``ServiceTuning`` of the submission (its tasks as they ended, the best record of each workload).
+    Raises ``ValueError`` for a ``db`` that names no tuning log, ``ArgumentError`` for ``trials`` < 1."""
     from tuner.bridge.extract import extract_relax
 
     layers = extract_relax(step.module, fused=fused).layers
@@ -202,7 +204,6 @@ def _overlapped(step: Any, name: str, target: str, out: Path, steps: int, every:
     and overlap.json go to ``out``."""
     from service.client import ServiceClient
     from service.embedded import embedded_service
-    from swtune.tuning import trials_per_round
     from tuner.aot.lookup import TuningLog
     from tuner.bridge.extract import extract_relax, trial_budget
     from tuner.train.overlap import plot, train_overlapped
