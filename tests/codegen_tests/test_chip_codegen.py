@@ -123,3 +123,14 @@ def test_the_host_program_launches_the_kernel_in_the_targets_form(target):
     else:  # the all-shared mode
         assert "athread_init_cgs();" in host and "athread_spawn_cgs(swtune_kernel, &args);" in host
         assert "athread_join_cgs();" in host and "pthread" not in host
+
+
+def test_core_groups_past_the_kernels_count_do_nothing(tmp_path, emulator):
+    """athread_spawn_cgs starts every CG of the target (6); a kernel split over 4 leaves CGs 4 and 5 idle:
+    no DMA, and no compute on the boxes of tiles past the axis (their negative pitches wrote outside LDM
+    before each CG's tile guard bounded its own count)."""
+    cfg = dict(GEMM, pack="b", cgs=4, cg_split="cols", cg_operands="replicate")
+    report, an = run_split(Dense(64, 64, 32), "sw26010-pro-6cg", cfg, tmp_path, emulator)
+    want = plan(an)
+    per_cg = [(g["get_reqs"], g["put_reqs"]) for g in report["core_groups"]]
+    assert per_cg == [(want["get_reqs"], want["put_reqs"])] * 4 + [(0, 0)] * 2

@@ -27,8 +27,9 @@ Row tile ``t`` is ``rounds*pr + i``; col tile ``rounds*pc + j``. Knobs -> schedu
 * ``cgs`` / ``cg_split`` (a chip target, tuner/space/chip.py): the fused row (col) tile loop is split
   into ``cgs`` parts of ceil(tiles / cgs) tiles, outermost; core group g runs part ``_CGN``
   (:func:`bind_core_group`), so each CG walks the one-CG schedule over its share of the tiles, the
-  busiest CG's share the analysis charges. A CG's tiles past the axis' last are empty boxes (no DMA)
-  under the split's predicate (no compute). A split reduction is not generated yet.
+  busiest CG's share the analysis charges. The printer's tile guard bounds a CG's tiles by its own
+  count (:class:`CgTiles`), so a CG with fewer (the last, or one past the kernel's count that an
+  all-CG spawn starts) fetches and computes nothing past them. A split reduction is not generated yet.
 * ``simd`` / ``unroll``: annotations on the innermost loop. ``acc = "reg"`` (inner an output axis): the
   register block -- rb_i vectors of the inner axis x rb_o rows of the output axis with the largest tile
   (:func:`register_block`, the shape tuner/space/compute.py models) -- is split off and moved inside
@@ -57,6 +58,24 @@ from tuner.workloads import Workload
 
 LDM_SCOPE = "local.ldm"
 CGN = "_CGN"  # the core group a CPE belongs to (slave.h): the part of a split kernel it runs
+
+class CgTiles(int):
+    """One core group's tiles of the split axis: as a number, the busiest CG's share ceil(total / cgs)
+    (what the analysis charges and the checks count); printed (``format``, the printer's tile guards),
+    the C count of CG ``_CGN``, min(share, total - _CGN * share): smaller for the last CG, none for a CG
+    past the kernel's ``cgs``."""
+
+    c: str
+
+    def __new__(cls, total: int, cgs: int) -> CgTiles:
+        share = -(-total // cgs)
+        obj = super().__new__(cls, share)
+        obj.c = f"SW_MIN({share}, {total} - {CGN} * {share})"
+        return obj
+
+    def __format__(self, spec: str) -> str:
+        return self.c if not spec else int.__format__(self, spec)
+
 
 @dataclass
 class Scheduled:
@@ -212,10 +231,10 @@ def build_schedule(workload: Workload, target: Target | str, config: Config) -> 
     cg_loop = []
     if split is CgSplit.ROWS:  # core group g holds row tiles [g*q, (g+1)*q), q = ceil(tiles / cgs)
         cg, row_f = sch.split(row_f, [cgs, None])
-        cg_loop, rows_total = [cg], -(-rows_total // cgs)
+        cg_loop, rows_total = [cg], CgTiles(rows_total, cgs)
     elif split is CgSplit.COLS:
         cg, col_f = sch.split(col_f, [cgs, None])
-        cg_loop, cols_total = [cg], -(-cols_total // cgs)
+        cg_loop, cols_total = [cg], CgTiles(cols_total, cgs)
     r_round, r_cpe = sch.split(row_f, [None, pr])
     c_round, c_cpe = sch.split(col_f, [None, pc])
     order = [r_round, c_round] if config["tile_order"] == Order.ROW.label else [c_round, r_round]
