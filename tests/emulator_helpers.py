@@ -35,3 +35,15 @@ def run_model(out: Path, inputs: list[np.ndarray], target: str = "sw26010", dtyp
     assert run.returncode == 0, run.stdout[-2000:] + run.stderr[-3000:]
     return EmuRun(np.fromfile(out / "output.bin", dtype=dtype),
                   json.loads((out / "report.json").read_text()), run.stdout)
+
+
+def assert_outputs_match(got: np.ndarray, refs: list[np.ndarray], names: list[str], rtol: float = 1e-3,
+                         atol: float = 1e-5) -> None:
+    """A program with several outputs writes them one after another into its one output file: ``got``,
+    flat, holds each of ``refs`` in turn (each named in its failure by ``names``)."""
+    assert got.size == sum(r.size for r in refs)
+    pos = 0
+    for name, ref in zip(names, refs, strict=True):
+        part = got[pos:pos + ref.size].reshape(ref.shape)
+        pos += ref.size
+        np.testing.assert_allclose(part, ref, rtol=rtol, atol=atol, err_msg=name)

@@ -14,7 +14,7 @@ import pytest
 pytest.importorskip("tvm")
 torch = pytest.importorskip("torch")
 
-from emulator_helpers import run_model  # noqa: E402
+from emulator_helpers import assert_outputs_match, run_model  # noqa: E402
 
 from tuner.aot import compile_model  # noqa: E402
 
@@ -57,15 +57,6 @@ def _run(out_dir: Path, x: np.ndarray) -> np.ndarray:
     return run_model(out_dir, [x], TARGET).output
 
 
-def _compare(got: np.ndarray, refs: list[np.ndarray], names: list[str]) -> None:
-    assert got.size == sum(r.size for r in refs)
-    pos = 0
-    for name, ref in zip(names, refs):
-        part = got[pos:pos + ref.size].reshape(ref.shape)
-        pos += ref.size
-        np.testing.assert_allclose(part, ref, rtol=1e-3, atol=1e-5, err_msg=name)
-
-
 @pytest.mark.slow
 @pytest.mark.parametrize("mode", ["none", "all"])
 def test_every_generic_operator_matches_torch_on_the_emulator(tmp_path: Path, mode: str) -> None:
@@ -89,7 +80,7 @@ def test_every_generic_operator_matches_torch_on_the_emulator(tmp_path: Path, mo
                 "sin", "add", "multiply", "concat", "split"} <= on_cpe  # concat, split: tuner.aot.cpe_region
     with torch.no_grad():
         refs = [t.numpy() for t in Ops()(x)]
-    _compare(_run(result.out_dir, x.numpy()), refs, list(OPS))
+    assert_outputs_match(_run(result.out_dir, x.numpy()), refs, list(OPS))
 
 
 class _OnnxBlock(torch.nn.Module):
@@ -121,7 +112,7 @@ def test_onnx_clip_erf_layer_norm(tmp_path: Path) -> None:
     assert {"isnan", "where", "erf"} & ops or "clip" in ops
     with torch.no_grad():
         ref = model(x).numpy()
-    _compare(_run(result.out_dir, x.numpy()), [ref], ["onnx block"])
+    assert_outputs_match(_run(result.out_dir, x.numpy()), [ref], ["onnx block"])
 
 
 @pytest.mark.slow
@@ -143,7 +134,7 @@ def test_memory_bound_kernel_dma_matches_its_plan(tmp_path: Path) -> None:
     assert {k: totals[k] for k in plan} == plan
     with torch.no_grad():
         ref = model(x).numpy()
-    _compare(np.fromfile(out / "output.bin", dtype=np.float32), [ref], ["layer_norm on the CPEs"])
+    assert_outputs_match(np.fromfile(out / "output.bin", dtype=np.float32), [ref], ["layer_norm on the CPEs"])
 
 
 class _Embedding(torch.nn.Module):

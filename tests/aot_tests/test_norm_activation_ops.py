@@ -18,7 +18,7 @@ import pytest
 pytest.importorskip("tvm")
 torch = pytest.importorskip("torch")
 
-from emulator_helpers import run_model  # noqa: E402
+from emulator_helpers import assert_outputs_match, run_model  # noqa: E402
 
 from tuner.aot import compile_model  # noqa: E402
 
@@ -77,13 +77,7 @@ def test_each_operator_matches_torch_on_the_emulator(tmp_path: Path, mode: str) 
     result = compile_model(torch_to_relax(model, (x,)), TARGET, tmp_path / mode, lambda w: None, cpe_mode=mode)
     with torch.no_grad():
         refs = [r.numpy() for r in model(x)]
-    got = run_model(result.out_dir, [x.numpy()], TARGET).output
-    assert got.size == sum(r.size for r in refs)
-    pos = 0
-    for name, ref in zip(names, refs):
-        part = got[pos:pos + ref.size].reshape(ref.shape)
-        pos += ref.size
-        np.testing.assert_allclose(part, ref, rtol=1e-3, atol=1e-5, err_msg=name)
+    assert_outputs_match(run_model(result.out_dir, [x.numpy()], TARGET).output, refs, names)
 
 
 @pytest.mark.slow

@@ -12,15 +12,16 @@ Skipped, saying why, only when chromium (or the playwright package) is missing.
 from __future__ import annotations
 
 import os
-import signal
 import subprocess
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 import pytest
 from cpe_samples import POOL_SCRIPT  # noqa: E402
+from processes import stop
 from tools import chromium
 
 from db import tokens as tokens_db
@@ -68,13 +69,24 @@ def _ms(seconds: float | None) -> str:
     return f"{ms:.1f}" if ms >= 100 else f"{ms:.3f}"
 
 
-def _stop(server: subprocess.Popen[bytes]) -> None:
-    """Stop the API server process: SIGTERM (a clean shutdown), killed if it hangs."""
-    server.send_signal(signal.SIGTERM)
-    try:
-        server.wait(20)
-    except subprocess.TimeoutExpired:
-        server.kill()
+@contextmanager
+def _page() -> Iterator[Any]:
+    """A page of a headless Chromium (1280 x 1000); the test fails if the page raised an error by the end."""
+    with sync_api.sync_playwright() as pw:
+        browser = pw.chromium.launch(executable_path=CHROMIUM, headless=True)
+        page = browser.new_page(viewport={"width": 1280, "height": 1000})
+        errors: list[str] = []
+        page.on("pageerror", lambda exc: errors.append(str(exc)))
+        yield page
+        assert not errors, errors
+        browser.close()
+
+
+def _enter_token(page: Any, token: str) -> None:
+    """Answer the page's token dialog (auth is on) with ``token``."""
+    page.wait_for_selector("#token-dialog[open]")
+    page.fill("#token-input", token)
+    page.click("#token-form button[type=submit]")
 
 
 def _cells(page: Any, table: str, key: str) -> dict[str, dict[str, str]]:
@@ -114,22 +126,14 @@ def test_dashboard_follows_a_tuning_run(backend_url: str, backend_kind: str, tmp
                             "source": "simulator"})
         watched = job["task_id"]
 
-        with sync_api.sync_playwright() as pw:
-            browser = pw.chromium.launch(executable_path=CHROMIUM, headless=True)
-            page = browser.new_page(viewport={"width": 1280, "height": 1000})
-            errors: list[str] = []
-            page.on("pageerror", lambda exc: errors.append(str(exc)))
+        with _page() as page:
 
             # auth is on: the page asks for a token, keeps it for the session, and a read token is enough
             page.goto(base + "/")
             assert page.url.startswith(base + "/ui/")
-            page.wait_for_selector("#token-dialog[open]")
-            page.fill("#token-input", "swt_not-a-token")
-            page.click("#token-form button[type=submit]")
+            _enter_token(page, "swt_not-a-token")
             page.wait_for_function("document.querySelector('#token-error').innerText.includes('refused')")
-            page.wait_for_selector("#token-dialog[open]")
-            page.fill("#token-input", tokens["read"])
-            page.click("#token-form button[type=submit]")
+            _enter_token(page, tokens["read"])
             page.wait_for_selector("#tasks-table tbody tr[data-task-id]")
             assert page.evaluate("sessionStorage.getItem('swtune.token')") == tokens["read"]
 
@@ -190,11 +194,9 @@ def test_dashboard_follows_a_tuning_run(backend_url: str, backend_kind: str, tmp
             page.wait_for_selector("#workers-table tbody tr[data-worker]")
             assert set(_cells(page, "workers-table", "worker")) == {w["name"] for w in reader.request(
                 "GET", "/api/v1/workers").json()} >= {"ui-w0", "ui-w1", "ui-prober"}
-            assert not errors, errors
-            browser.close()
     finally:
         stop_workers(workers)
-        _stop(server)
+        stop(server)
 
 
 
@@ -222,15 +224,9 @@ def test_dashboard_names_cpe_kernel_tasks_shortly_and_marks_untuned_ones(backend
                                                            "source": "simulator"} for j in lease["jobs"]])
         reader = ServiceClient(base, tokens["read"])
         _wait("both tasks done", lambda: all(t["state"] == "done" for t in reader.tasks(batch=sub["id"])))
-        with sync_api.sync_playwright() as pw:
-            browser = pw.chromium.launch(executable_path=CHROMIUM, headless=True)
-            page = browser.new_page(viewport={"width": 1280, "height": 1000})
-            errors: list[str] = []
-            page.on("pageerror", lambda exc: errors.append(str(exc)))
+        with _page() as page:
             page.goto(base + "/ui/")
-            page.wait_for_selector("#token-dialog[open]")
-            page.fill("#token-input", tokens["read"])
-            page.click("#token-form button[type=submit]")
+            _enter_token(page, tokens["read"])
             page.wait_for_selector(f"#tasks-table tbody tr[data-task-id='{pool}']")
             row = _cells(page, "tasks-table", "task-id")[str(pool)]
             assert (row["workload"], row["state"]) == (label, "done untuned")
@@ -245,10 +241,8 @@ def test_dashboard_names_cpe_kernel_tasks_shortly_and_marks_untuned_ones(backend
             page.click("#workload-spec summary")
             assert "R.nn.max_pool2d" in page.inner_text("#workload-spec pre")
             assert "untuned" in page.inner_text("#untuned-reason")
-            assert not errors, errors
-            browser.close()
     finally:
-        _stop(server)
+        stop(server)
 
 
 def test_the_lookup_page_shows_a_calibrated_times_interval(backend_url: str) -> None:
@@ -278,19 +272,11 @@ def test_the_lookup_page_shows_a_calibrated_times_interval(backend_url: str) -> 
         best = ServiceClient(base, tokens["read"]).best(job["workload_key"], TARGET)
         assert best is not None and best["profile_version"] == version
         lo, hi = best["interval_s"]
-        with sync_api.sync_playwright() as pw:
-            browser = pw.chromium.launch(executable_path=CHROMIUM, headless=True)
-            page = browser.new_page(viewport={"width": 1280, "height": 1000})
-            errors: list[str] = []
-            page.on("pageerror", lambda exc: errors.append(str(exc)))
+        with _page() as page:
             page.goto(f"{base}/ui/#/lookup?w={job['workload_key']}&target={TARGET}")
-            page.wait_for_selector("#token-dialog[open]")
-            page.fill("#token-input", tokens["read"])
-            page.click("#token-form button[type=submit]")
+            _enter_token(page, tokens["read"])
             page.wait_for_selector("#lookup-result .cards")
             shown = " ".join(page.inner_text("#lookup-result .cards").split()).lower()  # card titles are upper case
             assert f"95% interval {_ms(lo)} - {_ms(hi)} ms simulator profile version {version}" in shown, shown
-            assert not errors, errors
-            browser.close()
     finally:
-        _stop(server)
+        stop(server)
