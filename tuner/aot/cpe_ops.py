@@ -10,7 +10,8 @@ the placement of least simulated time over the program (a run of CPE steps share
 unpitching, transposes) get kernels of their own (tuner.aot.cpe_layout), and so do region copies
 (concat, split, strided_slice, tile: tuner.aot.cpe_region), NCHW resizes (image.resize2d:
 tuner.aot.cpe_resize) and gathers of table rows (take along axis 0: tuner.aot.cpe_gather); of a node's
-implementations offload keeps the fastest.
+implementations offload keeps the fastest. A weight a kernel's calls each packed is packed once first
+(tuner.aot.cpe_packs).
 """
 
 from __future__ import annotations
@@ -201,7 +202,10 @@ def offload(graph: Graph, target: Target, mode: CpeMode = CpeMode.FASTER, lookup
     ``lookup`` has them); returns how many."""
     if mode == CpeMode.NONE:
         return 0
+    from tuner.aot.cpe_packs import share_packs
     from tuner.aot.timing import mpe_seconds
+
+    share_packs(graph)  # a weight packed again for each call of its kernel: packed once, then placed
 
     item = np.dtype(graph.dtype).itemsize
     cache: dict[str, CpeOp | None] = {}

@@ -6,7 +6,8 @@ uses any other one cannot be differentiated at all. ``register()`` adds the ones
 
 - element-wise: ``nn.relu`` (overriding TVM's: torch's value at 0, no bool tensor), ``erf``, ``nn.gelu``,
   ``nn.gelu_tanh``, ``clip`` (relu6, hardtanh), ``nn.leakyrelu``;
-- layout: ``squeeze``, ``strided_slice`` (any axes, steps, out-of-range bounds), ``nn.pad`` (constant mode);
+- layout: ``squeeze``, ``strided_slice`` (any axes, steps, out-of-range bounds), ``nn.pad`` (constant mode:
+  one slice per padded axis);
 - ``nn.layer_norm`` (trailing axes), ``nn.group_norm``, ``gather_elements`` (torch's decomposed
   cross-entropy), ``nn.adaptive_avg_pool2d`` to an output size that divides the input, and ``image.resize2d``
   (linear at any size and coordinate mode; nearest at integer scales);
@@ -155,9 +156,13 @@ def pad_grad(orig_var: Any, call: Any, dy: Any, ctx: Any) -> list[Any]:
     x = call.args[0]
     widths = [int(w) for w in call.attrs.pad_width]
     shape = _shape(x)
-    axes = list(range(len(shape)))
-    begin = [widths[2 * a] for a in axes]
-    return [strided_slice(dy, axes, begin, [b + n for b, n in zip(begin, shape)]), *map(no_grad, call.args[1:])]
+    # one slice per padded axis: a slice of one axis is a region copy or a whole-row copy the CPEs run
+    # (tuner.aot.cpe_region), where one slice of two (an image's rows and columns) runs on the MPE
+    grad = dy
+    for axis, n in enumerate(shape):
+        if widths[2 * axis] or widths[2 * axis + 1]:
+            grad = strided_slice(grad, [axis], [widths[2 * axis]], [widths[2 * axis] + n])
+    return [grad, *map(no_grad, call.args[1:])]
 
 
 # --- normalisation, gather, pooling ---------------------------------------------------------------------------
