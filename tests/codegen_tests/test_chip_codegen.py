@@ -134,3 +134,25 @@ def test_core_groups_past_the_kernels_count_do_nothing(tmp_path, emulator):
     want = plan(an)
     per_cg = [(g["get_reqs"], g["put_reqs"]) for g in report["core_groups"]]
     assert per_cg == [(want["get_reqs"], want["put_reqs"])] * 4 + [(0, 0)] * 2
+
+
+EXAMPLES = Path(__file__).resolve().parents[2] / "examples" / "ops"
+EXPRESSIONS = [("linalg.py:weighted_gemm", {"m": 24, "n": 20, "k": 36}), ("stencil.py:stencil5", {"h": 14, "w": 18}),
+               ("stencil.py:max_plus", {"m": 12, "n": 16, "k": 20}),
+               ("conv.py:conv1d", {"n": 2, "c": 6, "w": 19, "k": 10, "s": 3, "stride": 2})]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("target", ["sw26010-4cg", "sw26010-pro-6cg"])
+@pytest.mark.parametrize(("ref", "args"), EXPRESSIONS, ids=[e[0].split(":")[1] for e in EXPRESSIONS])
+def test_sampled_splits_of_expression_operators_match_the_reference(ref, args, target, tmp_path, emulator):
+    """The first rows or cols split a seeded sample of the chip space holds, for operators written as
+    expressions (several operands in a group, no reduction, a max-plus reducer, a strided conv)."""
+    from tuner.expr.workload import workload_from_op
+
+    workload = workload_from_op(f"{EXAMPLES}/{ref}", args)
+    space = space_for(workload, target)
+    cfg = next(c for c in map(space.decode, space.sample(60, np.random.default_rng(7)))
+               if c.get("cgs", 1) > 1 and c["cg_split"] != "reduction")
+    report, an = run_split(workload, target, cfg, tmp_path, emulator)
+    assert an.valid[0] and len(report["core_groups"]) == get_target(target).cgs
