@@ -70,7 +70,10 @@ class SubmissionTask(JobCounts):
 
 
 @dataclass(frozen=True)
-class Submission:
+class SubmissionHead:
+    """A model submission as it was asked for (model, target, budget, search) and its state, without
+    its tasks: what the API answers about it beside them."""
+
     id: str
     model: str
     target: str
@@ -82,6 +85,10 @@ class Submission:
     state: SubmissionState
     submitter: str
     created_at: datetime | None
+
+
+@dataclass(frozen=True)
+class Submission(SubmissionHead):
     updated_at: datetime | None
     tasks: tuple[SubmissionTask, ...]
 

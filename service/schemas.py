@@ -14,7 +14,8 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 from pydantic.dataclasses import dataclass as pydantic_dataclass
 
 from db.domain import WorkerInfo
-from db.states import SubmissionState, TaskState
+from db.states import TaskState
+from db.submissions import SubmissionHead
 from tuner.measure.base import SOURCES, STATUSES
 
 Status = Literal[STATUSES]  # type: ignore[valid-type]
@@ -157,21 +158,15 @@ class SubmissionTaskOut(BaseModel):
     best_time: float | None
 
 
-class SubmissionRecordOut(BaseModel):
+# a submission's head as the tuning log knows it (db.submissions.SubmissionHead), then its tasks; every field
+# declared here is a Field(): a dataclass's plain fields would move behind them, reordering the body
+@pydantic_dataclass(frozen=True, kw_only=True)
+class SubmissionRecordOut(SubmissionHead):
     id: str = Field(description="the submission id, also its tasks' batch")
-    model: str
-    target: str
     trial_budget: int = Field(description="the one budget of the whole model")
-    per_round: int
-    early_stop: int | None
-    strategy: str
-    seed: int
-    state: SubmissionState
-    submitter: str
-    created_at: datetime | None
-    trials_done: int
-    trials_queued: int
-    tasks: list[SubmissionTaskOut]
+    trials_done: int = Field()
+    trials_queued: int = Field()
+    tasks: list[SubmissionTaskOut] = Field()
     warnings: list[str] = Field(default_factory=list,
                                 description="on creation: a budget too small for every task, a deprecated field")
 

@@ -7,10 +7,12 @@ id returned here), so a model's progress has one home.
 
 from __future__ import annotations
 
+from dataclasses import fields
+
 from fastapi import APIRouter
 
 from db import submissions as submissions_db
-from db.submissions import LayerSpec, Submission
+from db.submissions import LayerSpec, Submission, SubmissionHead
 from service.auth import Submitter
 from service.budget import thin_budget_warning
 from service.deps import AppState, Db
@@ -26,11 +28,9 @@ _LINKS = {"ReadSubmission": {"operationId": "submission_api_v1_submissions__batc
 
 
 def submission_out(sub: Submission) -> SubmissionRecordOut:
+    head = {f.name: getattr(sub, f.name) for f in fields(SubmissionHead)}
     return SubmissionRecordOut(
-        id=sub.id, model=sub.model, target=sub.target, trial_budget=sub.trial_budget, per_round=sub.per_round,
-        early_stop=sub.early_stop, strategy=sub.strategy, seed=sub.seed, state=sub.state,
-        submitter=sub.submitter, created_at=sub.created_at, trials_done=sub.trials_done,
-        trials_queued=sub.trials_queued,
+        **head, trials_done=sub.trials_done, trials_queued=sub.trials_queued,
         tasks=[SubmissionTaskOut(task_id=t.task_id, label=t.label, layer_names=list(t.layer_names),
                                  call_count=t.call_count, weight=t.weight, workload_key=t.workload.key,
                                  workload_label=t.workload.label, workload=t.workload.to_json(), state=t.state,
