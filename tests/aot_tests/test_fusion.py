@@ -37,30 +37,36 @@ class _Net(torch.nn.Module):
         return torch.sigmoid(F.gelu(self.fc(y.flatten(1)))), z
 
 
-def _run(out: Path, x: np.ndarray) -> tuple[np.ndarray, dict[str, int]]:
-    run = run_model(out, [x], TARGET)
-    return run.output, run.report["totals"]
+def _compiled_both_ways(model: Any, x: Any, out: Path, **options: Any) -> tuple[Any, Any]:
+    """``model`` compiled untuned with its epilogues fused, and without fusion (``options``: to both)."""
+    from tuner.bridge.extract import torch_to_relax
+
+    mod = torch_to_relax(model, (x,))
+    return (compile_model(mod, TARGET, out / "fused", lambda w: None, cpe_mode="none", **options),
+            compile_model(mod, TARGET, out / "plain", lambda w: None, cpe_mode="none", fuse=False, **options))
+
+
+def _run_both(fused: Any, plain: Any, model: Any, x: Any) -> tuple[dict[str, int], dict[str, int]]:
+    """Both programs on the emulator: the fused one's outputs match torch's; each one's DMA totals."""
+    fused_run, plain_run = run_model(fused.out_dir, [x.numpy()], TARGET), run_model(plain.out_dir, [x.numpy()], TARGET)
+    with torch.no_grad():
+        outs = model(x)
+    ref = np.concatenate([t.numpy().ravel() for t in (outs if isinstance(outs, tuple) else (outs,))])
+    np.testing.assert_allclose(fused_run.output, ref, rtol=1e-3, atol=1e-5)
+    return fused_run.report["totals"], plain_run.report["totals"]
 
 
 @pytest.mark.slow
 def test_unary_epilogues_fuse_into_their_kernels(tmp_path: Path) -> None:
-    from tuner.bridge.extract import torch_to_relax
-
     torch.manual_seed(3)
     model, x = _Net().eval(), torch.randn(1, 3, 8, 8)
-    mod = torch_to_relax(model, (x,))
-    fused = compile_model(mod, TARGET, tmp_path / "fused", lambda w: None, cpe_mode="none")
-    plain = compile_model(mod, TARGET, tmp_path / "plain", lambda w: None, cpe_mode="none", fuse=False)
+    fused, plain = _compiled_both_ways(model, x, tmp_path)
     eps = {k.workload.op: k.epilogue.name for k in fused.kernels if k.epilogue is not None}
     assert eps == {"conv2d": eps["conv2d"], "dense": "nn.gelu+sigmoid", "batch_matmul": "tanh"}
     assert {k.epilogue.name for k in fused.kernels if k.workload.op == "conv2d"} == {"nn.relu", "clip"}
     assert fused.counts()["fused epilogue"] == 5 and "fused epilogue" not in plain.counts()
     assert len(fused.graph.nodes) == len(plain.graph.nodes) - 5
-    got, dma_fused = _run(fused.out_dir, x.numpy())
-    _, dma_plain = _run(plain.out_dir, x.numpy())
-    with torch.no_grad():
-        ref = np.concatenate([t.numpy().ravel() for t in model(x)])
-    np.testing.assert_allclose(got, ref, rtol=1e-3, atol=1e-5)
+    dma_fused, dma_plain = _run_both(fused, plain, model, x)
     for key in ("get_reqs", "get_bytes", "put_reqs", "put_bytes"):  # no extra data moved
         assert dma_fused[key] == dma_plain[key], key
     assert fused.timing is not None and plain.timing is not None
@@ -87,20 +93,12 @@ class _BiasNet(torch.nn.Module):
 
 @pytest.mark.slow
 def test_per_channel_epilogues_fuse_and_fetch_their_vectors_once_per_cpe(tmp_path: Path) -> None:
-    from tuner.bridge.extract import torch_to_relax
-
     torch.manual_seed(4)
     model, x = _BiasNet().eval(), torch.randn(1, 3, 6, 6)
-    mod = torch_to_relax(model, (x,))
-    fused = compile_model(mod, TARGET, tmp_path / "fused", lambda w: None, cpe_mode="none")
-    plain = compile_model(mod, TARGET, tmp_path / "plain", lambda w: None, cpe_mode="none", fuse=False)
+    fused, plain = _compiled_both_ways(model, x, tmp_path)
     names = sorted(k.epilogue.name for k in fused.kernels if k.epilogue is not None)
     assert names == ["add", "add+nn.batch_norm+nn.relu", "add+nn.gelu"]
-    got, dma_fused = _run(fused.out_dir, x.numpy())
-    _, dma_plain = _run(plain.out_dir, x.numpy())
-    with torch.no_grad():
-        ref = np.concatenate([t.numpy().ravel() for t in model(x)])
-    np.testing.assert_allclose(got, ref, rtol=1e-3, atol=1e-5)
+    dma_fused, dma_plain = _run_both(fused, plain, model, x)
     vectors = [n for k in fused.kernels for n in k.epilogue.vectors]  # each kernel runs once here
     assert dma_fused["get_reqs"] == dma_plain["get_reqs"] + 64 * len(vectors)
     assert dma_fused["get_bytes"] == dma_plain["get_bytes"] + 64 * 4 * sum(vectors)
@@ -132,21 +130,15 @@ def test_residual_add_fuses_with_its_operand_dma_in_the_analysis(tmp_path: Path)
     with torch.no_grad():
         model.bn.running_mean.uniform_(-0.5, 0.5)
         model.bn.running_var.uniform_(0.5, 2.0)
-    mod = torch_to_relax(model, (x,))
-    fused = compile_model(mod, TARGET, tmp_path / "fused", lambda w: None, cpe_mode="none", group_launches=False)
-    plain = compile_model(mod, TARGET, tmp_path / "plain", lambda w: None, cpe_mode="none", group_launches=False,
-                          fuse=False)
+    fused, plain = _compiled_both_ways(model, x, tmp_path, group_launches=False)
     (k,) = fused.kernels
     assert k.epilogue is not None and k.epilogue.residual and k.epilogue.name == "nn.batch_norm+add+nn.relu"
     assert k.workload.epilogue == "residual_add" and k.workload.key.endswith("-ep_residual_add")
     assert plain.kernels[0].workload.key + "-ep_residual_add" == k.workload.key
     # tune-model tunes the kernel in the form compile builds it
-    assert [layer.workload.key for layer in extract_relax(mod).layers] == [k.workload.key]
+    assert [layer.workload.key for layer in extract_relax(torch_to_relax(model, (x,))).layers] == [k.workload.key]
     assert [r.where for r in fused.rows if r.relax_op in ("add", "nn.relu")] == ["fused epilogue"] * 2
-    got, dma_fused = _run(fused.out_dir, x.numpy())
-    _, dma_plain = _run(plain.out_dir, x.numpy())
-    with torch.no_grad():
-        np.testing.assert_allclose(got, model(x).numpy().ravel(), rtol=1e-3, atol=1e-5)
+    dma_fused, dma_plain = _run_both(fused, plain, model, x)
     space = ScheduleSpace(k.workload, get_target(TARGET))
     a = space.analyze(space.encode(k.config)[None, :])
     assert a.valid[0] and a.epilogue is not None

@@ -13,7 +13,7 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from train_helpers import emulate_beside_torch  # noqa: E402
+from train_helpers import assert_two_steps_match_torch, emulate_beside_torch, sgd_step  # noqa: E402
 
 from tuner.ir.optimizers import Optimizer, OptimizerKind  # noqa: E402
 from tuner.ir.training import Loss, Phase, target_shape, training_step  # noqa: E402
@@ -241,9 +241,7 @@ def test_a_derived_data_gradient_takes_the_relu_mask_as_its_epilogue(tmp_path: P
 
     torch.manual_seed(3)
     module, x = _TwoConvNet().train(), torch.randn(2, 3, 6, 6)
-    reference = copy.deepcopy(module)
-    opt = Optimizer(OptimizerKind.SGD, 0.05)
-    step = training_step(module, (x,), Loss.CROSS_ENTROPY, opt)
+    step, reference, opt = sgd_step(module, x)
     layers = [layer.workload for layer in extract_relax(step.module).layers if not memory_bound(layer.workload)]
     fused = [w for w in layers if "grad_data" in w.key]
     assert [w.epilogue for w in fused] == ["residual_multiply"]  # tuned in the form the compiler builds
@@ -255,7 +253,4 @@ def test_a_derived_data_gradient_takes_the_relu_mask_as_its_epilogue(tmp_path: P
     program = compile_training(step, "sw26010", tmp_path, lambda w: configs.get(w.key), "twoconv")
     (k,) = [k for k in program.result.kernels if k.workload.key == fused[0].key]
     assert k.status == "tuned" and k.epilogue is not None and k.epilogue.residual
-    shape = target_shape(module, (x,), Loss.CROSS_ENTROPY)
-    batches = train_data.synthetic(4, 2, 2, tuple(x.shape), shape, Loss.CROSS_ENTROPY)
-    compared = emulate_beside_torch(step, reference, batches, opt, tmp_path, 2)
-    assert compared.loss_err <= 1e-4 and compared.param_err <= 1e-4
+    assert_two_steps_match_torch(step, module, reference, x, opt, tmp_path)

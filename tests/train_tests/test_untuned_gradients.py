@@ -14,7 +14,7 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from train_helpers import emulate_beside_torch  # noqa: E402
+from train_helpers import assert_two_steps_match_torch, emulate_beside_torch, sgd_step  # noqa: E402
 
 from tuner.ir.optimizers import Optimizer, OptimizerKind  # noqa: E402
 from tuner.ir.training import Loss, target_shape, training_step  # noqa: E402
@@ -41,9 +41,7 @@ class _ConvNet(torch.nn.Module):
 def test_untuned_derived_gradients_run_on_the_cpes_and_match_torch(tmp_path: Path) -> None:
     torch.manual_seed(5)
     module, x = _ConvNet().train(), torch.randn(2, 2, 4, 4)
-    reference = copy.deepcopy(module)
-    opt = Optimizer(OptimizerKind.SGD, 0.05)
-    step = training_step(module, (x,), Loss.CROSS_ENTROPY, opt)
+    step, reference, opt = sgd_step(module, x)
     program = compile_training(step, "sw26010", tmp_path, lambda w: None, "convnet")
     grads = [k for k in program.result.kernels if "_grad_" in k.workload.key]
     assert {k.workload.name.split("_grad_")[1] for k in grads} >= {"data", "weight"}
@@ -56,10 +54,7 @@ def test_untuned_derived_gradients_run_on_the_cpes_and_match_torch(tmp_path: Pat
     assert timing.mpe_fraction <= 0.05
     summary = timing.summary()  # the report says how many steps run untuned, and their share of the step
     assert summary["untuned_steps"] >= len(grads) and 0 < summary["untuned_time_fraction"] <= 1
-    shape = target_shape(module, (x,), Loss.CROSS_ENTROPY)
-    batches = train_data.synthetic(4, 2, 2, tuple(x.shape), shape, Loss.CROSS_ENTROPY)
-    compared = emulate_beside_torch(step, reference, batches, opt, tmp_path, 2)
-    assert compared.loss_err <= 1e-4 and compared.param_err <= 1e-4
+    assert_two_steps_match_torch(step, module, reference, x, opt, tmp_path)
 
 
 def _matmul(rows: int) -> Any:
