@@ -9,12 +9,16 @@ test_choices.py pins both against the literal stored values.
 
 from __future__ import annotations
 
-from enum import IntEnum
-from typing import SupportsInt
+from enum import IntEnum, auto
+from typing import Any, SupportsInt
 
 
 class Labelled(IntEnum):
     """An enum whose members carry a stored string (``label``) next to their integer code."""
+
+    @staticmethod
+    def _generate_next_value_(name: str, start: int, count: int, last_values: list[Any]) -> int:
+        return count  # auto(): a member's code is its position, from 0 (module docstring)
 
     @property
     def label(self) -> str:
@@ -37,37 +41,37 @@ class Labelled(IntEnum):
 class Share(Labelled):
     """Tile sharing across the mesh; MESH = register communication (SW26010) / RMA (Pro)."""
 
-    NONE = 0
-    BCAST = 1
-    MESH = 2
+    NONE = auto()
+    BCAST = auto()
+    MESH = auto()
 
 
 class Dma(Labelled):
     """One strided descriptor per tile, or one request per row."""
 
-    STRIDED = 0
-    ROWS = 1
+    STRIDED = auto()
+    ROWS = auto()
 
 
 class Order(Labelled):
     """Traversal of a CPE's output tiles (row order keeps a fixed, column order keeps b)."""
 
-    ROW = 0
-    COL = 1
+    ROW = auto()
+    COL = auto()
 
 
 class Acc(Labelled):
     """Where accumulators live with an output axis innermost (tuner/space/compute.py)."""
 
-    LDM = 0
-    REG = 1
+    LDM = auto()
+    REG = auto()
 
 
 class Pack(Labelled):
     """B (weights) stored tile after tile (one contiguous DMA per tile), or as given."""
 
-    NONE = 0
-    B = 1
+    NONE = auto()
+    B = auto()
 
 
 class CgSplit(Labelled):
@@ -75,9 +79,9 @@ class CgSplit(Labelled):
     tiles (a conv's batch and output rows, a GEMM's M), its col tiles (output channels, N), or the
     reduction (K), each CG then holding partial sums that one more pass adds."""
 
-    ROWS = 0
-    COLS = 1
-    REDUCTION = 2
+    ROWS = auto()
+    COLS = auto()
+    REDUCTION = auto()
 
 
 class CgOperands(Labelled):
@@ -85,26 +89,26 @@ class CgOperands(Labelled):
     (weights copied once at load; an activation copied before each call), or one copy the other CGs
     read across the chip."""
 
-    REPLICATE = 0
-    CROSS = 1
+    REPLICATE = auto()
+    CROSS = auto()
 
 
 class Reason(Labelled):
     """Why a config is invalid, in the order the analysis checks them (the first that applies is reported)."""
 
-    OK = 0
-    LDM_OVERFLOW = 1
-    SHARING_NEEDS_MESH_GRID = 2
-    RLC_NEEDS_SQUARE_GRID = 3
-    OPERAND_NOT_SHAREABLE = 4
-    PUT_LINES_UNALIGNED = 5
-    DMA_DESCRIPTOR_LIMIT = 6
-    ACC_REG_NEEDS_OUTPUT_INNER = 7
-    PACK_NEEDS_WHOLE_TILES = 8
-    EPILOGUE_NEEDS_DENSE_ROWS = 9
-    CG_SPLIT_FEWER_TILES_THAN_CGS = 10
-    CG_KNOB_WITHOUT_EFFECT = 11
-    CG_REDUCTION_WITH_EPILOGUE = 12
+    OK = auto()
+    LDM_OVERFLOW = auto()
+    SHARING_NEEDS_MESH_GRID = auto()
+    RLC_NEEDS_SQUARE_GRID = auto()
+    OPERAND_NOT_SHAREABLE = auto()
+    PUT_LINES_UNALIGNED = auto()
+    DMA_DESCRIPTOR_LIMIT = auto()
+    ACC_REG_NEEDS_OUTPUT_INNER = auto()
+    PACK_NEEDS_WHOLE_TILES = auto()
+    EPILOGUE_NEEDS_DENSE_ROWS = auto()
+    CG_SPLIT_FEWER_TILES_THAN_CGS = auto()
+    CG_KNOB_WITHOUT_EFFECT = auto()
+    CG_REDUCTION_WITH_EPILOGUE = auto()
 
 
 def reason_label(code: SupportsInt) -> str:
