@@ -170,3 +170,48 @@ def test_large_2d_transposes_run_in_square_tiles(tmp_path: Path, shape: tuple[in
     np.testing.assert_array_equal(got, x.transpose(-1, -2).numpy().ravel())
     plan = op.dma_plan()
     assert {k: dma_cpe[k] - dma_mpe[k] for k in plan} == plan
+
+
+class _Permute(torch.nn.Module):
+    def __init__(self, axes: tuple[int, ...]) -> None:
+        super().__init__()
+        self.axes = axes
+
+    def forward(self, x: Any) -> Any:
+        return x.permute(*self.axes) * 2
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("shape,axes", [((2, 3, 4, 5, 6), (1, 3, 0, 2, 4)), ((3, 2, 7, 5, 4), (3, 1, 0, 2, 4))],
+                         ids=["outer-around-O", "O-first"])
+def test_a_permutation_with_outer_axes_around_o_runs_as_otile(tmp_path: Path, shape: tuple[int, ...],
+                                                              axes: tuple[int, ...]) -> None:
+    """[N][A][R][O][C] -> [A][O][N][R][C] (a GEMM's runtime pack of an NCHW activation, ShiftNet's 1 x 1
+    conv's weight gradient): each outer index reads one contiguous [R, O, C] block and puts O pieces; the
+    planner takes it over "rows" (pieces of C), it matches torch exactly, and the emulator's DMA counts are
+    the plan's."""
+    from tuner.aot.cpe_layout import TransposeOp, plan_transpose
+    from tuner.bridge.extract import torch_to_relax
+    from tuner.targets import get_target
+
+    # ShiftNet's pack of its [8, 72, 16, 16] activations, tiles of 24 channels: otile beats the MPE's copy
+    pack = plan_transpose((1, 8, 3, 24, 16, 1, 1, 16), (0, 2, 4, 6, 1, 3, 5, 7), get_target(TARGET), 4)
+    assert pack is not None and pack.mode == "otile" and pack.seconds < 100e-6
+    x = torch.randn(*shape)
+    mod = torch_to_relax(_Permute(axes).eval(), (x,))
+    on_cpe = compile_model(mod, TARGET, tmp_path / "cpe", lambda w: None, cpe_mode="all")
+    on_mpe = compile_model(mod, TARGET, tmp_path / "mpe", lambda w: None, cpe_mode="none", group_launches=False)
+    ops = [n.attrs["cpe"] for n in on_cpe.graph.nodes if n.op == "cpe"]
+    (op,) = [o for o in ops if isinstance(o, TransposeOp)]
+    assert op.mode == "otile"
+    got, dma_cpe = _run(on_cpe.out_dir, x.numpy())
+    _, dma_mpe = _run(on_mpe.out_dir, x.numpy())
+    np.testing.assert_array_equal(got, (x.permute(*axes) * 2).numpy().ravel())
+    expected = {k: 0 for k in ("get_reqs", "get_bytes", "put_reqs", "put_bytes")}
+    from tuner.space.cpe.cuts import dma_plan
+
+    for o in ops:
+        plan = o.dma_plan() if isinstance(o, TransposeOp) else dma_plan(o, 4)
+        for k in expected:
+            expected[k] += plan[k]
+    assert {k: dma_cpe[k] - dma_mpe[k] for k in expected} == expected

@@ -253,7 +253,12 @@ class TransposeOp:
     consecutive [R, O, C] (a conv weight's runtime pack: [O/16][16][I][KH*KW] -> [O/16][I][16][KH*KW]);
     a block is ``rows`` values of R (``by_outer`` False: one contiguous get, a strided put of O pieces)
     or of O (True: a strided get of R pieces, one contiguous put) of one batch index, reordered in LDM:
-    longer DMA blocks than "rows" gives."""
+    longer DMA blocks than "rows" gives.
+    "otile": the same [R, O, C] -> [O, R, C] with the other axes anywhere around O (a GEMM's runtime pack
+    of an NCHW activation: [N][C/t][t][H][W] -> [C/t][H][N][t][W]): each outer index (``outer_ext``, input
+    strides ``outer_stride``, output strides ``outer_out``) reads one contiguous [R, O, C] block of the
+    input; a block is ``rows`` values of R, one contiguous get, reordered in LDM, one put of O pieces
+    ``o_out`` apart."""
 
     mode: str  # "rows" | "tile" | "vtile"
     outer_ext: tuple[int, ...]
@@ -267,6 +272,9 @@ class TransposeOp:
     c_stride: int = 0  # "tile": input stride of the output's last axis (the input's row length, or more)
     cols: int = 0  # "tile": output columns per block (0: all C)
     batch: int = 1  # "vtile": consecutive [R, O, C] inputs, each transposed alike
+    o: int = 0  # "otile": the extent of O
+    o_out: int = 0  # "otile": the output stride of O
+    outer_out: tuple[int, ...] = ()  # "otile": the output strides of the outer axes
     seconds: float = 0.0
     index: int = -1
     axis: int = 0
@@ -303,6 +311,8 @@ class TransposeOp:
 
     @property
     def ldm_bytes(self) -> int:
+        if self.mode == "otile":
+            return 2 * self.rows * self.o * self.c * self.item
         if self.mode == "vtile":
             return 2 * self.rows * (self.r if self.by_outer else self.outer) * self.c * self.item
         return (2 * self.rows * self.col_tile if self.mode == "tile" else self.rows * self.c) * self.item
@@ -312,7 +322,7 @@ class TransposeOp:
         return slave_symbol(self.index)
 
     def dma_plan(self) -> dict[str, int]:
-        nbytes = self.batch * self.outer * self.r * self.c * self.item
+        nbytes = self.batch * self.outer * self.r * self.c * self.item * (self.o if self.mode == "otile" else 1)
         return {"get_reqs": self.blocks, "get_bytes": nbytes, "put_reqs": self.blocks, "put_bytes": nbytes}
 
     def _vtile_text(self, ty: str) -> str:
@@ -350,7 +360,37 @@ class TransposeOp:
         lines += ["    SW_WAIT(&g_reply[0], n_rep);", "  }", "}"]
         return "\n".join(lines) + "\n"
 
+    def _otile_text(self, ty: str) -> str:
+        item = f"sizeof({ty})"
+        o_, r_, c_ = self.o, self.r, self.c
+        per = -(-r_ // self.rows)
+        off = [f"    long q = blk / {per}L, ib = 0, ob = 0;"]
+        for e, si, so in zip(reversed(self.outer_ext), reversed(self.outer_stride), reversed(self.outer_out)):
+            off.append(f"    ib += (q % {e}L) * {si}L; ob += (q % {e}L) * {so}L; q /= {e}L;")
+        lines = [f"__thread_local {ty} X_ldm[{self.rows * o_ * c_}];",
+                 f"__thread_local {ty} Y_ldm[{self.rows * o_ * c_}];",
+                 "__thread_local volatile SW_REPLY_T g_reply[1];",
+                 "void swtune_kernel(swtune_args *_arg) {",
+                 "  int n_rep = 0;",
+                 "  g_reply[0] = 0;",
+                 f"  for (long blk = _MYID; blk < {self.blocks}L; blk += {CPES}) {{",
+                 f"    const long s0 = (blk % {per}L) * {self.rows}L;",
+                 f"    const long n = {r_}L - s0 < {self.rows}L ? {r_}L - s0 : {self.rows}L;",
+                 *off,
+                 # R values s0..s0+n of one outer index: [n][O][C] in, O pieces of [n][C] out
+                 f"    SW_GET(_arg->p[0] + ib + s0 * {o_ * c_}L, X_ldm, n * {o_ * c_}L * {item}, 0, 0, &g_reply[0]); "
+                 "n_rep++;",
+                 "    SW_WAIT(&g_reply[0], n_rep);",
+                 f"    for (long o = 0; o < {o_}L; o++) for (long x = 0; x < n; x++) for (long c = 0; c < {c_}L; c++) "
+                 f"Y_ldm[(o * n + x) * {c_}L + c] = X_ldm[(x * {o_}L + o) * {c_}L + c];",
+                 f"    SW_PUT(Y_ldm, _arg->p[1] + ob + s0 * {c_}L, {o_}L * n * {c_}L * {item}, n * {c_}L * {item}, "
+                 f"({self.o_out}L - n * {c_}L) * {item}, &g_reply[0]); n_rep++;",
+                 "    SW_WAIT(&g_reply[0], n_rep);", "  }", "}"]
+        return "\n".join(lines) + "\n"
+
     def slave_text(self, ty: str) -> str:
+        if self.mode == "otile":
+            return self._otile_text(ty)
         if self.mode == "vtile":
             return self._vtile_text(ty)
         item = f"sizeof({ty})"
@@ -472,7 +512,48 @@ def plan_transpose(shape: tuple[int, ...], axes: tuple[int, ...], target: Target
         for alt in _vtiles(o, r, c, target, item, batch):  # [R, O, C] -> [O, R, C], batch times
             if alt.seconds < op.seconds:
                 op = alt
+    for alt in _otiles(ext, st, target, item):  # the same with outer axes around O
+        if alt.seconds < op.seconds:
+            op = alt
     return op
+
+
+def _otiles(ext: list[int], st: list[int], target: Target, item: int) -> list[TransposeOp]:
+    """The "otile" forms of an output ``ext`` (input strides ``st``) whose last three axes in the input
+    are [R, O, C] contiguous -- C the output's last axis, R its second last, O any earlier one -- a few
+    block sizes each; [] for any other permutation."""
+    from tuner.measure.simulator import dma_time
+
+    if len(ext) < 3 or st[-1] != 1:
+        return []
+    c, r = ext[-1], ext[-2]
+    found = [j for j in range(len(ext) - 2) if st[j] == c and st[-2] == ext[j] * c]
+    if not found:
+        return []
+    j = found[0]
+    o = ext[j]
+    out_strides = [1] * len(ext)
+    for d in range(len(ext) - 2, -1, -1):
+        out_strides[d] = out_strides[d + 1] * ext[d + 1]
+    outer_axes = [d for d in range(len(ext) - 2) if d != j]
+    outer = 1
+    for d in outer_axes:
+        outer *= ext[d]
+    out = []
+    first = min(r, -(-r * outer // CPES))  # one block per CPE, and up
+    for rows in sorted({first, 2 * first, 4 * first, 8 * first, r}):
+        if rows > r or 2 * rows * o * c * item > target.ldm_budget_bytes:
+            continue
+        op = TransposeOp("otile", tuple(ext[d] for d in outer_axes), tuple(st[d] for d in outer_axes), r, c, st[-2],
+                         rows, item, o=o, o_out=out_strides[j], outer_out=tuple(out_strides[d] for d in outer_axes))
+        active = min(CPES, op.blocks)
+        get = dma_time(target, "get", rows * o * c * item, active_cpes=active)
+        put = dma_time(target, "put", rows * c * item, n_blocks=o, gap_bytes=(out_strides[j] - rows * c) * item,
+                       active_cpes=active)
+        work = 2.0 * rows * o * c / target.clock_hz
+        op.seconds = target.spawn_join_s + -(-op.blocks // CPES) * (get + work + put)
+        out.append(op)
+    return out
 
 
 def _vtiles(o: int, r: int, c: int, target: Target, item: int, batch: int = 1) -> list[TransposeOp]:
