@@ -1,4 +1,4 @@
-"""What the migrations' tables share: the id column and key, the creation stamps, the constraint names.
+"""What the migrations' tables share: column makers, the id column and key, the constraint names.
 
 A migration that has run has built its tables with these; so each maker here keeps making exactly
 what it made (a change is a new migration, never an edit here). Constraint names follow db.orm's
@@ -22,10 +22,20 @@ def created(name: str = "created_at") -> sa.Column:
     return sa.Column(name, sa.DateTime(timezone=True), server_default=utcnow(), nullable=False)
 
 
+def required(name: str, type_: Any) -> sa.Column:
+    """A column every row fills (NOT NULL)."""
+    return sa.Column(name, type_, nullable=False)
+
+
+def optional(name: str, type_: Any) -> sa.Column:
+    """A column a row may leave NULL."""
+    return sa.Column(name, type_, nullable=True)
+
+
 def search_columns() -> list[sa.Column]:
     """How a tuning task or a model submission searches, and who submitted it."""
-    return [sa.Column("strategy", sa.String(64), nullable=False), sa.Column("seed", sa.Integer(), nullable=False),
-            sa.Column("state", sa.String(16), nullable=False), sa.Column("submitter", sa.String(128), nullable=False)]
+    return [required("strategy", sa.String(64)), required("seed", sa.Integer()), required("state", sa.String(16)),
+            required("submitter", sa.String(128))]
 
 
 def create_table(name: str, *items: Any, id_type: Any = None) -> None:
@@ -34,7 +44,7 @@ def create_table(name: str, *items: Any, id_type: Any = None) -> None:
     key = sa.PrimaryKeyConstraint("id", name=f"pk_{name}")
     # the key stands where the migrations first wrote it, before the unique constraints: the DDL is as it was
     at = next((i for i, item in enumerate(items) if isinstance(item, sa.UniqueConstraint)), len(items))
-    op.create_table(name, sa.Column("id", sa.Integer() if id_type is None else id_type, nullable=False),
+    op.create_table(name, required("id", sa.Integer() if id_type is None else id_type),
                     *items[:at], key, *items[at:])
 
 

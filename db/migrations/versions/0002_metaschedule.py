@@ -8,7 +8,7 @@ from __future__ import annotations
 import sqlalchemy as sa
 from alembic import op
 
-from db.migrations.columns import BigId, create_table, created, foreign_key
+from db.migrations.columns import BigId, create_table, created, foreign_key, optional, required
 
 revision = "0002"
 down_revision = "0001"
@@ -17,17 +17,17 @@ down_revision = "0001"
 def upgrade() -> None:
     create_table(
         "ms_workloads",
-        sa.Column("shash", sa.String(32), nullable=False),
-        sa.Column("workload_json", sa.JSON(), nullable=False),
+        required("shash", sa.String(32)),
+        required("workload_json", sa.JSON()),
         created(),
     )
     op.create_index("ix_ms_workloads_shash", "ms_workloads", ["shash"])
     create_table(
         "ms_records",
-        sa.Column("workload_id", sa.Integer(), nullable=False),
-        sa.Column("target", sa.Text(), nullable=False),
-        sa.Column("record_json", sa.JSON(), nullable=False),
-        sa.Column("mean_run_secs", sa.Float(), nullable=True),
+        required("workload_id", sa.Integer()),
+        required("target", sa.Text()),
+        required("record_json", sa.JSON()),
+        optional("mean_run_secs", sa.Float()),
         created(),
         foreign_key("ms_records", "workload_id", "ms_workloads"),
         id_type=BigId,

@@ -11,13 +11,15 @@ from __future__ import annotations
 import sqlalchemy as sa
 from alembic import op
 
+from db.migrations.columns import optional
+
 revision = "0003"
 down_revision = "0002"
 
 
 def upgrade() -> None:
     with op.batch_alter_table("tuning_tasks") as batch:
-        batch.add_column(sa.Column("submitter_token_id", sa.Integer(), nullable=True))
+        batch.add_column(optional("submitter_token_id", sa.Integer()))
 
 
 def downgrade() -> None:

@@ -12,7 +12,7 @@ from __future__ import annotations
 import sqlalchemy as sa
 from alembic import op
 
-from db.migrations.columns import create_table, created, foreign_key, search_columns
+from db.migrations.columns import create_table, created, foreign_key, optional, required, search_columns
 
 revision = "0004"
 down_revision = "0003"
@@ -21,13 +21,13 @@ down_revision = "0003"
 def upgrade() -> None:
     create_table(
         "submissions",
-        sa.Column("model", sa.String(128), nullable=False),
-        sa.Column("target_id", sa.Integer(), nullable=False),
-        sa.Column("trial_budget", sa.Integer(), nullable=False),
-        sa.Column("per_round", sa.Integer(), nullable=False),
-        sa.Column("early_stop", sa.Integer(), nullable=True),
+        required("model", sa.String(128)),
+        required("target_id", sa.Integer()),
+        required("trial_budget", sa.Integer()),
+        required("per_round", sa.Integer()),
+        optional("early_stop", sa.Integer()),
         *search_columns(),
-        sa.Column("submitter_token_id", sa.Integer(), nullable=True),
+        optional("submitter_token_id", sa.Integer()),
         created(),
         created("updated_at"),
         foreign_key("submissions", "target_id", "targets"),
@@ -35,10 +35,10 @@ def upgrade() -> None:
     )
     op.create_index("ix_submissions_state", "submissions", ["state"])
     with op.batch_alter_table("tuning_tasks") as batch:
-        batch.add_column(sa.Column("submission_id", sa.String(64), nullable=True))
+        batch.add_column(optional("submission_id", sa.String(64)))
         batch.add_column(sa.Column("call_count", sa.Integer(), nullable=False, server_default="1"))
-        batch.add_column(sa.Column("layer_names", sa.JSON(), nullable=True))
-        batch.add_column(sa.Column("weight", sa.Float(), nullable=True))
+        batch.add_column(optional("layer_names", sa.JSON()))
+        batch.add_column(optional("weight", sa.Float()))
         batch.create_foreign_key("fk_tuning_tasks_submission_id_submissions", "submissions", ["submission_id"],
                                  ["id"], ondelete="CASCADE")
         batch.create_index("ix_tuning_tasks_submission_id", ["submission_id"])

@@ -15,7 +15,7 @@ from __future__ import annotations
 import sqlalchemy as sa
 from alembic import op
 
-from db.migrations.columns import create_table, created, foreign_key
+from db.migrations.columns import create_table, created, foreign_key, optional, required
 
 revision = "0005"
 down_revision = "0004"
@@ -24,16 +24,16 @@ down_revision = "0004"
 def upgrade() -> None:
     create_table(
         "profiles",
-        sa.Column("target_id", sa.Integer(), nullable=False),
-        sa.Column("version", sa.Integer(), nullable=False),
-        sa.Column("document", sa.JSON(), nullable=False),
-        sa.Column("active", sa.Boolean(), nullable=False),
+        required("target_id", sa.Integer()),
+        required("version", sa.Integer()),
+        required("document", sa.JSON()),
+        required("active", sa.Boolean()),
         created(),
         foreign_key("profiles", "target_id", "targets"),
         sa.UniqueConstraint("target_id", "version", name="uq_profiles_target_id_version"),
     )
     with op.batch_alter_table("measurements") as batch:
-        batch.add_column(sa.Column("profile_version", sa.Integer(), nullable=True))
+        batch.add_column(optional("profile_version", sa.Integer()))
     op.execute("UPDATE measurements SET profile_version = 0 WHERE source = 'simulator'")
     op.create_index("ix_measurements_best_source", "measurements",
                     ["workload_id", "target_id", "source", "status", "mean_time"])
