@@ -229,3 +229,92 @@ def test_a_group_norm_is_split_as_the_targets_ldm_requires(groups: int, shape: t
         assert (counts[target] == 3) == fits, (target, counts)
     assert group_bytes(get_target("sw26010")) == 55 * 1024
     assert counts["sw26010-pro"] == counts[None] == 3
+
+
+def test_a_reshape_is_a_view_and_a_padded_conv1d_a_conv2d_kernel_of_height_one() -> None:
+    class Model(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.conv = torch.nn.Conv1d(4, 6, 3, padding=1)
+
+        def forward(self, x: Any) -> Any:
+            return self.conv(x.reshape(1, 4, 10)).flatten(1)
+
+    torch.manual_seed(0)
+    graph, _ = _read(Model(), torch.randn(40))
+    # the input's reshape and the output's flatten are views of the tensors they reshape: no step
+    assert [s.detail for s in _notes(graph, Where.VIEW)] == ["[40] -> [1, 4, 10]", "[1, 6, 10] -> [1, 60]"]
+    pad, conv, bias = graph.nodes  # the conv input's padding is a step of its own, then the kernel
+    assert bias.relax_op == "add"
+    assert pad.relax_op == "nn.pad (conv input)" and (pad.attrs["pad_h"], pad.attrs["pad_w"]) == (0, 1)
+    w = conv.attrs["workload"]
+    assert (conv.op, w.op, w.h, w.w, w.k) == ("kernel", "conv2d", 1, 10, 6)
+
+
+def _relax(params: list[tuple[str, tuple[int, ...], str]], body: Any) -> Any:
+    """A Relax module whose main takes ``params`` and returns ``body(*vars)``."""
+    from tvm import relax
+
+    bb = relax.BlockBuilder()
+    vs = [relax.Var(n, relax.TensorType(shape, dtype)) for n, shape, dtype in params]
+    with bb.function("main", vs):
+        with bb.dataflow():
+            out = bb.emit_output(bb.emit(body(*vs), "y"))
+        bb.emit_func_output(out)
+    return bb.get()
+
+
+def test_the_mean_over_ranks_is_an_allreduce_node_and_another_extern_function_is_refused() -> None:
+    from tvm import relax
+
+    from tuner.ir.graph import ALLREDUCE_MEAN, AotError
+
+    params = [("g", (4, 8), "float32")]
+    graph = read_relax(_relax(params, lambda g: relax.call_dps_packed(ALLREDUCE_MEAN, relax.Tuple([g]), g.ty)),
+                       "sw26010")
+    (node,) = graph.nodes
+    assert (node.op, node.inputs, node.output) == ("allreduce", graph.inputs, graph.outputs[0])
+    with pytest.raises(AotError, match="my_extern"):
+        read_relax(_relax(params, lambda g: relax.call_dps_packed("my_extern", relax.Tuple([g]), g.ty)), "sw26010")
+
+
+def test_generic_steps_carry_the_cpe_kernel_that_runs_them() -> None:
+    from tvm import relax
+
+    f32 = "float32"
+    concat = read_relax(_relax([("a", (2, 3, 4), f32), ("b", (2, 5, 4), f32)],
+                               lambda a, b: relax.op.concat([a, b], axis=1)), "sw26010")
+    assert concat.nodes[0].attrs["region"] == ("concat", 1)
+    gather = read_relax(_relax([("table", (10, 4), f32), ("ids", (3,), "int64")],
+                               lambda t, i: relax.op.take(t, i, axis=0)), "sw26010")
+    assert gather.nodes[0].attrs["gather"] == "fast"
+    resize = read_relax(_relax([("x", (1, 2, 4, 4), f32)],
+                               lambda x: relax.op.image.resize2d(x, (8, 8), method="nearest_neighbor")), "sw26010")
+    assert resize.nodes[0].attrs["resize"][0] == "nearest_neighbor"
+    (exp,) = read_relax(_relax([("x", (4, 8), f32)], relax.op.exp), "sw26010").nodes
+    assert exp.attrs["expr_workload"].key.startswith("expr")  # an element-wise expression task
+    assert not {"region", "gather", "resize"} & set(exp.attrs)
+
+
+@pytest.mark.slow
+@pytest.mark.needs("gcc", "make")
+def test_on_sw26010_pro_a_group_sw26010_splits_runs_in_one_step_on_the_cpes(tmp_path: Any) -> None:
+    """The decision the target's LDM changes: a 32 KB group (64 KB in and out) is two passes on SW26010
+    and one normalisation on SW26010-Pro, whose CPE kernels hold it; the program computes torch's."""
+    from emulator_helpers import run_model
+
+    from tuner.aot import compile_model
+
+    torch.manual_seed(0)
+    gn = torch.nn.GroupNorm(8, 64).eval()
+    with torch.no_grad():
+        gn.weight.uniform_(0.5, 1.5)
+        gn.bias.uniform_(-0.5, 0.5)
+        x = torch.randn(1, 64, 32, 32)
+        ref = gn(x).numpy()
+    for target, steps in (("sw26010-pro", 3), ("sw26010", 14)):
+        result = compile_model(torch_to_relax(gn, (x,)), target, tmp_path / target, lambda w: None, cpe_mode="all")
+        where = [r.where for r in result.rows if r.relax_op == "nn.group_norm"]
+        assert len(where) == steps and set(where) == {Where.CPE_MEMORY_BOUND}, result.rows
+        got = run_model(result.out_dir, [x.numpy()], target).output
+        np.testing.assert_allclose(got.reshape(ref.shape), ref, rtol=1e-3, atol=1e-4)
