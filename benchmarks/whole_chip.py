@@ -62,7 +62,7 @@ def _tune(mod: Any, target: Any, trials: int, seeds: dict[str, dict[str, Any]] |
     from tuner.space.chip import chip_seeds
     from tuner.tune import tune_workloads
 
-    layers = extract_relax(mod).layers
+    layers = extract_relax(mod, target=target).layers
     seed_configs = None
     if seeds is not None:
         seed_configs = [chip_seeds(seeds[l.workload.key], target.cgs) if l.workload.key in seeds else []

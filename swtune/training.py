@@ -36,7 +36,7 @@ def tune_step(step: Any, db: str | None, *, name: str, target: str = "sw26010", 
     Raises ``ValueError`` for a ``db`` that names no tuning log, ``ArgumentError`` for ``trials`` < 1."""
     from tuner.bridge.extract import extract_relax
 
-    layers = extract_relax(step.module, fused=fused).layers
+    layers = extract_relax(step.module, fused=fused, target=target).layers
     return tune_layers(layers, db, name=f"{name}-train", target=target, trials=trials, workers=workers,
                        timeout=timeout, progress=progress)
 
@@ -208,7 +208,7 @@ def _overlapped(step: Any, name: str, target: str, out: Path, steps: int, every:
     from tuner.bridge.extract import extract_relax, trial_budget
     from tuner.train.overlap import plot, train_overlapped
 
-    layers = extract_relax(step.module).layers
+    layers = extract_relax(step.module, target=target).layers
     with embedded_service(url, workers=workers, target=target) as service:
         lookup, close = db_lookup(url, target, progress)
         try:
