@@ -1,9 +1,10 @@
 """A kernel split over the chip's core groups, generated as C and run on swemu with 4 and 6 CGs.
 
 Each CG runs the one-CG schedule over its share of the split axis' tiles (tuner/codegen/schedule.py,
-``_CGN``); the host program launches it in the target's form (tuner/codegen/host.py). The checks: the
-output against TVM's build of the op, each CG's DMA requests and bytes (the emulator's ``core_groups``)
-against the analysis' plan for the busiest CG, and the host program's form on each target.
+``_CGN``); a split reduction's CGs write partial outputs that a second spawn adds; the host program
+launches it in the target's form (tuner/codegen/host.py). The checks: the output against TVM's build of
+the op, each CG's DMA requests and bytes (the emulator's ``core_groups``) against the analysis' plan for
+the busiest CG (plus the adding pass' requests), and the host program's form on each target.
 """
 from __future__ import annotations
 
@@ -117,8 +118,8 @@ def test_the_host_program_launches_the_kernel_in_the_targets_form(target):
         return
     assert "malloc_cross" in host and "_CGN" in slave
     if t.base_name == "sw26010":  # swDNN's form: a host thread per CG, each spawning on its own
-        assert "pthread_create(&sw_cg[g], NULL, sw_cg_main, NULL);" in host
-        assert "athread_spawn(swtune_kernel, sw_cg_args);" in host and "athread_spawn_cgs" not in host
+        assert "pthread_create(&sw_cg[g], NULL, sw_cg_main, (void *)g);" in host
+        assert "athread_spawn(swtune_kernel, sw_cg_args[0]);" in host and "athread_spawn_cgs" not in host
         assert "for (int g = 0; g < 4; g++)" in host and "-allshare" in files["Makefile"]
     else:  # the all-shared mode
         assert "athread_init_cgs();" in host and "athread_spawn_cgs(swtune_kernel, &args);" in host
@@ -156,3 +157,55 @@ def test_sampled_splits_of_expression_operators_match_the_reference(ref, args, t
                if c.get("cgs", 1) > 1 and c["cg_split"] != "reduction")
     report, an = run_split(workload, target, cfg, tmp_path, emulator)
     assert an.valid[0] and len(report["core_groups"]) == get_target(target).cgs
+
+
+REDUCTION = [
+    (Dense(16, 16, 64), "sw26010-4cg", dict(GEMM, cgs=4, cg_split="reduction", cg_operands="replicate")),
+    (Dense(24, 40, 96), "sw26010-pro-6cg", dict(GEMM, share="bcast", db_a=1, db_b=1, simd=4, cgs=6,
+                                                cg_split="reduction", cg_operands="replicate")),
+    (Dense(24, 40, 96), "sw26010-pro-6cg", dict(GEMM, cgs=4, cg_split="reduction", cg_operands="replicate")),
+    (Conv2d(1, 8, 8, 8, 8, 3, 3, pad_h=1, pad_w=1), "sw26010-4cg",
+     dict(CONV, cgs=4, cg_split="reduction", cg_operands="replicate")),
+]
+
+
+@pytest.mark.parametrize("case", range(len(REDUCTION)), ids=lambda i: f"{REDUCTION[i][0].op}-{REDUCTION[i][1]}-"
+                                                                 f"{REDUCTION[i][2]['cgs']}cg")
+def test_a_split_reduction_adds_the_partial_outputs_of_its_cgs(case, tmp_path, emulator):
+    """Each CG sums its share of the k tiles into its own partial output (the plan's DMA for the busiest
+    CG), then a second spawn adds the partials, CG g its slice of the output (one get per partial and
+    one put per block: host.reduce_requests). A 4-CG split on the Pro's 6 leaves CGs 4 and 5 idle."""
+    from math import prod
+
+    from tuner.codegen.host import c_pitch, reduce_requests, shapes
+    from tuner.codegen.schedule import build_schedule
+
+    workload, target, cfg = REDUCTION[case]
+    report, an = run_split(workload, target, cfg, tmp_path, emulator)
+    s = build_schedule(workload, target, cfg)
+    n = prod(shapes(s)["c"][:-1]) * c_pitch(s)
+    want = plan(an)
+    for g in report["core_groups"]:
+        c = g["cg"]
+        gets, puts = reduce_requests(n, cfg["cgs"], c)
+        kernel = (want["get_reqs"], want["put_reqs"]) if c < cfg["cgs"] else (0, 0)
+        assert (g["get_reqs"], g["put_reqs"]) == (kernel[0] + gets, kernel[1] + puts), c
+
+
+@pytest.mark.parametrize("target", ["sw26010-4cg", "sw26010-pro-6cg"])
+def test_a_split_reductions_host_program_runs_two_phases(target):
+    pytest.importorskip("tvm")
+    from tuner.codegen.sources import generate
+
+    t = get_target(target)
+    files = generate(Dense(16, 16, 64), t, dict(GEMM, cgs=4, cg_split="reduction", cg_operands="replicate")).files
+    host = files["host.c"]
+    assert "swtune_args args[4];" in host and "c_parts + g * 256L" in host
+    assert "void swtune_reduce(swtune_reduce_args *r)" in files["swtune_kernel.h"]
+    if t.base_name == "sw26010":  # per thread: its CG's arguments, a barrier, the adding pass
+        assert "athread_spawn(swtune_kernel, (swtune_args *)sw_cg_args[0] + g);" in host
+        assert "pthread_barrier_wait(&sw_cg_phase);" in host and "athread_spawn(swtune_reduce, sw_cg_args[1]);" in host
+    else:  # one spawn per phase; the slave picks its CG's arguments
+        assert "athread_spawn_cgs(swtune_kernel_parts, args);" in host
+        assert "athread_spawn_cgs(swtune_reduce, &red);" in host
+    assert "-DSWTUNE_SLAVE -c slave.c" in files["Makefile"]

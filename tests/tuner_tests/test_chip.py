@@ -186,12 +186,17 @@ def test_a_split_kernels_schedule_gives_each_cg_the_share_the_analysis_charges(s
     assert (one.cgs, one.rows_total, one.cols_total) == (1, 32, 32)
 
 
-def test_a_split_reduction_is_not_generated_yet() -> None:
+def test_a_split_reduction_gives_each_cg_its_share_of_the_k_tiles() -> None:
     pytest.importorskip("tvm")
     from tuner.codegen.schedule import build_schedule
 
-    with pytest.raises(NotBuiltYetError, match="reduction split over 4 core groups"):
-        build_schedule(BIG, "sw26010-4cg", config(cgs=4, cg_split="reduction", cg_operands="replicate"))
+    cfg = config(cgs=4, cg_split="reduction", cg_operands="replicate")
+    s = build_schedule(BIG, "sw26010-4cg", cfg)
+    space = space_for(BIG, "sw26010-4cg")
+    chip = space.analyze(space.encode(cfg)[None, :]).chip
+    assert chip is not None and s.chunks == chip.k_tiles[0] == 4  # 16 k tiles over 4 CGs
+    with pytest.raises(NotBuiltYetError, match="share=mesh"):  # k tiles handed round the mesh
+        build_schedule(BIG, "sw26010-4cg", {**cfg, "share": "mesh", "grid": "4x4"})
 
 
 @pytest.mark.parametrize("workload", [Conv2d(1, 64, 28, 28, 64, 3, 3, pad_h=1, pad_w=1), Dense(1, 1000, 2048)],

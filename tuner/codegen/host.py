@@ -15,7 +15,8 @@ chosen by ``_CGN``) is launched on each of them with the same arguments, in the 
 (:func:`chip_launch`): on SW26010 swDNN's, a host pthread per CG, each calling ``athread_init`` (which
 binds it to the next CG) and then ``athread_spawn`` / ``athread_join`` on it; on SW26010-Pro the
 all-shared mode, ``athread_spawn_cgs`` / ``athread_join_cgs``. Its buffers are in memory every CG
-reaches (``malloc_cross``).
+reaches (``malloc_cross``). A split reduction writes CG g's partial sums to its own output (its own
+arguments) and a second spawn adds them (:func:`reduce_pass`).
 """
 
 from __future__ import annotations
@@ -29,7 +30,7 @@ from tuner.codegen.emulator.build import make_recipe
 from tuner.codegen.schedule import Scheduled
 from tuner.codegen.te_ops import role_group
 from tuner.ir.cprint.dtypes import ctype
-from tuner.space.choices import Pack
+from tuner.space.choices import CgSplit, Pack
 from tuner.space.ops import PadPrepass, axis_tiles, geometry_for
 from tuner.targets import Family, Target, Toolchain
 
@@ -64,6 +65,8 @@ def host_prologue(ty: str, chip: ChipLaunch | None = None) -> str:
     deterministic fill for runs without input files; ``chip``: a split kernel's launch, its helpers
     added and its buffers in cross memory."""
     helpers = HOST_HELPERS
+    reduce_decl = ("\nextern void SLAVE_FUN(swtune_kernel_parts)(swtune_args *);"
+                   "\nextern void SLAVE_FUN(swtune_reduce)(swtune_reduce_args *);") if chip and chip.reduce else ""
     if chip is not None:
         helpers = helpers.replace("posix_memalign(&p, 128, bytes ? bytes : 128)",
                                   "!(p = malloc_cross(bytes ? bytes : 128))") + chip.helpers
@@ -73,7 +76,7 @@ def host_prologue(ty: str, chip: ChipLaunch | None = None) -> str:
 #include <athread.h>
 #include "swtune_kernel.h"
 
-extern void SLAVE_FUN(swtune_kernel)(swtune_args *);
+extern void SLAVE_FUN(swtune_kernel)(swtune_args *);{reduce_decl}
 
 {helpers}
 
@@ -201,53 +204,125 @@ def pack_tiles(s: Scheduled, role: str) -> tuple[list[int], list[int]]:
     return shape, [int(d.full[0]) for d in box]
 
 
+REDUCE_BLOCK = 512  # elements one CPE adds per step of a split reduction's pass (two LDM buffers of them)
+
+
 def header(s: Scheduled) -> str:
+    """The kernel's argument struct (host and slave); for a split reduction also the slave side of the pass
+    that adds the core groups' partial outputs (:func:`reduce_pass`)."""
     ty = ctype(s.workload.dtype)
+    parts = reduce_pass(ty, s.cgs) if s.cg_split is CgSplit.REDUCTION else ""
     return (f"/* swtune kernel interface: {s.workload.key} */\n#ifndef SWTUNE_KERNEL_H\n#define SWTUNE_KERNEL_H\n"
-            f"typedef struct {{ {ty} {', '.join('*' + r for r in (*s.roles, 'c'))}; }} swtune_args;\n#endif\n")
+            f"typedef struct {{ {ty} {', '.join('*' + r for r in (*s.roles, 'c'))}; }} swtune_args;\n{parts}#endif\n")
+
+
+def reduce_pass(ty: str, cgs: int) -> str:
+    """C of a reduction split over ``cgs`` core groups, slave side: ``swtune_kernel_parts`` (the Pro's one
+    spawn on every CG runs the kernel on CG g's arguments, ``all[g]``: its partial output) and
+    ``swtune_reduce``, the pass that adds the partials (``parts``, ``n`` elements apart) into ``c``: CG g
+    adds its ceil(n / cgs) elements, its CPEs taking blocks of REDUCE_BLOCK in turn, one get per
+    partial and one put per block. Compiled into the slave file (SWTUNE_SLAVE, or the toolchain's
+    __sw_slave__), the struct on both sides."""
+    return f"""typedef struct {{ {ty} *parts, *c; long n; }} swtune_reduce_args;
+#if defined(__sw_slave__) || defined(SWTUNE_SLAVE)
+#include <slave.h>
+#include "swtune_slave_api.h"
+void swtune_kernel(swtune_args *);
+void swtune_kernel_parts(swtune_args *all) {{ if (_CGN < {cgs}) swtune_kernel(all + _CGN); }}
+__thread_local {ty} sw_red_acc[{REDUCE_BLOCK}] __attribute__((aligned(64)));
+__thread_local {ty} sw_red_in[{REDUCE_BLOCK}] __attribute__((aligned(64)));
+__thread_local volatile SW_REPLY_T sw_red_reply;
+void swtune_reduce(swtune_reduce_args *r) {{
+  const long n = r->n, per = (n + {cgs - 1}) / {cgs}, lo = _CGN * per, hi = SW_MIN(lo + per, n);
+  long done = 0;
+  sw_red_reply = 0;
+  for (long b = lo + _MYID * {REDUCE_BLOCK}L; b < hi; b += {64 * REDUCE_BLOCK}L) {{
+    const long len = SW_MIN({REDUCE_BLOCK}L, hi - b);
+    SW_GET(r->parts + b, sw_red_acc, len * sizeof({ty}), 0, 0, &sw_red_reply);
+    SW_WAIT(&sw_red_reply, ++done);
+    for (int g = 1; g < {cgs}; g++) {{
+      SW_GET(r->parts + g * n + b, sw_red_in, len * sizeof({ty}), 0, 0, &sw_red_reply);
+      SW_WAIT(&sw_red_reply, ++done);
+      for (long i = 0; i < len; i++) sw_red_acc[i] += sw_red_in[i];
+    }}
+    SW_PUT(sw_red_acc, r->c + b, len * sizeof({ty}), 0, 0, &sw_red_reply);
+    SW_WAIT(&sw_red_reply, ++done);
+  }}
+}}
+#endif
+"""
+
+
+def reduce_requests(n: int, cgs: int, g: int) -> tuple[int, int]:
+    """(gets, puts) core group ``g`` issues in the pass that adds ``cgs`` partial outputs of ``n``
+    elements (:func:`reduce_pass`): one get per partial and one put per block of its share."""
+    per = -(-n // cgs)
+    blocks = -(-max(0, min(per, n - g * per)) // REDUCE_BLOCK)
+    return blocks * cgs, blocks
 
 
 @dataclass(frozen=True)
 class ChipLaunch:
     """C of a kernel's launch on ``cgs`` core groups: helpers before main, the runtime's
-    initialisation, and the spawn-to-join lines (arguments in ``args``)."""
+    initialisation, and the spawn-to-join lines."""
 
     helpers: str
     init: str
     run: str
+    reduce: bool = False  # a split reduction's launch: the slave entries of reduce_pass
 
 
-def chip_launch(target: Target, cgs: int, kernel: str = "swtune_kernel", args: str = "&args") -> ChipLaunch:
-    """The target's form of running ``kernel(args)`` on ``cgs`` core groups (the module docstring); one
-    CG: ``athread_spawn`` and ``athread_join`` as ever."""
+@dataclass(frozen=True)
+class Phase:
+    """One spawn of a launch: the slave function, its argument, and whether that is an array with one
+    entry per core group (CG g runs on ``args[g]``; else every CG gets the same)."""
+
+    kernel: str
+    args: str
+    per_cg: bool = False
+
+
+def chip_launch(target: Target, cgs: int, phases: list[Phase]) -> ChipLaunch:
+    """The target's form of running ``phases`` one after another on ``cgs`` core groups (the module
+    docstring); one CG: ``athread_spawn`` and ``athread_join`` as ever."""
     if cgs == 1:
-        return ChipLaunch("", "athread_init();", f"athread_spawn({kernel}, {args});\n  athread_join();")
-    if target.family is Family.SW26010_PRO:
-        return ChipLaunch("", "athread_init_cgs();",
-                          f"athread_spawn_cgs({kernel}, {args});  /* every core group; each runs part _CGN */"
-                          "\n  athread_join_cgs();")
+        return ChipLaunch("", "athread_init();", "\n  ".join(
+            f"athread_spawn({p.kernel}, {p.args});\n  athread_join();" for p in phases))
+    per_cg = any(p.per_cg for p in phases)
+    if target.family is Family.SW26010_PRO:  # a per-CG argument: the slave picks entry _CGN (reduce_pass)
+        return ChipLaunch("", "athread_init_cgs();", "\n  ".join(
+            f"athread_spawn_cgs({p.kernel + '_parts' if p.per_cg else p.kernel}, {p.args});  "
+            "/* every core group; each runs part _CGN */\n  athread_join_cgs();" for p in phases), per_cg)
+    spawns = []
+    for i, p in enumerate(phases):
+        arg = f"(swtune_args *)sw_cg_args[{i}] + g" if p.per_cg else f"sw_cg_args[{i}]"
+        wait = "  pthread_barrier_wait(&sw_cg_phase);  /* every CG has finished the last phase */\n" if i else ""
+        spawns.append(f"{wait}  athread_spawn({p.kernel}, {arg});\n  athread_join();\n")
+    barrier = "static pthread_barrier_t sw_cg_phase;\n" if len(phases) > 1 else ""
     helpers = f"""
 #include <pthread.h>
 #include <semaphore.h>
 
-static void *sw_cg_args;  /* the kernel's arguments, the same for every core group */
+static void *sw_cg_args[{len(phases)}];  /* each phase's arguments */
 static sem_t sw_cg_bound;
-
+{barrier}
 /* one host thread per core group (swDNN's form): its athread_init binds it to the next CG */
-static void *sw_cg_main(void *unused) {{
-  (void)unused;
+static void *sw_cg_main(void *cg) {{
+  long g = (long)cg;
+  (void)g;
   athread_init();
   sem_post(&sw_cg_bound);
-  athread_spawn({kernel}, sw_cg_args);
-  athread_join();
-  return NULL;
+{"".join(spawns)}  return NULL;
 }}
 """
-    run = (f"sw_cg_args = {args};\n  pthread_t sw_cg[{cgs}];\n  sem_init(&sw_cg_bound, 0, 0);"
-           f"\n  for (int g = 0; g < {cgs}; g++) {{  /* one after another: thread g holds CG g */"
-           "\n    pthread_create(&sw_cg[g], NULL, sw_cg_main, NULL);\n    sem_wait(&sw_cg_bound);\n  }"
-           f"\n  for (int g = 0; g < {cgs}; g++) pthread_join(sw_cg[g], NULL);")
-    return ChipLaunch(helpers, "", run)
+    run = "".join(f"sw_cg_args[{i}] = {p.args};\n  " for i, p in enumerate(phases))
+    if len(phases) > 1:
+        run += f"pthread_barrier_init(&sw_cg_phase, NULL, {cgs});\n  "
+    run += (f"pthread_t sw_cg[{cgs}];\n  sem_init(&sw_cg_bound, 0, 0);"
+            f"\n  for (long g = 0; g < {cgs}; g++) {{  /* one after another: thread g holds CG g */"
+            "\n    pthread_create(&sw_cg[g], NULL, sw_cg_main, (void *)g);\n    sem_wait(&sw_cg_bound);\n  }"
+            f"\n  for (int g = 0; g < {cgs}; g++) pthread_join(sw_cg[g], NULL);")
+    return ChipLaunch(helpers, "", run, per_cg)
 
 
 def host_file(s: Scheduled) -> str:
@@ -284,8 +359,18 @@ def host_file(s: Scheduled) -> str:
     # is packed before each call, timed with the kernel: the analysis' host_pack_bytes, all b
     # operands or none (OpGeometry.b_constant).
     pack_const, pack_run = (pack, "") if geo.b_constant else ("", pack)
-    args = ", ".join([f"{r}_p" if r in packed else r for r in roles] + ["c"])
-    launch = chip_launch(s.target, s.cgs)
+    inputs = ", ".join(f"{r}_p" if r in packed else r for r in roles)
+    args = f"{inputs}, c"
+    parts = ""
+    phases = [Phase("swtune_kernel", "&args")]
+    if s.cg_split is CgSplit.REDUCTION:  # CG g writes its partial sums to c_parts + g*n; a pass adds them
+        n_c = rows_c * pitch
+        parts = (f"\n  {ty} *c_parts = sw_alloc(sizeof({ty}) * {s.cgs * n_c}L);\n  swtune_args args[{s.cgs}];"
+                 f"\n  for (int g = 0; g < {s.cgs}; g++) {{ swtune_args a_g = {{{inputs}, c_parts + g * {n_c}L}}; "
+                 "args[g] = a_g; }"
+                 f"\n  swtune_reduce_args red = {{c_parts, c, {n_c}L}};")
+        phases = [Phase("swtune_kernel", "args", per_cg=True), Phase("swtune_reduce", "&red")]
+    launch = chip_launch(s.target, s.cgs, phases)
     # cross memory is not freed: the runtime releases it with the program
     free = "".join(f"\n  {' '.join(f'free({b});' for b in bufs + ['c'])}" if s.cgs == 1 else "")
     files = " ".join(s.op.inputs)
@@ -300,8 +385,8 @@ int main(int argc, char **argv) {{{alloc}
   else {{ {fill} }}
   memset(c, 0, sizeof({ty}) * {rows_c * pitch}L);{pack_const}{init}
   unsigned long t0 = sw_cycles();{prepass}{pack_run}
-  unsigned long t1 = sw_cycles();
-  swtune_args args = {{{args}}};
+  unsigned long t1 = sw_cycles();{parts if parts else f'''
+  swtune_args args = {{{args}}};'''}
   {launch.run}
   unsigned long t2 = sw_cycles();
   athread_halt();
@@ -338,9 +423,11 @@ slave.o: slave.c swtune_kernel.h swtune_slave_api.h
 \t$(CC_SLAVE) -slave -msimd -O1 -std=gnu99 -c slave.c -o slave.o
 kernel: host.o slave.o
 \t$(CC_HOST) -hybrid host.o slave.o -o kernel"""
-        if s.cgs > 1:  # the all-share mode, every CG's memory in one process (swCaffe's Makefile); a pthread per CG
-            real = real.replace("-hybrid host.o", "-hybrid -allshare host.o").replace("o -o kernel",
-                                                                                      "o -lpthread -o kernel")
+    if s.cg_split is CgSplit.REDUCTION:  # the slave side of the pass that adds the partials (reduce_pass)
+        real = real.replace("-c slave.c", "-DSWTUNE_SLAVE -c slave.c")
+    if not pro and s.cgs > 1:  # the all-share mode, every CG's memory in one process (swCaffe's Makefile)
+        real = real.replace("-hybrid host.o", "-hybrid -allshare host.o").replace("o -o kernel",
+                                                                                  "o -lpthread -o kernel")
     return f"""# swtune kernel for {s.target.name}: `make` builds with the Sunway toolchain,
 # `make emu SWEMU=<tuner/codegen/emulator>` builds for the x86 athread emulator.
 all: kernel

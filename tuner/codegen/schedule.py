@@ -29,7 +29,9 @@ Row tile ``t`` is ``rounds*pr + i``; col tile ``rounds*pc + j``. Knobs -> schedu
   (:func:`bind_core_group`), so each CG walks the one-CG schedule over its share of the tiles, the
   busiest CG's share the analysis charges. The printer's tile guard bounds a CG's tiles by its own
   count (:class:`CgTiles`), so a CG with fewer (the last, or one past the kernel's count that an
-  all-CG spawn starts) fetches and computes nothing past them. A split reduction is not generated yet.
+  all-CG spawn starts) fetches and computes nothing past them. A split reduction cuts the chunk loop
+  instead, inside the rounds: each CG sums its k tiles of every output tile into its own partial output
+  (tuner/codegen/host.py adds them); with share=mesh it is not generated yet.
 * ``simd`` / ``unroll``: annotations on the innermost loop. ``acc = "reg"`` (inner an output axis): the
   register block -- rb_i vectors of the inner axis x rb_o rows of the output axis with the largest tile
   (:func:`register_block`, the shape tuner/space/compute.py models) -- is split off and moved inside
@@ -172,10 +174,9 @@ def build_schedule(workload: Workload, target: Target | str, config: Config) -> 
     space = space_for(workload, target)
     space.check(config)
     cgs, split = core_groups(config)
-    if split is CgSplit.REDUCTION:
-        raise NotBuiltYetError(f"{workload.key} on {target.name}: a reduction split over {cgs} core groups "
-                               "(partial outputs and the pass that adds them) is not generated as C yet; "
-                               "rows and cols splits are")
+    if split is CgSplit.REDUCTION and config["share"] == Share.MESH.label:
+        raise NotBuiltYetError(f"{workload.key} on {target.name}: a reduction split over {cgs} core groups with "
+                               "share=mesh (k tiles handed round the mesh) is not generated as C yet")
     geo = space.geometry
     op = op_def(workload)
     sch = tvm.s_tir.Schedule(tvm.IRModule({"main": op.func}))
@@ -235,10 +236,14 @@ def build_schedule(workload: Workload, target: Target | str, config: Config) -> 
     elif split is CgSplit.COLS:
         cg, col_f = sch.split(col_f, [cgs, None])
         cg_loop, cols_total = [cg], CgTiles(cols_total, cgs)
+    red_cg = []
+    if split is CgSplit.REDUCTION:  # each CG sums its k tiles into its own partial output (host.py adds them)
+        cg, outer[red] = sch.split(outer[red], [cgs, None])
+        red_cg, chunks = [cg], -(-chunks // cgs)
     r_round, r_cpe = sch.split(row_f, [None, pr])
     c_round, c_cpe = sch.split(col_f, [None, pc])
     order = [r_round, c_round] if config["tile_order"] == Order.ROW.label else [c_round, r_round]
-    sch.reorder(*cg_loop, r_cpe, c_cpe, *order, outer[red])
+    sch.reorder(*cg_loop, r_cpe, c_cpe, *order, *red_cg, outer[red])
     cpe = sch.fuse(r_cpe, c_cpe)
     sch.annotate(cpe, "swtune.cpe", f"{pr}x{pc}")
     sch.annotate(order[0], "swtune.rounds", "outer")
@@ -247,6 +252,10 @@ def build_schedule(workload: Workload, target: Target | str, config: Config) -> 
     sch.annotate(vec_loop, "swtune.simd", int(config["simd"]))
     sch.annotate(vec_loop, "swtune.unroll", int(config["unroll"]) if block is None
                  else max(1, block[2] // int(config["simd"])))
+    if red_cg:  # bound before the LDM stages are placed, so their regions are one CG's k tiles
+        sch = bind_core_group(sch, red_cg[0])
+        blk = sch.get_sblock(op.block)
+        _cpe, *order, red_cg[0], outer[red] = sch.get_loops(blk)[:5]
 
     roles = dict(zip(op.inputs, op.roles))
     reuse = _reuse(geo, roles, tiles, chunks, config["tile_order"])
@@ -276,8 +285,8 @@ def build_schedule(workload: Workload, target: Target | str, config: Config) -> 
         sch.annotate(stage, "swtune.db", int(config[f"db_{g}"]) if g != "c" else 0)
         sch.annotate(stage, "swtune.dma", config["dma"])
         sch.annotate(stage, "swtune.put_lines", int(config["put_lines"]) if g == "c" else 0)
-    if layout.reduces:
-        sch.decompose_reduction(blk, outer[red])
+    if layout.reduces:  # a CG's k tiles start from zero: its partial sums
+        sch.decompose_reduction(blk, red_cg[0] if red_cg else outer[red])
     if cg_loop:
         sch = bind_core_group(sch, cg_loop[0])
     return Scheduled(sch, workload, target, dict(config), op, pr, pc, rows_total, cols_total, chunks,
@@ -292,9 +301,11 @@ def core_groups(config: Config) -> tuple[int, CgSplit | None]:
 
 
 def bind_core_group(sch: Any, cg_loop: Any) -> Any:
-    """The schedule with its outermost loop ``cg_loop`` (over the core groups' parts) run once, at part
-    ``_CGN``: the loop becomes a unit loop from ``_CGN`` (a scalar parameter of the kernel, the CPE's
-    core group in the C), which lowering (tuner.ir.tir.lower: LowerOpaqueBlock) replaces by ``_CGN``."""
+    """The schedule with its loop ``cg_loop`` over the core groups' parts (the outermost; a split
+    reduction's, inside the rounds) run once, at part ``_CGN``: the loop becomes a unit loop from
+    ``_CGN`` (a scalar parameter of the kernel, the CPE's core group in the C), which lowering
+    (tuner.ir.tir.lower: LowerOpaqueBlock) replaces by ``_CGN``. Loop handles of ``sch`` do not carry
+    over to the schedule returned."""
     import tvm
     from tvm import s_tir, tirx
 
@@ -302,9 +313,16 @@ def bind_core_group(sch: Any, cg_loop: Any) -> Any:
     realize = func.body
     root = realize.block
     loop = sch.get(cg_loop)
-    assert root.body.same_as(loop), "the core groups' loop is the outermost of the kernel"
     cgn = tirx.Var(CGN, "int32")
-    unit = tirx.For(loop.loop_var, cgn, 1, loop.kind, loop.body)
+
+    def bound(stmt: Any) -> Any:  # the chain of loops from the root down to the CGs' loop, rebuilt
+        if stmt.same_as(loop):
+            return tirx.For(loop.loop_var, cgn, 1, loop.kind, loop.body)
+        assert isinstance(stmt, tirx.For), "the core groups' loop lies on the kernel's outer chain of loops"
+        return tirx.For(stmt.loop_var, stmt.min, stmt.extent, stmt.kind, bound(stmt.body), stmt.thread_binding,
+                        stmt.annotations)
+
+    unit = bound(root.body)
     block = s_tir.SBlock(root.iter_vars, root.reads, root.writes, root.name_hint, unit, root.init,
                          root.alloc_buffers, root.match_buffers, root.annotations)
     body = s_tir.SBlockRealize(realize.iter_values, realize.predicate, block)
