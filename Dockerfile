@@ -10,6 +10,7 @@ COPY tuner ./tuner
 COPY cost_model ./cost_model
 COPY db ./db
 COPY service ./service
+COPY swtune ./swtune
 COPY cli ./cli
 # httptools + uvloop: uvicorn's fast HTTP parser and event loop (the lookup path is CPU-bound)
 RUN pip install . httptools uvloop
