@@ -209,3 +209,17 @@ def test_a_split_reductions_host_program_runs_two_phases(target):
         assert "athread_spawn_cgs(swtune_kernel_parts, args);" in host
         assert "athread_spawn_cgs(swtune_reduce, &red);" in host
     assert "-DSWTUNE_SLAVE -c slave.c" in files["Makefile"]
+
+
+def test_a_split_max_plus_reduction_folds_its_partials_with_max(tmp_path, emulator):
+    """A max-plus product's partial maxima over 10 k tiles on 4 CGs (3, 3, 3 and 1) are folded with max,
+    not added: the pass follows the op's reducer (host.COMBINE)."""
+    from tuner.expr.workload import workload_from_op
+
+    workload = workload_from_op(f"{EXAMPLES}/stencil.py:max_plus", {"m": 12, "n": 16, "k": 40})
+    cfg = dict(tile_i=4, tile_j=8, tile_rk=4, grid="2x2", share="none", dma="strided", put_lines=0, db_a=0,
+               db_b=0, tile_order="row", inner="j", simd=1, unroll=1, cgs=4, cg_split="reduction",
+               cg_operands="replicate")
+    report, an = run_split(workload, "sw26010-4cg", cfg, tmp_path, emulator)
+    busiest = max(report["core_groups"], key=lambda g: g["get_reqs"])
+    assert busiest["get_reqs"] == plan(an)["get_reqs"] + 4  # and one get per partial of its block

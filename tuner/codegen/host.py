@@ -29,6 +29,7 @@ import numpy as np
 from tuner.codegen.emulator.build import make_recipe
 from tuner.codegen.schedule import Scheduled
 from tuner.codegen.te_ops import role_group
+from tuner.expr.expr import Reducer
 from tuner.ir.cprint.dtypes import ctype
 from tuner.space.choices import CgSplit, Pack
 from tuner.space.ops import PadPrepass, axis_tiles, geometry_for
@@ -205,24 +206,27 @@ def pack_tiles(s: Scheduled, role: str) -> tuple[list[int], list[int]]:
 
 
 REDUCE_BLOCK = 512  # elements one CPE adds per step of a split reduction's pass (two LDM buffers of them)
+# how a split reduction's pass folds partial b into a: the op's reducer (a max-plus product's max)
+COMBINE = {Reducer.SUM: "{a} += {b}", Reducer.MAX: "{a} = SW_MAX({a}, {b})", Reducer.MIN: "{a} = SW_MIN({a}, {b})"}
 
 
 def header(s: Scheduled) -> str:
     """The kernel's argument struct (host and slave); for a split reduction also the slave side of the pass
     that adds the core groups' partial outputs (:func:`reduce_pass`)."""
     ty = ctype(s.workload.dtype)
-    parts = reduce_pass(ty, s.cgs) if s.cg_split is CgSplit.REDUCTION else ""
+    reducer = geometry_for(s.workload).expr.reducer
+    parts = reduce_pass(ty, s.cgs, COMBINE[reducer]) if s.cg_split is CgSplit.REDUCTION else ""
     return (f"/* swtune kernel interface: {s.workload.key} */\n#ifndef SWTUNE_KERNEL_H\n#define SWTUNE_KERNEL_H\n"
             f"typedef struct {{ {ty} {', '.join('*' + r for r in (*s.roles, 'c'))}; }} swtune_args;\n{parts}#endif\n")
 
 
-def reduce_pass(ty: str, cgs: int) -> str:
+def reduce_pass(ty: str, cgs: int, combine: str = COMBINE[Reducer.SUM]) -> str:
     """C of a reduction split over ``cgs`` core groups, slave side: ``swtune_kernel_parts`` (the Pro's one
     spawn on every CG runs the kernel on CG g's arguments, ``all[g]``: its partial output) and
-    ``swtune_reduce``, the pass that adds the partials (``parts``, ``n`` elements apart) into ``c``: CG g
-    adds its ceil(n / cgs) elements, its CPEs taking blocks of REDUCE_BLOCK in turn, one get per
-    partial and one put per block. Compiled into the slave file (SWTUNE_SLAVE, or the toolchain's
-    __sw_slave__), the struct on both sides."""
+    ``swtune_reduce``, the pass that adds the partials (``parts``, ``n`` elements apart; ``combine``: the
+    op's reducer) into ``c``: CG g adds its ceil(n / cgs) elements, its CPEs taking blocks of
+    REDUCE_BLOCK in turn, one get per partial and one put per block. Compiled into the slave file
+    (SWTUNE_SLAVE, or the toolchain's __sw_slave__), the struct on both sides."""
     return f"""typedef struct {{ {ty} *parts, *c; long n; }} swtune_reduce_args;
 #if defined(__sw_slave__) || defined(SWTUNE_SLAVE)
 #include <slave.h>
@@ -243,7 +247,7 @@ void swtune_reduce(swtune_reduce_args *r) {{
     for (int g = 1; g < {cgs}; g++) {{
       SW_GET(r->parts + g * n + b, sw_red_in, len * sizeof({ty}), 0, 0, &sw_red_reply);
       SW_WAIT(&sw_red_reply, ++done);
-      for (long i = 0; i < len; i++) sw_red_acc[i] += sw_red_in[i];
+      for (long i = 0; i < len; i++) {combine.format(a="sw_red_acc[i]", b="sw_red_in[i]")};
     }}
     SW_PUT(sw_red_acc, r->c + b, len * sizeof({ty}), 0, 0, &sw_red_reply);
     SW_WAIT(&sw_red_reply, ++done);
