@@ -13,7 +13,8 @@ Modules: ``tuning`` (``tune_model``; ``tune_layers`` and ``tune_on_server`` for 
 result dataclasses), ``progress`` (the hooks a caller overrides to watch a workflow run) and ``errors``
 (``ArgumentError``). Each function's docstring is its contract.
 
-Sits between the command line and the service: imports the service, db and tuner; nothing but cli imports it.
+Sits between the command line and the service: imports the service, db and tuner; of the packages, only cli
+imports it (the benchmarks and the README call it too).
 """
 
 from swtune.calibration import Source, calibrate
