@@ -26,13 +26,12 @@ def heads_dim(hidden: int, heads: int, width: float) -> int:
     return max(heads, int(hidden * width) // heads * heads)
 
 
-def _pre_norm_attention(block: Any, dim: int) -> None:
-    """Give a pre-norm attention block its layers: a LayerNorm before attention (``ln1``) and before the
-    MLP (``ln2``), the fused q/k/v projection (``qkv``) and attention's output projection (``proj``)."""
+def _pre_norm_attention(dim: int) -> tuple[Any, Any, Any, Any]:
+    """A pre-norm attention block's layers, in the order they are made: the LayerNorm before attention
+    and the one before the MLP, the fused q/k/v projection and attention's output projection."""
     from torch import nn
 
-    block.ln1, block.ln2 = nn.LayerNorm(dim), nn.LayerNorm(dim)
-    block.qkv, block.proj = nn.Linear(dim, 3 * dim), nn.Linear(dim, dim)
+    return nn.LayerNorm(dim), nn.LayerNorm(dim), nn.Linear(dim, 3 * dim), nn.Linear(dim, dim)
 
 
 def convnext(width: float = 1.0, num_classes: int = 1000) -> Any:
@@ -251,7 +250,7 @@ def gpt2_block(width: float = 1.0, hidden: int = 768, heads: int = 12) -> Any:
     class Block(nn.Module):
         def __init__(self) -> None:
             super().__init__()
-            _pre_norm_attention(self, dim)
+            self.ln1, self.ln2, self.qkv, self.proj = _pre_norm_attention(dim)
             self.fc, self.out = nn.Linear(dim, 4 * dim), nn.Linear(4 * dim, dim)
 
         def forward(self, x: Any) -> Any:
@@ -281,7 +280,7 @@ def swin_block(width: float = 1.0, image: int = 56, window: int = 7, heads: int 
     class Block(nn.Module):
         def __init__(self) -> None:
             super().__init__()
-            _pre_norm_attention(self, dim)
+            self.ln1, self.ln2, self.qkv, self.proj = _pre_norm_attention(dim)
             self.bias = nn.Parameter(torch.randn(heads, window * window, window * window) * 0.02)
             self.mlp = nn.Sequential(nn.Linear(dim, 4 * dim), nn.GELU(), nn.Linear(4 * dim, dim))
 

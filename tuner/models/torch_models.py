@@ -15,11 +15,15 @@ from typing import Any
 from tuner.models.torch_families import FAMILIES, build_family, family_input, heads_dim
 
 
+def _width_scaled(width: float) -> Callable[[int], int]:
+    """A model's channel counts scaled by ``width`` (each at least 1)."""
+    return lambda c: max(1, int(c * width))
+
+
 def alexnet(width: float = 1.0, num_classes: int = 1000) -> Any:
     from torch import nn
 
-    def ch(c: int) -> int:
-        return max(1, int(c * width))
+    ch = _width_scaled(width)
 
     return nn.Sequential(
         nn.Conv2d(3, ch(64), 11, stride=4, padding=2), nn.ReLU(), nn.MaxPool2d(3, 2),
@@ -37,8 +41,7 @@ def alexnet(width: float = 1.0, num_classes: int = 1000) -> Any:
 def resnet18(width: float = 1.0, num_classes: int = 1000) -> Any:
     from torch import nn
 
-    def ch(c: int) -> int:
-        return max(1, int(c * width))
+    ch = _width_scaled(width)
 
     class Block(nn.Module):
         def __init__(self, cin: int, cout: int, stride: int) -> None:
@@ -71,8 +74,7 @@ def vgg19(width: float = 1.0, num_classes: int = 1000, image: int = 224) -> Any:
     """VGG-19 (configuration E): 16 3x3 convs in five stages, max pools, three fc layers."""
     from torch import nn
 
-    def ch(c: int) -> int:
-        return max(1, int(c * width))
+    ch = _width_scaled(width)
 
     layers: list[Any] = []
     cin = 3
@@ -91,8 +93,7 @@ def resnet50(width: float = 1.0, num_classes: int = 1000) -> Any:
     """ResNet-50: bottleneck blocks (1x1, 3x3, 1x1 x4 expansion), stages of 3, 4, 6, 3 blocks."""
     from torch import nn
 
-    def ch(c: int) -> int:
-        return max(1, int(c * width))
+    ch = _width_scaled(width)
 
     class Bottleneck(nn.Module):
         def __init__(self, cin: int, mid: int, stride: int) -> None:
