@@ -1,4 +1,4 @@
-"""The SIMD knob of the generic CPE body printer (tuner.ir.tir_simd via print_prim_func(lanes=...)):
+"""The SIMD knob of the generic CPE body printer (tuner.ir.cprint.legalized_simd via print_prim_func(lanes=...)):
 legalized Relax operators printed with lanes = 1, 4 (and 8), compiled with gcc against the emulator's
 simd.h (a misaligned simd_load/simd_store aborts the harness), run on fixed pseudo-random inputs and
 checked against numpy; plus which loops vectorise and what the Work counts say.
@@ -190,7 +190,7 @@ def test_lanes8(cache: Path) -> None:
     stays scalar; doublev8 loads need 64-byte alignment (the harness aborts otherwise)."""
     scalar, vec = _check("layer_norm", "float32", 8, cache)
     assert vec.vector_loops == 3 and "floatv8" in vec.code
-    assert "for (long v2 = 0; v2 < 4L; v2++) {" in vec.code  # the mean loop, as tir_c prints it
+    assert "for (long v2 = 0; v2 < 4L; v2++) {" in vec.code  # the mean loop, as the scalar printer prints it
     assert _total(vec.work) < _total(scalar.work)
     _, vec = _check("softmax", "float64", 8, cache)
     assert vec.vector_loops == 4 and "doublev8" in vec.code

@@ -1,6 +1,6 @@
 """The inner loop of an expression body other than ``c += a*b`` loads what tuner/space/compute.py charges.
 
-tuner/codegen/simd_expr.py prints one vector of w points per trip of the innermost loop; every operand
+tuner/ir/cprint/kernel_loop.py prints one vector of w points per trip of the innermost loop; every operand
 read of the body is a broadcast (``simd_set`` of one LDM element w times), a ``SW_VLOADU`` vector or a
 ``simd_set`` of w different elements (gathered lane by lane). The analysis charges, per model
 iteration of u P0 slots, ``operand_loads`` = loads per trip * u / instructions per point (tuner/expr/
@@ -32,7 +32,7 @@ _REF = re.compile(r"\b([A-Z]\w*_ldm)\[")
 
 
 def vector_trip(c: str, w: int) -> str:
-    """The body of the first ``for (; x + w <= ...; x += w)`` loop of the update (simd_expr.py's vector
+    """The body of the first ``for (; x + w <= ...; x += w)`` loop of the update (expr_vector.py's vector
     loop; the output's zeroing loop, over ``*_init`` variables, comes first)."""
     lines = c.splitlines()
     for i, ln in enumerate(lines):
@@ -73,7 +73,7 @@ def counted(trip: str) -> dict[str, int]:
 @pytest.mark.parametrize("ref, args", CASES)
 def test_expression_trip_loads_what_the_model_charges(ref, args):
     wl = workload_from_op(f"{EXAMPLES}/{ref}", args)
-    assert wl.expr.block_reason  # printed by simd_expr.py, not simd.py's c += a*b loop
+    assert wl.expr.block_reason  # printed by expr_vector.py, not the c += a*b update loop
     geo_full = space_for(wl, "sw26010")
     ipp = geo_full.geometry.fma_per_point
     target = get_target("sw26010")

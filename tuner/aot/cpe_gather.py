@@ -5,7 +5,7 @@ M ids, the output is [M, W], row ``m`` being table row ``ids[m]``. The sliced ke
 tuner.space.cpe cannot cut it: a block would need the whole table in LDM (a vocabulary's table is
 hundreds of MB), and the ids align with the output's leading axes, not its trailing ones. Here a block
 is ``rows`` consecutive ids: one DMA get of the ids (kept in the model's dtype, like every tensor:
-tuner.ir.tir_c), then one get per id of its table row straight from main memory into LDM (all issued,
+tuner.ir.cprint.legalized), then one get per id of its table row straight from main memory into LDM (all issued,
 then waited for together), and one contiguous put of the block. An id outside [0, V) is clamped, as
 TVM's ``clip`` mode does (``fast`` leaves it undefined), or wrapped in ``wrap`` mode. tuner.aot.cpe_ops
 keeps the kernel when it beats the other implementations (the MPE's legalized loop).

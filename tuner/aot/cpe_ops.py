@@ -85,7 +85,7 @@ def slave_text(op: CpeOp | PadOp | RowCopyOp | TransposeOp | RegionOp | Interlea
            f"chosen among {op.valid} valid configurations of {op.configs} by tuner.space.cpe.schedule")
     lines = [f"/* schedule: blocks of {op.block}, gets {'double' if op.db else 'single'}-buffered, {op.active} active "
              f"CPEs, simd {op.lanes} ({how}) */", f"#define SWTUNE_T {ty}"]
-    # a vector body (tuner.ir.tir_simd) reads its operands with aligned vector loads: every LDM copy
+    # a vector body (tuner.ir.cprint.legalized_simd) reads its operands with aligned vector loads: every LDM copy
     # starts on a 64-B boundary (a copy's length rounded up to whole 64 B)
     align = " __attribute__((aligned(64)))" if op.lanes > 1 else ""
     for k, p in enumerate(op.params):

@@ -31,7 +31,7 @@ it keeps, a slice_scatter gets the input's rows and the source's, writes the sou
 positions in LDM and puts the rows. It wins where the region form's DMA blocks are short or strided
 (a concat, split, slice or slice_scatter of an inner axis).
 
-The MPE form is the legalized PrimFunc run as plain C (tuner.ir.tir_c); ``plan_copy`` keeps the
+The MPE form is the legalized PrimFunc run as plain C (tuner.ir.cprint.legalized); ``plan_copy`` keeps the
 faster CPE form, and tuner.aot.cpe_ops.offload keeps it only when the time model says it beats the
 MPE (``CpeMode.FASTER``). Not handled (the MPE copy runs): a reversed slice (negative stride), a tile
 of more than MAX_REGIONS repeat boxes, and more than MAX_OPERANDS inputs plus outputs (the pointers

@@ -4,7 +4,7 @@ The only reader of a conv2d / dense / batch_matmul output runs inside that kerne
 tile in LDM just before its DMA put, when it is
   * element-wise on that one operand (relu, relu6/clip, gelu, sigmoid, tanh, a scalar add, ...:
     whatever TVM legalizes to perfect element-wise loop nests, checked on the TIR by
-    tuner.ir.tir_c.scalar_epilogue), or
+    tuner.ir.cprint.epilogue.scalar_epilogue), or
   * a per-output-channel constant: a bias add (add/subtract/multiply/divide by a constant that varies
     only along the channel axis), e.g. a batch-norm's scale and shift. Its vectors (at most
     VECTOR_BYTES together) are fetched into LDM once per CPE at the kernel's start; the channel of

@@ -1,7 +1,7 @@
 """Plain C on the MPE for the steps that are not tuned kernels (one emitter per node op).
 
 Operators of the model arrive as ``tir`` nodes: a call of the C function printed from their
-legalized PrimFunc (tuner.ir.tir_c). The other emitters are the compiler's own layout steps around
+legalized PrimFunc (tuner.ir.cprint.legalized). The other emitters are the compiler's own layout steps around
 the kernels: zero-padding a conv input that stays on the MPE, stripping the line padding of a
 kernel's output, and a runtime transpose into the layout a kernel reads.
 Each emitter gets the node, ``ref`` (tensor -> C pointer expression) and the C scalar type, and

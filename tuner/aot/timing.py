@@ -4,7 +4,7 @@ OpenACC-like baseline program (same graph, every kernel on its baseline schedule
 Kernel steps take the simulator's time of their config (tuner.measure.simulator.simulate: spawn +
 join, the busiest CPE, DMA), minus the host-side padding the simulator folds in, which is charged to
 the padding step on the MPE instead. MPE steps (legalized operators, layout copies) are costed from
-the work their loops do (tuner.ir.tir_c.Work) on the MPE: scalar instructions at
+the work their loops do (tuner.ir.cprint.legalized.Work) on the MPE: scalar instructions at
 ``Target.mpe_cycles_per_op``, a transcendental or a float division at
 ``Target.mpe_transcendental_cycles``, and never faster than streaming the tensors they touch at the
 target's ``mpe_copy_Bps``. These MPE figures are assumptions [A] (tuner/targets.py), not

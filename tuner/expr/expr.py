@@ -86,7 +86,7 @@ class Expr:
     block_reason: str = ""
     # every load of an input in the body, in order, duplicates kept (a stencil's five taps of X are five
     # reads; ``inputs`` merges them into one box): the operand loads the vector C issues per point
-    # (tuner/codegen/simd_expr.py); empty: one read per input
+    # (tuner/ir/cprint/expr_vector.py); empty: one read per input
     reads: tuple[Access, ...] = ()
 
     @property

@@ -1,7 +1,7 @@
 """The math intrinsics an expression operator may call, and what each costs and prints as.
 
 One home for the table the parser (which refuses any other call, by name), the analysis (instructions
-per point) and the C printer (tuner/ir/tir.py ``cexpr``, tuner/codegen/simd_expr.py) read. The C
+per point) and the C printer (tuner/ir/cprint/expr.py ``cexpr``, tuner/ir/cprint/expr_vector.py) read. The C
 names are what TVM's C codegen prints for the same ``tirx`` ops (libm, ``f`` suffix for float32). A
 call with a vector instruction on the CPE (sqrt, fabs) keeps the loop vectorisable; the others are
 scalar libm calls, so an expression using one runs scalar (its space offers ``simd`` = 1 alone).

@@ -159,7 +159,7 @@ _MUL = ("Mul",)
 
 def _profile(expr: Any, dtype: str) -> tuple[int, str]:
     """(CPE instructions, why it prints scalar or "") of a body expression, as the generated C issues
-    it (tuner/codegen/simd_expr.py): an add or subtract with a multiply operand is one FMA, max/min a
+    it (tuner/ir/cprint/expr_vector.py): an add or subtract with a multiply operand is one FMA, max/min a
     compare and a select, a math call its table cost. A call outside tuner/expr/intrinsics.py is
     refused here, by name, rather than failing later to compile."""
     name = type(expr).__name__
@@ -195,7 +195,7 @@ def _profile(expr: Any, dtype: str) -> tuple[int, str]:
 
 
 def _block_reason(value: Any, output: str) -> str:
-    """Why the register-block micro-kernel (tuner/codegen/simd.py, acc = "reg") cannot print the body:
+    """Why the register-block micro-kernel (tuner/ir/cprint/register_block.py, acc = "reg") cannot print the body:
     it prints exactly ``c = c + x * y`` with x and y loads."""
     kinds = lambda e: type(e).__name__  # noqa: E731
     if (kinds(value) == "Add" and kinds(value.a) in _LOADS and str(value.a.source.name) == output

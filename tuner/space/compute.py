@@ -20,7 +20,7 @@ accumulators live is set by ``inner`` and the ``acc`` knob:
   chunk, stay in registers across the reduction, and are stored back at its end.
 
 The block of ``acc = "reg"`` is the one the generated C holds (tuner/codegen/schedule.py
-register_block, printed by tuner/codegen/simd.py microkernel) when the analysis passes its
+register_block, printed by tuner/ir/cprint/register_block.py microkernel) when the analysis passes its
 :class:`BlockShape`: rb_i*w elements of the inner tile cut down to a divisor of it (whole vectors,
 then scalar lanes), rb_o rows of the largest other output tile cut down to a divisor of it, each
 operand loaded once per row it moves with and once per vector (or scalar lane) it moves with; an op
@@ -33,7 +33,7 @@ Per iteration the slower pipe, or the accumulator chain latency, sets the cycles
 address updates take ``loop_overhead_ops`` P1 slots; a register block needing more than the target's
 vector registers spills, each spilled register costing a store and a reload per iteration; a vector
 operand load that starts off a vector boundary (a conv's taps along ``ow``) is two loads and a merge.
-An expression body other than ``c += a*b`` (tuner/codegen/simd_expr.py, one vector of points per
+An expression body other than ``c += a*b`` (tuner/ir/cprint/expr_vector.py, one vector of points per
 trip, no register block) is charged its own reads instead (:class:`BodyReads`): per trip, one load per
 operand read that is a broadcast or a unit-stride vector, two loads and a merge for such a vector that
 starts off a vector boundary, w scalar loads for one gathered lane by lane; and its output's traffic
@@ -74,7 +74,7 @@ class BlockShape:
     lanes_dep: tuple[np.ndarray, ...]  # per operand: it moves with the inner axis
     rows_dep: tuple[np.ndarray, ...]  # per operand: it moves with the rows axis
     # per operand: a vector of it is gathered lane by lane (w scalar loads): strided along the lanes
-    # and not repackable into a unit-stride copy (tuner/codegen/simd.py gathered_dims)
+    # and not repackable into a unit-stride copy (tuner/ir/cprint/lanes.py gathered_dims)
     gathered: tuple[np.ndarray, ...]
     # the reduction tile is ragged: every reduction step of the block runs under its bound
     # (a compare and a branch on P1 [A])

@@ -194,7 +194,7 @@ class ExprGeometry:
 
     def body_reads(self, axis: str, boxes: dict[str, list[Dim]], w: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """(LDM loads, unaligned vector loads) of one trip of the body's vector loop along ``axis``, w lanes,
-        as tuner/codegen/simd_expr.py prints it: per operand read, a broadcast (the read does not move
+        as tuner/ir/cprint/expr_vector.py prints it: per operand read, a broadcast (the read does not move
         with ``axis``) is one load, a unit-stride vector (``axis`` only in the innermost index, step 1)
         one load -- two and a merge when it starts off a vector boundary -- and any other read w scalar
         loads. A unit read's start is its innermost offset from its box's origin (a stencil's halo
@@ -230,7 +230,7 @@ class ExprGeometry:
 
     def body_output_ops(self, axis: str, w: np.ndarray) -> np.ndarray:
         """P1 ops of the output in one trip of the body's vector loop along the output axis ``axis``
-        (tuner/codegen/simd_expr.py): a reduction body reads it (one vector load, or w scalar loads
+        (tuner/ir/cprint/expr_vector.py): a reduction body reads it (one vector load, or w scalar loads
         when it is strided along ``axis``), every body stores it (one vector store, or a store to a
         stack buffer, w scalar loads of it and w scalar stores). Lanes along the reduction: none."""
         if axis == self.red_axis.name:

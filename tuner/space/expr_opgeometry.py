@@ -73,10 +73,10 @@ class ExprOpGeometry(ExprGeometry):
         for op, box in zip(self.operands, boxes):
             stride = self.stride_along(op.access, inner, box)
             strided = (stride != 0) & (stride != 1)
-            # the generated C repacks it (tuner/codegen/simd.py gathered_dims) when the axis moves one
+            # the generated C repacks it (tuner/ir/cprint/lanes.py gathered_dims) when the axis moves one
             # index dimension with step 1; else it gathers a vector lane by lane (only in the
-            # c += a*b loops tuner/codegen/simd.py prints; the other vector bodies,
-            # tuner/codegen/simd_expr.py, gather it lane by lane)
+            # c += a*b loops tuner/ir/cprint/kernel_loop.py prints; the other vector bodies,
+            # tuner/ir/cprint/expr_vector.py, gather it lane by lane)
             moving = [d for d in op.access.dims if d.coef(inner) != 0]
             repack = len(moving) == 1 and moving[0].coef(inner) == 1 and not self.expr.block_reason
             gather.append(strided & repack)
@@ -86,7 +86,7 @@ class ExprOpGeometry(ExprGeometry):
         out_strided = (self.stride_along(self.expr.output, inner, out_box) != 1) & (inner != self.red_axis.name)
         body = None
         if self.expr.block_reason:
-            # a body other than c += a*b (tuner/codegen/simd_expr.py) loads what its reads are, per
+            # a body other than c += a*b (tuner/ir/cprint/expr_vector.py) loads what its reads are, per
             # trip of w points (c += a*b bodies keep the register block's rb_o + rb_i loads per u FMAs)
             loads, unaligned = self.body_reads(inner, {op.access.tensor: box for op, box in zip(self.operands, boxes)},
                                                w)

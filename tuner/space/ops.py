@@ -64,7 +64,7 @@ class InnerAccess:
     # per operand: strided along the axis and repackable, so vectorising needs a unit-stride copy
     gather: tuple[np.ndarray, ...]
     # per operand: strided and not repackable, so a vector of it is gathered lane by lane
-    # (tuner/codegen/simd.py gathered_dims)
+    # (tuner/ir/cprint/lanes.py gathered_dims)
     lane: tuple[np.ndarray, ...]
     misaligned: float | np.ndarray = 0.0  # share of vector operand loads that start off a vector boundary
     # the output tile is strided along the inner axis: an accumulator vector moves to and from LDM

@@ -14,7 +14,7 @@ A 2-D pool may also be cut along its output rows: a
 block of ``b`` output rows of one plane reads its input rows with the window's halo (rows outside
 the plane are filled in LDM with the pool's padding value), so a plane too large for LDM (ResNet's
 first max pool, 112x112) still runs on the CPEs. The block's computation is the same Relax operator
-legalized again by TVM on the sliced shapes and printed as C (tuner.ir.tir_c) with its scratch in LDM.
+legalized again by TVM on the sliced shapes and printed as C (tuner.ir.cprint.legalized) with its scratch in LDM.
 
 Whether slicing preserves the operator's meaning is not assumed from its name: the full and the
 sliced PrimFunc are run with TVM's llvm build on random data and a few blocks compared. Each cut is a
@@ -169,7 +169,7 @@ def plans_for(n: Node, target: Target, dtype: str) -> list[KernelPlan]:
     call = n.attrs.get("relax_call")
     params = [*n.inputs, *n.outputs]
     # a tensor of another dtype (a bool mask, an index) is stored in the model's dtype like every
-    # tensor the program keeps (tuner.ir.tir_c: exact for bool and small integers), so the body reads
+    # tensor the program keeps (tuner.ir.cprint.legalized: exact for bool and small integers), so the body reads
     # and writes it as such
     if len(params) > MAX_PARAMS:
         return []
@@ -289,7 +289,7 @@ def _plan_elementwise(n: Node, dtype: str) -> KernelPlan | None:
 
     def body_at(b: int, lanes: int) -> CFunction | None:
         if lanes != 1:
-            return None  # the statements are scalar C (tuner.ir.tir_c.scalar_epilogue)
+            return None  # the statements are scalar C (tuner.ir.cprint.epilogue.scalar_epilogue)
         code = (f"static void body({args}) {{\n  for (long i = 0; i < {b}L; i++) {{ const SWTUNE_T v = q{k}[i]; "
                 f"{' '.join(stmts)} q{o}[i] = {result}; }}\n}}").replace(ty + " _e", "SWTUNE_T _e")
         work = Work(b, b * w.loads, b * w.arith, b * w.transcendental)

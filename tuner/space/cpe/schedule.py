@@ -12,7 +12,8 @@ A kernel cuts its operator into ``lead * ext / block`` blocks along one output a
   its own memory at its own rates (the CGs' launch, ``Target.cg_launch_s``, is added; tuner/space/chip.py).
 
 SIMD lanes are the fourth knob (tuner.space.cpe.plan): a block's body is TVM's legalized PrimFunc printed
-as C (tuner.ir.tir_c, vector loops by tuner.ir.tir_simd), counted at the lanes it is printed with.
+as C (tuner.ir.cprint.legalized, vector loops by tuner.ir.cprint.legalized_simd), counted at the lanes
+it is printed with.
 
 ``analyse`` evaluates every configuration at once (numpy arrays): LDM bytes and validity with a named
 reason (Why), the DMA requests and bytes of one run (what the emulator counts), the DMA seconds of
