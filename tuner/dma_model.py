@@ -49,7 +49,8 @@ from the measurement files with :func:`tuner.measure.calibration.fit`.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, fields
 
 import numpy as np
 
@@ -230,35 +231,32 @@ def _cycles(params: DmaParams, put: bool, size: np.ndarray, n: np.ndarray, gap: 
 # assumptions, not fits (see calibration._priors): its data has 64-CPE, core-group-bound points only.
 # sw26010 block_cycles is fitted to the strided (PE_STEP) points; the Pro's is an assumption [A]
 # (no strided Pro data): its measured ~18-cycle CG request rate.
-FITTED: dict[str, DmaParams] = {
-    "sw26010": DmaParams(
-        get_latency=287.4,
-        put_latency=150.2,
-        block_cycles=26.59,
-        get_cpe_bw=4.759,
-        put_cpe_bw=4.759,
-        rmw_hazard_cycles=89.32,
-        get_cg_bw=23.52,
-        put_cg_bw=16.46,
-        put_contention=0.006002,
-        get_request_cycles=9.178,
-        put_request_cycles=11.83,
-        rmw_cycles=19.61,
-        misaligned_put_factor=0.1336,
-    ),
-    "sw26010-pro": DmaParams(
-        get_latency=446.0,
-        put_latency=233.1,
-        block_cycles=18.0,
-        get_cpe_bw=16.92,
-        put_cpe_bw=18.39,
-        rmw_hazard_cycles=138.6,
-        get_cg_bw=21.46,
-        put_cg_bw=21.3,
-        put_contention=0.006002,
-        get_request_cycles=12.28,
-        put_request_cycles=8.698e-16,
-        rmw_cycles=33.55,
-        misaligned_put_factor=0.1336,
-    ),
+FITTED_TARGETS = ("sw26010", "sw26010-pro")
+# each parameter's fitted value per target, in FITTED_TARGETS' order: the source fitted_table() writes
+_FITTED_VALUES: dict[str, tuple[float, float]] = {
+    "get_latency": (287.4, 446.0),
+    "put_latency": (150.2, 233.1),
+    "block_cycles": (26.59, 18.0),
+    "get_cpe_bw": (4.759, 16.92),
+    "put_cpe_bw": (4.759, 18.39),
+    "rmw_hazard_cycles": (89.32, 138.6),
+    "get_cg_bw": (23.52, 21.46),
+    "put_cg_bw": (16.46, 21.3),
+    "put_contention": (0.006002, 0.006002),
+    "get_request_cycles": (9.178, 12.28),
+    "put_request_cycles": (11.83, 8.698e-16),
+    "rmw_cycles": (19.61, 33.55),
+    "misaligned_put_factor": (0.1336, 0.1336),
 }
+FITTED: dict[str, DmaParams] = {
+    target: DmaParams(**{name: values[i] for name, values in _FITTED_VALUES.items()})
+    for i, target in enumerate(FITTED_TARGETS)
+}
+
+
+def fitted_table(fits: Mapping[str, DmaParams]) -> str:
+    """The source of the table ``_FITTED_VALUES`` holding ``fits`` (a DmaParams per target of
+    FITTED_TARGETS): what a new fit is pasted as."""
+    rows = [f'    "{f.name}": ({", ".join(repr(getattr(fits[t], f.name)) for t in FITTED_TARGETS)}),'
+            for f in fields(DmaParams)]
+    return "_FITTED_VALUES: dict[str, tuple[float, float]] = {\n" + "\n".join(rows) + "\n}\n"

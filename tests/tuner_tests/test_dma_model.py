@@ -6,13 +6,15 @@ import csv
 import time
 from dataclasses import fields, replace
 from importlib import resources
+from pathlib import Path
 
 import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tuner.dma_model import FITTED, LINE_BYTES, DmaParams, request_cycles
+from tuner import dma_model
+from tuner.dma_model import FITTED, LINE_BYTES, DmaParams, fitted_table, request_cycles
 from tuner.measure.calibration import (
     STRIDED_FACTS,
     StridedFact,
@@ -51,6 +53,13 @@ def test_fitted_literals_are_the_current_fit(target: str) -> None:
     fresh, stored = fit(target), FITTED[target]
     for f in fields(DmaParams):
         assert getattr(fresh, f.name) == pytest.approx(getattr(stored, f.name), rel=0.02, abs=1e-3), f.name
+
+
+def test_the_fitted_table_is_what_fitted_table_writes() -> None:
+    """A new fit pasted as fitted_table's text replaces the table in tuner/dma_model.py as it stands."""
+    assert fitted_table(FITTED) in Path(dma_model.__file__).read_text()
+    changed = {**FITTED, "sw26010": DmaParams(**{**vars(FITTED["sw26010"]), "get_latency": 300.0})}
+    assert '"get_latency": (300.0, 446.0),' in fitted_table(changed)
 
 
 def test_pro_points_match_the_csv_aggregate_bandwidth() -> None:
