@@ -69,3 +69,24 @@ def measure_leased(api: Api, backend: Any, max_jobs: int = 8) -> list[dict[str, 
     r = api.client.post("/api/v1/jobs/results", json=body, headers=api.headers("worker"))
     assert r.status_code == 200, r.text
     return got["jobs"]
+
+
+def tune_through_the_driver(api: Api, seed: int, rounds: int) -> None:
+    """The service's driver and one simulated worker (``seed``), round after round until no job is left
+    (``rounds`` at most); asserts the kind's baseline config is among the first jobs leased, so the best
+    reported is never slower than the baseline."""
+    from service.driver import TuningDriver
+    from tuner.baseline import baseline_config
+    from tuner.measure.simulator import Simulator
+    from tuner.space.factory import space_for
+    from tuner.workloads import workload_from_json
+
+    driver, backend = TuningDriver(api.db, Settings(database_url=api.db.url, queue_depth=4)), Simulator(seed=seed)
+    for i in range(rounds):
+        driver.run_once()
+        jobs = measure_leased(api, backend)
+        if not jobs:
+            return
+        if i == 0:
+            wl = workload_from_json(jobs[0]["workload"])
+            assert baseline_config(space_for(wl, "sw26010")) in [j["config"] for j in jobs]

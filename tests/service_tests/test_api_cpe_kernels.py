@@ -7,13 +7,11 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from api_helpers import measure_leased
+from api_helpers import tune_through_the_driver
 from sqlalchemy import func, select
 from wire import detail_text
 
 from db.orm import TaskRow, WorkloadRow
-from service.driver import TuningDriver
-from service.settings import Settings
 
 pytest.importorskip("tvm")
 
@@ -21,7 +19,6 @@ from tvm import relax  # noqa: E402
 
 from tuner.baseline import baseline_config  # noqa: E402
 from tuner.ir.relax_reader import read_relax  # noqa: E402
-from tuner.measure.simulator import Simulator  # noqa: E402
 from tuner.space.cpe.task import kernel_workload  # noqa: E402
 from tuner.space.factory import space_for  # noqa: E402
 from tuner.workloads import workload_from_json  # noqa: E402
@@ -53,17 +50,7 @@ def test_cpe_kernel_task_is_tuned_through_the_service(api) -> None:
     assert r.status_code == 201, r.text
     (task_id,), (key,) = r.json()["task_ids"], r.json()["workload_keys"]
     assert key.startswith("cpe-nn_softmax-")
-    driver, backend = TuningDriver(api.db, Settings(database_url=api.db.url, queue_depth=4)), Simulator(seed=3)
-    first = True
-    for _ in range(10):
-        driver.run_once()
-        jobs = measure_leased(api, backend)
-        if not jobs:
-            break
-        if first:  # the baseline is among the first candidates: the reported best is never slower
-            wl = workload_from_json(jobs[0]["workload"])
-            assert baseline_config(space_for(wl, "sw26010")) in [j["config"] for j in jobs]
-            first = False
+    tune_through_the_driver(api, seed=3, rounds=10)
     task = api.client.get(f"/api/v1/tasks/{task_id}", headers=api.headers("read")).json()
     assert task["trials_done"] == TRIALS and task["failed"] == 0, task
     best = api.client.get("/api/v1/schedules/best", params={"workload_key": key, "target": "sw26010"},

@@ -9,14 +9,11 @@ from collections.abc import Iterator
 
 import pytest
 import toy_kind
-from api_helpers import measure_leased
+from api_helpers import tune_through_the_driver
 from sqlalchemy import func, select
 
 from db.orm import TaskRow
-from service.driver import TuningDriver
-from service.settings import Settings
 from tuner.baseline import baseline_config
-from tuner.measure.simulator import Simulator
 from tuner.space.factory import space_for
 from tuner.task_kind import register, unregister
 from tuner.workloads import workload_from_json
@@ -38,17 +35,7 @@ def test_a_new_kind_is_tuned_through_the_service(api) -> None:
     assert r.status_code == 201, r.text
     (task_id,), (key,) = r.json()["task_ids"], r.json()["workload_keys"]
     assert key == workload_from_json(SPEC).key
-    driver, backend = TuningDriver(api.db, Settings(database_url=api.db.url, queue_depth=4)), Simulator(seed=1)
-    first = True
-    for _ in range(12):
-        driver.run_once()
-        jobs = measure_leased(api, backend)
-        if not jobs:
-            break
-        if first:  # the kind's baseline is measured first
-            wl = workload_from_json(jobs[0]["workload"])
-            assert baseline_config(space_for(wl, "sw26010")) in [j["config"] for j in jobs]
-            first = False
+    tune_through_the_driver(api, seed=1, rounds=12)
     task = api.client.get(f"/api/v1/tasks/{task_id}", headers=api.headers("read")).json()
     assert task["trials_done"] == TRIALS, task
     best = api.client.get("/api/v1/schedules/best", params={"workload_key": key, "target": "sw26010"},
