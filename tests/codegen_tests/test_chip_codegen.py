@@ -223,3 +223,19 @@ def test_a_split_max_plus_reduction_folds_its_partials_with_max(tmp_path, emulat
     report, an = run_split(workload, "sw26010-4cg", cfg, tmp_path, emulator)
     busiest = max(report["core_groups"], key=lambda g: g["get_reqs"])
     assert busiest["get_reqs"] == plan(an)["get_reqs"] + 4  # and one get per partial of its block
+
+
+def test_a_reduction_split_tvm_cannot_decompose_is_refused_clearly():
+    """Some reduction splits' bindings over a CG's k tiles are not affine to TVM (here a conv1d whose
+    batch is one tile): the schedule refuses them with NotBuiltYetError, before any C."""
+    pytest.importorskip("tvm")
+    from tuner.codegen.schedule import build_schedule
+    from tuner.errors import NotBuiltYetError
+    from tuner.expr.workload import workload_from_op
+
+    workload = workload_from_op(f"{EXAMPLES}/conv.py:conv1d", {"n": 2, "c": 6, "w": 19, "k": 10, "s": 3, "stride": 2})
+    cfg = {"tile_b": 2, "tile_f": 2, "tile_x": 8, "tile_rc": 1, "grid": "4x1", "share": "bcast", "dma": "rows",
+           "put_lines": 0, "db_a": 0, "db_b": 1, "db_c": 1, "tile_order": "row", "inner": "f", "simd": 8,
+           "unroll": 1, "acc": "ldm", "pack": "b", "cgs": 3, "cg_split": "reduction", "cg_operands": "replicate"}
+    with pytest.raises(NotBuiltYetError, match="decompose_reduction"):
+        build_schedule(workload, "sw26010-pro-6cg", cfg)

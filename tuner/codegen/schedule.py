@@ -285,8 +285,15 @@ def build_schedule(workload: Workload, target: Target | str, config: Config) -> 
         sch.annotate(stage, "swtune.db", int(config[f"db_{g}"]) if g != "c" else 0)
         sch.annotate(stage, "swtune.dma", config["dma"])
         sch.annotate(stage, "swtune.put_lines", int(config["put_lines"]) if g == "c" else 0)
-    if layout.reduces:  # a CG's k tiles start from zero: its partial sums
-        sch.decompose_reduction(blk, red_cg[0] if red_cg else outer[red])
+    if layout.reduces and red_cg:  # a CG's k tiles start from zero: its partial sums
+        try:
+            sch.decompose_reduction(blk, red_cg[0])
+        except tvm.s_tir.ScheduleError as exc:  # the bindings over _CGN's part are not affine to TVM
+            raise NotBuiltYetError(f"{workload.key} on {target.name}: this reduction split over {cgs} core "
+                                   "groups is not generated as C yet: TVM does not see its bindings over a "
+                                   "core group's k tiles as affine (decompose_reduction)") from exc
+    elif layout.reduces:
+        sch.decompose_reduction(blk, outer[red])
     if cg_loop:
         sch = bind_core_group(sch, cg_loop[0])
     return Scheduled(sch, workload, target, dict(config), op, pr, pc, rows_total, cols_total, chunks,
