@@ -15,11 +15,10 @@ Expression operator: ``shift_conv`` (apad, W -> the 1 x 1 convolution of the shi
 shift fused into the 1 x 1 convolution's reduction, so that it costs no pass over memory of its own,
 and the operator is GEMM-like (a tuning task the CPEs run). The padding by p is torch's pad before it;
 the channel (u*K + v)*C/(K*K) + q is written by its shift group (u, v) and its place q, every index
-affine. Its derived data gradient sums over every shift group under a guard that keeps the channel's
-own (K*K times the work of a 1 x 1 conv's data gradient): written with the input viewed as [N, K, K,
-C/(K*K), H + 2p, W + 2p] instead, the shift's axis u would index two of its dimensions (u and i + u),
-which needs a scatter form the derivation does not have (so does one channel per shift group, C = K*K:
-the place q then vanishes and the channel index u*K + v is the shift's axes again).
+affine. Its derived data gradient is the opposite shift: the derivation views the channel as its
+shift group and place (u, v, q), solves u and v from it and substitutes them in the rows and columns
+(i' - u, j' - v; tuner.expr.gather_form's triangular solve), so it is a 1 x 1 conv's data gradient of
+the head shifted back, zero outside the output, and no sum over every group under a guard.
 
 Sizes: 3 x 16 x 16 images, a 3 x 3 stem conv to C = 72 channels (8 per shift group of a 3 x 3 shift),
 two CSC modules with expansion 1, a global average pool and a Linear to 10 classes; the batch is the
