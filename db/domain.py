@@ -24,6 +24,16 @@ def untuned_reason(state: TaskState, trials_done: int, best_time: float | None) 
     return f"untuned: none of its {trials_done} trials succeeded"
 
 
+class OfWorkload:
+    """A record of one workload, named by the workload's key (TaskInfo, Measurement, BestConfig)."""
+
+    workload: Workload
+
+    @property
+    def workload_key(self) -> str:
+        return self.workload.key
+
+
 class JobCounts:
     """A task's jobs by state and its best time, and what follows from them: the base of a task's view
     (TaskInfo, db.submissions.SubmissionTask)."""
@@ -50,7 +60,7 @@ class JobCounts:
 
 
 @dataclass(frozen=True)
-class TaskInfo(JobCounts):
+class TaskInfo(JobCounts, OfWorkload):
     """A tuning task with its progress; ``curve`` is (trial number, best time so far) per trial."""
 
     id: int
@@ -79,10 +89,6 @@ class TaskInfo(JobCounts):
     call_count: int = 1  # how many times the model runs this workload
     layer_names: tuple[str, ...] = ()
     weight: float | None = None  # estimated seconds per model run: call_count x baseline time
-
-    @property
-    def workload_key(self) -> str:
-        return self.workload.key
 
 
 @dataclass(frozen=True)
@@ -132,7 +138,7 @@ class PostOutcome:
 
 
 @dataclass(frozen=True)
-class Measurement:
+class Measurement(OfWorkload):
     id: int
     workload: Workload
     target: str
@@ -150,13 +156,9 @@ class Measurement:
     created_at: datetime | None
     profile_version: int | None = None  # a simulated time: the simulator profile it came from (0: built-in)
 
-    @property
-    def workload_key(self) -> str:
-        return self.workload.key
-
 
 @dataclass(frozen=True)
-class BestConfig:
+class BestConfig(OfWorkload):
     """The fastest successful measurement of a (workload, target): what a compiler applies."""
 
     workload: Workload
@@ -170,10 +172,6 @@ class BestConfig:
     measured_at: datetime | None
     n_measured: int
     profile_version: int | None = None  # a simulated time: the simulator profile it came from (0: built-in)
-
-    @property
-    def workload_key(self) -> str:
-        return self.workload.key
 
     @property
     def gflops(self) -> float:

@@ -2,7 +2,12 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from typing import TypeVar
+
 from tuner.errors import SwtuneError
+
+T = TypeVar("T")
 
 
 class StorageError(SwtuneError):
@@ -11,6 +16,13 @@ class StorageError(SwtuneError):
 
 class NotFoundError(StorageError, LookupError):
     """The object asked for does not exist (HTTP 404)."""
+
+
+def found_one(found: Sequence[T], what: str) -> T:
+    """The object a lookup of one key found; NotFoundError "<what> does not exist" when it found none."""
+    if not found:
+        raise NotFoundError(f"{what} does not exist")
+    return found[0]
 
 
 class ConflictError(StorageError):

@@ -17,7 +17,7 @@ from typing import Any
 from sqlalchemy import and_, func, select
 from sqlalchemy.orm import Session
 
-from db.errors import NotFoundError
+from db.errors import NotFoundError, found_one
 from db.orm import JobRow, MeasurementRow, SubmissionRow, TargetRow, TaskRow
 from db.states import FINISHED_JOBS, JobState, SubmissionState
 from db.timeutil import as_utc, utcnow
@@ -166,10 +166,7 @@ def list_submissions(session: Session, *, limit: int = 100) -> list[SubmissionIn
 
 
 def get_submission(session: Session, batch: str) -> SubmissionInfo:
-    found = _submissions(session, [batch])
-    if not found:
-        raise NotFoundError(f"submission {batch!r} does not exist")
-    return found[0]
+    return found_one(_submissions(session, [batch]), f"submission {batch!r}")
 
 
 def _submissions(session: Session, batches: list[str]) -> list[SubmissionInfo]:

@@ -25,7 +25,7 @@ from sqlalchemy import select, update
 from sqlalchemy.orm import Session
 
 from db.domain import JobCounts
-from db.errors import InvalidInputError, NotFoundError
+from db.errors import InvalidInputError, found_one
 from db.orm import JobRow, MeasurementRow, SubmissionRow, TargetRow, TaskRow, WorkloadRow
 from db.refs import parse_workload, target_id, target_name, workload_id, workload_of
 from db.states import FINISHED_JOBS, JobState, SubmissionState, TaskState
@@ -194,10 +194,7 @@ def _best_times(session: Session, task_ids: Sequence[int]) -> dict[int, float]:
 
 
 def get_submission(session: Session, submission_id: str) -> Submission:
-    found = _submissions(session, [submission_id])
-    if not found:
-        raise NotFoundError(f"submission {submission_id!r} does not exist")
-    return found[0]
+    return found_one(_submissions(session, [submission_id]), f"submission {submission_id!r}")
 
 
 def _submissions(session: Session, ids: Sequence[str]) -> list[Submission]:
