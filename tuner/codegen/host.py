@@ -387,9 +387,9 @@ int main(int argc, char **argv) {{{alloc}
   {ty} *c = sw_alloc(sizeof({ty}) * {rows_c * pitch}L);
   if (argc >= {k + 1}) {{ {read} }}
   else {{ {fill} }}
-  memset(c, 0, sizeof({ty}) * {rows_c * pitch}L);{pack_const}{init}
+  memset(c, 0, sizeof({ty}) * {rows_c * pitch}L);{pack_const}{parts}{init}
   unsigned long t0 = sw_cycles();{prepass}{pack_run}
-  unsigned long t1 = sw_cycles();{parts if parts else f'''
+  unsigned long t1 = sw_cycles();{'' if parts else f'''
   swtune_args args = {{{args}}};'''}
   {launch.run}
   unsigned long t2 = sw_cycles();
