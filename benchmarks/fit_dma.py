@@ -3,7 +3,7 @@
     python benchmarks/fit_dma.py
 
 Prints, per target, every calibration point (measured vs modelled bandwidth and relative error),
-then the fitted ``DmaParams`` as Python literals to paste into ``tuner.dma_model.FITTED``,
+then the fitted values as the source of ``tuner.dma_model._FITTED_VALUES`` (to paste there),
 and the errors of the stored ``FITTED`` values. Last line: one JSON object with the max relative
 bandwidth error of the fresh fit per target and overall.
 """
@@ -13,22 +13,16 @@ from __future__ import annotations
 import json
 import sys
 import time
-from dataclasses import fields
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import numpy as np  # noqa: E402
 
-from tuner.dma_model import FITTED, DmaParams  # noqa: E402
+from tuner.dma_model import FITTED, DmaParams, fitted_table  # noqa: E402
 from tuner.measure.calibration import CLOCK_GHZ, fit, load_points, model_bandwidth, relative_errors  # noqa: E402
 
 TARGETS = ("sw26010", "sw26010-pro")
-
-
-def literal(params: DmaParams) -> str:
-    body = ",\n".join(f"        {f.name}={getattr(params, f.name)!r}" for f in fields(params))
-    return f"DmaParams(\n{body},\n    )"
 
 
 def table(name: str, params: DmaParams) -> np.ndarray:
@@ -53,10 +47,7 @@ def main() -> None:
     max_err = {name: float(table(name, fitted[name]).max()) for name in TARGETS}
 
     print("\n# paste into tuner/dma_model.py")
-    print("FITTED: dict[str, DmaParams] = {")
-    for name in TARGETS:
-        print(f'    "{name}": {literal(fitted[name])},')
-    print("}")
+    print(fitted_table(fitted), end="")
 
     for name in TARGETS:
         if name in FITTED:
