@@ -14,6 +14,7 @@ from abc import ABC, abstractmethod
 from collections.abc import Callable
 from typing import Any
 
+from tuner.expr.intrinsics import INTRINSICS, c_function
 from tuner.ir.cprint.dtypes import ctype, dtype_of
 from tuner.ir.tir import kind
 
@@ -94,8 +95,6 @@ class KernelExpr(ExprPrinter):
         return self.loader(e)
 
     def call(self, e: Any) -> str:
-        from tuner.expr.intrinsics import INTRINSICS, c_function
-
         op = str(e.op.name)
         if op not in INTRINSICS:  # the math functions an expression may call (libm, as TVM's C codegen)
             raise self.unsupported(e)
