@@ -239,3 +239,15 @@ def test_a_reduction_split_tvm_cannot_decompose_is_refused_clearly():
            "unroll": 1, "acc": "ldm", "pack": "b", "cgs": 3, "cg_split": "reduction", "cg_operands": "replicate"}
     with pytest.raises(NotBuiltYetError, match="decompose_reduction"):
         build_schedule(workload, "sw26010-pro-6cg", cfg)
+
+
+@pytest.mark.parametrize("case", [EVEN[0], EVEN[3], REDUCTION[0]], ids=["rows-4cg", "cols-6cg", "reduction-4cg"])
+def test_the_emulator_backend_checks_each_cgs_dma_against_the_plan(case, tmp_path):
+    """A chip target's measurement compares every CG's own counts (not the chip's totals) with the plan."""
+    from tuner.backends.emulator_backend import EmulatorBackend
+
+    workload, target, cfg = case
+    res = EmulatorBackend(workdir=tmp_path).measure(workload, target, [cfg])[0]
+    assert res.status == "ok", res.error
+    assert len(res.details["dma"]) == get_target(target).cgs
+    assert res.details["dma_match"], (res.details["dma"], res.details["dma_expected"])
