@@ -29,7 +29,7 @@ STORED = {
 STORED_REASONS = ("ok", "ldm_overflow", "sharing_needs_mesh_grid", "rlc_needs_square_grid", "operand_not_shareable",
                   "put_lines_unaligned", "dma_descriptor_limit", "acc_reg_needs_output_inner",
                   "pack_needs_whole_tiles", "epilogue_needs_dense_rows", "cg_split_fewer_tiles_than_cgs",
-                  "cg_knob_without_effect", "cg_reduction_with_epilogue")
+                  "cg_knob_without_effect", "cg_reduction_with_epilogue", "cg_reduction_with_mesh")
 
 
 @pytest.mark.parametrize("knob", sorted(STORED))

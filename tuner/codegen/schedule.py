@@ -31,7 +31,7 @@ Row tile ``t`` is ``rounds*pr + i``; col tile ``rounds*pc + j``. Knobs -> schedu
   count (:class:`CgTiles`), so a CG with fewer (the last, or one past the kernel's count that an
   all-CG spawn starts) fetches and computes nothing past them. A split reduction cuts the chunk loop
   instead, inside the rounds: each CG sums its k tiles of every output tile into its own partial output
-  (tuner/codegen/host.py adds them); with share=mesh it is not generated yet.
+  (tuner/codegen/host.py adds them); with share=mesh the space leaves it out (cg_reduction_with_mesh).
 * ``simd`` / ``unroll``: annotations on the innermost loop. ``acc = "reg"`` (inner an output axis): the
   register block -- rb_i vectors of the inner axis x rb_o rows of the output axis with the largest tile
   (:func:`register_block`, the shape tuner/space/compute.py models) -- is split off and moved inside
@@ -174,9 +174,6 @@ def build_schedule(workload: Workload, target: Target | str, config: Config) -> 
     space = space_for(workload, target)
     space.check(config)
     cgs, split = core_groups(config)
-    if split is CgSplit.REDUCTION and config["share"] == Share.MESH.label:
-        raise NotBuiltYetError(f"{workload.key} on {target.name}: a reduction split over {cgs} core groups with "
-                               "share=mesh (k tiles handed round the mesh) is not generated as C yet")
     geo = space.geometry
     op = op_def(workload)
     sch = tvm.s_tir.Schedule(tvm.IRModule({"main": op.func}))

@@ -24,7 +24,7 @@ from math import prod
 
 import numpy as np
 
-from tuner.space.choices import CgOperands, CgSplit, Reason
+from tuner.space.choices import CgOperands, CgSplit, Reason, Share
 from tuner.space.cpe.schedule import CPES
 from tuner.space.knobs import Knob
 from tuner.space.ops import Dim
@@ -112,6 +112,8 @@ def plan_chip(v: Mapping[str, np.ndarray], n: int, rows_total: np.ndarray, cols_
     reason[(~several & (split != CgSplit.ROWS)) | ((~several | red) & cross)] = int(Reason.CG_KNOB_WITHOUT_EFFECT)
     if has_epilogue:  # the fused residual belongs after the partial sums are added
         reason[red] = int(Reason.CG_REDUCTION_WITH_EPILOGUE)
+    if "share" in v:  # k tiles handed round the mesh: a CG's share of k is not generated (codegen/schedule.py)
+        reason[red & (v["share"] == Share.MESH)] = int(Reason.CG_REDUCTION_WITH_MESH)
     return ChipPlan(
         cgs=cgs, split=split,
         rows_total=np.where(rows, np.ceil(rows_total / cgs), rows_total),

@@ -109,6 +109,7 @@ class Reason(Labelled):
     CG_SPLIT_FEWER_TILES_THAN_CGS = auto()
     CG_KNOB_WITHOUT_EFFECT = auto()
     CG_REDUCTION_WITH_EPILOGUE = auto()
+    CG_REDUCTION_WITH_MESH = auto()
 
 
 def reason_label(code: SupportsInt) -> str:
