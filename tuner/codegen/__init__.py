@@ -2,11 +2,11 @@
 
 Owns: te_ops (every op's PrimFunc, as its kind writes it), schedule (config -> s_tir.Schedule), boxes
 (copy nests -> DMA), printer (the slave C around the loops tuner.ir.cprint prints), host (host C,
-headers, Makefile), sources (all files of one kernel), tir_check (LDM and DMA figures from the TIR, compared with the analysis),
-tilecheck (an expression's tiles computed from the boxes its schedule fetches), reference (TVM's llvm
-build of an op, the emulator check's reference), sunway (files and commands for a real node, the
-timing line), emulator/ (swemu, the x86 athread emulator). May import space, ir, expr and the domain;
-imports tvm lazily (inside functions).
+headers, Makefile), sources (all files of one kernel), tir_check (LDM and DMA figures from the TIR,
+compared with the analysis), tilecheck (an expression's tiles computed from the boxes its schedule
+fetches), reference (TVM's llvm build of an op, the emulator check's reference), sunway (files and
+commands for a real node, the timing line), emulator/ (swemu, the x86 athread emulator). May import
+space, ir, expr and the domain; imports tvm lazily (inside functions).
 """
 
 from __future__ import annotations
