@@ -11,6 +11,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from tuner.train.scaling import ScalingPoint
+
 
 @dataclass(frozen=True)
 class TuningPlan:
@@ -134,17 +136,6 @@ class StepInfo:
     lr: float
     batch: int
     batches: int
-
-
-@dataclass(frozen=True)
-class ScalingPoint:
-    """Simulated data-parallel scaling of the step at ``cgs`` core groups (tuner/train/scaling.py)."""
-
-    cgs: int
-    weak_step_s: float
-    weak_efficiency: float
-    strong_step_s: float
-    strong_efficiency: float
 
 
 @dataclass(frozen=True)

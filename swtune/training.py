@@ -14,7 +14,7 @@ from typing import Any
 
 from swtune.errors import ArgumentError
 from swtune.progress import Progress
-from swtune.results import CompiledStep, ScalingPoint, ServiceTuning, StepInfo, Training
+from swtune.results import CompiledStep, ServiceTuning, StepInfo, Training
 from swtune.tuning import trials_per_round, tune_layers
 from swtune.tuning_log import database_url, db_lookup
 
@@ -176,8 +176,7 @@ def _compile(step: Any, name: str, target: str, out: Path, url: str, dropout_see
     timing = program.timing
     grad_bytes = int(sum(v.size for _, v in step.params) * np.dtype(step.dtype).itemsize)
     # the step at one rank's batch; with ranks > 1 it already includes a one-process allreduce (a copy)
-    points = [ScalingPoint(p.cgs, p.weak_step_s, p.weak_efficiency, p.strong_step_s, p.strong_efficiency)
-              for p in scaling(timing.tuned_s, grad_bytes, list(SCALING_CGS))]
+    points = scaling(timing.tuned_s, grad_bytes, list(SCALING_CGS))
     return CompiledStep(name, target, Path(program.out_dir), timing, phase_seconds(timing, step), grad_bytes, points,
                         framework_style)
 

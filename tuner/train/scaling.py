@@ -55,6 +55,9 @@ def allreduce_seconds(nbytes: float, cgs: int, target: Target | str = "sw26010",
 
 @dataclass(frozen=True)
 class ScalingPoint:
+    """Simulated data-parallel scaling of a step at ``cgs`` core groups, one rank each: the step time and
+    efficiency with the batch per rank fixed (weak) and with the global batch fixed (strong)."""
+
     cgs: int
     weak_step_s: float
     weak_efficiency: float
