@@ -16,8 +16,9 @@ OpenACC-like baseline speedup, whose baseline splits its outer loop over the sam
 
 ``assumptions``: every cross-CG cost of the profile is an assumption with bounds (tuner/profile.py);
 ResNet-50's chip program (its configs as tuned at the preset's values) is re-timed at each end of each
-bound. ``emulated`` stays empty: split kernels are not generated as C yet (``swtune compile`` refuses a
-target of several CGs), so no chip program runs on the emulator.
+bound. ``emulated`` stays empty: a split kernel is generated and emulated alone
+(tests/codegen_tests/test_chip_codegen.py), but a whole model is not compiled for several CGs yet
+(``swtune compile`` refuses such a target), so no chip program runs on the emulator.
 
 Last line: one JSON object.
 """
@@ -165,8 +166,8 @@ def main() -> None:
     emit({"models": models, "trials_per_task": args.trials, "geomean_speedup_vs_1cg": geomean,
           "max_mpe_time_fraction": max(r["mpe_time_fraction"] for m in models.values() for r in m.values()),
           "assumptions": assumptions,
-          "emulated": {"models": [], "why": "split kernels are not generated as C yet: swtune compile refuses a "
-                                           "target of several core groups"}})
+          "emulated": {"models": [], "why": "a whole model is not compiled for several core groups yet (one split "
+                                           "kernel is): swtune compile refuses such a target"}})
 
 
 if __name__ == "__main__":
