@@ -17,6 +17,7 @@ from db.orm import JobRow, MeasurementRow, SubmissionRow, TargetRow, TaskRow, Wo
 from db.refs import parse_workload, target_id, target_name, workload_id, workload_of
 from db.states import FINISHED_JOBS, JobState, TaskState
 from db.timeutil import as_utc, utcnow
+from tuner.search import strategy_names
 from tuner.task_kind import kind_of
 from tuner.workloads import Workload
 
@@ -43,13 +44,15 @@ class TaskSpec:
 def check_strategy(strategy: str, known: Iterable[str] | None, workloads: Sequence[Workload]) -> None:
     """InvalidInputError unless ``strategy`` is registered (one of ``known``, when given) and the kind of
     every workload runs it (a kind never swaps in another strategy)."""
-    if known is not None and strategy not in set(known):
-        raise InvalidInputError(f"unknown search strategy {strategy!r}; expected one of {sorted(known)}")
+    names = sorted(known) if known is not None else strategy_names()
+    if strategy not in names:
+        raise InvalidInputError(f"unknown search strategy {strategy!r}; expected one of {names}")
     for i, wl in enumerate(workloads):
         kind = kind_of(wl)
         if not kind.runs_strategy(strategy):
+            runs = [s for s in names if kind.runs_strategy(s)]
             raise InvalidInputError(f"workloads[{i}]: a {kind.name} task does not run the search strategy "
-                                    f"{strategy!r}")
+                                    f"{strategy!r}; it runs {runs}")
 
 
 def create_tasks(session: Session, workloads: Sequence[Workload | dict[str, Any] | str], target: str,

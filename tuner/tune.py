@@ -61,13 +61,12 @@ def tune_workloads(workloads: Sequence[Workload], target: Target | str, trials: 
     per workload) are measured first, after the baseline, as part of the trials: records of another
     space that start the search (a one-CG record of a chip target: tuner.space.chip.chip_seeds).
     """
-    from tuner.search import strategy_names
+    from tuner.search import STRATEGIES
 
     target = profile.apply(target) if profile is not None else get_target(target)
     backend = backend or backend_for(BackendName.SIMULATOR, target,
                                      BackendOptions(noise=noise, seed=seed, profile=profile))
-    if strategy not in strategy_names():
-        raise ValueError(f"unknown search strategy {strategy!r}; expected one of {strategy_names()}")
+    STRATEGIES.get(strategy)  # ValueError naming the registered strategies, before any measurement
     if trials < 1 or batch < 1:
         raise ValueError("trials and batch must be positive")
     if rank_quantile is not None and profile is None:

@@ -10,7 +10,7 @@ from __future__ import annotations
 from tuner.baseline import openacc_baseline
 from tuner.expr.workload import ExprWorkload
 from tuner.measure.simulator import Simulator, simulate
-from tuner.search import create_strategy, strategy_names
+from tuner.search import STRATEGIES, create_strategy
 from tuner.space.expr_space import ExprSpace
 from tuner.space.space import Config
 from tuner.targets import Target, get_target
@@ -19,8 +19,7 @@ from tuner.tune import TuneResult
 
 def tune_expr(workload: ExprWorkload, target: Target | str, trials: int = 200, strategy: str = "model",
               batch: int = 32, seed: int = 0, noise: float = 0.0) -> TuneResult:
-    if strategy not in strategy_names():
-        raise ValueError(f"unknown search strategy {strategy!r}; expected one of {strategy_names()}")
+    STRATEGIES.get(strategy)  # ValueError naming the registered strategies, before any measurement
     if trials < 1 or batch < 1:
         raise ValueError("trials and batch must be positive")
     target = get_target(target)
