@@ -9,6 +9,4 @@ worker, driver, demo, db ..., token ...), ``client_commands`` (tasks, best, subm
 HTTP), ``progress`` (a workflow's stages on the console), ``model_report`` and ``task_table`` (the
 tables). Importing a module registers nothing: commands are plain functions until ``build_app()`` adds
 them.
-
-May import every package; nothing imports cli.
 """

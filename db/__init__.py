@@ -3,8 +3,6 @@
 Callers (the service, its driver, the CLI) open a transaction with ``Database.session()`` and pass
 the session to the model functions of ``db.tasks``, ``db.jobs``, ``db.results``,
 ``db.measurements``, ``db.records``, ``db.tokens`` and ``db.workers``.
-
-May import tuner (its domain values, spaces and measurement types); never service or cli.
 """
 
 from db.engine import DEFAULT_URL, Database, make_engine, normalize_url

@@ -2,6 +2,4 @@
 
 Kept import-free on purpose: ``service.worker`` and ``service.client`` must load without the
 server-side stack (db, fastapi, sqlalchemy, xgboost).
-
-May import db and tuner; nothing imports service but cli.
 """

@@ -7,8 +7,8 @@ the cut plans of tuner.space.cpe), layout copies (cpe_layout), region copies (cp
 resizes (cpe_resize), steps sharing a spawn
 (launch_groups), the rest as plain C on the MPE (mpe), buffers (memory), weights.bin (weights), host
 C and the Makefile (host, makefile), the whole-model time (timing); ``compile_model`` (compiler) ties
-it together. May import ir, space, measure, baseline, codegen and the domain; a kind's behaviour
-through tuner.task_kind. Nothing here imports tvm: the front end (tuner.ir) and codegen do.
+it together. A kind's behaviour comes through tuner.task_kind. Nothing here imports tvm: the front
+end (tuner.ir) and codegen do.
 """
 
 from __future__ import annotations

@@ -5,8 +5,8 @@ Owns: te_ops (every op's PrimFunc, as its kind writes it), schedule (config -> s
 headers, Makefile), sources (all files of one kernel), tir_check (LDM and DMA figures from the TIR,
 compared with the analysis), tilecheck (an expression's tiles computed from the boxes its schedule
 fetches), reference (TVM's llvm build of an op, the emulator check's reference), sunway (files and
-commands for a real node, the timing line), emulator/ (swemu, the x86 athread emulator). May import
-space, ir, expr and the domain; imports tvm lazily (inside functions).
+commands for a real node, the timing line), emulator/ (swemu, the x86 athread emulator). Imports tvm
+lazily (inside functions).
 """
 
 from __future__ import annotations

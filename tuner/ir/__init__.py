@@ -4,5 +4,5 @@ Owns: the graph IR (graph: tensors, nodes, the MPE/CPE steps), the Relax reader 
 lowering passes (passes: one job each), the readers of single Relax operators into workloads
 (relax_ops: conv2d, matmul, expressions), and the TIR -> C printer that also counts a body's work
 (cprint). It is below the spaces because a memory-bound CPE kernel's space is planned on a rebuilt
-Relax operator. May import the domain and expr layers and tvm.
+Relax operator. It imports tvm.
 """

@@ -1,9 +1,8 @@
 """The kinds of tuning task, one module each, each an implementation of tuner.task_kind.TaskKind.
 
 Owns: what a kind of workload means to every layer (parse, space, simulated time, baseline, strategy,
-tensor program, emulator and Sunway builds). May import every tuner layer below it (domain, expr,
-space, measure, search, codegen, backends, aot); nothing below imports it: those layers reach a kind
-through ``tuner.task_kind.kind_of``. A kind is registered by one line of ``tuner.task_kind.BUILTIN_KINDS``
+tensor program, emulator and Sunway builds). The layers below reach a kind through
+``tuner.task_kind.kind_of``. A kind is registered by one line of ``tuner.task_kind.BUILTIN_KINDS``
 (another package's: its ``[project.entry-points."swtune.kinds"]``).
 
 - ``gemm_like``: what the GEMM-like kinds share (a ScheduleSpace, the batch simulator, the

@@ -3,8 +3,8 @@
 Owns: knobs and their choices (knobs, choices), the GEMM-like space (space, factory's ``space_for``
 for any kind), the operator geometry (ops, the built-in specs gemm and conv2d, expr_geometry and
 expr_opgeometry for expressions, expr_space), the vectorised analysis (analysis, compute: the CPE's
-pipelines, epilogue) and the memory-bound CPE kernel model (cpe/). May import ir, expr, models and the
-domain; the CPE kernel model imports tvm through the front end.
+pipelines, epilogue) and the memory-bound CPE kernel model (cpe/), which imports tvm through the
+front end.
 """
 
 from tuner.space.analysis import REASONS, Analysis
