@@ -6,6 +6,9 @@ task's strategy is rebuilt by telling it every stored measurement of the task's 
 and marking every queued job in flight, so nothing is measured twice and no budget is exceeded.
 A model-guided task's cost model starts from a base model of the newest measurements of the
 target's other workloads (``transfer_rows``, tuner.search.transfer), so it needs no random warm-up.
+Every task measures its baseline first, then the seeds the log holds for it: a task on several core
+groups starts from the best one-CG record of its workload on the preset (tuner.space.chip.task_seeds),
+all within its trials.
 A task's strategy and its transfer base learn from one simulator profile's times only, the target's
 active one (db.profiles), plus every hardware time: two profiles time one config differently, and a
 model trained on both would learn the difference as noise. When another profile is activated, the
@@ -46,6 +49,7 @@ from db import profiles as profiles_db
 from db import submissions as submissions_db
 from db import tasks as tasks_db
 from db.engine import Database
+from db.errors import NotFoundError
 from db.refs import workload_of
 from db.states import JobState, SubmissionState, TaskState
 from service import budget
@@ -55,8 +59,10 @@ from tuner.baseline import baseline_time
 from tuner.errors import InvalidConfigError
 from tuner.measure.base import MeasureResult, Source, Status
 from tuner.search import SearchStrategy
+from tuner.space.chip import seed_target, task_seeds
 from tuner.space.factory import space_for
 from tuner.space.space import Config
+from tuner.targets import get_target
 from tuner.task_kind import kind_of
 
 if TYPE_CHECKING:
@@ -93,7 +99,7 @@ class _TaskState:
     profile_version: int = 0
     told: set[int] = field(default_factory=set)  # measurement ids
     last_job_id: int = 0
-    baseline_checked: bool = False  # the baseline schedule is queued (or known) for this task
+    started: bool = False  # the strategy has queued its start: the baseline, then the log's seeds
 
 
 class TuningDriver:
@@ -249,12 +255,12 @@ class TuningDriver:
             with self.db.session() as s:
                 state = self._state(s, task)
                 self._sync(s, task, state)
+                self._queue_start(s, task, state)
                 counts = tasks_db.job_counts(s, [task.id])[task.id]
             used, queued, want = self._room(task, counts)
             if want <= 0:
                 return 0
-            first = self._baseline_first(state)
-            configs = first + (state.strategy.ask(want - len(first)) if want > len(first) else [])
+            configs = state.strategy.ask_next(want)
             if not configs:
                 if queued == 0:
                     log.info("task %s: search space exhausted after %s trials", task.id, used)
@@ -280,13 +286,30 @@ class TuningDriver:
                 log.info("task %s done", task_id)
         self._states.pop(task_id, None)
 
+    def _queue_start(self, session, task: tasks_db.TaskSpec, state: _TaskState) -> None:
+        """Once per strategy, after it is told the log (so nothing queued before a restart is queued
+        again): queue the baseline, then the seeds the log holds for the task, ahead of its proposals."""
+        if state.started:
+            return
+        state.started = True
+        state.strategy.queue_start(self._seeds(session, task))
+
     @staticmethod
-    def _baseline_first(state: _TaskState) -> list[Config]:
-        """The baseline schedule, once per task, ahead of the strategy's first proposals."""
-        if state.baseline_checked:
+    def _seeds(session, task: tasks_db.TaskSpec) -> list[Config]:
+        """The configs the tuner's rule (tuner.space.chip.seed_target, task_seeds) seeds the task with from
+        the best record of its workload on another target: a chip task's one-CG record on its preset. []
+        for a one-CG task, or when that target has no successful record of the workload."""
+        target = get_target(task.target)
+        source = seed_target(target)
+        if source is None:
             return []
-        state.baseline_checked = True
-        return state.strategy.queue_baseline()
+        try:
+            best = measurements_db.best_config(session, task.workload.key, source)
+        except NotFoundError:
+            return []
+        seeds = task_seeds(target, [best.config])
+        log.info("task %s: seeded with %d configs from the best record on %s", task.id, len(seeds), source)
+        return seeds
 
     # --- strategy state -----------------------------------------------------------------------
     def strategy(self, task_id: int) -> SearchStrategy:

@@ -87,10 +87,10 @@ def tune_workloads(workloads: Sequence[Workload], target: Target | str, trials: 
         progress.start()
         bars = [progress.add_task(w.key[:48], total=trials, status="") for w in workloads]
     spent = 0
-    pending_baseline = [s.queue_baseline() for s in searches]
-    with_baseline = [bool(b) for b in pending_baseline]
-    for task, seeds in enumerate(seed_configs or []):
-        pending_baseline[task] += searches[task].queue_seeds(seeds)
+    # the baseline, then the seeds, among the first candidates (within the task's trials)
+    seeds = list(seed_configs or [])
+    baselines = [s.queue_start(seeds[i] if i < len(seeds) else ()) for i, s in enumerate(searches)]
+    baseline_hashes = [config_hash(b) if b is not None else None for b in baselines]
     baseline_times: list[float | None] = [None] * len(workloads)
     measured_time: list[dict[str, float]] = [{} for _ in workloads]  # config hash -> measured mean time
     try:
@@ -98,16 +98,13 @@ def tune_workloads(workloads: Sequence[Workload], target: Target | str, trials: 
             if total_trials is not None and spent >= total_trials:
                 break
             search, workload = searches[i], workloads[i]
-            want = min(batch, trials - search.n_measured)
-            # the baseline and the seeds among the first candidates (within the task's trials)
-            first, pending_baseline[i] = pending_baseline[i][:want], pending_baseline[i][want:]
-            configs = first + (search.ask(want - len(first)) if want > len(first) else [])
+            configs = search.ask_next(min(batch, trials - search.n_measured))
             if not configs:
                 scheduler.tasks[i].stopped = True  # space exhausted
                 continue
             measured = backend.measure(workload, target, configs)
-            if first and with_baseline[i]:
-                baseline_times[i] = measured[0].mean_time
+            baseline_times[i] = next((r.mean_time for c, r in zip(configs, measured)
+                                      if config_hash(c) == baseline_hashes[i]), baseline_times[i])
             search.tell(configs, ranking.rank(workload, measured) if ranking else measured)
             measured_time[i].update((config_hash(r.config), r.mean_time) for r in measured if r.ok)
             spent += len(measured)

@@ -31,6 +31,7 @@ class SearchStrategy(ABC):
         self.measured_time: list[float] = []  # seconds, inf for failed configs
         self.best_time = np.inf
         self.best_config: Config | None = None
+        self._start: list[Config] = []  # queued by queue_start, handed out first by ask_next
 
     @staticmethod
     def _key(row: np.ndarray) -> bytes:
@@ -99,6 +100,22 @@ class SearchStrategy(ABC):
                 self.mark_in_flight([decoded])
                 out.append(decoded)
         return out
+
+    def queue_start(self, seeds: Sequence[Config] = ()) -> Config | None:
+        """Queue what a task measures ahead of the strategy's first proposals, within its trials and in
+        this order: the baseline (queue_baseline), then the valid new ``seeds`` (queue_seeds); ``ask_next``
+        hands them out first. The one home of that order, for in-process tuning (tuner.tune) and the
+        service's driver. Returns the baseline config queued, or None (no valid baseline, or known already)."""
+        baseline = self.queue_baseline()
+        self._start += baseline + self.queue_seeds(seeds)
+        return baseline[0] if baseline else None
+
+    def ask_next(self, n: int) -> list[Config]:
+        """Up to ``n`` configs to measure next: what ``queue_start`` queued and is not handed out yet,
+        then the strategy's proposals (``ask``)."""
+        n = max(n, 0)
+        first, self._start = self._start[:n], self._start[n:]
+        return first + (self.ask(n - len(first)) if n > len(first) else [])
 
     def tell(self, configs: Sequence[Config], results: Sequence[MeasureResult]) -> None:
         """Record measurements; failed configs count as infinitely slow."""

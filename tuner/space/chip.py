@@ -18,7 +18,7 @@ compiled program's placement; a kernel's time assumes it.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from math import prod
 
@@ -161,6 +161,20 @@ def chip_seeds(one_cg_config: Mapping[str, object], cgs: int) -> list[dict[str, 
         seeds += [{**base, "cgs": cgs, "cg_split": split.label, "cg_operands": CgOperands.REPLICATE.label}
                   for split in CgSplit]
     return seeds
+
+
+def seed_target(target: Target) -> str | None:
+    """The target whose best records start a search on ``target``: a chip target's preset (a tuning log
+    from before the split holds one-CG records of its workloads), or None for a one-CG target, whose
+    own records are its log."""
+    return target.base_name if target.cgs > 1 else None
+
+
+def task_seeds(target: Target, records: Sequence[Mapping[str, object]]) -> list[dict[str, object]]:
+    """The configs a search on ``target`` starts from, given the configs of its ``seed_target``'s best
+    records: each record's ``chip_seeds``, in order (the strategy queues each valid new one once:
+    tuner.search.base.SearchStrategy.queue_start)."""
+    return [seed for record in records for seed in chip_seeds(record, target.cgs)]
 
 
 def split_label(config: Mapping[str, object]) -> str:
