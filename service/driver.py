@@ -271,12 +271,14 @@ class TuningDriver:
                     return 0  # cancelled meanwhile
                 counts = tasks_db.job_counts(s, [task.id])[task.id]
                 _, _, room = self._room(task, counts)
-                inserted = jobs_db.enqueue(s, task.id, task.workload_id, task.target_id, configs[:max(room, 0)],
+                room = max(room, 0)
+                inserted = jobs_db.enqueue(s, task.id, task.workload_id, task.target_id, configs[:room],
                                            self.settings.max_attempts)
+            state.strategy.hand_back(configs[room:])  # marked in flight: measured on a later refill
             self.stats.enqueued += len(inserted)
             if inserted and self.on_enqueue is not None:
                 self.on_enqueue()
-            self.stats.conflicts += max(min(room, len(configs)), 0) - len(inserted)
+            self.stats.conflicts += min(room, len(configs)) - len(inserted)
             return len(inserted)
 
     def _finish(self, task_id: int) -> None:

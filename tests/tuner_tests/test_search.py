@@ -74,6 +74,21 @@ def test_the_baseline_is_queued_once_and_never_proposed_again():
     assert config_hash(baseline_config(space)) not in proposed
 
 
+def test_configs_handed_back_are_handed_out_first_and_never_proposed_twice():
+    """The driver hands back what it could not queue (the task's room shrank): nothing is lost or repeated."""
+    from tuner.baseline import baseline_config
+
+    space = ScheduleSpace(Dense(4, 256, 128, "float32"), "sw26010")
+    search = create_strategy("random", space, seed=0)
+    search.queue_start()
+    handed = search.ask_next(4)
+    assert handed[0] == baseline_config(space)
+    search.hand_back(handed[1:])
+    again = search.ask_next(5)
+    assert again[:3] == handed[1:]
+    assert len({config_hash(c) for c in handed + again[3:]}) == 6
+
+
 @pytest.mark.slow
 def test_model_guided_beats_random_on_a_big_space():
     space = ScheduleSpace(Conv2d(1, 64, 27, 27, 192, 5, 5, pad_h=2, pad_w=2), "sw26010")

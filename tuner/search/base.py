@@ -117,6 +117,11 @@ class SearchStrategy(ABC):
         first, self._start = self._start[:n], self._start[n:]
         return first + (self.ask(n - len(first)) if n > len(first) else [])
 
+    def hand_back(self, configs: Sequence[Config]) -> None:
+        """Configs ``ask_next`` handed out that were not queued after all (the task's room shrank meanwhile):
+        they stay in flight and ``ask_next`` hands them out first next time, so none is lost."""
+        self._start = list(configs) + self._start
+
     def tell(self, configs: Sequence[Config], results: Sequence[MeasureResult]) -> None:
         """Record measurements; failed configs count as infinitely slow."""
         for config, result in zip(configs, results, strict=True):
