@@ -12,7 +12,6 @@ from tuner.expr.workload import ExprWorkload
 from tuner.measure.simulator import Simulator, simulate
 from tuner.search import STRATEGIES, create_strategy
 from tuner.space.expr_space import ExprSpace
-from tuner.space.space import Config
 from tuner.targets import Target, get_target
 from tuner.tune import TuneResult
 
@@ -26,17 +25,10 @@ def tune_expr(workload: ExprWorkload, target: Target | str, trials: int = 200, s
     backend = Simulator(noise=noise, seed=seed)  # its space is space_for's ExprSpace
     space = backend.space(workload, target)
     search = create_strategy(strategy, space, seed=seed)
-    first: list[Config] = []
-    try:
-        first = [openacc_baseline(space)]
-        search.mark_in_flight(first)
-    except RuntimeError:
-        pass
+    search.queue_start()  # the baseline first, within the trials
     curve: list[float] = []
     while search.n_measured < trials:
-        want = min(batch, trials - search.n_measured)
-        configs = first + (search.ask(want - len(first)) if want > len(first) else [])
-        first = []
+        configs = search.ask_next(min(batch, trials - search.n_measured))
         if not configs:
             break
         results = backend.measure(workload, target, configs)
