@@ -125,7 +125,7 @@ def extract_relax(mod: Any, reductions: bool = False, fused: bool = True,
         if w is not None and memory_bound(w):
             routed.setdefault(n.source, []).append(w)
         elif has_kernel_task(n):
-            kernel = _cpe_kernel(n, graph)
+            kernel = _cpe_kernel(n, graph, target)
             if kernel is not None:
                 routed.setdefault(n.source, []).append(kernel)
     counts: Counter[str] = Counter()
@@ -179,15 +179,15 @@ def extract_relax(mod: Any, reductions: bool = False, fused: bool = True,
     return ExtractedModel(layers, dict(untuned))
 
 
-def _cpe_kernel(n: Any, graph: Any) -> Workload | None:
+def _cpe_kernel(n: Any, graph: Any, target: Target | str) -> Workload | None:
     """The CPE kernel task of a multi-block generic node (tuner.space.cpe.task), when it cuts into
-    blocks on some target whose meaning holds (its plans are checked again by the space)."""
+    blocks on ``target`` (the one its graph is built for; the space checks its plans again)."""
     from tuner.errors import SwtuneError
     from tuner.space.cpe.task import kernel_workload, workload_plans
 
     try:
         wl = kernel_workload(n, graph.dtype)
-        return wl if wl is not None and workload_plans(wl, "sw26010") else None
+        return wl if wl is not None and workload_plans(wl, target) else None
     except (SwtuneError, ValueError, TypeError):  # no task: the operator stays on the compile-time path
         return None
 
