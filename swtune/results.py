@@ -11,6 +11,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from tuner.targets import get_target
+from tuner.task_kind import kind_of
 from tuner.train.scaling import ScalingPoint
 
 
@@ -24,13 +26,17 @@ class TuningPlan:
     layers: list[Any]
     budget: int
     log_url: str | None
-    memory_bound: int = 0
     untuned_ops: Mapping[str, int] = field(default_factory=dict)
 
     @property
     def calls(self) -> int:
         """Calls of the tasks in one run of the model (a task used twice counts twice)."""
         return sum(layer.weight for layer in self.layers)
+
+    @property
+    def memory_bound(self) -> int:
+        """How many of the tasks are memory-bound (their kind says: element-wise operators, CPE kernels)."""
+        return sum(1 for layer in self.layers if kind_of(layer.workload).memory_bound(layer.workload))
 
 
 @dataclass(frozen=True)
@@ -66,13 +72,18 @@ class LayerResult:
         return self.baseline_s / self.tuned_s if self.tuned_s else None
 
 
+def has_draws(profile: Any) -> bool:
+    """Whether a simulator profile (None: the built-in one) has fit draws, which give each time an interval."""
+    return profile is not None and bool(profile.fit.get("draws"))
+
+
 @dataclass(frozen=True)
 class ModelTuning:
     """``tune_model``'s result: per layer, and the whole program ``compile_model`` would build from the log.
 
     ``timing``: the program's simulated time by operator (tuner.aot.timing.ModelTime); ``profile``: the
     log's active simulator profile behind the times (None: the built-in one); ``interval``: the whole
-    program's 95% interval under it; ``with_intervals``: the profile has fit draws, so layers have one."""
+    program's 95% interval under it."""
 
     model: str
     target: str
@@ -82,8 +93,16 @@ class ModelTuning:
     timing: Any
     profile: Any = None
     interval: tuple[float, float] | None = None
-    with_intervals: bool = False
-    chip: bool = False
+
+    @property
+    def with_intervals(self) -> bool:
+        """The profile has fit draws, so each tuned layer has a 95% interval."""
+        return has_draws(self.profile)
+
+    @property
+    def chip(self) -> bool:
+        """The target splits kernels over several core groups (each layer says how it uses them)."""
+        return get_target(self.target).cgs > 1
 
     @property
     def untuned(self) -> list[str]:

@@ -15,7 +15,7 @@ from typing import Any
 
 from swtune.errors import ArgumentError
 from swtune.progress import Progress
-from swtune.results import LayerResult, ModelTuning, ServiceTuning, TuningPlan
+from swtune.results import LayerResult, ModelTuning, ServiceTuning, TuningPlan, has_draws
 from swtune.tuning_log import active_profile, database_url, program_interval
 
 DEFAULT_MODEL_TRIALS = 64  # trials per GEMM-like task of a model (tune_model, `swtune submit --model`)
@@ -73,7 +73,7 @@ def tune_layers(layers: Sequence[Any], db: str | None, *, name: str, target: str
     16. ``progress.tuning_planned`` gets the plan before the service starts. Raises ``ArgumentError`` for
     a bad budget and ``ValueError`` for a ``db`` that names no tuning log."""
     from service.embedded import embedded_service
-    from tuner.bridge.extract import memory_bound, trial_budget
+    from tuner.bridge.extract import trial_budget
 
     if (trials is None) == (budget is None):
         raise ArgumentError("give trials (per task) or budget (the whole submission's), one of them")
@@ -84,7 +84,7 @@ def tune_layers(layers: Sequence[Any], db: str | None, *, name: str, target: str
         raise ArgumentError(f"a budget of {whole} trials tunes nothing")
     rounds = per_round or (trials_per_round(trials) if trials is not None else DEFAULT_PER_ROUND)
     progress = progress or Progress()
-    progress.tuning_planned(TuningPlan(name, layers, whole, url, sum(1 for l in layers if memory_bound(l.workload))))
+    progress.tuning_planned(TuningPlan(name, layers, whole, url))
     with embedded_service(url, workers=workers, target=target) as service:
         return tune_on_server(service.url, None, name, layers, target, whole, strategy=strategy, timeout=timeout,
                               per_round=rounds, progress=progress)
@@ -137,16 +137,15 @@ def tune_model(model: Any, *, target: str = "sw26010", cgs: int = 1, trials: int
     from tuner.aot import AotError
     from tuner.aot.compiler import lower_model
     from tuner.aot.lookup import TuningLog
-    from tuner.bridge.extract import extract_relax, memory_bound, trial_budget
+    from tuner.bridge.extract import extract_relax, trial_budget
     from tuner.calibrate.intervals import simulated_interval
     from tuner.ir.relax_reader import read_relax
     from tuner.space.chip import split_label
     from tuner.targets import get_target, with_cgs
 
     progress = progress or Progress()
-    if cgs != 1:
-        target = with_cgs(target, cgs).name
-    get_target(target)
+    tgt = with_cgs(target, cgs) if cgs != 1 else get_target(target)
+    target = tgt.name
     if budget is not None and trials is not None:
         raise ArgumentError("give trials (per task) or budget (the whole model's), not both")
     log_url = None if server else database_url(db)  # a bad db is refused before any work
@@ -160,8 +159,7 @@ def tune_model(model: Any, *, target: str = "sw26010", cgs: int = 1, trials: int
                             f"was tuned: {exc}") from exc
     layers = extracted.layers
     whole = budget if budget is not None else trial_budget(layers, trials or DEFAULT_MODEL_TRIALS)
-    plan = TuningPlan(name, layers, whole, log_url, sum(1 for l in layers if memory_bound(l.workload)),
-                      dict(extracted.untuned))
+    plan = TuningPlan(name, layers, whole, log_url, dict(extracted.untuned))
     progress.tuning_planned(plan)
     start = time.monotonic()
     if server:
@@ -174,20 +172,18 @@ def tune_model(model: Any, *, target: str = "sw26010", cgs: int = 1, trials: int
         with embedded_service(log_url, workers=workers, target=target) as service:
             tuned = tune_on_server(service.url, None, name, layers, target, whole, strategy=strategy,
                                    timeout=timeout, progress=progress)
-    profile = active_profile(get_target(target).name, server=server, token=token, db_url=log_url, progress=progress)
+    profile = active_profile(target, server=server, token=token, db_url=log_url, progress=progress)
     base = baselines(layers, target)
-    with_draws = profile is not None and bool(profile.fit.get("draws"))
-    chip = get_target(target).cgs > 1  # kernels may split over core groups: say how each does
     results = []
     for layer, task in zip(layers, tuned.tasks):
         found = tuned.best.get(layer.workload.key)
         results.append(LayerResult(
             layer.name, layer.workload, layer.weight, int(task.get("trials_done", 0)), base[layer.name],
             found["mean_time"] if found and found["mean_time"] else None, found["config"] if found else None,
-            simulated_interval(profile, layer.workload, found["config"]) if with_draws and found else None,
-            (split_label(found["config"]) if found else None) if chip else None))
+            simulated_interval(profile, layer.workload, found["config"]) if has_draws(profile) and found else None,
+            (split_label(found["config"]) if found else None) if tgt.cgs > 1 else None))
     elapsed = time.monotonic() - start
     # the program compile_model would build from this log: fused, offloaded and grouped the same way
     program = lower_model(mod, profile.apply(target) if profile else target, TuningLog(tuned.config))
     return ModelTuning(name, target, plan, results, elapsed, program.timing(), profile,
-                       program_interval(profile, program.graph, program.kernels), with_draws, chip)
+                       program_interval(profile, program.graph, program.kernels))

@@ -90,7 +90,6 @@ def tune_workloads(workloads: Sequence[Workload], target: Target | str, trials: 
     # the baseline, then the seeds, among the first candidates (within the task's trials)
     seeds = list(seed_configs or [])
     baselines = [s.queue_start(seeds[i] if i < len(seeds) else ()) for i, s in enumerate(searches)]
-    baseline_hashes = [config_hash(b) if b is not None else None for b in baselines]
     baseline_times: list[float | None] = [None] * len(workloads)
     measured_time: list[dict[str, float]] = [{} for _ in workloads]  # config hash -> measured mean time
     try:
@@ -103,8 +102,8 @@ def tune_workloads(workloads: Sequence[Workload], target: Target | str, trials: 
                 scheduler.tasks[i].stopped = True  # space exhausted
                 continue
             measured = backend.measure(workload, target, configs)
-            baseline_times[i] = next((r.mean_time for c, r in zip(configs, measured)
-                                      if config_hash(c) == baseline_hashes[i]), baseline_times[i])
+            if baseline_times[i] is None and baselines[i] is not None:  # ask_next hands out the queued object
+                baseline_times[i] = next((r.mean_time for c, r in zip(configs, measured) if c is baselines[i]), None)
             search.tell(configs, ranking.rank(workload, measured) if ranking else measured)
             measured_time[i].update((config_hash(r.config), r.mean_time) for r in measured if r.ok)
             spent += len(measured)

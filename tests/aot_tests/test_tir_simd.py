@@ -28,7 +28,7 @@ TOL = {"float32": (1e-5, 1e-6), "float64": (1e-12, 1e-13)}  # rtol, atol (for va
 
 
 def _prim(make: Any, shapes: list[tuple[int, ...]], dtype: str) -> Any:
-    """The PrimFunc TVM legalizes ``make(*params)`` to (like tuner.ir.relax_reader.legalize, but
+    """The PrimFunc TVM legalizes ``make(*params)`` to (like tuner.ir.legalizations.legalize, but
     permute_dims legalized too)."""
     bb = relax.BlockBuilder()
     params = [relax.Var(f"x{i}", relax.TensorType(s, dtype)) for i, s in enumerate(shapes)]

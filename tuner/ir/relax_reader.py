@@ -34,6 +34,7 @@ import numpy as np
 
 from tuner.ir.cprint.dtypes import INPUT_FILE_TYPES
 from tuner.ir.graph import AotError, Graph, Node, Note, Tensor, Where
+from tuner.ir.legalizations import legalize
 from tuner.ir.names import operator_name
 from tuner.ir.passes import (
     allreduce,
@@ -249,14 +250,6 @@ class RelaxReader:
         return Graph(inputs, outputs, steps, self.dtype, self._ids, self.functions)
 
 
-def legalize(mod: Any, keep: Sequence[str] | None = None) -> Any:
-    """Every operator but ``keep`` (by default ``KEPT_OPS``, the ones the passes read themselves, looked
-    up at call time) lowered by TVM to ``call_tir`` of a PrimFunc."""
-    from tuner.ir.legalizations import legalize as legalize_ops
-
-    return legalize_ops(mod, KEPT_OPS if keep is None else keep)
-
-
 def source_calls(mod: Any) -> dict[str, Any]:
     """Binding name -> Relax operator call of the module before legalization (for the report, and
     to legalize an operator again on a slice of its operands: tuner.aot.cpe_ops)."""
@@ -285,4 +278,4 @@ def read_relax(mod: Any, target: Target | str | None) -> Graph:
     step split for a CPE's LDM: a CPE kernel rebuilt from its script, tuner.space.cpe.rebuild)."""
     mod = reader_form(mod)
     tgt = None if target is None else get_target(target)
-    return RelaxReader(legalize(mod), source_calls(mod), tgt).read()
+    return RelaxReader(legalize(mod, KEPT_OPS), source_calls(mod), tgt).read()

@@ -23,9 +23,9 @@ VIEWS = ("expand_dims", "flatten", "reshape", "squeeze")
 def view(r: RelaxReader, call: Any, name: str, op: str) -> Value:
     """A reshape-like operator: its operand viewed in the result's shape."""
     x = r.tensor(call.args[0], name)
-    r.note(name, op, Where.COMPILE_TIME if x.kind == "const" else Where.VIEW,
-           f"{list(x.shape)} -> {list(out_shape(call, name))}")
-    return r.view(x, out_shape(call, name), name)
+    shape = out_shape(call, name)
+    r.note(name, op, Where.COMPILE_TIME if x.kind == "const" else Where.VIEW, f"{list(x.shape)} -> {list(shape)}")
+    return r.view(x, shape, name)
 
 
 def shape_of(r: RelaxReader, call: Any, name: str, op: str) -> Value:

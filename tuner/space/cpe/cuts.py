@@ -60,7 +60,7 @@ def _legalize_sliced(call: Any, shapes: list[tuple[int, ...] | None], dtype: str
     ``out_shape``."""
     from tvm import relax
 
-    from tuner.ir.relax_reader import legalize
+    from tuner.ir.legalizations import legalize
 
     bb = relax.BlockBuilder()
     params, args, owners = [], [], {}
@@ -81,7 +81,7 @@ def _legalize_sliced(call: Any, shapes: list[tuple[int, ...] | None], dtype: str
                 y = bb.emit(relax.Call(call.op, args, call.attrs))
                 out = bb.emit_output(y)
             bb.emit_func_output(out)
-        mod = legalize(bb.get(), keep=())  # every operator: the reader's own ones too (a group_norm's steps)
+        mod = legalize(bb.get(), ())  # every operator: the reader's own ones too (a group_norm's steps)
     except (RuntimeError, ValueError, TypeError, AttributeError):  # TVM's errors are RuntimeErrors
         return None
     bindings = [b for blk in mod["main"].body.blocks for b in blk.bindings]
@@ -390,7 +390,8 @@ def _plan_pool_rows(n: Node, call: Any, dtype: str, item: int) -> KernelPlan | N
     funcs: dict[int, Any] = {}
 
     def body_at(b: int, lanes: int) -> CFunction | None:
-        from tuner.ir.relax_reader import legalize
+        from tuner.ir.legalizations import legalize
+        from tuner.ir.relax_reader import KEPT_OPS
 
         if b not in funcs:
             rows = int(window.rows(np.asarray(b)))
@@ -402,7 +403,7 @@ def _plan_pool_rows(n: Node, call: Any, dtype: str, item: int) -> KernelPlan | N
                                      bool(at.count_include_pad), "NCHW", "NCHW"))
                     o = bb.emit_output(z)
                 bb.emit_func_output(o)
-            mod = legalize(bb.get())
+            mod = legalize(bb.get(), KEPT_OPS)
             calls = [bd.value for blk in mod["main"].body.blocks for bd in blk.bindings
                      if isinstance(bd.value, relax.Call) and getattr(bd.value.op, "name", "") == "relax.call_tir"]
             if len(calls) != 1 or tuple(int(d) for d in calls[0].ty.shape) != (1, 1, b, ow):
